@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The one test command: formatting, vet, and every test under the race
+# detector. It installs and starts what the tests need on a fresh Debian
+# machine that has only Go, and stops it all on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin:$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin"
+source scripts/lib.sh
+trap stop_servers EXIT
+
+# Servers the tests talk to: each one is started on loopback and announced to
+# the tests through an environment variable.
+
+log "gofmt"
+unformatted=$(find . -name '*.go' -not -path './.git/*' -print0 | xargs -0 gofmt -l)
+if [ -n "$unformatted" ]; then
+  log "gofmt would change these files:"
+  echo "$unformatted" >&2
+  exit 1
+fi
+
+log "go vet"
+go vet ./...
+
+log "go test -race"
+go test -race -timeout "${COORD_TEST_TIMEOUT:-15m}" ./...
