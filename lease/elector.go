@@ -1,0 +1,334 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Elector campaigns for a lease and keeps it while it can: acquire, renew,
+// watch, step down, release. It works over any Backend.
+//
+// An Elector is safe for concurrent use: Run owns its state on one goroutine;
+// Resign, IsLeader and Token may be called from any goroutine.
+type Elector struct {
+	backend Backend
+	cfg     Config
+	clock   Clock
+	log     *slog.Logger
+	rand    *rand.Rand // jitter of retries; owned by the Run goroutine
+
+	resignOnce sync.Once
+	resign     chan struct{}
+	running    atomic.Bool
+	token      atomic.Uint64 // token of the current tenure, 0 when not leading
+
+	// Owned by the Run goroutine.
+	watch    <-chan Record
+	observed Record // last record reported through OnLeaderChanged
+}
+
+// NewElector returns an Elector for cfg over b, or an error wrapping
+// ErrInvalid if cfg does not validate. The Elector does nothing until Run.
+func NewElector(b Backend, cfg Config) (*Elector, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: nil Backend", ErrInvalid)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	e := &Elector{backend: b, cfg: cfg, clock: cfg.Clock, log: cfg.Logger, resign: make(chan struct{})}
+	if e.clock == nil {
+		e.clock = systemClock{}
+	}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	e.log = e.log.With("lease", cfg.Name, "holder", cfg.Holder)
+	seed := uint64(time.Now().UnixNano())
+	e.rand = rand.New(rand.NewPCG(seed, seed>>17^0x9e3779b97f4a7c15))
+	return e, nil
+}
+
+// IsLeader reports whether the Elector currently holds the lease, as far as
+// it knows: true from just before OnElected starts until its ctx is
+// cancelled.
+func (e *Elector) IsLeader() bool { return e.token.Load() != 0 }
+
+// Token returns the fencing token of the current tenure, or 0 when not
+// leading.
+func (e *Elector) Token() uint64 { return e.token.Load() }
+
+// Resign hands the lease back: the elected ctx is cancelled at once, the
+// lease is released as soon as OnElected has returned, and Run returns. A
+// participant that does not hold the lease just stops campaigning. Resign
+// may be called more than once, and before Run.
+func (e *Elector) Resign() { e.resignOnce.Do(func() { close(e.resign) }) }
+
+// Run campaigns until ctx is done or Resign is called, then releases the
+// lease if it holds it and returns nil. It returns an error only if it was
+// already running. Backend errors are logged and retried, never returned:
+// a store that is down is a store to wait for.
+func (e *Elector) Run(ctx context.Context) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: Elector.Run called twice", ErrInvalid)
+	}
+	defer e.running.Store(false)
+	for !e.stopping(ctx) {
+		start := e.clock.Now()
+		rec, err := e.request(ctx, e.cfg.RenewDeadline, func(rctx context.Context) (Record, error) {
+			return e.backend.Acquire(rctx, e.cfg.Name, e.cfg.Holder, e.cfg.TTL)
+		})
+		switch {
+		case err == nil:
+			e.lead(ctx, rec, start)
+		case errors.Is(err, ErrHeld):
+			e.observe(rec)
+			e.waitForChance(ctx, rec)
+		default:
+			if !errors.Is(err, context.Canceled) {
+				e.log.Warn("lease: acquire failed", "err", err)
+			}
+			e.sleep(ctx, e.jitter(e.cfg.RetryPeriod))
+		}
+	}
+	return nil
+}
+
+// stopping reports whether Run should stop: ctx done or Resign called.
+func (e *Elector) stopping(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	case <-e.resign:
+		return true
+	default:
+		return false
+	}
+}
+
+// request runs one backend call with a timeout, so that a hung store cannot
+// hold the Run goroutine past a deadline.
+func (e *Elector) request(ctx context.Context, timeout time.Duration, call func(context.Context) (Record, error)) (Record, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	return call(rctx)
+}
+
+// waitForChance waits, as a candidate, until the lease may be free: a watch
+// event saying it changed, its expiry, the retry period (a fallback in case
+// a watch event was missed), Resign or ctx.
+func (e *Elector) waitForChance(ctx context.Context, held Record) {
+	var expiry <-chan time.Time
+	if !held.Expiry.IsZero() {
+		// Expiry is measured from before the store acted, so the store
+		// may still hold the lease at that instant; the acquire then just
+		// fails and the retry timer tries again.
+		expiry = e.clock.After(max(held.Expiry.Sub(e.clock.Now()), 0))
+	}
+	retry := e.clock.After(e.jitter(e.cfg.RetryPeriod))
+	for {
+		watch := e.ensureWatch(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.resign:
+			return
+		case <-expiry:
+			return
+		case <-retry:
+			return
+		case rec, ok := <-watch:
+			if !ok {
+				e.watch = nil
+				continue
+			}
+			e.observe(rec)
+			if rec.Free() || rec.Token != held.Token {
+				return
+			}
+		}
+	}
+}
+
+// ensureWatch returns the watch channel, opening it if needed. A nil channel
+// (watch failed) blocks forever in a select, leaving the retry timer to
+// wake the candidate.
+func (e *Elector) ensureWatch(ctx context.Context) <-chan Record {
+	if e.watch != nil {
+		return e.watch
+	}
+	ch, err := e.backend.Watch(ctx, e.cfg.Name)
+	if err != nil {
+		e.log.Debug("lease: watch failed; relying on retries", "err", err)
+		return nil
+	}
+	e.watch = ch
+	return ch
+}
+
+// observe reports a change of the observed holder or token.
+func (e *Elector) observe(r Record) {
+	if r.Holder == e.observed.Holder && r.Token == e.observed.Token {
+		return
+	}
+	e.observed = r
+	if cb := e.cfg.Callbacks.OnLeaderChanged; cb != nil {
+		cb(r)
+	}
+}
+
+// tenure is the state of one term of leadership.
+type tenure struct {
+	token     uint64
+	deadline  time.Time // step down at this instant unless renewed
+	nextRenew time.Time
+	resigning bool // ctx cancelled on request; release once work returns
+}
+
+// lead holds the lease acquired at start until it is lost or handed back. It
+// returns only after the tenure's OnElected has returned.
+func (e *Elector) lead(ctx context.Context, rec Record, start time.Time) {
+	t := &tenure{
+		token:     rec.Token,
+		deadline:  start.Add(e.cfg.RenewDeadline),
+		nextRenew: start.Add(e.cfg.RenewInterval),
+	}
+	e.observe(rec)
+	e.token.Store(t.token)
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	workDone := make(chan struct{})
+	go func() {
+		defer close(workDone)
+		if cb := e.cfg.Callbacks.OnElected; cb != nil {
+			cb(workCtx, t.token)
+		}
+	}()
+	e.log.Debug("lease: elected", "token", t.token)
+
+	stepDown := func(err error) {
+		e.token.Store(0)
+		cancelWork()
+		e.log.Info("lease: stepping down", "token", t.token, "err", err)
+		if cb := e.cfg.Callbacks.OnLost; cb != nil {
+			cb(t.token, err)
+		}
+		<-workDone
+		// Best effort: if the store still thinks we hold it, let others in
+		// now rather than at expiry.
+		if errors.Is(err, ErrDeadline) {
+			_, _ = e.request(ctx, e.cfg.RetryPeriod, func(rctx context.Context) (Record, error) {
+				return Record{}, e.backend.Release(rctx, e.cfg.Name, e.cfg.Holder, t.token)
+			})
+		}
+	}
+
+	resign, ctxDone := e.resign, ctx.Done()
+	workReturned := false
+	for {
+		if t.resigning && workReturned {
+			e.release(ctx, t)
+			return
+		}
+		now := e.clock.Now()
+		if !now.Before(t.deadline) {
+			stepDown(fmt.Errorf("%w: no successful renew within %v", ErrDeadline, e.cfg.RenewDeadline))
+			return
+		}
+		var work <-chan struct{}
+		if !workReturned {
+			work = workDone
+		}
+		select {
+		case <-ctxDone:
+			resign, ctxDone = nil, nil
+			e.beginResign(t, cancelWork)
+		case <-resign:
+			resign, ctxDone = nil, nil
+			e.beginResign(t, cancelWork)
+		case <-work:
+			// Work that returns on its own leaves the lease held (a leader
+			// with nothing to do is still the leader) until resigned or lost.
+			workReturned = true
+		case <-e.clock.After(t.deadline.Sub(now)):
+			// The check at the top of the loop steps down.
+		case <-e.clock.After(max(t.nextRenew.Sub(now), 0)):
+			if err := e.renew(ctx, t); err != nil {
+				stepDown(err)
+				return
+			}
+		}
+	}
+}
+
+// beginResign cancels the tenure's work; the lease is released when the work
+// has returned.
+func (e *Elector) beginResign(t *tenure, cancelWork context.CancelFunc) {
+	t.resigning = true
+	e.token.Store(0)
+	cancelWork()
+}
+
+// renew renews the lease once. It returns nil on success or on a failure
+// worth retrying before the deadline, and an error wrapping ErrLost when
+// the lease is gone.
+func (e *Elector) renew(ctx context.Context, t *tenure) error {
+	start := e.clock.Now()
+	rec, err := e.request(ctx, t.deadline.Sub(start), func(rctx context.Context) (Record, error) {
+		return e.backend.Renew(rctx, e.cfg.Name, e.cfg.Holder, t.token, e.cfg.TTL)
+	})
+	switch {
+	case err == nil:
+		// Measured from the start of the request: the store's expiry is
+		// at least start + TTL, so stepping down at start + RenewDeadline
+		// leaves TTL - RenewDeadline before anyone else can acquire.
+		t.deadline = start.Add(e.cfg.RenewDeadline)
+		t.nextRenew = start.Add(e.cfg.RenewInterval)
+		return nil
+	case errors.Is(err, ErrLost):
+		e.observe(rec)
+		return err
+	default:
+		e.log.Warn("lease: renew failed; retrying", "token", t.token, "err", err)
+		t.nextRenew = e.clock.Now().Add(e.jitter(e.cfg.RetryPeriod))
+		return nil
+	}
+}
+
+// release hands the lease back after a resignation and reports it.
+func (e *Elector) release(ctx context.Context, t *tenure) {
+	_, err := e.request(ctx, e.cfg.RenewDeadline, func(rctx context.Context) (Record, error) {
+		return Record{}, e.backend.Release(rctx, e.cfg.Name, e.cfg.Holder, t.token)
+	})
+	if err != nil {
+		e.log.Warn("lease: release failed; the lease will expire", "token", t.token, "err", err)
+	}
+	if cb := e.cfg.Callbacks.OnLost; cb != nil {
+		if err != nil && errors.Is(err, ErrLost) {
+			cb(t.token, err)
+		} else {
+			cb(t.token, nil)
+		}
+	}
+}
+
+// jitter returns d stretched by a random 0-20 %, so that contenders that
+// failed together do not retry together.
+func (e *Elector) jitter(d time.Duration) time.Duration {
+	return d + time.Duration(e.rand.Int64N(int64(d)/5+1))
+}
+
+// sleep waits for d, Resign or ctx.
+func (e *Elector) sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-e.resign:
+	case <-e.clock.After(d):
+	}
+}
