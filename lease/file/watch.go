@@ -1,0 +1,209 @@
+package file
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"coord/lease"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Watch implements lease.Backend. Nothing is polled. A watcher wakes when:
+//   - the lock file is replaced (inotify on the directory sees the rename):
+//     acquire, renew, release, repair;
+//   - the holder's process dies or releases: the watcher keeps a connection
+//     to the tenure socket, and the kernel ends it (EOF) when the socket
+//     closes, within microseconds of the holder's death;
+//   - the lease expires: a timer set to the expiry it last read (a holder
+//     stopped by SIGSTOP is alive, so only its TTL frees the lease).
+func (b *Backend) Watch(ctx context.Context, name string) (<-chan lease.Record, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	wake, unsubscribe, err := b.subscribe(name)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan lease.Record, 1)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		defer unsubscribe()
+		defer close(out)
+		b.watch(ctx, name, out, wake)
+	}()
+	return out, nil
+}
+
+// watchKey is what a watcher compares to decide whether a record changed.
+type watchKey struct {
+	holder      string
+	token       uint64
+	expiresMono int64
+}
+
+// watch is the loop of one Watch call.
+func (b *Backend) watch(ctx context.Context, name string, out chan lease.Record, wake <-chan struct{}) {
+	var (
+		sent      bool
+		last      watchKey
+		deathConn net.Conn
+		deathTok  uint64
+		death     = make(chan struct{}, 1)
+	)
+	defer func() {
+		if deathConn != nil {
+			deathConn.Close()
+		}
+	}()
+	for {
+		v, err := b.view(ctx, name)
+		if err != nil {
+			b.log.Debug("lease/file: watch ends", "lease", name, "err", err)
+			return
+		}
+		if key := (watchKey{v.holder, v.token, v.expiresMono}); !sent || key != last {
+			sendLatest(out, v.record(name))
+			sent, last = true, key
+		}
+		if deathConn != nil && (!v.held() || v.token != deathTok) {
+			deathConn.Close()
+			deathConn, deathTok = nil, 0
+		}
+		var expiry <-chan time.Time
+		if v.held() {
+			if deathConn == nil {
+				c, err := net.DialTimeout("unix", b.sockPath(name, v.token), 200*time.Millisecond)
+				if err != nil {
+					continue // died between the assessment and now: look again
+				}
+				deathConn, deathTok = c, v.token
+				go func() {
+					io.Copy(io.Discard, c)
+					select {
+					case death <- struct{}{}:
+					default:
+					}
+				}()
+			}
+			expiry = time.After(time.Duration(v.expiresMono-lease.MonotonicNow()) + time.Millisecond)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.closed:
+			return
+		case <-wake:
+		case <-death:
+		case <-expiry:
+		}
+	}
+}
+
+// sendLatest puts r in ch (capacity 1), replacing an unread older value, so
+// that a slow receiver sees the latest state and the sender never blocks.
+// Only the watch goroutine sends on ch.
+func sendLatest(ch chan lease.Record, r lease.Record) {
+	for {
+		select {
+		case ch <- r:
+			return
+		default:
+			select {
+			case <-ch:
+			default:
+			}
+		}
+	}
+}
+
+// notifier shares one inotify instance among a Backend's watches (the
+// kernel allows few instances per user) and fans its events out by name.
+type notifier struct {
+	w *fsnotify.Watcher
+
+	mu   sync.Mutex
+	subs map[string]map[chan struct{}]struct{}
+}
+
+// subscribe returns a channel that is signalled whenever the lock file of
+// name changes, and a function to unsubscribe.
+func (b *Backend) subscribe(name string) (<-chan struct{}, func(), error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.isClosed {
+		return nil, nil, fmt.Errorf("lease/file: watch %q: %w", name, lease.ErrClosed)
+	}
+	if b.notify == nil {
+		w, err := fsnotify.NewWatcher()
+		if err != nil {
+			return nil, nil, fmt.Errorf("lease/file: inotify: %w: %v", lease.ErrUnavailable, err)
+		}
+		if err := w.Add(b.dir); err != nil {
+			w.Close()
+			return nil, nil, fmt.Errorf("lease/file: inotify on %s: %w: %v", b.dir, lease.ErrUnavailable, err)
+		}
+		b.notify = &notifier{w: w, subs: map[string]map[chan struct{}]struct{}{}}
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			b.notify.run()
+		}()
+	}
+	n := b.notify
+	ch := make(chan struct{}, 1)
+	n.mu.Lock()
+	if n.subs[name] == nil {
+		n.subs[name] = map[chan struct{}]struct{}{}
+	}
+	n.subs[name][ch] = struct{}{}
+	n.mu.Unlock()
+	return ch, func() {
+		n.mu.Lock()
+		delete(n.subs[name], ch)
+		n.mu.Unlock()
+	}, nil
+}
+
+// run dispatches inotify events until the watcher is closed. An error (the
+// event queue overflowed) wakes every subscriber, so none misses a change.
+func (n *notifier) run() {
+	for {
+		select {
+		case ev, ok := <-n.w.Events:
+			if !ok {
+				return
+			}
+			n.signal(filepath.Base(ev.Name), false)
+		case _, ok := <-n.w.Errors:
+			if !ok {
+				return
+			}
+			n.signal("", true)
+		}
+	}
+}
+
+func (n *notifier) signal(name string, all bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for subName, subs := range n.subs {
+		if !all && subName != name {
+			continue
+		}
+		for ch := range subs {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (n *notifier) close() { n.w.Close() }
