@@ -1,0 +1,128 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"coord/internal/assert"
+	"coord/internal/leasekit/leasekittest"
+	"coord/lease"
+)
+
+func TestMain(m *testing.M) {
+	leasekittest.HolderMain()
+	os.Exit(m.Run())
+}
+
+// newFactory returns a function that opens a new Backend on one database
+// file per call of newFactory.
+func newFactory(t *testing.T) (string, func(t *testing.T) lease.Backend) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "leases.db")
+	return url, func(t *testing.T) lease.Backend {
+		b, err := lease.Open(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+}
+
+func TestContract(t *testing.T) {
+	_, newBackend := newFactory(t)
+	leasekittest.Run(t, newBackend)
+}
+
+func TestHolderProcessKilled(t *testing.T) {
+	url, newBackend := newFactory(t)
+	gap := leasekittest.KillHolder(t, newBackend(t), url, time.Second)
+	t.Logf("free %v after SIGKILL (TTL 1s)", gap)
+}
+
+// A database whose write lock another process holds makes every write
+// wait; the wait ends with ErrUnavailable when the caller's context is done,
+// not at the (longer) busy timeout.
+func TestLockedDatabaseIsUnavailable(t *testing.T) {
+	url, newBackend := newFactory(t)
+	b := newBackend(t)
+	ctx := context.Background()
+	if _, err := b.Get(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	other, err := sql.Open("sqlite", url[len("sqlite://"):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	conn, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.ExecContext(ctx, "ROLLBACK")
+
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err = b.Acquire(short, "x", "a", time.Second)
+	assert.That(errors.Is(err, lease.ErrUnavailable), "Acquire on a locked database: want ErrUnavailable, got %v", err)
+}
+
+func TestTokensSurviveReopen(t *testing.T) {
+	url, newBackend := newFactory(t)
+	ctx := context.Background()
+	b := newBackend(t)
+	a, err := b.Acquire(ctx, "n", "a", time.Minute)
+	assert.That(err == nil, "Acquire: %v", err)
+	assert.That(b.Release(ctx, "n", "a", a.Token) == nil, "Release failed")
+	assert.That(b.Close() == nil, "Close failed")
+
+	b2, err := lease.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	got, err := b2.Get(ctx, "n")
+	assert.That(err == nil && got.Free() && got.Token == a.Token, "Get after reopen: %+v, %v", got, err)
+	c, err := b2.Acquire(ctx, "n", "c", time.Minute)
+	assert.That(err == nil && c.Token == a.Token+1, "Acquire after reopen: token %d after %d, %v", c.Token, a.Token, err)
+}
+
+// A lease written during an earlier boot is expired: its holder died with
+// that boot, and CLOCK_BOOTTIME restarted from zero.
+func TestLeaseFromEarlierBootIsExpired(t *testing.T) {
+	_, newBackend := newFactory(t)
+	ctx := context.Background()
+	b := newBackend(t).(*Backend)
+	a, err := b.Acquire(ctx, "n", "a", time.Hour)
+	assert.That(err == nil, "Acquire: %v", err)
+	if _, err := b.db.ExecContext(ctx, `UPDATE coord_lease SET boot = 'an-earlier-boot' WHERE name = 'n'`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Get(ctx, "n")
+	assert.That(err == nil && got.Free() && got.Token == a.Token, "Get of an earlier boot's lease: %+v, %v", got, err)
+	c, err := b.Acquire(ctx, "n", "c", time.Minute)
+	assert.That(err == nil && c.Token > a.Token, "Acquire: token %d after %d, %v", c.Token, a.Token, err)
+}
+
+func TestBadURLs(t *testing.T) {
+	for _, url := range []string{
+		"sqlite://host/leases.db",
+		"sqlite:relative.db",
+		"sqlite:///tmp/x.db?poll=fast",
+		"sqlite:///tmp/x.db?color=blue",
+		"sqlite:///tmp/x.db?busy_timeout=0s",
+	} {
+		_, err := lease.Open(context.Background(), url)
+		assert.That(errors.Is(err, lease.ErrInvalid), "%s: want ErrInvalid, got %v", url, err)
+	}
+	_, err := lease.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "no", "such", "dir.db"))
+	assert.That(err != nil, "a database in a missing directory opened")
+}
