@@ -12,13 +12,13 @@
 //
 //	CREATE TABLE coord_lease (
 //	    name   TEXT PRIMARY KEY,
-//	    holder TEXT NOT NULL,    -- '' when free
+//	    holder TEXT NOT NULL,    -- empty when free
 //	    token  INTEGER NOT NULL, -- the last token issued for name
 //	    expiry INTEGER NOT NULL, -- CLOCK_BOOTTIME nanoseconds; 0 when free
 //	    boot   TEXT NOT NULL     -- the kernel's boot id when expiry was set
 //	) STRICT, WITHOUT ROWID;
 //
-// A row is never deleted: Release sets holder to '' and keeps token, so the
+// A row is never deleted: Release empties holder and keeps token, so the
 // next Acquire issues token+1 however the lease ended.
 //
 // # Clock
