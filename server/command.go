@@ -1,0 +1,232 @@
+package server
+
+import (
+	"fmt"
+	"time"
+)
+
+// Op says what a Command does.
+type Op uint8
+
+// The operations. Numbers are part of the log format: append only.
+const (
+	// OpPut sets Key to Value, if HasPrev is false or the key's revision
+	// is PrevRevision (0: the key must not exist).
+	OpPut Op = iota + 1
+	// OpDelete removes Key, under the same condition as OpPut.
+	OpDelete
+	// OpAcquire makes Holder the holder of lease Key for TTL, if the lease
+	// is free, and issues a new fencing token.
+	OpAcquire
+	// OpRenew restarts the TTL of lease Key, if Holder still holds it under
+	// Token.
+	OpRenew
+	// OpRelease frees lease Key, if Holder still holds it under Token.
+	OpRelease
+	// OpExpire frees lease Key, if it is still held under Token and was
+	// last renewed at log index Renewed. Only the leader's lessor proposes
+	// it.
+	OpExpire
+)
+
+var opNames = [...]string{
+	OpPut: "put", OpDelete: "delete", OpAcquire: "acquire",
+	OpRenew: "renew", OpRelease: "release", OpExpire: "expire",
+}
+
+// String returns the operation's name.
+func (o Op) String() string {
+	if o.valid() {
+		return opNames[o]
+	}
+	return fmt.Sprintf("Op(%d)", uint8(o))
+}
+
+func (o Op) valid() bool { return o >= OpPut && o <= OpExpire }
+
+// Limits bound what one command and the whole machine may hold. Commands
+// over a limit are refused with StatusInvalid before they change anything.
+type Limits struct {
+	// KeyBytes bounds a key or lease name, and a holder.
+	KeyBytes int
+	// ValueBytes bounds a value.
+	ValueBytes int
+	// Sessions bounds the client sessions remembered; the least recently
+	// used is evicted beyond it.
+	Sessions int
+	// PendingPerSession bounds the unacknowledged results one session
+	// keeps; a client that sends more is refused.
+	PendingPerSession int
+	// TTLMax bounds a lease's time to live.
+	TTLMax time.Duration
+}
+
+// DefaultLimits returns coord's limits.
+func DefaultLimits() Limits {
+	return Limits{
+		KeyBytes:          1024,
+		ValueBytes:        1 << 20,
+		Sessions:          16384,
+		PendingPerSession: 1024,
+		TTLMax:            time.Hour,
+	}
+}
+
+// Command is one replicated write: the Data of a normal log entry.
+type Command struct {
+	Op Op
+	// Client, Seq and Ack make writes exactly-once. Client identifies a
+	// client session (0: none); Seq numbers the client's writes from 1;
+	// Ack says the client holds the results of every Seq up to Ack, so the
+	// machine may forget them.
+	Client uint64
+	Seq    uint64
+	Ack    uint64
+
+	// Key is the key (OpPut, OpDelete) or the lease name.
+	Key   string
+	Value []byte
+	// HasPrev makes OpPut and OpDelete conditional on PrevRevision.
+	HasPrev      bool
+	PrevRevision uint64
+
+	// Holder, Token, TTL, Renewed: the lease operations' arguments.
+	Holder  string
+	Token   uint64
+	TTL     time.Duration
+	Renewed uint64
+}
+
+// commandVersion is the first byte of an encoded Command.
+const commandVersion = 1
+
+// Marshal encodes the command: a version byte, the op, then its fields as
+// uvarints and length-prefixed bytes.
+func (c Command) Marshal() []byte {
+	e := encoder{buf: make([]byte, 0, 32+len(c.Key)+len(c.Value)+len(c.Holder))}
+	e.byte(commandVersion)
+	e.byte(byte(c.Op))
+	e.uvarint(c.Client)
+	e.uvarint(c.Seq)
+	e.uvarint(c.Ack)
+	e.string(c.Key)
+	e.bytes(c.Value)
+	e.bool(c.HasPrev)
+	e.uvarint(c.PrevRevision)
+	e.string(c.Holder)
+	e.uvarint(c.Token)
+	e.varint(int64(c.TTL))
+	e.uvarint(c.Renewed)
+	return e.buf
+}
+
+// maxEncodedField bounds any length-prefixed field when decoding, whatever
+// the Limits: a decoder must not allocate what a corrupt length asks.
+const maxEncodedField = 64 << 20
+
+// UnmarshalCommand decodes what Command.Marshal encoded. Errors wrap
+// ErrMalformed.
+func UnmarshalCommand(data []byte) (Command, error) {
+	d := decoder{buf: data}
+	if v := d.byte("version"); d.err == nil && v != commandVersion {
+		return Command{}, fmt.Errorf("%w: command version %d", ErrMalformed, v)
+	}
+	var c Command
+	c.Op = Op(d.byte("op"))
+	c.Client = d.uvarint("client")
+	c.Seq = d.uvarint("seq")
+	c.Ack = d.uvarint("ack")
+	c.Key = d.string("key", maxEncodedField)
+	c.Value = d.bytes("value", maxEncodedField)
+	c.HasPrev = d.bool("has prev")
+	c.PrevRevision = d.uvarint("prev revision")
+	c.Holder = d.string("holder", maxEncodedField)
+	c.Token = d.uvarint("token")
+	c.TTL = time.Duration(d.varint("ttl"))
+	c.Renewed = d.uvarint("renewed")
+	if err := d.done(); err != nil {
+		return Command{}, fmt.Errorf("command: %w", err)
+	}
+	if !c.Op.valid() {
+		return Command{}, fmt.Errorf("%w: command op %d", ErrMalformed, c.Op)
+	}
+	if len(c.Value) == 0 {
+		c.Value = nil
+	}
+	return c, nil
+}
+
+// Status is the outcome of a command.
+type Status uint8
+
+// The statuses. Numbers are part of the snapshot format: append only.
+const (
+	// StatusOK: the command took effect.
+	StatusOK Status = iota
+	// StatusNotFound: the key to delete does not exist.
+	StatusNotFound
+	// StatusConflict: the key's revision is not PrevRevision; Result.Revision
+	// is the current one (0: absent).
+	StatusConflict
+	// StatusHeld: the lease is held; Result.Holder and Token say by whom.
+	StatusHeld
+	// StatusLost: the token presented is not the lease's current one.
+	StatusLost
+	// StatusStaleSequence: the client already acknowledged this sequence
+	// number, or its session was forgotten; the write was not applied now.
+	StatusStaleSequence
+	// StatusInvalid: the command broke a limit or was malformed.
+	StatusInvalid
+)
+
+var statusNames = [...]string{
+	StatusOK: "ok", StatusNotFound: "not_found", StatusConflict: "conflict",
+	StatusHeld: "held", StatusLost: "lost", StatusStaleSequence: "stale_sequence",
+	StatusInvalid: "invalid",
+}
+
+// String returns the status's name, as the HTTP API spells it.
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("Status(%d)", uint8(s))
+}
+
+// Result is what applying a command produced.
+type Result struct {
+	Status Status
+	// Revision: for keys, the revision written (or the current one on
+	// StatusConflict); for leases, the revision of the lease record.
+	Revision uint64
+	// Holder, Token and TTL describe the lease after the command (or the
+	// current holder on StatusHeld and StatusLost).
+	Holder string
+	Token  uint64
+	TTL    time.Duration
+	// Reason explains StatusInvalid.
+	Reason string
+}
+
+func (r Result) encode(e *encoder) {
+	e.byte(byte(r.Status))
+	e.uvarint(r.Revision)
+	e.string(r.Holder)
+	e.uvarint(r.Token)
+	e.varint(int64(r.TTL))
+	e.string(r.Reason)
+}
+
+func decodeResult(d *decoder) Result {
+	var r Result
+	r.Status = Status(d.byte("status"))
+	r.Revision = d.uvarint("revision")
+	r.Holder = d.string("holder", maxEncodedField)
+	r.Token = d.uvarint("token")
+	r.TTL = time.Duration(d.varint("ttl"))
+	r.Reason = d.string("reason", maxEncodedField)
+	if d.err == nil && int(r.Status) >= len(statusNames) {
+		d.fail(fmt.Sprintf("status %d", r.Status))
+	}
+	return r
+}

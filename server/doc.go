@@ -1,0 +1,42 @@
+// Package server is coord's cluster server: a replicated key-value and lease
+// state machine on top of the Raft core, served over HTTP/JSON.
+//
+// The state machine (Machine) is pure and deterministic: committed commands
+// go in with their log index, results come out, and every replica that
+// applies the same log reaches the same state. It holds
+//
+//   - keys with revisions: the revision of a key is the log index of the
+//     write that last changed it, so revisions grow across the whole store
+//     and a compare-and-swap names the revision it expects
+//     (prev_revision; 0 means the key must not exist);
+//   - leases with fencing tokens: a token is the log index of the Acquire
+//     that issued it, so every token is greater than every token issued
+//     before it for any name;
+//   - client sessions: a command carries a client id and a sequence number,
+//     and the machine remembers each session's results until the client
+//     acknowledges them, so a retried write is applied exactly once (the
+//     Raft dissertation, §6.3).
+//
+// # Lease expiry
+//
+// Expiry is measured by the leader alone, on its own monotonic clock, as
+// etcd's lessor does: the replicated state never holds a wall-clock time.
+// Each node's lessor notes, when it applies an Acquire or Renew, the time of
+// that apply plus the lease's TTL. Only the leader acts on its notes: when a
+// deadline passes it proposes an Expire command naming the token and the
+// index of the last renewal it saw, and the machine frees the lease only if
+// neither changed in between. A node that becomes leader first pushes every
+// deadline to its own now plus the full TTL, so that no lease expires early
+// because of a leader change; a lease can only last longer than its holder
+// thinks, never shorter. A holder measures its own expiry from before it
+// sent the request, so its view is never later than the leader's (clock
+// rate drift aside).
+//
+// # Not guaranteed
+//
+// Sessions are evicted least-recently-used beyond Limits.Sessions; a client
+// whose session was evicted and that retries a write it already sent can
+// see it applied twice. A lease protects a resource only through its
+// fencing token: a holder paused past its expiry still believes it holds
+// the lease until it checks its own clock.
+package server

@@ -1,0 +1,338 @@
+package server
+
+import (
+	"fmt"
+	"time"
+
+	"coord/internal/assert"
+)
+
+// KeyValue is a key as the machine holds it.
+type KeyValue struct {
+	Key   string
+	Value []byte
+	// CreateRevision is the log index of the write that created the key;
+	// Revision (the mod revision) the index of the last write to it.
+	CreateRevision uint64
+	Revision       uint64
+	// Version counts the writes since the key was created (1 at creation).
+	Version uint64
+}
+
+// Lease is a lease record as the machine holds it.
+type Lease struct {
+	Name string
+	// Holder holds the lease; "" when it is free.
+	Holder string
+	// Token is the fencing token of the current (or, when free, the last)
+	// tenure: the log index of its Acquire. 0 if never acquired.
+	Token uint64
+	// TTL is the time to live granted at the last Acquire or Renew.
+	TTL time.Duration
+	// Renewed is the log index of the last Acquire or Renew.
+	Renewed uint64
+	// Revision is the log index of the last change to the record.
+	Revision uint64
+}
+
+// Held reports whether someone holds the lease.
+func (l Lease) Held() bool { return l.Holder != "" }
+
+// session remembers one client's results until the client acknowledges
+// them (Raft dissertation §6.3).
+type session struct {
+	acked   uint64
+	results map[uint64]Result
+	// lastUsed is the log index of the last command of the session; the
+	// least recently used session is evicted first.
+	lastUsed uint64
+}
+
+// Machine is the replicated state machine: keys with revisions, leases with
+// fencing tokens, and client sessions. It is pure and deterministic: the
+// same commands at the same indexes give the same state and results on
+// every replica.
+//
+// Machine is not safe for concurrent use; the server applies commands on
+// one goroutine and guards reads with a lock.
+type Machine struct {
+	limits   Limits
+	applied  uint64
+	keys     map[string]*KeyValue
+	leases   map[string]*Lease
+	sessions map[uint64]*session
+}
+
+// NewMachine returns an empty machine with the given limits.
+func NewMachine(limits Limits) *Machine {
+	assert.That(limits.KeyBytes > 0 && limits.ValueBytes > 0 && limits.Sessions > 0 &&
+		limits.PendingPerSession > 0 && limits.TTLMax > 0, "server: limits must be positive: %+v", limits)
+	return &Machine{
+		limits:   limits,
+		keys:     map[string]*KeyValue{},
+		leases:   map[string]*Lease{},
+		sessions: map[uint64]*session{},
+	}
+}
+
+// Applied returns the index of the last entry applied.
+func (m *Machine) Applied() uint64 { return m.applied }
+
+// Advance records that the entry at index, which carries no command (an
+// empty entry of a new leader, a membership change), was applied.
+func (m *Machine) Advance(index uint64) {
+	assert.That(index > m.applied, "server: advance to %d, already applied %d", index, m.applied)
+	m.applied = index
+}
+
+// Apply applies the encoded command data committed at index. Malformed data
+// is a result (StatusInvalid), not a panic: every replica decodes the same
+// bytes the same way, so they all refuse it alike.
+func (m *Machine) Apply(index uint64, data []byte) Result {
+	if len(data) == 0 {
+		m.Advance(index)
+		return Result{}
+	}
+	cmd, err := UnmarshalCommand(data)
+	if err != nil {
+		m.Advance(index)
+		return Result{Status: StatusInvalid, Reason: err.Error()}
+	}
+	return m.ApplyCommand(index, cmd)
+}
+
+// ApplyCommand applies cmd, committed at index. Indexes must grow.
+func (m *Machine) ApplyCommand(index uint64, cmd Command) Result {
+	m.Advance(index)
+	if cmd.Client == 0 {
+		return m.execute(index, cmd)
+	}
+	s := m.sessions[cmd.Client]
+	if s == nil {
+		if cmd.Ack != 0 {
+			// The client has had results from a session this machine no
+			// longer knows: it was evicted, and a retry could be a
+			// duplicate. Refuse rather than risk applying twice.
+			return Result{Status: StatusStaleSequence, Reason: "session unknown (evicted?)"}
+		}
+		s = &session{results: map[uint64]Result{}}
+		m.sessions[cmd.Client] = s
+		m.evictSessions(cmd.Client)
+	}
+	s.lastUsed = index
+	if r, ok := s.results[cmd.Seq]; ok {
+		return r // a retry: the same answer, applied once
+	}
+	if cmd.Seq == 0 || cmd.Seq <= s.acked {
+		return Result{Status: StatusStaleSequence, Reason: fmt.Sprintf("sequence %d already acknowledged (ack %d)", cmd.Seq, s.acked)}
+	}
+	if cmd.Ack > s.acked && cmd.Ack < cmd.Seq {
+		s.acked = cmd.Ack
+		for seq := range s.results {
+			if seq <= s.acked {
+				delete(s.results, seq)
+			}
+		}
+	}
+	if len(s.results) >= m.limits.PendingPerSession {
+		return Result{Status: StatusInvalid, Reason: fmt.Sprintf("more than %d unacknowledged writes in one session", m.limits.PendingPerSession)}
+	}
+	r := m.execute(index, cmd)
+	s.results[cmd.Seq] = r
+	return r
+}
+
+// evictSessions forgets the least recently used sessions beyond the limit,
+// never keep (the one just created). Ties break on the client id, so that
+// every replica evicts the same one.
+func (m *Machine) evictSessions(keep uint64) {
+	for len(m.sessions) > m.limits.Sessions {
+		var victim uint64
+		var oldest *session
+		for id, s := range m.sessions {
+			if id == keep {
+				continue
+			}
+			if oldest == nil || s.lastUsed < oldest.lastUsed || (s.lastUsed == oldest.lastUsed && id < victim) {
+				victim, oldest = id, s
+			}
+		}
+		delete(m.sessions, victim)
+	}
+}
+
+// execute performs the command itself, after the session checks.
+func (m *Machine) execute(index uint64, c Command) Result {
+	if reason := m.check(c); reason != "" {
+		return Result{Status: StatusInvalid, Reason: reason}
+	}
+	switch c.Op {
+	case OpPut:
+		return m.put(index, c)
+	case OpDelete:
+		return m.delete(index, c)
+	case OpAcquire:
+		return m.acquire(index, c)
+	case OpRenew:
+		return m.renew(index, c)
+	case OpRelease:
+		return m.release(index, c)
+	case OpExpire:
+		return m.expire(index, c)
+	}
+	return Result{Status: StatusInvalid, Reason: "unknown op " + c.Op.String()}
+}
+
+// check returns why c breaks a limit, or "".
+func (m *Machine) check(c Command) string {
+	switch {
+	case c.Key == "":
+		return "empty key or lease name"
+	case len(c.Key) > m.limits.KeyBytes:
+		return fmt.Sprintf("key of %d bytes over the limit of %d", len(c.Key), m.limits.KeyBytes)
+	case len(c.Value) > m.limits.ValueBytes:
+		return fmt.Sprintf("value of %d bytes over the limit of %d", len(c.Value), m.limits.ValueBytes)
+	case len(c.Holder) > m.limits.KeyBytes:
+		return fmt.Sprintf("holder of %d bytes over the limit of %d", len(c.Holder), m.limits.KeyBytes)
+	}
+	switch c.Op {
+	case OpAcquire, OpRenew, OpRelease:
+		if c.Holder == "" {
+			return "empty holder"
+		}
+	}
+	switch c.Op {
+	case OpAcquire:
+		if c.TTL <= 0 || c.TTL > m.limits.TTLMax {
+			return fmt.Sprintf("ttl %v out of range (0, %v]", c.TTL, m.limits.TTLMax)
+		}
+	case OpRenew:
+		if c.TTL < 0 || c.TTL > m.limits.TTLMax {
+			return fmt.Sprintf("ttl %v out of range [0, %v]", c.TTL, m.limits.TTLMax)
+		}
+	}
+	return ""
+}
+
+func (m *Machine) revision(key string) uint64 {
+	if kv := m.keys[key]; kv != nil {
+		return kv.Revision
+	}
+	return 0
+}
+
+func (m *Machine) put(index uint64, c Command) Result {
+	if cur := m.revision(c.Key); c.HasPrev && cur != c.PrevRevision {
+		return Result{Status: StatusConflict, Revision: cur}
+	}
+	kv := m.keys[c.Key]
+	if kv == nil {
+		kv = &KeyValue{Key: c.Key, CreateRevision: index}
+		m.keys[c.Key] = kv
+	}
+	kv.Value = c.Value
+	kv.Revision = index
+	kv.Version++
+	return Result{Revision: index}
+}
+
+func (m *Machine) delete(index uint64, c Command) Result {
+	cur := m.revision(c.Key)
+	if c.HasPrev && cur != c.PrevRevision {
+		return Result{Status: StatusConflict, Revision: cur}
+	}
+	if cur == 0 {
+		return Result{Status: StatusNotFound}
+	}
+	delete(m.keys, c.Key)
+	return Result{Revision: index}
+}
+
+func (m *Machine) lease(name string) *Lease {
+	l := m.leases[name]
+	if l == nil {
+		l = &Lease{Name: name}
+		m.leases[name] = l
+	}
+	return l
+}
+
+func leaseResult(s Status, l *Lease) Result {
+	return Result{Status: s, Revision: l.Revision, Holder: l.Holder, Token: l.Token, TTL: l.TTL}
+}
+
+func (m *Machine) acquire(index uint64, c Command) Result {
+	l := m.lease(c.Key)
+	if l.Held() {
+		return leaseResult(StatusHeld, l)
+	}
+	*l = Lease{Name: c.Key, Holder: c.Holder, Token: index, TTL: c.TTL, Renewed: index, Revision: index}
+	return leaseResult(StatusOK, l)
+}
+
+func (m *Machine) renew(index uint64, c Command) Result {
+	l := m.lease(c.Key)
+	if !l.Held() || l.Holder != c.Holder || l.Token != c.Token {
+		return leaseResult(StatusLost, l)
+	}
+	if c.TTL > 0 {
+		l.TTL = c.TTL
+	}
+	l.Renewed, l.Revision = index, index
+	return leaseResult(StatusOK, l)
+}
+
+func (m *Machine) release(index uint64, c Command) Result {
+	l := m.lease(c.Key)
+	if !l.Held() || l.Holder != c.Holder || l.Token != c.Token {
+		return leaseResult(StatusLost, l)
+	}
+	l.Holder, l.TTL, l.Revision = "", 0, index
+	return leaseResult(StatusOK, l)
+}
+
+func (m *Machine) expire(index uint64, c Command) Result {
+	l := m.lease(c.Key)
+	// Free the lease only if the leader's deadline was about the tenure and
+	// the renewal it names: a renewal applied after the leader decided, but
+	// before this entry, keeps the lease.
+	if !l.Held() || l.Token != c.Token || l.Renewed != c.Renewed {
+		return leaseResult(StatusLost, l)
+	}
+	l.Holder, l.TTL, l.Revision = "", 0, index
+	return leaseResult(StatusOK, l)
+}
+
+// Get returns the key, and whether it exists.
+func (m *Machine) Get(key string) (KeyValue, bool) {
+	kv := m.keys[key]
+	if kv == nil {
+		return KeyValue{Key: key}, false
+	}
+	return *kv, true
+}
+
+// Lease returns the lease record of name; a lease never acquired is
+// returned free with Token 0.
+func (m *Machine) Lease(name string) Lease {
+	if l := m.leases[name]; l != nil {
+		return *l
+	}
+	return Lease{Name: name}
+}
+
+// HeldLeases returns every held lease, in no particular order.
+func (m *Machine) HeldLeases() []Lease {
+	var held []Lease
+	for _, l := range m.leases {
+		if l.Held() {
+			held = append(held, *l)
+		}
+	}
+	return held
+}
+
+// Len returns the number of keys, leases and sessions held.
+func (m *Machine) Len() (keys, leases, sessions int) {
+	return len(m.keys), len(m.leases), len(m.sessions)
+}
