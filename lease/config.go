@@ -65,7 +65,7 @@ type Config struct {
 
 // Callbacks are the Elector's notifications.
 //
-// Goroutines and order: OnLeaderChanged and OnLost run on the goroutine that
+// Goroutines and order: OnLeaderChanged, OnRenewed and OnLost run on the goroutine that
 // called Elector.Run, one at a time, in the order of the events. OnElected
 // runs on a goroutine of its own, started once per tenure. For one tenure the
 // order is always:
@@ -79,6 +79,10 @@ type Callbacks struct {
 	// OnElected starts the leader's work. ctx is cancelled as soon as this
 	// participant can no longer be sure it holds the lease: its renew
 	// deadline passed, the store said the lease is lost, or it resigned.
+	// context.Cause(ctx) says why: ErrResigned (the lease is still held,
+	// and renewed, until OnElected returns; then it is released), or the
+	// error OnLost receives (wrapping ErrDeadline: the store may still hold
+	// the lease for TTL - RenewDeadline; or ErrLost: it is gone already).
 	// token is the tenure's fencing token: pass it to every resource the
 	// leader writes to, so that a stale leader's writes can be rejected.
 	OnElected func(ctx context.Context, token uint64)
@@ -90,11 +94,19 @@ type Callbacks struct {
 	// ErrDeadline (no successful renew within the renew deadline).
 	OnLost func(token uint64, err error)
 
+	// OnRenewed is called after each successful renewal, with the renewed
+	// record (its Expiry on this process's clock).
+	OnRenewed func(r Record)
+
 	// OnLeaderChanged is called when the observed holder or token of the
 	// lease changes: to another holder, to this participant (before
 	// OnElected), or to free (Holder == "").
 	OnLeaderChanged func(r Record)
 }
+
+// ErrResigned is the cause of an elected context cancelled because the
+// participant resigned (Resign, or the end of Run's context).
+var ErrResigned = errors.New("lease: resigned")
 
 // ErrDeadline means a leader stepped down because it could not renew its
 // lease within its renew deadline.

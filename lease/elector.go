@@ -201,8 +201,8 @@ func (e *Elector) lead(ctx context.Context, rec Record, start time.Time) {
 	}
 	e.observe(rec)
 	e.token.Store(t.token)
-	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWork()
+	workCtx, cancelWork := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelWork(ErrResigned)
 	workDone := make(chan struct{})
 	go func() {
 		defer close(workDone)
@@ -214,7 +214,7 @@ func (e *Elector) lead(ctx context.Context, rec Record, start time.Time) {
 
 	stepDown := func(err error) {
 		e.token.Store(0)
-		cancelWork()
+		cancelWork(err)
 		e.log.Info("lease: stepping down", "token", t.token, "err", err)
 		if cb := e.cfg.Callbacks.OnLost; cb != nil {
 			cb(t.token, err)
@@ -269,10 +269,10 @@ func (e *Elector) lead(ctx context.Context, rec Record, start time.Time) {
 
 // beginResign cancels the tenure's work; the lease is released when the work
 // has returned.
-func (e *Elector) beginResign(t *tenure, cancelWork context.CancelFunc) {
+func (e *Elector) beginResign(t *tenure, cancelWork context.CancelCauseFunc) {
 	t.resigning = true
 	e.token.Store(0)
-	cancelWork()
+	cancelWork(ErrResigned)
 }
 
 // renew renews the lease once. It returns nil on success or on a failure
@@ -290,6 +290,9 @@ func (e *Elector) renew(ctx context.Context, t *tenure) error {
 		// leaves TTL - RenewDeadline before anyone else can acquire.
 		t.deadline = start.Add(e.cfg.RenewDeadline)
 		t.nextRenew = start.Add(e.cfg.RenewInterval)
+		if cb := e.cfg.Callbacks.OnRenewed; cb != nil {
+			cb(rec)
+		}
 		return nil
 	case errors.Is(err, ErrLost):
 		e.observe(rec)

@@ -57,3 +57,18 @@ func Open(ctx context.Context, rawURL string) (Backend, error) {
 	}
 	return open(ctx, u)
 }
+
+// DefaultNamer is implemented by Backends whose URL names a lease as well as
+// a store: the file backend's file:///path/leader.lock names the lease
+// "leader.lock". Commands use that name when none is given.
+type DefaultNamer interface {
+	DefaultName() string
+}
+
+// DefaultName returns b's default lease name if it has one, else fallback.
+func DefaultName(b Backend, fallback string) string {
+	if n, ok := b.(DefaultNamer); ok && n.DefaultName() != "" {
+		return n.DefaultName()
+	}
+	return fallback
+}

@@ -265,7 +265,9 @@ func (b *Backend) Renew(ctx context.Context, name, holder string, token uint64, 
 		if !v.held() || v.token != token || v.holder != holder {
 			// A stale holder changes nothing: it neither overwrites nor
 			// deletes the new holder's record.
-			b.endTenure(name, token)
+			if v.token != token || v.holder == holder {
+				b.endTenure(name, token) // the tenure of token is over
+			}
 			if err := b.repair(name, v); err != nil {
 				return err
 			}
@@ -298,7 +300,9 @@ func (b *Backend) Release(ctx context.Context, name, holder string, token uint64
 		}
 		v := b.assess(name, st, lease.MonotonicNow())
 		if v.token != token || v.holder != holder || v.status == statusReleased {
-			b.endTenure(name, token)
+			if v.token != token || v.holder == holder || v.status == statusReleased {
+				b.endTenure(name, token) // the tenure of token is over
+			}
 			return fmt.Errorf("lease/file: release %q token %d: %w (%s)", name, token, lease.ErrLost, v.describe())
 		}
 		// Write the free record before closing the tenure socket, so that

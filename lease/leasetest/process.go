@@ -1,0 +1,284 @@
+package leasetest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"coord/lease"
+)
+
+// BuildCoord builds the coord command into dir and returns the binary's
+// path. Call it once from TestMain (the build takes seconds) and pass the
+// path to RunProcesses.
+func BuildCoord(dir string) (string, error) {
+	bin := filepath.Join(dir, "coord")
+	out, err := exec.Command("go", "build", "-o", bin, "coord/cmd/coord").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("leasetest: go build coord/cmd/coord: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// ProcessOptions tune RunProcesses.
+type ProcessOptions struct {
+	// TTL passed to `coord elect --ttl`; the other timings scale with it.
+	// Default 1s.
+	TTL time.Duration
+	// Participants is the number of coord elect processes. Default 3.
+	Participants int
+}
+
+// RunProcesses runs the checks that need real OS processes against the
+// store at storeURL, with the coord binary at bin (see BuildCoord): several
+// `coord elect --store storeURL --json` processes compete for a fresh lease
+// name, and
+//   - KillLeader: the leader gets SIGKILL; another is elected with a
+//     greater token (after at most the TTL; the file backend notices the
+//     death at once);
+//   - TermLeader: the leader gets SIGTERM; it releases (event "released"),
+//     exits 0, and another is elected with a greater token;
+//   - StopLeader: the leader gets SIGSTOP; another is elected after the
+//     TTL; on SIGCONT the old leader reports "lost" and never "renewed"
+//     again.
+func RunProcesses(t *testing.T, bin, storeURL string, opts ProcessOptions) {
+	if opts.TTL <= 0 {
+		opts.TTL = time.Second
+	}
+	if opts.Participants < 2 {
+		opts.Participants = 3
+	}
+	timeout := 10*opts.TTL + 20*time.Second
+	start := func(t *testing.T) (*Group, lease.Event) {
+		g := StartGroup(t, bin, storeURL, NewName(), opts.Participants, "--ttl", opts.TTL.String())
+		leader := g.WaitEvent(t, timeout, "a first leader", func(e lease.Event) bool { return e.Event == lease.EventElected })
+		return g, leader
+	}
+	t.Run("KillLeader", func(t *testing.T) {
+		g, leader := start(t)
+		g.Signal(t, leader.ID, syscall.SIGKILL)
+		g.WaitEvent(t, timeout, "a new leader after SIGKILL", func(e lease.Event) bool {
+			return e.Event == lease.EventElected && e.ID != leader.ID && e.Token > leader.Token
+		})
+	})
+	t.Run("TermLeader", func(t *testing.T) {
+		g, leader := start(t)
+		g.Signal(t, leader.ID, syscall.SIGTERM)
+		g.WaitEvent(t, timeout, "the leader's release", func(e lease.Event) bool {
+			return e.Event == lease.EventReleased && e.ID == leader.ID
+		})
+		g.WaitEvent(t, timeout, "a new leader after SIGTERM", func(e lease.Event) bool {
+			return e.Event == lease.EventElected && e.ID != leader.ID && e.Token > leader.Token
+		})
+		if code := g.Wait(t, leader.ID, timeout); code != 0 {
+			t.Errorf("leader exited %d after SIGTERM, want 0", code)
+		}
+	})
+	t.Run("StopLeader", func(t *testing.T) {
+		g, leader := start(t)
+		g.Signal(t, leader.ID, syscall.SIGSTOP)
+		next := g.WaitEvent(t, timeout, "a new leader while the old one is stopped", func(e lease.Event) bool {
+			return e.Event == lease.EventElected && e.ID != leader.ID
+		})
+		if next.Token <= leader.Token {
+			t.Errorf("new leader's token %d, want > %d", next.Token, leader.Token)
+		}
+		g.Signal(t, leader.ID, syscall.SIGCONT)
+		g.WaitEvent(t, timeout, "the stopped leader to report lost", func(e lease.Event) bool {
+			return e.Event == lease.EventLost && e.ID == leader.ID
+		})
+		for _, e := range g.Events() {
+			if e.ID == leader.ID && e.Event == lease.EventRenewed && e.MonoNS > next.MonoNS {
+				t.Errorf("the stopped leader renewed token %d after %s was elected with token %d", e.Token, next.ID, next.Token)
+			}
+		}
+	})
+}
+
+// Group is a set of `coord elect --json` processes competing for one lease.
+// Its methods are safe for concurrent use.
+type Group struct {
+	procs map[string]*exec.Cmd
+
+	mu     sync.Mutex
+	events []lease.Event
+	stderr map[string]*bytes.Buffer
+	waited map[string]int
+	cond   *sync.Cond
+}
+
+// StartGroup starts n `coord elect` processes with ids p1..pn against
+// storeURL and lease name, with extra arguments appended. They are killed
+// when the test ends; their stderr is logged if it fails.
+func StartGroup(t *testing.T, bin, storeURL, name string, n int, extra ...string) *Group {
+	t.Helper()
+	g := &Group{procs: map[string]*exec.Cmd{}, stderr: map[string]*bytes.Buffer{}, waited: map[string]int{}}
+	g.cond = sync.NewCond(&g.mu)
+	for i := 1; i <= n; i++ {
+		id := "p" + strconv.Itoa(i)
+		args := append([]string{"elect", "--store", storeURL, "--name", name, "--id", id, "--json"}, extra...)
+		cmd := exec.Command(bin, args...)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &syncWriter{mu: &g.mu, w: &stderr}
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start %s: %v", bin, err)
+		}
+		g.procs[id] = cmd
+		g.stderr[id] = &stderr
+		go g.read(id, stdout)
+	}
+	t.Cleanup(func() {
+		for id, cmd := range g.procs {
+			cmd.Process.Signal(syscall.SIGCONT)
+			cmd.Process.Kill()
+			g.Wait(t, id, 10*time.Second)
+		}
+		if t.Failed() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			for id, buf := range g.stderr {
+				t.Logf("stderr of %s:\n%s", id, buf.String())
+			}
+			for _, e := range g.events {
+				t.Logf("event %s", mustJSON(e))
+			}
+		}
+	})
+	return g
+}
+
+// syncWriter serialises writes under the Group's mutex.
+type syncWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// read collects a process's JSON events until its stdout closes, then
+// records its exit status.
+func (g *Group) read(id string, stdout interface{ Read([]byte) (int, error) }) {
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		var e lease.Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			continue
+		}
+		g.mu.Lock()
+		g.events = append(g.events, e)
+		g.cond.Broadcast()
+		g.mu.Unlock()
+	}
+	err := g.procs[id].Wait()
+	code := 0
+	if err != nil {
+		code = -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+	}
+	g.mu.Lock()
+	g.waited[id] = code
+	g.cond.Broadcast()
+	g.mu.Unlock()
+}
+
+// Events returns the events seen so far, in arrival order.
+func (g *Group) Events() []lease.Event {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]lease.Event(nil), g.events...)
+}
+
+// WaitEvent waits until an event satisfying cond has arrived and returns
+// the first such event; it fails the test after timeout.
+func (g *Group) WaitEvent(t *testing.T, timeout time.Duration, what string, cond func(lease.Event) bool) lease.Event {
+	t.Helper()
+	var found *lease.Event
+	g.waitUntil(timeout, func() bool {
+		for i := range g.events {
+			if cond(g.events[i]) {
+				found = &g.events[i]
+				return true
+			}
+		}
+		return false
+	})
+	if found == nil {
+		t.Fatalf("no event for %s within %v", what, timeout)
+	}
+	return *found
+}
+
+// Wait waits for process id to exit and returns its exit code (-1 when
+// killed by a signal); it fails the test after timeout.
+func (g *Group) Wait(t *testing.T, id string, timeout time.Duration) int {
+	t.Helper()
+	code := 0
+	ok := g.waitUntil(timeout, func() bool {
+		c, done := g.waited[id]
+		code = c
+		return done
+	})
+	if !ok {
+		t.Errorf("process %s did not exit within %v", id, timeout)
+	}
+	return code
+}
+
+// waitUntil waits on the condition variable until check (called with g.mu
+// held) returns true, or timeout; it reports whether check succeeded.
+func (g *Group) waitUntil(timeout time.Duration, check func() bool) bool {
+	timer := time.AfterFunc(timeout, func() {
+		g.mu.Lock()
+		g.cond.Broadcast()
+		g.mu.Unlock()
+	})
+	defer timer.Stop()
+	deadline := time.Now().Add(timeout)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for !check() {
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		g.cond.Wait()
+	}
+	return true
+}
+
+// Signal sends sig to process id.
+func (g *Group) Signal(t *testing.T, id string, sig syscall.Signal) {
+	t.Helper()
+	cmd, ok := g.procs[id]
+	if !ok {
+		t.Fatalf("no process %q", id)
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v to %s: %v", sig, id, err)
+	}
+}
+
+// PID returns the process id of participant id.
+func (g *Group) PID(id string) int { return g.procs[id].Process.Pid }
