@@ -52,3 +52,7 @@ type Storage interface {
 	// follower needs entries that were compacted.
 	Snapshot() (Snapshot, error)
 }
+
+// ErrSnapshotTemporarilyUnavailable means the storage cannot produce a
+// snapshot right now (one is being written, say); the core retries later.
+var ErrSnapshotTemporarilyUnavailable = errors.New("raft: snapshot is temporarily unavailable")

@@ -1,0 +1,103 @@
+package raft
+
+import "fmt"
+
+// Rand is the source of randomness the core needs: randomized election
+// timeouts (Raft §5.2). *math/rand/v2.Rand satisfies it. Injecting it keeps
+// the core deterministic: one seed, one run.
+type Rand interface {
+	// IntN returns a uniform integer in [0, n). n > 0.
+	IntN(n int) int
+}
+
+// Config configures one node's core. Start from DefaultConfig.
+type Config struct {
+	// ID identifies this node; never 0 (0 means "none" in votes and
+	// leaders).
+	ID uint64
+	// Storage is read for the persisted log and hard state. The caller
+	// writes to it what each Ready asks for.
+	Storage Storage
+	// Rand draws election timeouts. Required.
+	Rand Rand
+	// Peers, for a brand-new node whose Storage is empty, is the initial
+	// voter set: the core then writes it as the first log entry (index 1,
+	// term 1), identically on every initial member. Leave it empty on a
+	// node that joins an existing cluster or restarts.
+	Peers []uint64
+
+	// ElectionTicks is the minimum election timeout in ticks; each timeout
+	// is drawn from [ElectionTicks, 2*ElectionTicks) (Raft §5.2, §9.3).
+	ElectionTicks int
+	// HeartbeatTicks is the leader's heartbeat interval in ticks; it must
+	// be well below ElectionTicks.
+	HeartbeatTicks int
+	// Applied is the last index the application's state machine already
+	// holds on restart (0: the snapshot index).
+	Applied uint64
+
+	// MaxSizePerMsg bounds the entry data in one AppendRequest, in bytes
+	// (at least one entry is always sent).
+	MaxSizePerMsg uint64
+	// MaxInflightMsgs bounds the AppendRequests in flight to one follower
+	// while replicating.
+	MaxInflightMsgs int
+	// MaxUncommittedBytes bounds the entry data a leader holds uncommitted;
+	// proposals past it get ErrProposalDropped. 0 means no limit.
+	MaxUncommittedBytes uint64
+	// MaxCommittedBytesPerReady bounds the committed entry data handed to
+	// the application in one Ready (at least one entry). 0 means no limit.
+	MaxCommittedBytesPerReady uint64
+
+	// PreVote makes a node ask whether it could win before it disrupts the
+	// cluster with a higher term (dissertation §9.6).
+	PreVote bool
+	// CheckQuorum makes a leader step down when it has not heard from a
+	// quorum within an election timeout, and makes followers ignore vote
+	// requests while they hear from a leader (dissertation §6.2, §4.2.3).
+	CheckQuorum bool
+}
+
+// DefaultConfig returns a Config with coord's defaults: elections after 10
+// to 20 ticks, heartbeats every tick, pre-vote and check-quorum on. ID,
+// Storage and Rand are left for the caller.
+func DefaultConfig() Config {
+	return Config{
+		ElectionTicks:             10,
+		HeartbeatTicks:            1,
+		MaxSizePerMsg:             1 << 20,
+		MaxInflightMsgs:           256,
+		MaxUncommittedBytes:       64 << 20,
+		MaxCommittedBytesPerReady: 16 << 20,
+		PreVote:                   true,
+		CheckQuorum:               true,
+	}
+}
+
+// Validate reports the first field that is missing or out of range, as an
+// error wrapping ErrInvalidConfig.
+func (c Config) Validate() error {
+	switch {
+	case c.ID == 0:
+		return fmt.Errorf("%w: ID must not be 0", ErrInvalidConfig)
+	case c.Storage == nil:
+		return fmt.Errorf("%w: Storage is nil", ErrInvalidConfig)
+	case c.Rand == nil:
+		return fmt.Errorf("%w: Rand is nil", ErrInvalidConfig)
+	case c.HeartbeatTicks <= 0:
+		return fmt.Errorf("%w: HeartbeatTicks %d must be positive", ErrInvalidConfig, c.HeartbeatTicks)
+	case c.ElectionTicks <= c.HeartbeatTicks:
+		return fmt.Errorf("%w: ElectionTicks %d must be greater than HeartbeatTicks %d",
+			ErrInvalidConfig, c.ElectionTicks, c.HeartbeatTicks)
+	case c.MaxSizePerMsg == 0:
+		return fmt.Errorf("%w: MaxSizePerMsg must be positive", ErrInvalidConfig)
+	case c.MaxInflightMsgs <= 0:
+		return fmt.Errorf("%w: MaxInflightMsgs %d must be positive", ErrInvalidConfig, c.MaxInflightMsgs)
+	}
+	for i, p := range c.Peers {
+		if p == 0 {
+			return fmt.Errorf("%w: Peers[%d] is 0", ErrInvalidConfig, i)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+package raft
+
+import "fmt"
+
+// MessageType says what a Message is. Requests and their responses are
+// named alike (MsgAppendRequest, MsgAppendResponse).
+type MessageType uint8
+
+// The message types. Numbers are part of the wire format of the transport:
+// append only.
+const (
+	// MsgVoteRequest asks for a vote in an election (Figure 2,
+	// RequestVote). LogIndex and LogTerm are the candidate's last entry.
+	MsgVoteRequest MessageType = iota + 1
+	// MsgVoteResponse grants (Reject false) or refuses a vote.
+	MsgVoteResponse
+	// MsgPreVoteRequest asks whether the recipient would vote for the
+	// sender at Term, without anyone changing term (dissertation §9.6).
+	MsgPreVoteRequest
+	// MsgPreVoteResponse answers a MsgPreVoteRequest.
+	MsgPreVoteResponse
+	// MsgAppendRequest carries entries after (LogIndex, LogTerm) and the
+	// leader's Commit (Figure 2, AppendEntries).
+	MsgAppendRequest
+	// MsgAppendResponse acknowledges entries up to LogIndex, or rejects
+	// the request whose LogIndex it echoes, with HintIndex and HintTerm.
+	MsgAppendResponse
+	// MsgHeartbeatRequest asserts leadership and carries Commit (capped at
+	// what the follower is known to have) and a ReadRound.
+	MsgHeartbeatRequest
+	// MsgHeartbeatResponse answers a heartbeat, echoing ReadRound.
+	MsgHeartbeatResponse
+	// MsgSnapshotRequest carries a Snapshot (Figure 13, InstallSnapshot).
+	MsgSnapshotRequest
+	// MsgSnapshotResponse says the follower's log now ends at LogIndex, or
+	// rejects the snapshot.
+	MsgSnapshotResponse
+	// MsgTimeoutNow tells the target of a leadership transfer to start an
+	// election at once (§3.10). It has no response.
+	MsgTimeoutNow
+)
+
+var messageTypeNames = [...]string{
+	MsgVoteRequest:       "VoteRequest",
+	MsgVoteResponse:      "VoteResponse",
+	MsgPreVoteRequest:    "PreVoteRequest",
+	MsgPreVoteResponse:   "PreVoteResponse",
+	MsgAppendRequest:     "AppendRequest",
+	MsgAppendResponse:    "AppendResponse",
+	MsgHeartbeatRequest:  "HeartbeatRequest",
+	MsgHeartbeatResponse: "HeartbeatResponse",
+	MsgSnapshotRequest:   "SnapshotRequest",
+	MsgSnapshotResponse:  "SnapshotResponse",
+	MsgTimeoutNow:        "TimeoutNow",
+}
+
+// String returns the type's name without the Msg prefix.
+func (t MessageType) String() string {
+	if t.Valid() {
+		return messageTypeNames[t]
+	}
+	return fmt.Sprintf("MessageType(%d)", uint8(t))
+}
+
+// Valid reports whether t is a known message type.
+func (t MessageType) Valid() bool { return t >= MsgVoteRequest && t <= MsgTimeoutNow }
+
+// IsResponse reports whether t answers a request.
+func (t MessageType) IsResponse() bool {
+	switch t {
+	case MsgVoteResponse, MsgPreVoteResponse, MsgAppendResponse, MsgHeartbeatResponse, MsgSnapshotResponse:
+		return true
+	}
+	return false
+}
+
+// Message is what one node sends another. It is a plain struct of integers,
+// booleans, entries and a snapshot, so that a transport can encode it with a
+// simple binary codec; fields a type does not use are zero.
+type Message struct {
+	Type MessageType
+	From uint64
+	To   uint64
+	// Term is the sender's current term, except in pre-vote requests and
+	// granted pre-vote responses, where it is the term the candidate would
+	// campaign in.
+	Term uint64
+
+	// LogIndex and LogTerm name a log position. AppendRequest: the entry
+	// preceding Entries (prevLogIndex, prevLogTerm). VoteRequest and
+	// PreVoteRequest: the candidate's last entry (lastLogIndex,
+	// lastLogTerm). AppendResponse: on success the highest index known to
+	// match the leader, on reject the rejected request's LogIndex.
+	// SnapshotResponse: the follower's last index after installing.
+	LogIndex uint64
+	LogTerm  uint64
+
+	// Entries are the log entries of an AppendRequest.
+	Entries []Entry
+	// Commit is the leader's commit index (AppendRequest) or the part of it
+	// the follower is known to hold (HeartbeatRequest).
+	Commit uint64
+
+	// Reject is true when a response refuses: a vote not granted, an
+	// append that failed the consistency check, a snapshot not installed.
+	Reject bool
+	// HintIndex and HintTerm help a leader skip back over a conflicting
+	// run of entries in one round trip: the follower's last index at or
+	// below the rejected LogIndex whose term is at most the rejected
+	// LogTerm, and that term.
+	HintIndex uint64
+	HintTerm  uint64
+
+	// Snapshot is the payload of a SnapshotRequest.
+	Snapshot Snapshot
+
+	// ReadRound ties heartbeats to ReadIndex requests (dissertation §6.4):
+	// a leader confirms a read once a quorum has answered a heartbeat of
+	// that round or later. Responses echo it.
+	ReadRound uint64
+	// Transfer marks a VoteRequest sent because of a leadership transfer;
+	// voters grant it even while they hear from a leader (§3.10).
+	Transfer bool
+}
+
+// String formats the message compactly for logs and transcripts.
+func (m Message) String() string {
+	s := fmt.Sprintf("%d->%d %s term=%d", m.From, m.To, m.Type, m.Term)
+	switch m.Type {
+	case MsgVoteRequest, MsgPreVoteRequest:
+		s += fmt.Sprintf(" last=%d/%d", m.LogIndex, m.LogTerm)
+		if m.Transfer {
+			s += " transfer"
+		}
+	case MsgAppendRequest:
+		s += fmt.Sprintf(" prev=%d/%d commit=%d entries=%d", m.LogIndex, m.LogTerm, m.Commit, len(m.Entries))
+		if n := len(m.Entries); n > 0 {
+			s += fmt.Sprintf("[%d..%d]", m.Entries[0].Index, m.Entries[n-1].Index)
+		}
+	case MsgAppendResponse:
+		s += fmt.Sprintf(" index=%d", m.LogIndex)
+		if m.Reject {
+			s += fmt.Sprintf(" hint=%d/%d", m.HintIndex, m.HintTerm)
+		}
+	case MsgHeartbeatRequest:
+		s += fmt.Sprintf(" commit=%d", m.Commit)
+	case MsgSnapshotRequest:
+		s += fmt.Sprintf(" snapshot=%d/%d", m.Snapshot.Metadata.Index, m.Snapshot.Metadata.Term)
+	case MsgSnapshotResponse:
+		s += fmt.Sprintf(" index=%d", m.LogIndex)
+	}
+	if m.ReadRound != 0 {
+		s += fmt.Sprintf(" read=%d", m.ReadRound)
+	}
+	if m.Reject {
+		s += " reject"
+	}
+	return s
+}

@@ -1,0 +1,368 @@
+package raft_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"coord/raft"
+	"coord/raft/rafttest"
+)
+
+func cluster(t *testing.T, ids ...uint64) *rafttest.Network {
+	t.Helper()
+	n := rafttest.NewNetwork()
+	if err := n.Bootstrap(ids...); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func mustStabilize(t *testing.T, n *rafttest.Network) {
+	t.Helper()
+	if err := n.Stabilize(1000); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func elect(t *testing.T, n *rafttest.Network, id uint64) *rafttest.Node {
+	t.Helper()
+	node, err := n.Node(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Core.Campaign()
+	mustStabilize(t, n)
+	if st := node.Core.Status(); st.Role != raft.Leader {
+		t.Fatalf("node %d did not become leader: %v", id, st.Role)
+	}
+	return node
+}
+
+// sent collects the messages a node's Ready carries, and advances.
+func sent(t *testing.T, c *raft.Core, s *raft.MemoryStorage) []raft.Message {
+	t.Helper()
+	var msgs []raft.Message
+	for c.HasReady() {
+		rd := c.Ready()
+		if !rd.HardState.IsEmpty() {
+			_ = s.SetHardState(rd.HardState)
+		}
+		_ = s.Append(rd.Entries)
+		msgs = append(msgs, rd.Messages...)
+		c.Advance(rd)
+	}
+	return msgs
+}
+
+func newCore(t *testing.T, id uint64, s *raft.MemoryStorage, peers ...uint64) *raft.Core {
+	t.Helper()
+	cfg := rafttest.DefaultConfig(id)
+	cfg.Storage = s
+	cfg.Peers = peers
+	c, err := raft.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// One vote per term, and the vote survives a restart because the Ready
+// that carries the response also carries the HardState to persist first.
+func TestVoteOncePerTermSurvivesRestart(t *testing.T) {
+	s := raft.NewMemoryStorage()
+	c := newCore(t, 3, s, 1, 2, 3)
+	sent(t, c, s)
+	vote := func(c *raft.Core, from uint64) raft.Message {
+		t.Helper()
+		if err := c.Step(raft.Message{Type: raft.MsgVoteRequest, From: from, To: 3, Term: 2, LogIndex: 1, LogTerm: 1}); err != nil {
+			t.Fatal(err)
+		}
+		msgs := sent(t, c, s)
+		if len(msgs) != 1 || msgs[0].Type != raft.MsgVoteResponse {
+			t.Fatalf("want one vote response, got %v", msgs)
+		}
+		return msgs[0]
+	}
+	if m := vote(c, 1); m.Reject {
+		t.Fatalf("first vote in term 2 refused: %v", m)
+	}
+	if m := vote(c, 2); !m.Reject {
+		t.Fatalf("second candidate in term 2 got a vote too: %v", m)
+	}
+	if hs := s.HardState(); hs.Term != 2 || hs.Vote != 1 {
+		t.Fatalf("persisted hard state %+v, want term 2 vote 1", hs)
+	}
+	restarted := newCore(t, 3, s)
+	if m := vote(restarted, 2); !m.Reject {
+		t.Fatalf("after a restart, node voted again in term 2: %v", m)
+	}
+	if m := vote(restarted, 1); m.Reject {
+		t.Fatalf("after a restart, node refused the candidate it voted for: %v", m)
+	}
+}
+
+// A vote goes only to a candidate whose log is at least as up-to-date as
+// the voter's, compared by last term, then last index (§5.4.1).
+func TestVoteRequiresUpToDateLog(t *testing.T) {
+	s := raft.NewMemoryStorage()
+	_ = s.Append([]raft.Entry{{Index: 1, Term: 1}, {Index: 2, Term: 3}, {Index: 3, Term: 3}})
+	_ = s.SetHardState(raft.HardState{Term: 3, Commit: 1})
+	c := newCore(t, 3, s)
+	tests := []struct {
+		lastIndex, lastTerm uint64
+		granted             bool
+	}{
+		{3, 2, false}, {2, 3, false}, {3, 3, true}, {1, 4, true},
+	}
+	for i, tt := range tests {
+		term := uint64(4 + i)
+		_ = c.Step(raft.Message{Type: raft.MsgVoteRequest, From: 1, To: 3, Term: term, LogIndex: tt.lastIndex, LogTerm: tt.lastTerm})
+		msgs := sent(t, c, s)
+		if len(msgs) != 1 || msgs[0].Reject == tt.granted {
+			t.Errorf("candidate last %d/%d: response %v, want granted=%v", tt.lastIndex, tt.lastTerm, msgs, tt.granted)
+		}
+	}
+}
+
+func TestStepRejectsInvalidMessages(t *testing.T) {
+	s := raft.NewMemoryStorage()
+	c := newCore(t, 1, s, 1, 2, 3)
+	for _, m := range []raft.Message{
+		{Type: 0, From: 2, To: 1, Term: 1},
+		{Type: 99, From: 2, To: 1, Term: 1},
+		{Type: raft.MsgAppendRequest, From: 2, To: 3, Term: 1},
+		{Type: raft.MsgAppendRequest, From: 0, To: 1, Term: 1},
+		{Type: raft.MsgAppendRequest, From: 1, To: 1, Term: 1},
+		{Type: raft.MsgAppendRequest, From: 2, To: 1, Term: 0},
+	} {
+		if err := c.Step(m); !errors.Is(err, raft.ErrInvalidMessage) {
+			t.Errorf("Step(%+v) = %v, want ErrInvalidMessage", m, err)
+		}
+	}
+}
+
+func TestFollowerRefusesLeaderOnlyRequests(t *testing.T) {
+	n := cluster(t, 1, 2, 3)
+	elect(t, n, 1)
+	follower, _ := n.Node(2)
+	if _, _, err := follower.Core.Propose([]byte("x")); !errors.Is(err, raft.ErrNotLeader) {
+		t.Errorf("Propose on a follower = %v, want ErrNotLeader", err)
+	}
+	if err := follower.Core.ReadIndex(1); !errors.Is(err, raft.ErrNotLeader) {
+		t.Errorf("ReadIndex on a follower = %v, want ErrNotLeader", err)
+	}
+	if err := follower.Core.TransferLeadership(3); !errors.Is(err, raft.ErrNotLeader) {
+		t.Errorf("TransferLeadership on a follower = %v, want ErrNotLeader", err)
+	}
+	cc := raft.ConfChange{Changes: []raft.ConfChangeSingle{{Type: raft.ConfChangeRemove, NodeID: 3}}}
+	if _, _, err := follower.Core.ProposeConfChange(cc); !errors.Is(err, raft.ErrNotLeader) {
+		t.Errorf("ProposeConfChange on a follower = %v, want ErrNotLeader", err)
+	}
+	leader, _ := n.Node(1)
+	if err := leader.Core.TransferLeadership(9); !errors.Is(err, raft.ErrTransferTarget) {
+		t.Errorf("transfer to a stranger = %v, want ErrTransferTarget", err)
+	}
+}
+
+func TestSingleNodeCommitsAlone(t *testing.T) {
+	n := cluster(t, 1)
+	leader := elect(t, n, 1)
+	index, _, err := leader.Core.Propose([]byte("solo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustStabilize(t, n)
+	if got := string(leader.Applied[index]); got != "solo" {
+		t.Fatalf("applied %q at %d, want solo", got, index)
+	}
+	if err := leader.Core.ReadIndex(5); err != nil {
+		t.Fatal(err)
+	}
+	mustStabilize(t, n)
+	if len(leader.ReadStates) != 1 || leader.ReadStates[0].ID != 5 {
+		t.Fatalf("read states %v, want read 5 confirmed", leader.ReadStates)
+	}
+}
+
+// A follower holding uncommitted entries of an old term has them replaced
+// by the leader's (§5.3), using the hint to skip a whole term at once.
+func TestConflictingSuffixIsReplacedQuickly(t *testing.T) {
+	n := cluster(t, 1, 2, 3)
+	elect(t, n, 1)
+	n.Isolate(3)
+	old, _ := n.Node(1)
+	for i := range 50 {
+		if _, _, err := old.Core.Propose(fmt.Appendf(nil, "lost-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := n.Process(); err != nil {
+		t.Fatal(err)
+	}
+	n.Queue = nil // none of the 50 entries reach anyone
+	n.Heal()
+	n.Isolate(1)
+	// Followers ignore candidates while their leader's lease lasts; let
+	// election timeouts pass until 2 or 3 leads.
+	var leader *rafttest.Node
+	for i := 0; i < 100 && leader == nil; i++ {
+		for _, id := range []uint64{2, 3} {
+			if err := n.Tick(id, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustStabilize(t, n)
+		if id := n.Leader(); id == 2 || id == 3 {
+			leader, _ = n.Node(id)
+		}
+	}
+	if leader == nil {
+		t.Fatal("no new leader among 2 and 3")
+	}
+	if _, _, err := leader.Core.Propose([]byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+	mustStabilize(t, n)
+	n.Heal()
+	rejects := 0
+	for range 40 {
+		for _, m := range n.Queue {
+			if m.Type == raft.MsgAppendResponse && m.Reject && m.From == 1 {
+				rejects++
+			}
+		}
+		if err := n.Tick(leader.ID, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.Deliver(nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustStabilize(t, n)
+	if a, b := n.LogLine(1), n.LogLine(leader.ID); a[1:] != b[1:] {
+		t.Fatalf("logs differ after repair:\n%s\n%s", a, b)
+	}
+	if rejects > 2 {
+		t.Errorf("repair took %d rejections; the term hint should skip 50 entries in one or two", rejects)
+	}
+}
+
+// Flow control: at most MaxInflightMsgs appends in flight to a silent
+// follower, each within MaxSizePerMsg.
+func TestAppendFlowControl(t *testing.T) {
+	n := rafttest.NewNetwork()
+	n.Config = func(id uint64) raft.Config {
+		cfg := rafttest.DefaultConfig(id)
+		cfg.MaxInflightMsgs = 3
+		cfg.MaxSizePerMsg = 10
+		return cfg
+	}
+	if err := n.Bootstrap(1, 2); err != nil {
+		t.Fatal(err)
+	}
+	leader := elect(t, n, 1)
+	for i := range 20 {
+		if _, _, err := leader.Core.Propose(fmt.Appendf(nil, "%04d", i)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.Process(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appends := 0
+	for _, m := range n.Queue {
+		if m.Type != raft.MsgAppendRequest {
+			continue
+		}
+		appends++
+		size := 0
+		for _, e := range m.Entries {
+			size += len(e.Data)
+		}
+		if size > 10 && len(m.Entries) > 1 {
+			t.Errorf("append carries %d bytes in %d entries, limit 10", size, len(m.Entries))
+		}
+	}
+	if appends != 3 {
+		t.Errorf("%d appends in flight, want MaxInflightMsgs = 3", appends)
+	}
+	mustStabilize(t, n)
+	if st := leader.Core.Status(); st.Commit != st.LastIndex {
+		t.Errorf("commit %d, last %d: the window did not drain", st.Commit, st.LastIndex)
+	}
+}
+
+func TestUncommittedBytesBound(t *testing.T) {
+	n := rafttest.NewNetwork()
+	n.Config = func(id uint64) raft.Config {
+		cfg := rafttest.DefaultConfig(id)
+		cfg.MaxUncommittedBytes = 100
+		return cfg
+	}
+	if err := n.Bootstrap(1, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	leader := elect(t, n, 1)
+	n.Isolate(1)
+	var err error
+	for i := 0; i < 20 && err == nil; i++ {
+		_, _, err = leader.Core.Propose(make([]byte, 30))
+	}
+	if !errors.Is(err, raft.ErrProposalDropped) {
+		t.Fatalf("proposals past the uncommitted bound: %v, want ErrProposalDropped", err)
+	}
+}
+
+// The same inputs give the same outputs: a scenario replays identically.
+func TestDeterministic(t *testing.T) {
+	script := "> bootstrap 1 2 3 4 5\n> run 30\n> propose 1 a\n> isolate 1\n> run 40\n> heal\n> run 40\n> status\n"
+	first := rafttest.RunScript(script)
+	if second := rafttest.RunScript(script); first != second {
+		t.Fatalf("two runs differ:\n%s\n---\n%s", first, second)
+	}
+}
+
+// Example runs a single-node cluster by hand: the loop every caller of the
+// core writes (persist, send, apply, advance).
+func Example() {
+	storage := raft.NewMemoryStorage()
+	cfg := raft.DefaultConfig()
+	cfg.ID = 1
+	cfg.Storage = storage
+	cfg.Rand = rand.New(rand.NewPCG(1, 1))
+	cfg.Peers = []uint64{1}
+	core, err := raft.New(cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	handle := func() {
+		for core.HasReady() {
+			rd := core.Ready()
+			if !rd.HardState.IsEmpty() {
+				_ = storage.SetHardState(rd.HardState)
+			}
+			_ = storage.Append(rd.Entries)
+			// (send rd.Messages here: there are no peers)
+			for _, e := range rd.CommittedEntries {
+				if e.Type == raft.EntryNormal && len(e.Data) > 0 {
+					fmt.Printf("apply %d: %s\n", e.Index, e.Data)
+				}
+			}
+			core.Advance(rd)
+		}
+	}
+	handle()
+	core.Campaign()
+	handle()
+	if _, _, err := core.Propose([]byte("hello")); err != nil {
+		fmt.Println(err)
+	}
+	handle()
+	fmt.Println(core.Status().Role)
+	// Output:
+	// apply 3: hello
+	// leader
+}

@@ -1,0 +1,10 @@
+// Package rafttest drives raft cores in memory for tests: a Network of
+// cores with a synchronous, controllable message queue, and a scenario
+// runner that replays transcripts under testdata/ and compares them with
+// golden output (regenerated with `go test ./raft/rafttest -rewrite`).
+//
+// A transcript is a text file. Lines starting with "#" are comments that
+// say what the scenario shows; lines starting with "> " are commands; every
+// other line is the output of the command above it. The commands are listed
+// in the Run documentation.
+package rafttest

@@ -1,0 +1,101 @@
+package raft
+
+import "fmt"
+
+// Role is a node's part in its current term.
+type Role uint8
+
+const (
+	// Follower answers leaders and candidates (Figure 2, Followers).
+	Follower Role = iota + 1
+	// PreCandidate asks for pre-votes without raising its term
+	// (dissertation §9.6).
+	PreCandidate
+	// Candidate has raised its term and asks for votes.
+	Candidate
+	// Leader replicates its log and decides commitment.
+	Leader
+)
+
+// String returns the role's name.
+func (r Role) String() string {
+	switch r {
+	case Follower:
+		return "follower"
+	case PreCandidate:
+		return "pre-candidate"
+	case Candidate:
+		return "candidate"
+	case Leader:
+		return "leader"
+	default:
+		return fmt.Sprintf("Role(%d)", uint8(r))
+	}
+}
+
+// SoftState is the volatile part of a node's state that the application may
+// want to watch: who leads, and what this node is. It is not persisted.
+type SoftState struct {
+	Lead uint64 // 0 when unknown
+	Role Role
+}
+
+// ReadState confirms a ReadIndex request (dissertation §6.4): once the
+// application has applied through Index, a read issued when ReadIndex(ID)
+// was called may be served from the local state machine and is
+// linearizable.
+type ReadState struct {
+	ID    uint64
+	Index uint64
+}
+
+// Ready is the work the core hands to its caller. The caller must handle it
+// in this order, then call Advance:
+//
+//  1. Persist HardState (if not empty), Snapshot (if not empty) and Entries
+//     to stable storage, durably if MustSync: write and sync before step 2.
+//     Entries replace any stored entries at the same or later indexes.
+//  2. Send Messages. A vote or an append acknowledgement in Messages
+//     promises that step 1 happened; sending them first loses that promise
+//     on a crash (Figure 2: "respond after updating stable storage").
+//  3. Apply Snapshot (if not empty) and then CommittedEntries to the state
+//     machine, in order. Serve ReadStates once applied through their index.
+//  4. Call Advance(rd).
+//
+// The slices alias the core's memory: the caller must not modify them.
+type Ready struct {
+	// SoftState is non-nil when the leader or the role changed.
+	SoftState *SoftState
+	// HardState is the state to persist; empty if unchanged.
+	HardState HardState
+	// Entries are to be appended to stable storage.
+	Entries []Entry
+	// Snapshot, if not empty, is to be persisted and installed.
+	Snapshot Snapshot
+	// CommittedEntries are to be applied to the state machine.
+	CommittedEntries []Entry
+	// Messages are to be sent after the persistence of step 1.
+	Messages []Message
+	// ReadStates are confirmed ReadIndex requests.
+	ReadStates []ReadState
+	// MustSync says whether step 1 must sync to disk before step 2 (the
+	// term, vote, entries or snapshot changed; a commit index alone may be
+	// written lazily).
+	MustSync bool
+}
+
+// Status is a snapshot of a node's state for monitoring and tests.
+type Status struct {
+	ID uint64
+	HardState
+	SoftState
+	Applied   uint64
+	LastIndex uint64
+	// Conf is the latest membership in the log (it takes effect when
+	// appended, dissertation §4.1).
+	Conf ConfState
+	// LeadTransferee is the target of a leadership transfer in progress.
+	LeadTransferee uint64
+	// Progress is the leader's view of every member; nil on non-leaders.
+	Progress map[uint64]Progress
+}
