@@ -123,11 +123,19 @@ func DefaultConfig() Config {
 // for the given TTL: RenewDeadline = 2/3 TTL, RenewInterval = 2/9 TTL,
 // RetryPeriod = 1/9 TTL. The commands use it when only --ttl is given.
 func ScaledConfig(ttl time.Duration) Config {
+	// Whole milliseconds read better in flags and logs, where they are
+	// long enough for the rounding not to matter.
+	round := func(d time.Duration) time.Duration {
+		if d >= 10*time.Millisecond {
+			return d.Truncate(time.Millisecond)
+		}
+		return d
+	}
 	return Config{
 		TTL:           ttl,
-		RenewDeadline: ttl * 2 / 3,
-		RenewInterval: ttl * 2 / 9,
-		RetryPeriod:   ttl / 9,
+		RenewDeadline: round(ttl * 2 / 3),
+		RenewInterval: round(ttl * 2 / 9),
+		RetryPeriod:   round(ttl / 9),
 	}
 }
 

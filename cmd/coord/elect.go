@@ -1,8 +1,203 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
 
-// newElectCmd is a placeholder until issue 3 lands: it says so and exits 1.
+	"coord/lease"
+
+	"github.com/spf13/cobra"
+)
+
+// leaseFlags are the flags `coord elect` and `coord run` share.
+type leaseFlags struct {
+	store         string
+	name          string
+	id            string
+	ttl           time.Duration
+	renewDeadline time.Duration
+	renewInterval time.Duration
+	retryPeriod   time.Duration
+}
+
+func (f *leaseFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.store, "store", "", "lease store URL, e.g. file:///tmp/leader.lock (required)")
+	fl.StringVar(&f.name, "name", "", "lease name (default: the lock file's name for file://, else \"coord\")")
+	fl.StringVar(&f.id, "id", "", "this participant's identity (default HOSTNAME-PID)")
+	fl.DurationVar(&f.ttl, "ttl", 9*time.Second, "lease time to live")
+	fl.DurationVar(&f.renewDeadline, "renew-deadline", 0, "step down if not renewed within this (default scales with --ttl)")
+	fl.DurationVar(&f.renewInterval, "renew-interval", 0, "time between renewals (default scales with --ttl)")
+	fl.DurationVar(&f.retryPeriod, "retry-period", 0, "time between retries (default scales with --ttl)")
+}
+
+// config returns the Elector config the flags describe, validated; scaled
+// holds the defaults for the flags left unset. Invalid values are usage
+// errors, reported before the store is touched.
+func (f *leaseFlags) config(scaled lease.Config) (lease.Config, error) {
+	if f.store == "" {
+		return lease.Config{}, usagef("--store is required (e.g. --store file:///tmp/leader.lock)")
+	}
+	cfg := scaled
+	for _, o := range []struct {
+		flag string
+		v    time.Duration
+		dst  *time.Duration
+	}{
+		{"renew-deadline", f.renewDeadline, &cfg.RenewDeadline},
+		{"renew-interval", f.renewInterval, &cfg.RenewInterval},
+		{"retry-period", f.retryPeriod, &cfg.RetryPeriod},
+	} {
+		if o.v != 0 {
+			*o.dst = o.v
+		}
+	}
+	cfg.TTL = f.ttl
+	cfg.Name, cfg.Holder = "placeholder", f.identity()
+	if err := cfg.Validate(); err != nil {
+		// Name the flags, not the Config fields.
+		msg := strings.TrimPrefix(err.Error(), lease.ErrInvalid.Error()+": config: ")
+		msg = strings.NewReplacer("RenewDeadline", "--renew-deadline", "RenewInterval", "--renew-interval",
+			"RetryPeriod", "--retry-period", "TTL", "--ttl", "Holder", "--id").Replace(msg)
+		return lease.Config{}, usagef("invalid timings: %s", msg)
+	}
+	cfg.Name = f.name
+	return cfg, nil
+}
+
+func (f *leaseFlags) identity() string {
+	if f.id != "" {
+		return f.id
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		host = "coord"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+// openStore opens the store; a bad URL or directory is a usage error.
+func (f *leaseFlags) openStore(ctx context.Context, cfg *lease.Config) (lease.Backend, error) {
+	b, err := lease.Open(ctx, f.store)
+	if err != nil {
+		if errors.Is(err, lease.ErrInvalid) {
+			return nil, &usageError{err: fmt.Errorf("--store: %w", err)}
+		}
+		return nil, err
+	}
+	if cfg.Name == "" {
+		cfg.Name = lease.DefaultName(b, "coord")
+	}
+	return b, nil
+}
+
 func newElectCmd() *cobra.Command {
-	return notBuilt("elect", "Take part in a leader election over a lease store", "issue 3")
+	var (
+		f       leaseFlags
+		jsonOut bool
+	)
+	cmd := &cobra.Command{
+		Use:   "elect --store URL",
+		Short: "Take part in a leader election over a lease store",
+		Long: `Take part in a leader election: campaign for the lease, hold it while
+alive, and print every change of role until SIGTERM or SIGINT, which hand
+the lease back at once.
+
+Readable lines show seconds since start, this participant's role, the
+holder and its fencing token. With --json, each line on stdout is one JSON
+object: {"time", "mono_ns", "event", "holder", "token", "id", "pid",
+"expiry", "error"}, where event is elected, renewed, lost, released or
+leader (another participant holds the lease).
+
+Timings: --ttl alone scales the others (renew deadline 2/3, renew interval
+2/9, retry period 1/9 of the TTL); they must satisfy
+ttl > renew-deadline > renew-interval > 0.`,
+		Example: `  coord elect --store file:///tmp/leader.lock
+  coord elect --store file:///tmp/leader.lock --id a --ttl 3s --json`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.config(lease.ScaledConfig(f.ttl))
+			if err != nil {
+				return err
+			}
+			b, err := f.openStore(cmd.Context(), &cfg)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			out := newElectPrinter(cmd.OutOrStdout(), cfg.Holder, jsonOut)
+			cfg.Callbacks = out.callbacks(cfg.Holder)
+			e, err := lease.NewElector(b, cfg)
+			if err != nil {
+				return &usageError{err: err}
+			}
+			return e.Run(cmd.Context())
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print one JSON event per line")
+	return cmd
+}
+
+// electPrinter prints an Elector's events, readable or as JSON lines.
+type electPrinter struct {
+	mu    sync.Mutex
+	w     io.Writer
+	id    string
+	start time.Time
+	json  *lease.EventWriter
+}
+
+func newElectPrinter(w io.Writer, id string, jsonOut bool) *electPrinter {
+	p := &electPrinter{w: w, id: id, start: time.Now()}
+	if jsonOut {
+		p.json = lease.NewEventWriter(w, id)
+	}
+	return p
+}
+
+// callbacks returns Elector callbacks that print events. self is this
+// participant's holder name.
+func (p *electPrinter) callbacks(self string) lease.Callbacks {
+	return lease.Callbacks{
+		OnElected: func(_ context.Context, token uint64) {
+			p.print(lease.Event{Event: lease.EventElected, Holder: self, Token: token}, "LEADER", "elected")
+		},
+		OnRenewed: func(r lease.Record) {
+			p.print(lease.Event{Event: lease.EventRenewed, Holder: self, Token: r.Token, Expiry: r.Expiry}, "LEADER", "renewed")
+		},
+		OnLost: func(token uint64, err error) {
+			if err == nil {
+				p.print(lease.Event{Event: lease.EventReleased, Holder: self, Token: token}, "WATCHER", "released the lease")
+				return
+			}
+			p.print(lease.Event{Event: lease.EventLost, Holder: self, Token: token, Error: err.Error()}, "WATCHER", "lost the lease: "+err.Error())
+		},
+		OnLeaderChanged: func(r lease.Record) {
+			if r.Holder == "" || r.Holder == self {
+				return
+			}
+			p.print(lease.Event{Event: lease.EventLeader, Holder: r.Holder, Token: r.Token, Expiry: r.Expiry}, "WATCHER", "lease held by "+r.Holder)
+		},
+	}
+}
+
+func (p *electPrinter) print(ev lease.Event, role, what string) {
+	if p.json != nil {
+		p.json.Write(ev)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	line := fmt.Sprintf("%7.3fs [%s] [%s] %s, token %d", time.Since(p.start).Seconds(), p.id, role, what, ev.Token)
+	if !ev.Expiry.IsZero() {
+		line += ", valid until " + ev.Expiry.Format("15:04:05.000")
+	}
+	fmt.Fprintln(p.w, line)
 }
