@@ -1,0 +1,97 @@
+// Package wal is coord's write-ahead log: the durable record of a Raft
+// node's hard state and log entries, appended in batches and replayed on
+// open.
+//
+// # Use
+//
+//	w, state, err := wal.Open(fsys, dir, wal.Options{})
+//	// state holds the checkpoint, hard state and entries recovered.
+//	err = w.Append(hs, entries) // one atomic batch, written but not durable
+//	err = w.Sync()              // durable: now the messages that depend on it may go out
+//
+// Append writes one batch; Sync makes every batch appended so far durable
+// (fsync). Nothing is durable before Sync returns nil, and after a crash a
+// batch is recovered whole or not at all. A WAL whose write or sync failed
+// refuses all further work: the state of the file after a failed fsync is
+// unknowable, so the node must reopen (recover) instead of retrying.
+//
+// Checkpoint starts a new segment holding a snapshot marker, the hard state
+// and the entries after the snapshot, makes it durable, then removes all
+// older segments: that is how the log sheds what a snapshot replaced.
+//
+// # Directory
+//
+// A WAL owns one directory of segment files named by a sequence number in
+// 16 hex digits, "0000000000000001.wal", "0000000000000002.wal", ... Other
+// files are ignored. Appends go to the last segment; a batch that would take
+// it past Options.SegmentBytes goes to a new one (a batch never spans two
+// segments, so one larger than the bound makes a larger segment). A new
+// segment is created durably: written, fsynced, then its directory fsynced,
+// before any batch in it is acknowledged.
+//
+// # Segment format (version 1)
+//
+// All integers are little-endian. CRCs are CRC-32C (Castagnoli).
+//
+//	segment header, 32 bytes:
+//	  0  8  magic "coordWAL"
+//	  8  4  format version, 1
+//	 12  4  zero
+//	 16  8  sequence number, equal to the one in the file name
+//	 24  4  CRC of bytes 0..24
+//	 28  4  zero
+//
+//	then records, back to back:
+//	  0  4  payload length n (at most MaxRecordBytes)
+//	  4  1  record type
+//	  5  1  flags: bit 0 marks the last record of a batch; others zero
+//	  6  2  zero
+//	  8  4  header CRC: of bytes 0..8, then the segment's sequence number
+//	        and this record's offset in the segment (8 bytes each)
+//	 12  4  payload CRC: of the n payload bytes
+//	 16  n  payload
+//
+// Seeding the header CRC with the record's position means a record is valid
+// only where it was written: a copy of one inside an entry's data, or in a
+// stale page, does not pass for a record.
+//
+// Record types and payloads:
+//
+//	1 entry       term (8), index (8), entry type (1), data (n-17)
+//	2 hard state  term (8), vote (8), commit (8)
+//	3 checkpoint  snapshot index (8), snapshot term (8), snapshot checksum (4)
+//
+// # Replay
+//
+// Batches apply in order. An entry at index i drops every entry from i on,
+// then appends (Raft's conflict truncation, §5.3); i must be at most one past
+// the last index and above the checkpoint's index. A hard state record
+// replaces the hard state. A checkpoint record may only open a segment; it
+// resets the log to "everything up to the snapshot index is in the
+// snapshot", and the entries after it follow in the same batch. Replay starts
+// at the newest segment that opens with a checkpoint (or at segment 1);
+// older segments are leftovers of a checkpoint interrupted before it removed
+// them, and are removed.
+//
+// # Recovery
+//
+// A crash can leave the end of the last segment torn: a prefix of the
+// unsynced writes, possibly followed by zeros. Open truncates such a tail,
+// back to the end of the last complete batch, and logs it. A bad record is
+// taken for a torn tail only in the last segment and only if no valid record
+// (checked at every byte offset after it) follows; anything else — a bad
+// record in an earlier segment, a bad record followed by a valid one, a
+// segment missing from the sequence, a bad magic number, a batch cut short
+// at the end of an earlier segment — is corruption, reported as an error
+// wrapping ErrCorrupt and never skipped. A record or segment written by a
+// newer format (unknown version, record type or flag) is an error wrapping
+// ErrUnsupported.
+//
+// The torn-tail rule assumes, as the crash model of vfs.MemFS does, that a
+// crash persists a prefix of a file's unsynced writes. A device that
+// persisted a later page of an unsynced write but not an earlier one would
+// make Open report ErrCorrupt for data that was never acknowledged; that
+// errs on the side of stopping rather than silently dropping.
+//
+// A WAL is not safe for concurrent use.
+package wal
