@@ -39,10 +39,10 @@ const (
 	// bytes of metadata besides its data.
 	MaxRecordBytes = 64 << 20
 
-	entryMetaSize      = 17
-	hardStateSize      = 24
-	checkpointSize     = 20
-	flagBatchEnd  byte = 1
+	entryMetaSize       = 17
+	hardStateSize       = 24
+	checkpointSize      = 20
+	flagBatchEnd   byte = 1
 )
 
 type recordType uint8
