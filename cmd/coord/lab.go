@@ -1,37 +1,215 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"coord/lab"
+	"coord/lab/report"
+
+	// The rungs' experiments register themselves with lab.
+	_ "coord/lab/threads"
 )
 
-// newLabCmd is the lab's placeholder until the lab lands: it lists the
-// experiments to come and runs none of them.
+// A coord binary started as `coord lab-child NAME ...` runs one of the lab's
+// child programs (a deadlock on purpose, say) and exits. It must happen
+// before main installs its signal handler: with os/signal's watcher alive,
+// the runtime cannot report that all goroutines are asleep.
+func init() { lab.ServeChild() }
+
+// labFlags are the flags shared by `coord lab` and `coord lab run NAME`.
+type labFlags struct {
+	jsonOut bool
+	outDir  string
+	seed    uint64
+	verbose bool
+}
+
+func (f *labFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.BoolVar(&f.jsonOut, "json", false, "write one JSON document to stdout instead of tables")
+	fl.StringVar(&f.outDir, "out", "", "also write lab.json and one PNG chart per experiment into `DIR`")
+	fl.Uint64Var(&f.seed, "seed", 0, "seed for the experiments' random choices (0: from the clock; the seed used is reported)")
+}
+
 func newLabCmd() *cobra.Command {
-	return &cobra.Command{
+	var f labFlags
+	var full bool
+	cmd := &cobra.Command{
 		Use:   "lab",
-		Short: "Run the experiments of the Coordination series (experiments not built yet)",
+		Short: "Run the experiments of the Coordination series, measured",
+		Long: `coord lab runs every experiment of the Coordination series in quick mode and
+ends with one summary table: for each experiment, the articles' figure, the
+articles' original program measured now, coord's version measured now, and a
+verdict. The articles' programs are re-implemented inside coord, bugs
+included, and run as real goroutines and real processes.
+
+Verdicts: "reproduced" (the original behaved as the articles report and coord
+was correct), "differs" (coord was correct, the original did not show the
+articles' behaviour in this run), "failed" (coord was wrong), "unavailable"
+(a tool the experiment needs is missing), "error". coord lab exits 1 if any
+experiment failed or broke.
+
+Run one experiment at its full size with 'coord lab run NAME'; read what it
+shows, and what to predict, with 'coord lab run NAME --help'.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := lab.Config{Quick: !full, Seed: f.seed}
+			return runLab(cmd, lab.Experiments(), cfg, f)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().BoolVar(&full, "full", false, "run every experiment at its full size instead of quick mode")
+	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "print every experiment's details before the summary")
+	cmd.AddCommand(newLabListCmd(), newLabRunCmd())
+	return cmd
+}
+
+func newLabListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the experiments",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			w := cmd.OutOrStdout()
-			fmt.Fprintln(w, "The lab is not built yet. Experiments to come:")
-			for _, e := range [][2]string{
-				{"race", "threads: 1000 goroutines x 1000 unsynchronised increments"},
-				{"mutex", "threads: the same counter behind a mutex"},
-				{"granularity", "threads: a lock per increment against a lock per loop"},
-				{"semaphore", "threads: a buffered channel as a semaphore of 2"},
-				{"prodcons", "threads: producers, consumers and a clean shutdown"},
-				{"deadlock", "threads: lock-order inversion"},
-				{"exclusive-create", "processes: stat-then-create against O_EXCL"},
-				{"failover", "processes: the leaderless gap after kill -9 and SIGTERM"},
-				{"empty-file", "processes: a zero-byte lock file"},
-				{"takeover-race", "processes: watchers racing for an expired lease"},
-				{"paused-leader", "processes: a leader stopped past its TTL"},
-			} {
-				fmt.Fprintf(w, "  %-17s %s\n", e[0], e[1])
-			}
-			return nil
+			return report.WriteList(cmd.OutOrStdout(), lab.Experiments())
 		},
 	}
 }
+
+// newLabRunCmd has one subcommand per registered experiment, so that
+// `coord lab run NAME --help` prints the experiment's own help.
+func newLabRunCmd() *cobra.Command {
+	run := &cobra.Command{
+		Use:   "run NAME [--trials N] [--procs N] [--quick] [--out DIR] [--json] [--seed N]",
+		Short: "Run one experiment at its full size",
+		Long: `Run one experiment, at its full size unless --quick, and print what it
+measured. 'coord lab run NAME --help' says what the experiment shows and what
+to predict before running it. 'coord lab list' lists the names.`,
+		Args: usageArgs(func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("missing experiment name (see 'coord lab list')")
+			}
+			return fmt.Errorf("unknown experiment %q (see 'coord lab list')", args[0])
+		}),
+		RunE: func(*cobra.Command, []string) error { return nil },
+	}
+	for _, e := range lab.Experiments() {
+		run.AddCommand(newExperimentCmd(e))
+	}
+	return run
+}
+
+func newExperimentCmd(e lab.Experiment) *cobra.Command {
+	var f labFlags
+	var trials, procs int
+	var quick bool
+	size := fmt.Sprintf("full: %d trials", e.Full.Trials)
+	if e.Full.Procs > 0 {
+		size += fmt.Sprintf(" x %d procs", e.Full.Procs)
+	}
+	size += fmt.Sprintf("; quick: %d trials", e.Quick.Trials)
+	if e.Quick.Procs > 0 {
+		size += fmt.Sprintf(" x %d procs", e.Quick.Procs)
+	}
+	cmd := &cobra.Command{
+		Use:   e.Name,
+		Short: fmt.Sprintf("%s: %s", e.Rung, e.Short),
+		Long:  fmt.Sprintf("%s (%s)\n\n%s\n\nThe articles: %s.\nSize: %s.", e.Name, e.Rung, e.Help, e.Articles, size),
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := lab.Config{Quick: quick, Trials: trials, Procs: procs, Seed: f.seed}
+			if err := cfg.Validate(e); err != nil {
+				return &usageError{err: err}
+			}
+			f.verbose = true
+			return runLab(cmd, []lab.Experiment{e}, cfg, f)
+		},
+	}
+	f.register(cmd)
+	fl := cmd.Flags()
+	fl.IntVar(&trials, "trials", 0, "number of trials (0: the experiment's default)")
+	if e.Full.Procs > 0 {
+		fl.IntVar(&procs, "procs", 0, "concurrent goroutines or processes per trial (0: the experiment's default)")
+	}
+	fl.BoolVar(&quick, "quick", false, "use the quick configuration")
+	return cmd
+}
+
+// runLab runs experiments and presents the results as f asks.
+func runLab(cmd *cobra.Command, experiments []lab.Experiment, cfg lab.Config, f labFlags) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if file, ok := stderr.(*os.File); ok && !f.jsonOut {
+		cfg.Progress = report.Progress(file)
+	}
+	cfg.Logger = slog.Default()
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	started := time.Now()
+	if !f.jsonOut {
+		mode := "full size"
+		if cfg.Quick {
+			mode = "quick mode"
+		}
+		m := report.ThisMachine()
+		fmt.Fprintf(stdout, "coord lab: %d experiment(s), %s (GOMAXPROCS %d, %d CPUs, %s %s/%s)\n\n",
+			len(experiments), mode, m.GOMAXPROCS, m.NumCPU, m.GoVersion, m.GOOS, m.GOARCH)
+	}
+	results := lab.RunAll(ctx, experiments, cfg, func(r *lab.Result) {
+		switch {
+		case f.jsonOut:
+		case f.verbose:
+			_ = report.WriteResult(stdout, r)
+			fmt.Fprintln(stdout)
+		default:
+			fmt.Fprintf(stdout, "  %-17s %-11s %5.1f s\n", r.Experiment, r.Verdict.Outcome, r.Seconds)
+		}
+	})
+	doc := report.NewDocument(started, results)
+	if f.jsonOut {
+		if err := report.WriteJSON(stdout, doc); err != nil {
+			return err
+		}
+	} else if len(results) > 1 || !f.verbose {
+		fmt.Fprintln(stdout)
+		if err := report.WriteSummary(stdout, results); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "Wall time %.1f s.\n", doc.Seconds)
+	}
+	if f.outDir != "" {
+		paths, err := report.WriteFiles(f.outDir, doc)
+		fmt.Fprintf(stderr, "coord lab: wrote %d file(s) to %s\n", len(paths), f.outDir)
+		if err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("lab interrupted after %d of %d experiment(s)", len(results), len(experiments))
+	}
+	return labFailures(results)
+}
+
+// labFailures returns an error naming the experiments whose verdict should
+// fail the command, or nil.
+func labFailures(results []*lab.Result) error {
+	var bad []string
+	for _, r := range results {
+		if r.Verdict.Outcome.Bad() {
+			bad = append(bad, fmt.Sprintf("%s (%s)", r.Experiment, r.Verdict.Outcome))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return errors.New("lab: " + strings.Join(bad, ", "))
+}
+
