@@ -212,4 +212,3 @@ func labFailures(results []*lab.Result) error {
 	}
 	return errors.New("lab: " + strings.Join(bad, ", "))
 }
-

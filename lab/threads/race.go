@@ -236,4 +236,3 @@ func silentOr(races int) string {
 	}
 	return fmt.Sprintf("%d DATA RACE", races)
 }
-
