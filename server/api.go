@@ -1,0 +1,595 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Headers of the HTTP API.
+const (
+	// HeaderForwarded marks a request one node forwarded to the leader; a
+	// node never forwards such a request again, so a stale view of who
+	// leads cannot make requests loop.
+	HeaderForwarded = "Coord-Forwarded-By"
+	// HeaderNode names the node that answered.
+	HeaderNode = "Coord-Node"
+	// HeaderLeader names the leader as the answering node knows it.
+	HeaderLeader = "Coord-Leader"
+)
+
+// watchTimeoutMax bounds one long poll.
+const watchTimeoutMax = 5 * time.Minute
+
+// APIConfig configures an API.
+type APIConfig struct {
+	// Limits must match the state machine's, so that oversize requests are
+	// refused before they are proposed.
+	Limits Limits
+	// Client forwards requests to the leader. Nil: a client with no
+	// overall timeout (requests carry their own contexts).
+	Client *http.Client
+	// Logger logs forwarding failures and the like. Nil: slog.Default().
+	Logger *slog.Logger
+	// Metrics, if not nil, counts requests.
+	Metrics *Metrics
+}
+
+// API serves the HTTP/JSON API (docs/API.md) over a Replica. Any node
+// accepts any request: writes and linearizable reads that need the leader
+// are forwarded to it.
+//
+// API is safe for concurrent use.
+type API struct {
+	replica Replica
+	cfg     APIConfig
+	mux     *http.ServeMux
+}
+
+// NewAPI returns the API of replica.
+func NewAPI(replica Replica, cfg APIConfig) *API {
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Limits == (Limits{}) {
+		cfg.Limits = DefaultLimits()
+	}
+	a := &API{replica: replica, cfg: cfg, mux: http.NewServeMux()}
+	a.handle("GET /v1/status", "status", a.status)
+	a.handle("GET /v1/kv/{key...}", "kv_get", a.getKey)
+	a.handle("PUT /v1/kv/{key...}", "kv_put", a.putKey)
+	a.handle("DELETE /v1/kv/{key...}", "kv_delete", a.deleteKey)
+	a.handle("GET /v1/watch/kv/{key...}", "kv_watch", a.watchKey)
+	a.handle("POST /v1/leases/{name}/acquire", "lease_acquire", a.acquire)
+	a.handle("POST /v1/leases/{name}/renew", "lease_renew", a.renew)
+	a.handle("POST /v1/leases/{name}/release", "lease_release", a.release)
+	a.handle("GET /v1/leases/{name}", "lease_get", a.getLease)
+	a.handle("GET /v1/watch/leases/{name}", "lease_watch", a.watchLease)
+	a.handle("GET /v1/members", "members", a.members)
+	a.handle("POST /v1/members", "member_add", a.addMember)
+	a.handle("DELETE /v1/members/{id}", "member_remove", a.removeMember)
+	if cfg.Metrics != nil {
+		a.mux.Handle("GET /metrics", cfg.Metrics.Handler())
+	}
+	return a
+}
+
+// ServeHTTP serves one request.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+
+// request is one API call in flight: its body is read up front so that it
+// can be forwarded.
+type request struct {
+	*http.Request
+	body []byte
+}
+
+func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request) error) {
+	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		st := a.replica.Status()
+		rec.Header().Set(HeaderNode, strconv.FormatUint(st.ID, 10))
+		if st.Leader != 0 {
+			rec.Header().Set(HeaderLeader, strconv.FormatUint(st.Leader, 10))
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(rec, r.Body, int64(a.cfg.Limits.ValueBytes)+4096))
+		if err == nil {
+			err = h(rec, &request{Request: r, body: body})
+		} else {
+			err = fmt.Errorf("%w: body: %v", ErrInvalid, err)
+		}
+		if err != nil {
+			a.writeError(rec, err)
+		}
+		if a.cfg.Metrics != nil {
+			a.cfg.Metrics.observeRequest(route, rec.code, time.Since(start))
+		}
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// apiError is an error with an HTTP status, a machine-readable code and
+// extra JSON fields.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+	fields map[string]any
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func (a *API) writeError(w http.ResponseWriter, err error) {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+	case errors.Is(err, ErrInvalid):
+		ae = &apiError{status: http.StatusBadRequest, code: "invalid", msg: err.Error()}
+	case errors.Is(err, ErrNotLeader):
+		ae = &apiError{status: http.StatusServiceUnavailable, code: "unavailable", msg: err.Error()}
+		w.Header().Set("Retry-After", "1")
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		ae = &apiError{status: http.StatusServiceUnavailable, code: "timeout", msg: "outcome unknown: " + err.Error()}
+	case errors.Is(err, ErrStopped):
+		ae = &apiError{status: http.StatusServiceUnavailable, code: "unavailable", msg: err.Error()}
+	default:
+		ae = &apiError{status: http.StatusInternalServerError, code: "internal", msg: err.Error()}
+	}
+	body := map[string]any{"error": ae.msg, "code": ae.code}
+	for k, v := range ae.fields {
+		body[k] = v
+	}
+	writeJSON(w, ae.status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	return json.NewEncoder(w).Encode(v)
+}
+
+// leading reports whether this node is the leader; if not, the request
+// must be forwarded.
+func (a *API) leading() bool {
+	st := a.replica.Status()
+	return st.Leader == st.ID && st.ID != 0
+}
+
+// forward sends the request to the leader and copies its answer back.
+func (a *API) forward(w http.ResponseWriter, r *request) error {
+	st := a.replica.Status()
+	if by := r.Header.Get(HeaderForwarded); by != "" {
+		return &apiError{status: http.StatusServiceUnavailable, code: "unavailable",
+			msg:    fmt.Sprintf("node %d is not the leader (request forwarded by node %s)", st.ID, by),
+			fields: map[string]any{"leader": st.Leader}}
+	}
+	var target string
+	for _, m := range st.Members {
+		if m.ID == st.Leader && st.Leader != st.ID {
+			target = m.HTTP
+		}
+	}
+	if target == "" {
+		w.Header().Set("Retry-After", "1")
+		return &apiError{status: http.StatusServiceUnavailable, code: "unavailable",
+			msg:    fmt.Sprintf("node %d knows no leader to forward to (leader %d)", st.ID, st.Leader),
+			fields: map[string]any{"leader": st.Leader}}
+	}
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+target+r.URL.RequestURI(), bytes.NewReader(r.body))
+	if err != nil {
+		return fmt.Errorf("server: forward: %w", err)
+	}
+	req.Header.Set(HeaderForwarded, strconv.FormatUint(st.ID, 10))
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		req.Header.Set("Content-Type", ct)
+	}
+	resp, err := a.cfg.Client.Do(req)
+	if err != nil {
+		a.cfg.Logger.Debug("forward to leader failed", "leader", st.Leader, "addr", target, "err", err)
+		// The leader may have received the request: the outcome is unknown.
+		w.Header().Set("Retry-After", "1")
+		return &apiError{status: http.StatusServiceUnavailable, code: "unavailable",
+			msg: fmt.Sprintf("forward to leader %d at %s: %v", st.Leader, target, err), fields: map[string]any{"leader": st.Leader}}
+	}
+	defer resp.Body.Close()
+	for _, h := range []string{"Content-Type", "Retry-After", HeaderNode, HeaderLeader} {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, err = io.Copy(w, resp.Body)
+	if err != nil {
+		a.cfg.Logger.Debug("copy forwarded response", "err", err)
+	}
+	return nil
+}
+
+// sessionParams reads the exactly-once parameters client_id, seq and ack.
+func sessionParams(r *request) (client, seq, ack uint64, err error) {
+	q := r.URL.Query()
+	parse := func(name string) uint64 {
+		s := q.Get(name)
+		if s == "" || err != nil {
+			return 0
+		}
+		v, perr := strconv.ParseUint(s, 10, 64)
+		if perr != nil {
+			err = fmt.Errorf("%w: %s %q: want an unsigned integer", ErrInvalid, name, s)
+		}
+		return v
+	}
+	client, seq, ack = parse("client_id"), parse("seq"), parse("ack")
+	if err == nil && client != 0 && seq == 0 {
+		err = fmt.Errorf("%w: client_id without seq", ErrInvalid)
+	}
+	if err == nil && client == 0 && (seq != 0 || ack != 0) {
+		err = fmt.Errorf("%w: seq or ack without client_id", ErrInvalid)
+	}
+	return client, seq, ack, err
+}
+
+// propose runs a write: locally on the leader, forwarded elsewhere. ok is
+// called with the result of a command that applied; failures of the
+// command itself become API errors.
+func (a *API) propose(w http.ResponseWriter, r *request, cmd Command, ok func(Result) error) error {
+	if !a.leading() {
+		return a.forward(w, r)
+	}
+	client, seq, ack, err := sessionParams(r)
+	if err != nil {
+		return err
+	}
+	cmd.Client, cmd.Seq, cmd.Ack = client, seq, ack
+	res, err := a.replica.Propose(r.Context(), cmd)
+	if errors.Is(err, ErrNotLeader) {
+		return a.forward(w, r)
+	}
+	if err != nil {
+		return err
+	}
+	if err := resultError(res); err != nil {
+		return err
+	}
+	return ok(res)
+}
+
+// resultError turns a failed command into an API error.
+func resultError(res Result) error {
+	switch res.Status {
+	case StatusOK:
+		return nil
+	case StatusNotFound:
+		return &apiError{status: http.StatusNotFound, code: "not_found", msg: "key not found"}
+	case StatusConflict:
+		return &apiError{status: http.StatusConflict, code: "conflict", msg: "revision mismatch",
+			fields: map[string]any{"revision": res.Revision}}
+	case StatusHeld:
+		return &apiError{status: http.StatusConflict, code: "held", msg: "lease held by " + res.Holder,
+			fields: map[string]any{"holder": res.Holder, "token": res.Token}}
+	case StatusLost:
+		return &apiError{status: http.StatusConflict, code: "lost", msg: "token is not current",
+			fields: map[string]any{"holder": res.Holder, "token": res.Token}}
+	case StatusStaleSequence:
+		return &apiError{status: http.StatusConflict, code: "stale_sequence", msg: res.Reason}
+	default:
+		return &apiError{status: http.StatusBadRequest, code: "invalid", msg: res.Reason}
+	}
+}
+
+// read runs a read: stale reads locally, linearizable ones on the leader
+// after a ReadIndex barrier.
+func (a *API) read(w http.ResponseWriter, r *request, serve func() error) error {
+	stale, err := boolParam(r, "stale")
+	if err != nil {
+		return err
+	}
+	if stale {
+		return serve()
+	}
+	if !a.leading() {
+		return a.forward(w, r)
+	}
+	if err := a.replica.ReadBarrier(r.Context()); err != nil {
+		if errors.Is(err, ErrNotLeader) {
+			return a.forward(w, r)
+		}
+		return err
+	}
+	return serve()
+}
+
+func boolParam(r *request, name string) (bool, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return false, nil
+	}
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s %q: want true or false", ErrInvalid, name, s)
+	}
+	return v, nil
+}
+
+func uintParam(r *request, name string) (uint64, bool, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return 0, false, nil
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: %s %q: want an unsigned integer", ErrInvalid, name, s)
+	}
+	return v, true, nil
+}
+
+func (a *API) status(w http.ResponseWriter, _ *request) error {
+	return writeJSON(w, http.StatusOK, a.replica.Status())
+}
+
+func (a *API) members(w http.ResponseWriter, _ *request) error {
+	return writeJSON(w, http.StatusOK, map[string]any{"members": a.replica.Status().Members})
+}
+
+// KeyResponse is the JSON of a key.
+type KeyResponse struct {
+	Key string `json:"key"`
+	// Value is the value when it is valid UTF-8; ValueBase64 otherwise.
+	Value       string `json:"value,omitempty"`
+	ValueBase64 string `json:"value_base64,omitempty"`
+	Revision    uint64 `json:"revision"`
+	// CreateRevision and Version as in KeyValue.
+	CreateRevision uint64 `json:"create_revision,omitempty"`
+	Version        uint64 `json:"version,omitempty"`
+}
+
+func keyResponse(kv KeyValue) KeyResponse {
+	resp := KeyResponse{Key: kv.Key, Revision: kv.Revision, CreateRevision: kv.CreateRevision, Version: kv.Version}
+	if utf8.Valid(kv.Value) {
+		resp.Value = string(kv.Value)
+	} else {
+		resp.ValueBase64 = base64.StdEncoding.EncodeToString(kv.Value)
+	}
+	return resp
+}
+
+// writeKey writes a key, or 404 with revision 0 when it does not exist.
+func (a *API) writeKey(w http.ResponseWriter, key string) error {
+	var kv KeyValue
+	var ok bool
+	a.replica.View(func(v View) { kv, ok = v.Get(key) })
+	if !ok {
+		return &apiError{status: http.StatusNotFound, code: "not_found", msg: "key not found",
+			fields: map[string]any{"key": key, "revision": 0}}
+	}
+	return writeJSON(w, http.StatusOK, keyResponse(kv))
+}
+
+func (a *API) getKey(w http.ResponseWriter, r *request) error {
+	key := r.PathValue("key")
+	return a.read(w, r, func() error { return a.writeKey(w, key) })
+}
+
+// condition reads prev_revision into a command.
+func condition(r *request, cmd *Command) error {
+	prev, has, err := uintParam(r, "prev_revision")
+	cmd.HasPrev, cmd.PrevRevision = has, prev
+	return err
+}
+
+func (a *API) putKey(w http.ResponseWriter, r *request) error {
+	cmd := Command{Op: OpPut, Key: r.PathValue("key"), Value: r.body}
+	if err := condition(r, &cmd); err != nil {
+		return err
+	}
+	return a.propose(w, r, cmd, func(res Result) error {
+		return writeJSON(w, http.StatusOK, map[string]any{"revision": res.Revision})
+	})
+}
+
+func (a *API) deleteKey(w http.ResponseWriter, r *request) error {
+	cmd := Command{Op: OpDelete, Key: r.PathValue("key")}
+	if err := condition(r, &cmd); err != nil {
+		return err
+	}
+	return a.propose(w, r, cmd, func(res Result) error {
+		return writeJSON(w, http.StatusOK, map[string]any{"revision": res.Revision})
+	})
+}
+
+// watch waits, up to timeout_ms, until current() differs from the revision
+// parameter, then serves. The first look is linearizable unless stale.
+func (a *API) watch(w http.ResponseWriter, r *request, current func() uint64, serve func() error) error {
+	rev, _, err := uintParam(r, "revision")
+	if err != nil {
+		return err
+	}
+	timeoutMs, has, err := uintParam(r, "timeout_ms")
+	if err != nil {
+		return err
+	}
+	timeout := min(time.Duration(timeoutMs)*time.Millisecond, watchTimeoutMax)
+	if !has {
+		timeout = 30 * time.Second
+	}
+	return a.read(w, r, func() error {
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		defer cancel()
+		for {
+			changed := a.replica.Changed()
+			if current() != rev {
+				return serve()
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				if r.Context().Err() != nil {
+					return r.Context().Err()
+				}
+				return serve() // timed out: the state as it is
+			}
+		}
+	})
+}
+
+func (a *API) watchKey(w http.ResponseWriter, r *request) error {
+	key := r.PathValue("key")
+	current := func() (rev uint64) {
+		a.replica.View(func(v View) {
+			kv, _ := v.Get(key)
+			rev = kv.Revision
+		})
+		return rev
+	}
+	return a.watch(w, r, current, func() error { return a.writeKey(w, key) })
+}
+
+// LeaseRequest is the JSON body of acquire, renew and release.
+type LeaseRequest struct {
+	Holder string `json:"holder"`
+	Token  uint64 `json:"token,omitempty"`
+	TTLMs  int64  `json:"ttl_ms,omitempty"`
+}
+
+// LeaseResponse is the JSON of a lease.
+type LeaseResponse struct {
+	Name   string `json:"name"`
+	Holder string `json:"holder"`
+	Token  uint64 `json:"token"`
+	// TTLMs is the time to live granted at the last acquire or renew.
+	TTLMs int64 `json:"ttl_ms"`
+	// RemainingMs is the time left by the leader's clock; present only
+	// when the leader answered.
+	RemainingMs *int64 `json:"remaining_ms,omitempty"`
+	Revision    uint64 `json:"revision"`
+}
+
+func leaseRequest(r *request) (LeaseRequest, error) {
+	var lr LeaseRequest
+	dec := json.NewDecoder(bytes.NewReader(r.body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&lr); err != nil {
+		return lr, fmt.Errorf("%w: lease request body: %v", ErrInvalid, err)
+	}
+	if lr.Holder == "" {
+		return lr, fmt.Errorf("%w: holder is required", ErrInvalid)
+	}
+	if lr.TTLMs < 0 {
+		return lr, fmt.Errorf("%w: ttl_ms %d is negative", ErrInvalid, lr.TTLMs)
+	}
+	return lr, nil
+}
+
+func (a *API) leaseOp(w http.ResponseWriter, r *request, op Op) error {
+	lr, err := leaseRequest(r)
+	if err != nil {
+		return err
+	}
+	if op == OpAcquire && lr.TTLMs == 0 {
+		return fmt.Errorf("%w: ttl_ms is required", ErrInvalid)
+	}
+	if op != OpAcquire && lr.Token == 0 {
+		return fmt.Errorf("%w: token is required", ErrInvalid)
+	}
+	cmd := Command{Op: op, Key: r.PathValue("name"), Holder: lr.Holder, Token: lr.Token, TTL: time.Duration(lr.TTLMs) * time.Millisecond}
+	return a.propose(w, r, cmd, func(res Result) error {
+		return writeJSON(w, http.StatusOK, LeaseResponse{Name: cmd.Key, Holder: res.Holder, Token: res.Token,
+			TTLMs: res.TTL.Milliseconds(), Revision: res.Revision})
+	})
+}
+
+func (a *API) acquire(w http.ResponseWriter, r *request) error { return a.leaseOp(w, r, OpAcquire) }
+func (a *API) renew(w http.ResponseWriter, r *request) error   { return a.leaseOp(w, r, OpRenew) }
+func (a *API) release(w http.ResponseWriter, r *request) error { return a.leaseOp(w, r, OpRelease) }
+
+func (a *API) writeLease(w http.ResponseWriter, name string) error {
+	var resp LeaseResponse
+	a.replica.View(func(v View) {
+		l := v.Lease(name)
+		resp = LeaseResponse{Name: name, Holder: l.Holder, Token: l.Token, TTLMs: l.TTL.Milliseconds(), Revision: l.Revision}
+		if left, leader := v.Remaining(name); leader && l.Held() {
+			ms := left.Milliseconds()
+			resp.RemainingMs = &ms
+		}
+	})
+	return writeJSON(w, http.StatusOK, resp)
+}
+
+func (a *API) getLease(w http.ResponseWriter, r *request) error {
+	name := r.PathValue("name")
+	return a.read(w, r, func() error { return a.writeLease(w, name) })
+}
+
+func (a *API) watchLease(w http.ResponseWriter, r *request) error {
+	name := r.PathValue("name")
+	current := func() (rev uint64) {
+		a.replica.View(func(v View) { rev = v.Lease(name).Revision })
+		return rev
+	}
+	return a.watch(w, r, current, func() error { return a.writeLease(w, name) })
+}
+
+// MemberRequest is the JSON body of POST /v1/members.
+type MemberRequest struct {
+	ID   uint64 `json:"id"`
+	Peer string `json:"peer"`
+}
+
+func (a *API) addMember(w http.ResponseWriter, r *request) error {
+	if !a.leading() {
+		return a.forward(w, r)
+	}
+	var mr MemberRequest
+	if err := json.Unmarshal(r.body, &mr); err != nil {
+		return fmt.Errorf("%w: member request body: %v", ErrInvalid, err)
+	}
+	if mr.ID == 0 || mr.Peer == "" {
+		return fmt.Errorf("%w: id and peer are required", ErrInvalid)
+	}
+	if err := a.replica.AddMember(r.Context(), mr.ID, mr.Peer); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"members": a.replica.Status().Members})
+}
+
+func (a *API) removeMember(w http.ResponseWriter, r *request) error {
+	if !a.leading() {
+		return a.forward(w, r)
+	}
+	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
+	if err != nil || id == 0 {
+		return fmt.Errorf("%w: member id %q", ErrInvalid, r.PathValue("id"))
+	}
+	if err := a.replica.RemoveMember(r.Context(), id); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"members": a.replica.Status().Members})
+}

@@ -1,0 +1,90 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are one node's Prometheus metrics, in a registry of their own so
+// that several nodes can live in one process (tests, the lab).
+//
+// Metrics is safe for concurrent use.
+type Metrics struct {
+	registry *prometheus.Registry
+
+	term          prometheus.Gauge
+	role          *prometheus.GaugeVec
+	commitIndex   prometheus.Gauge
+	appliedIndex  prometheus.Gauge
+	leaderChanges prometheus.Counter
+	appendSeconds prometheus.Histogram
+	proposeSecond prometheus.Histogram
+	requests      *prometheus.CounterVec
+	requestSecond *prometheus.HistogramVec
+	dropped       *prometheus.CounterVec
+}
+
+// NewMetrics returns a fresh set of metrics, with the Go runtime's and the
+// process's collectors registered beside them.
+func NewMetrics() *Metrics {
+	latency := prometheus.ExponentialBuckets(0.0001, 2, 18) // 100µs to 13s
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		term:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "coord_raft_term", Help: "Current Raft term."}),
+		role: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "coord_raft_role",
+			Help: "1 for the node's current role, 0 for the others."}, []string{"role"}),
+		commitIndex:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "coord_raft_commit_index", Help: "Highest log index known committed."}),
+		appliedIndex: prometheus.NewGauge(prometheus.GaugeOpts{Name: "coord_raft_applied_index", Help: "Highest log index applied to the state machine."}),
+		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_raft_leader_changes_total",
+			Help: "Times this node saw the leader change (including to no leader)."}),
+		appendSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "coord_raft_append_seconds",
+			Help: "Time to make one Ready durable: entries and hard state written and fsynced.", Buckets: latency}),
+		proposeSecond: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "coord_server_propose_seconds",
+			Help: "Time from proposing a command on the leader to applying it.", Buckets: latency}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coord_http_requests_total",
+			Help: "HTTP API requests by route and status code."}, []string{"route", "code"}),
+		requestSecond: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "coord_http_request_seconds",
+			Help: "HTTP API request latency by route.", Buckets: latency}, []string{"route"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coord_transport_dropped_total",
+			Help: "Messages the transport dropped rather than block, by reason."}, []string{"reason"}),
+	}
+	m.registry.MustRegister(m.term, m.role, m.commitIndex, m.appliedIndex, m.leaderChanges,
+		m.appendSeconds, m.proposeSecond, m.requests, m.requestSecond, m.dropped,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+// Registry returns the registry, for callers that add their own metrics.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+func (m *Metrics) observeRequest(route string, code int, d time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	m.requestSecond.WithLabelValues(route).Observe(d.Seconds())
+}
+
+// setState records the node's term, role and indexes.
+func (m *Metrics) setState(st NodeStatus) {
+	m.term.Set(float64(st.Term))
+	for _, r := range []Role{RoleLeader, RoleFollower, RoleCandidate, RoleLearner} {
+		v := 0.0
+		if r == st.Role {
+			v = 1
+		}
+		m.role.WithLabelValues(string(r)).Set(v)
+	}
+	m.commitIndex.Set(float64(st.Commit))
+	m.appliedIndex.Set(float64(st.Applied))
+}
+
+// Dropped counts one message the transport dropped, for the reason given.
+func (m *Metrics) Dropped(reason string) { m.dropped.WithLabelValues(reason).Inc() }
