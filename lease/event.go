@@ -46,6 +46,8 @@ type Event struct {
 	// Expiry is when the holder's lease expires, on the writer's clock,
 	// where known.
 	Expiry time.Time `json:"expiry,omitzero"`
+	// Detail qualifies the event ("takeover", "acquired"), where useful.
+	Detail string `json:"detail,omitempty"`
 	// Error says why, for lost.
 	Error string `json:"error,omitempty"`
 }

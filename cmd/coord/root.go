@@ -65,6 +65,7 @@ swappable stores, and a Raft cluster.`,
 		root.AddCommand(c.cmd)
 	}
 	root.AddCommand(newVersionCmd())
+	root.AddCommand(newArticlesCmd()) // hidden: the articles' original programs
 	return root
 }
 
