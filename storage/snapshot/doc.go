@@ -1,0 +1,34 @@
+// Package snapshot stores Raft snapshots (the application's state machine as
+// of a log index, with the membership at that index) in checksummed files
+// that are replaced atomically.
+//
+// # Write protocol
+//
+// Write creates "<name>.tmp", writes the whole snapshot, fsyncs it, renames
+// it to "<name>", then fsyncs the directory. A crash at any step leaves
+// either no file under the final name or the complete snapshot: never a
+// partial one. A leftover ".tmp" file is garbage; List reports it and the
+// owner of the directory removes it.
+//
+// # File format (version 1)
+//
+// The file for a snapshot at index i and term t is named
+// "%016x-%016x.snap" (i, t). All integers are little-endian.
+//
+//	0   8  magic "coordSNP"
+//	8   4  format version, 1
+//	12  4  metadata length m
+//	16  8  data length n
+//	24  m  metadata: index (8), term (8), then three lists of node IDs
+//	       (voters, learners, outgoing voters), each a count (4) and
+//	       that many IDs (8 each)
+//	24+m n  the application's data
+//	end 4  CRC-32C (Castagnoli) of every byte before it
+//
+// Read verifies the checksum and every length before returning anything: a
+// truncated file, a flipped bit, a bad magic number or a name that does not
+// match the metadata is an error wrapping ErrCorrupt; a newer version,
+// ErrUnsupported. The checksum also identifies the file: the write-ahead log
+// records it next to the snapshot's index so that a reopened node knows the
+// file it finds is the one the log refers to.
+package snapshot

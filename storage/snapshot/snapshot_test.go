@@ -1,0 +1,270 @@
+package snapshot_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"coord/raft"
+	"coord/storage/snapshot"
+	"coord/storage/vfs"
+)
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sample() raft.Snapshot {
+	return raft.Snapshot{
+		Metadata: raft.SnapshotMetadata{
+			Index: 42, Term: 7,
+			ConfState: raft.ConfState{Voters: []uint64{1, 2, 3}, Learners: []uint64{4}, VotersOutgoing: []uint64{1, 2, 5}},
+		},
+		Data: []byte("the state machine"),
+	}
+}
+
+func equal(a, b raft.Snapshot) bool {
+	return a.Metadata.Index == b.Metadata.Index && a.Metadata.Term == b.Metadata.Term &&
+		slices.Equal(a.Metadata.ConfState.Voters, b.Metadata.ConfState.Voters) &&
+		slices.Equal(a.Metadata.ConfState.Learners, b.Metadata.ConfState.Learners) &&
+		slices.Equal(a.Metadata.ConfState.VotersOutgoing, b.Metadata.ConfState.VotersOutgoing) &&
+		bytes.Equal(a.Data, b.Data)
+}
+
+func TestWriteRead(t *testing.T) {
+	for name, fsys := range map[string]vfs.FS{"OS": vfs.OS, "MemFS": vfs.NewMemFS()} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if name == "MemFS" {
+				dir = "/snap"
+				must(t, fsys.MkdirAll(dir))
+			}
+			for _, snap := range []raft.Snapshot{sample(), {Metadata: raft.SnapshotMetadata{Index: 1, Term: 1}}} {
+				fileName, sum, err := snapshot.Write(fsys, dir, snap)
+				must(t, err)
+				if fileName != snapshot.FileName(snap.Metadata.Index, snap.Metadata.Term) {
+					t.Fatalf("Write named the file %s", fileName)
+				}
+				got, gotSum, err := snapshot.Read(fsys, filepath.Join(dir, fileName))
+				must(t, err)
+				if !equal(got, snap) || gotSum != sum {
+					t.Fatalf("read %+v (checksum %x), wrote %+v (checksum %x)", got, gotSum, snap, sum)
+				}
+			}
+			files, tmps, err := snapshot.List(fsys, dir)
+			must(t, err)
+			if len(files) != 2 || files[0].Index != 1 || files[1].Index != 42 || files[1].Term != 7 || len(tmps) != 0 {
+				t.Fatalf("List = %+v, %q", files, tmps)
+			}
+		})
+	}
+}
+
+func TestWriteEmpty(t *testing.T) {
+	if _, _, err := snapshot.Write(vfs.NewMemFS(), "/", raft.Snapshot{}); !errors.Is(err, snapshot.ErrEmpty) {
+		t.Fatalf("Write of an empty snapshot: %v, want ErrEmpty", err)
+	}
+}
+
+func TestFileName(t *testing.T) {
+	name := snapshot.FileName(0x2a, 7)
+	if name != "000000000000002a-0000000000000007.snap" {
+		t.Fatalf("FileName = %s", name)
+	}
+	if i, term, ok := snapshot.ParseFileName(name); !ok || i != 0x2a || term != 7 {
+		t.Fatalf("ParseFileName(%s) = %d, %d, %v", name, i, term, ok)
+	}
+	for _, bad := range []string{"x.snap", "000000000000002a-0000000000000007.snap.tmp", "000000000000002a_0000000000000007.snap", "zz00000000000000-0000000000000007.snap"} {
+		if _, _, ok := snapshot.ParseFileName(bad); ok {
+			t.Errorf("ParseFileName(%q) succeeded", bad)
+		}
+	}
+}
+
+// TestCrashDuringWrite crashes at every step of Write: afterwards the file
+// under the final name is absent or complete, never partial.
+func TestCrashDuringWrite(t *testing.T) {
+	setup := func() *vfs.MemFS {
+		m := vfs.NewMemFS()
+		must(t, vfs.MkdirAllDurable(m, "/snap"))
+		return m
+	}
+	dry := setup()
+	base := dry.Ops()
+	_, _, err := snapshot.Write(dry, "/snap", sample())
+	must(t, err)
+	total := dry.Ops() - base
+	final := "/snap/" + snapshot.FileName(42, 7)
+	sawComplete, sawAbsent := false, false
+	for point := 1; point <= total; point++ {
+		for mode := range 3 {
+			m := setup()
+			m.SetCrashPoint(point)
+			_, _, err := snapshot.Write(m, "/snap", sample())
+			if !errors.Is(err, vfs.ErrCrashed) {
+				t.Fatalf("point %d: Write returned %v, want ErrCrashed", point, err)
+			}
+			if mode == 0 {
+				m.Crash()
+			} else {
+				m.CrashTorn(rand.New(rand.NewPCG(uint64(point), uint64(mode))))
+			}
+			got, _, err := snapshot.Read(m, final)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				sawAbsent = true
+			case err != nil:
+				t.Fatalf("point %d mode %d: a partial file under the final name: %v", point, mode, err)
+			case !equal(got, sample()):
+				t.Fatalf("point %d mode %d: read %+v", point, mode, got)
+			default:
+				sawComplete = true
+			}
+		}
+	}
+	if !sawComplete || !sawAbsent {
+		t.Fatalf("over %d crash points: complete seen %v, absent seen %v; want both", total, sawComplete, sawAbsent)
+	}
+	// Once Write returned, a strict crash keeps the file.
+	m := setup()
+	_, _, err = snapshot.Write(m, "/snap", sample())
+	must(t, err)
+	m.Crash()
+	if _, _, err := snapshot.Read(m, final); err != nil {
+		t.Fatalf("after Write returned and a crash: %v", err)
+	}
+}
+
+func TestLeftoverTmpIsListed(t *testing.T) {
+	m2 := vfs.NewMemFS()
+	must(t, m2.MkdirAll("/snap"))
+	f, err := m2.Create("/snap/" + snapshot.FileName(42, 7) + ".tmp")
+	must(t, err)
+	must(t, f.Close())
+	files, tmps, err := snapshot.List(m2, "/snap")
+	must(t, err)
+	if len(files) != 0 || len(tmps) != 1 {
+		t.Fatalf("List = %+v, %q: want one tmp and no snapshot", files, tmps)
+	}
+	if files, tmps, err := snapshot.List(m2, "/missing"); err != nil || files != nil || tmps != nil {
+		t.Fatalf("List of a missing directory = %v, %v, %v", files, tmps, err)
+	}
+}
+
+// written returns the bytes of the sample snapshot's file.
+func written(t *testing.T) []byte {
+	m := vfs.NewMemFS()
+	name, _, err := snapshot.Write(m, "/", sample())
+	must(t, err)
+	data, err := vfs.ReadFile(m, "/"+name)
+	must(t, err)
+	return data
+}
+
+// readBytes writes data under the sample's file name and reads it.
+func readBytes(t *testing.T, data []byte) error {
+	m := vfs.NewMemFS()
+	name := "/" + snapshot.FileName(42, 7)
+	f, err := m.Create(name)
+	must(t, err)
+	_, err = f.Write(data)
+	must(t, err)
+	must(t, f.Close())
+	_, _, err = snapshot.Read(m, name)
+	return err
+}
+
+func reseal(b []byte) []byte {
+	n := len(b) - 4
+	binary.LittleEndian.PutUint32(b[n:], crc32.Checksum(b[:n], crc32.MakeTable(crc32.Castagnoli)))
+	return b
+}
+
+func TestBadFiles(t *testing.T) {
+	good := written(t)
+	tests := []struct {
+		name string
+		data func() []byte
+		want error
+		text string
+	}{
+		{"truncated header", func() []byte { return good[:10] }, snapshot.ErrCorrupt, "truncated"},
+		{"truncated data", func() []byte { return good[:len(good)-7] }, snapshot.ErrCorrupt, "truncated"},
+		{"padded", func() []byte { return append(slices.Clone(good), 0) }, snapshot.ErrCorrupt, "padded"},
+		{"bad magic", func() []byte { b := slices.Clone(good); copy(b, "GIF89a.."); return b }, snapshot.ErrCorrupt, "bad magic"},
+		{"newer version", func() []byte { b := slices.Clone(good); b[8] = 3; return b }, snapshot.ErrUnsupported, "version 3"},
+		{"version 0", func() []byte { b := slices.Clone(good); b[8] = 0; return b }, snapshot.ErrCorrupt, "version 0"},
+		{"flipped data bit", func() []byte { b := slices.Clone(good); b[len(b)-6] ^= 0x10; return b }, snapshot.ErrCorrupt, "checksum"},
+		{"huge data length", func() []byte {
+			b := slices.Clone(good)
+			binary.LittleEndian.PutUint64(b[16:], 1<<63)
+			return b
+		}, snapshot.ErrCorrupt, "truncated"},
+		{"membership list too long", func() []byte {
+			b := slices.Clone(good)
+			binary.LittleEndian.PutUint32(b[24+16:], 1000) // the voter count
+			return reseal(b)
+		}, snapshot.ErrCorrupt, "membership list"},
+		{"name does not match", func() []byte {
+			b := slices.Clone(good)
+			b[24] = 43 // index 43 in a file named for 42
+			return reseal(b)
+		}, snapshot.ErrCorrupt, "index 43"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := readBytes(t, tt.data())
+			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.text) {
+				t.Fatalf("got %v, want %v mentioning %q", err, tt.want, tt.text)
+			}
+		})
+	}
+}
+
+// TestEveryBitFlipDetected flips every bit of a snapshot file.
+func TestEveryBitFlipDetected(t *testing.T) {
+	good := written(t)
+	for i := range len(good) * 8 {
+		b := slices.Clone(good)
+		b[i/8] ^= 1 << (i % 8)
+		err := readBytes(t, b)
+		if !errors.Is(err, snapshot.ErrCorrupt) && !errors.Is(err, snapshot.ErrUnsupported) {
+			t.Fatalf("bit %d flipped: %v", i, err)
+		}
+	}
+}
+
+func TestReadMissing(t *testing.T) {
+	_, _, err := snapshot.Read(vfs.NewMemFS(), "/nope.snap")
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Read of a missing file: %v, want fs.ErrNotExist", err)
+	}
+}
+
+func Example() {
+	fsys := vfs.NewMemFS()
+	snap := raft.Snapshot{
+		Metadata: raft.SnapshotMetadata{Index: 10, Term: 2, ConfState: raft.ConfState{Voters: []uint64{1, 2, 3}}},
+		Data:     []byte("state"),
+	}
+	name, _, err := snapshot.Write(fsys, "/", snap)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	got, _, err := snapshot.Read(fsys, "/"+name)
+	fmt.Println(name, got.Metadata.Index, got.Metadata.ConfState.Voters, string(got.Data), err)
+	// Output: 000000000000000a-0000000000000002.snap 10 [1 2 3] state <nil>
+}
