@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -65,6 +64,12 @@ func proxied(t *testing.T) (lease.Backend, *faultproxy.Proxy) {
 
 // A cut connection fails the operation in flight or the next one with
 // ErrUnavailable, never with a wrong answer, and the one after reconnects.
+func TestWatchAcrossCut(t *testing.T) {
+	watcher, p := proxied(t)
+	actor := open(t, leasekittest.ServerURL(t, "COORD_TEST_REDIS"))
+	leasekittest.WatchAcrossCut(t, watcher, actor, p.Cut)
+}
+
 func TestConnectionCut(t *testing.T) {
 	b, p := proxied(t)
 	ctx, name := context.Background(), leasekittest.Name(t)
@@ -88,17 +93,7 @@ func TestBlackholeIsUnavailable(t *testing.T) {
 	a, err := b.Acquire(ctx, name, "a", time.Minute)
 	assert.That(err == nil, "Acquire: %v", err)
 	p.Blackhole(true)
-	for _, op := range []func(context.Context) error{
-		func(ctx context.Context) error { _, err := b.Renew(ctx, name, "a", a.Token, time.Minute); return err },
-		func(ctx context.Context) error { _, err := b.Acquire(ctx, name, "b", time.Minute); return err },
-		func(ctx context.Context) error { _, err := b.Get(ctx, name); return err },
-		func(ctx context.Context) error { return b.Release(ctx, name, "a", a.Token) },
-	} {
-		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		err := op(short)
-		cancel()
-		assert.That(errors.Is(err, lease.ErrUnavailable), "blackholed: want ErrUnavailable, got %v", err)
-	}
+	leasekittest.Unavailable(t, b, name, "a", a.Token, 300*time.Millisecond)
 	p.Blackhole(false)
 	p.Cut() // the connections that timed out carry stale replies
 	_, err = b.Renew(ctx, name, "a", a.Token, time.Minute)
@@ -179,10 +174,7 @@ func TestServerRestart(t *testing.T) {
 	assert.That(err == nil, "Acquire: %v", err)
 
 	s.kill()
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	_, err = b.Renew(short, name, "a", a.Token, time.Minute)
-	cancel()
-	assert.That(errors.Is(err, lease.ErrUnavailable), "Renew while the server is down: want ErrUnavailable, got %v", err)
+	leasekittest.Unavailable(t, b, name, "a", a.Token, 300*time.Millisecond)
 
 	s.start()
 	r, err := b.Renew(ctx, name, "a", a.Token, time.Minute)
@@ -206,5 +198,4 @@ func TestBadURLs(t *testing.T) {
 	defer cancel()
 	_, err := lease.Open(ctx, "redis://127.0.0.1:1/0")
 	assert.That(errors.Is(err, lease.ErrUnavailable), "unreachable server: want ErrUnavailable, got %v", err)
-	_ = filepath.Join
 }

@@ -234,3 +234,5 @@ func KillHolder(t *testing.T, b lease.Backend, url string, ttl time.Duration) ti
 	assert.That(b.Release(ctx, name, "after", c.Token) == nil, "Release failed")
 	return gap
 }
+
+func isUnavailable(err error) bool { return errors.Is(err, lease.ErrUnavailable) }
