@@ -57,7 +57,10 @@ func Unavailable(t *testing.T, b lease.Backend, name, holder string, token uint6
 		call func(context.Context) error
 	}{
 		{"Renew", func(ctx context.Context) error { _, err := b.Renew(ctx, name, holder, token, time.Minute); return err }},
-		{"Acquire", func(ctx context.Context) error { _, err := b.Acquire(ctx, name, holder+"-other", time.Minute); return err }},
+		{"Acquire", func(ctx context.Context) error {
+			_, err := b.Acquire(ctx, name, holder+"-other", time.Minute)
+			return err
+		}},
 		{"Get", func(ctx context.Context) error { _, err := b.Get(ctx, name); return err }},
 		{"Release", func(ctx context.Context) error { return b.Release(ctx, name, holder, token) }},
 	} {
