@@ -1,0 +1,423 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"coord/server"
+)
+
+// Errors. A failure the cluster answered is an *Error, which matches one of
+// these with errors.Is.
+var (
+	// ErrNotFound: the key does not exist.
+	ErrNotFound = errors.New("client: not found")
+	// ErrConflict: a compare-and-swap found another revision.
+	ErrConflict = errors.New("client: revision conflict")
+	// ErrHeld: the lease is held by someone else.
+	ErrHeld = errors.New("client: lease held")
+	// ErrLost: the token is no longer the lease's current one.
+	ErrLost = errors.New("client: lease lost")
+	// ErrInvalid: the request was refused as malformed, or the arguments
+	// were bad before it was sent.
+	ErrInvalid = errors.New("client: invalid request")
+	// ErrUnavailable: no node could serve the request before the context
+	// ended. For a write, the outcome is unknown (ErrUnknown too).
+	ErrUnavailable = errors.New("client: cluster unavailable")
+	// ErrUnknown: a write may or may not have been applied.
+	ErrUnknown = errors.New("client: outcome unknown")
+	// ErrStaleSequence: the cluster refused a retry it can no longer
+	// answer (its session was forgotten); the write was not applied by
+	// this attempt.
+	ErrStaleSequence = errors.New("client: stale sequence")
+)
+
+// Error is a failure the cluster answered.
+type Error struct {
+	// Status is the HTTP status; Code the API's error code ("conflict").
+	Status int
+	Code   string
+	// Message is the server's explanation.
+	Message string
+	// Revision is the current revision on a conflict.
+	Revision uint64
+	// Holder and Token describe the current lease on ErrHeld and ErrLost.
+	Holder string
+	Token  uint64
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("client: %s (%d %s)", e.Message, e.Status, e.Code)
+}
+
+// Is matches the sentinel of the error's code.
+func (e *Error) Is(target error) bool {
+	return codeErrors[e.Code] == target
+}
+
+var codeErrors = map[string]error{
+	"not_found": ErrNotFound, "conflict": ErrConflict, "held": ErrHeld, "lost": ErrLost,
+	"invalid": ErrInvalid, "stale_sequence": ErrStaleSequence,
+}
+
+// Config configures a Client.
+type Config struct {
+	// Endpoints are the HTTP addresses (host:port) of cluster nodes; at
+	// least one.
+	Endpoints []string
+	// AttemptTimeout bounds one attempt against one node, so that a paused
+	// or partitioned node does not hold a request for its whole context.
+	AttemptTimeout time.Duration
+	// BackoffMin and BackoffMax bound the wait between rounds of attempts.
+	BackoffMin, BackoffMax time.Duration
+	// HTTPClient sends the requests. Nil: a client of its own.
+	HTTPClient *http.Client
+}
+
+// DefaultConfig returns a Config for the given endpoints.
+func DefaultConfig(endpoints ...string) Config {
+	return Config{
+		Endpoints:      endpoints,
+		AttemptTimeout: 2 * time.Second,
+		BackoffMin:     10 * time.Millisecond,
+		BackoffMax:     500 * time.Millisecond,
+	}
+}
+
+// Validate names the first field out of range.
+func (c Config) Validate() error {
+	switch {
+	case len(c.Endpoints) == 0:
+		return fmt.Errorf("%w: no endpoints", ErrInvalid)
+	case c.AttemptTimeout <= 0:
+		return fmt.Errorf("%w: AttemptTimeout %v must be positive", ErrInvalid, c.AttemptTimeout)
+	case c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin:
+		return fmt.Errorf("%w: BackoffMin %v and BackoffMax %v: want 0 < min <= max", ErrInvalid, c.BackoffMin, c.BackoffMax)
+	}
+	for i, e := range c.Endpoints {
+		if e == "" || strings.Contains(e, "/") {
+			return fmt.Errorf("%w: Endpoints[%d] %q: want host:port", ErrInvalid, i, e)
+		}
+	}
+	return nil
+}
+
+// Client talks to a coord cluster.
+//
+// Client is safe for concurrent use; concurrent writes share one session.
+type Client struct {
+	cfg  Config
+	http *http.Client
+	id   uint64
+
+	mu        sync.Mutex
+	preferred int // index of the endpoint that answered last
+	nextSeq   uint64
+	pending   map[uint64]bool
+}
+
+// New returns a client of the cluster.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}}
+	}
+	var b [8]byte
+	_, _ = crand.Read(b[:])
+	id := binary.BigEndian.Uint64(b[:]) | 1 // never 0: 0 means no session
+	return &Client{cfg: cfg, http: hc, id: id, nextSeq: 1, pending: map[uint64]bool{}}, nil
+}
+
+// ID returns the client's session id.
+func (c *Client) ID() uint64 { return c.id }
+
+// begin takes the next sequence number.
+func (c *Client) begin() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seq := c.nextSeq
+	c.nextSeq++
+	c.pending[seq] = true
+	return seq
+}
+
+// ack returns the highest sequence number below which every write is done.
+func (c *Client) ack() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	low := c.nextSeq
+	for seq := range c.pending {
+		low = min(low, seq)
+	}
+	return low - 1
+}
+
+// end marks a write done, answered or abandoned. An abandoned write that
+// reaches the cluster after a later write acknowledged it is refused, never
+// applied late.
+func (c *Client) end(seq uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.pending, seq)
+}
+
+// call is one API request, retried across endpoints.
+type call struct {
+	method, path string
+	query        url.Values
+	body         []byte
+	write        bool
+	timeout      time.Duration // per attempt; 0: the config's
+}
+
+// do runs the call until a node answers, decoding a 2xx JSON answer into
+// out. Non-2xx answers other than 503 become *Error.
+func (c *Client) do(ctx context.Context, k call, out any) error {
+	if k.query == nil {
+		k.query = url.Values{}
+	}
+	var seq uint64
+	if k.write {
+		seq = c.begin()
+		defer c.end(seq)
+		k.query.Set("client_id", strconv.FormatUint(c.id, 10))
+		k.query.Set("seq", strconv.FormatUint(seq, 10))
+	}
+	backoff := c.cfg.BackoffMin
+	var last error
+	for round := 0; ; round++ {
+		c.mu.Lock()
+		start := c.preferred
+		c.mu.Unlock()
+		n := len(c.cfg.Endpoints)
+		for i := range n {
+			ep := (start + i) % n
+			if k.write {
+				k.query.Set("ack", strconv.FormatUint(c.ack(), 10))
+			}
+			err := c.attempt(ctx, c.cfg.Endpoints[ep], k, out)
+			if err == nil || !retryable(err) {
+				if err == nil || isAnswer(err) {
+					c.mu.Lock()
+					c.preferred = ep
+					c.mu.Unlock()
+				}
+				return err
+			}
+			last = err
+			if ctx.Err() != nil {
+				return c.giveUp(k, ctx.Err(), last)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return c.giveUp(k, ctx.Err(), last)
+		case <-time.After(backoff/2 + rand.N(backoff/2+1)):
+		}
+		backoff = min(2*backoff, c.cfg.BackoffMax)
+	}
+}
+
+func (c *Client) giveUp(k call, ctxErr, last error) error {
+	if k.write {
+		return fmt.Errorf("%w: %w: %s %s: %w (last: %v)", ErrUnavailable, ErrUnknown, k.method, k.path, ctxErr, last)
+	}
+	return fmt.Errorf("%w: %s %s: %w (last: %v)", ErrUnavailable, k.method, k.path, ctxErr, last)
+}
+
+// retryable reports whether another node (or a later attempt) might answer.
+func retryable(err error) bool {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status == http.StatusServiceUnavailable || e.Status >= 500
+	}
+	return true // transport errors: connection refused, reset, timeout
+}
+
+func isAnswer(err error) bool {
+	var e *Error
+	return errors.As(err, &e)
+}
+
+func (c *Client) attempt(ctx context.Context, endpoint string, k call, out any) error {
+	timeout := k.timeout
+	if timeout == 0 {
+		timeout = c.cfg.AttemptTimeout
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	u := "http://" + endpoint + k.path
+	if len(k.query) > 0 {
+		u += "?" + k.query.Encode()
+	}
+	req, err := http.NewRequestWithContext(actx, k.method, u, bytes.NewReader(k.body))
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 == 2 {
+		if out == nil {
+			return nil
+		}
+		if err := json.Unmarshal(raw, out); err != nil {
+			return fmt.Errorf("client: %s: decode answer: %w", endpoint, err)
+		}
+		return nil
+	}
+	var body struct {
+		Error    string `json:"error"`
+		Code     string `json:"code"`
+		Revision uint64 `json:"revision"`
+		Holder   string `json:"holder"`
+		Token    uint64 `json:"token"`
+	}
+	_ = json.Unmarshal(raw, &body)
+	if body.Error == "" {
+		body.Error = strings.TrimSpace(string(raw))
+	}
+	return &Error{Status: resp.StatusCode, Code: body.Code, Message: body.Error,
+		Revision: body.Revision, Holder: body.Holder, Token: body.Token}
+}
+
+// KeyValue is a key as the cluster holds it.
+type KeyValue struct {
+	Key   string
+	Value []byte
+	// Revision is the log index of the last write to the key; 0 when the
+	// key does not exist.
+	Revision       uint64
+	CreateRevision uint64
+	Version        uint64
+}
+
+func (kv *KeyValue) from(r server.KeyResponse) error {
+	kv.Key, kv.Revision, kv.CreateRevision, kv.Version = r.Key, r.Revision, r.CreateRevision, r.Version
+	kv.Value = []byte(r.Value)
+	if r.ValueBase64 != "" {
+		v, err := base64.StdEncoding.DecodeString(r.ValueBase64)
+		if err != nil {
+			return fmt.Errorf("client: value_base64: %w", err)
+		}
+		kv.Value = v
+	}
+	return nil
+}
+
+// ReadOption changes how a read is served.
+type ReadOption func(url.Values)
+
+// Stale makes a read local to whichever node serves it: fast, available in
+// a minority partition, and possibly out of date.
+func Stale() ReadOption { return func(q url.Values) { q.Set("stale", "true") } }
+
+func keyPath(key string) string { return "/v1/kv/" + url.PathEscape(key) }
+
+// Put sets key to value and returns the new revision.
+func (c *Client) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	return c.put(ctx, key, value, nil)
+}
+
+// PutIf sets key to value only if its revision is prev (0: the key must
+// not exist). On a mismatch the error matches ErrConflict and, as an
+// *Error, carries the current revision.
+func (c *Client) PutIf(ctx context.Context, key string, value []byte, prev uint64) (uint64, error) {
+	return c.put(ctx, key, value, &prev)
+}
+
+func (c *Client) put(ctx context.Context, key string, value []byte, prev *uint64) (uint64, error) {
+	if key == "" {
+		return 0, fmt.Errorf("%w: empty key", ErrInvalid)
+	}
+	q := url.Values{}
+	if prev != nil {
+		q.Set("prev_revision", strconv.FormatUint(*prev, 10))
+	}
+	var out struct {
+		Revision uint64 `json:"revision"`
+	}
+	err := c.do(ctx, call{method: "PUT", path: keyPath(key), query: q, body: value, write: true}, &out)
+	return out.Revision, err
+}
+
+// Delete removes key. ErrNotFound if it does not exist.
+func (c *Client) Delete(ctx context.Context, key string) (uint64, error) {
+	return c.delete(ctx, key, nil)
+}
+
+// DeleteIf removes key only if its revision is prev.
+func (c *Client) DeleteIf(ctx context.Context, key string, prev uint64) (uint64, error) {
+	return c.delete(ctx, key, &prev)
+}
+
+func (c *Client) delete(ctx context.Context, key string, prev *uint64) (uint64, error) {
+	if key == "" {
+		return 0, fmt.Errorf("%w: empty key", ErrInvalid)
+	}
+	q := url.Values{}
+	if prev != nil {
+		q.Set("prev_revision", strconv.FormatUint(*prev, 10))
+	}
+	var out struct {
+		Revision uint64 `json:"revision"`
+	}
+	err := c.do(ctx, call{method: "DELETE", path: keyPath(key), query: q, write: true}, &out)
+	return out.Revision, err
+}
+
+// Get returns key. ErrNotFound if it does not exist.
+func (c *Client) Get(ctx context.Context, key string, opts ...ReadOption) (KeyValue, error) {
+	if key == "" {
+		return KeyValue{}, fmt.Errorf("%w: empty key", ErrInvalid)
+	}
+	q := url.Values{}
+	for _, o := range opts {
+		o(q)
+	}
+	var r server.KeyResponse
+	if err := c.do(ctx, call{method: "GET", path: keyPath(key), query: q}, &r); err != nil {
+		return KeyValue{Key: key}, err
+	}
+	var kv KeyValue
+	return kv, kv.from(r)
+}
+
+// WatchKey waits up to wait for key's revision to differ from revision (0:
+// absent), and returns the key as it then is; Revision 0 means absent.
+func (c *Client) WatchKey(ctx context.Context, key string, revision uint64, wait time.Duration) (KeyValue, error) {
+	q := url.Values{"revision": {strconv.FormatUint(revision, 10)}, "timeout_ms": {strconv.FormatInt(wait.Milliseconds(), 10)}}
+	var r server.KeyResponse
+	err := c.do(ctx, call{method: "GET", path: "/v1/watch/kv/" + url.PathEscape(key), query: q, timeout: wait + c.cfg.AttemptTimeout}, &r)
+	if errors.Is(err, ErrNotFound) {
+		return KeyValue{Key: key}, nil
+	}
+	if err != nil {
+		return KeyValue{Key: key}, err
+	}
+	var kv KeyValue
+	return kv, kv.from(r)
+}

@@ -1,0 +1,120 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// deadEndpoint returns a loopback address nothing listens on.
+func deadEndpoint(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// TestRetriesKeepTheSequenceNumber checks the client side of exactly-once:
+// a write retried after a dead node and a 503 carries the same client id
+// and sequence number every time, and the next write acknowledges it.
+func TestRetriesKeepTheSequenceNumber(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		q := r.URL.Query()
+		seen = append(seen, fmt.Sprintf("%s/%s/%s", q.Get("client_id"), q.Get("seq"), q.Get("ack")))
+		calls++
+		w.Header().Set("Content-Type", "application/json")
+		if calls == 1 {
+			w.WriteHeader(503)
+			fmt.Fprint(w, `{"error":"no leader","code":"unavailable"}`)
+			return
+		}
+		fmt.Fprint(w, `{"revision":7}`)
+	}))
+	defer srv.Close()
+	cfg := DefaultConfig(deadEndpoint(t), strings.TrimPrefix(srv.URL, "http://"))
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rev, err := c.Put(ctx, "k", []byte("v"))
+	if err != nil || rev != 7 {
+		t.Fatalf("put: %d %v", rev, err)
+	}
+	if _, err := c.Put(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprint(c.ID())
+	want := []string{id + "/1/0", id + "/1/0", id + "/2/1"}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Fatalf("requests %v, want %v", seen, want)
+	}
+}
+
+func TestAnswersBecomeTypedErrors(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(409)
+		fmt.Fprint(w, `{"error":"revision mismatch","code":"conflict","revision":12}`)
+	}))
+	defer srv.Close()
+	c, err := New(DefaultConfig(strings.TrimPrefix(srv.URL, "http://")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.PutIf(context.Background(), "k", nil, 3)
+	var e *Error
+	if !errors.Is(err, ErrConflict) || !errors.As(err, &e) || e.Revision != 12 {
+		t.Fatalf("err %v, want a conflict at revision 12", err)
+	}
+}
+
+func TestUnreachableClusterIsUnavailable(t *testing.T) {
+	c, err := New(DefaultConfig(deadEndpoint(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = c.Put(ctx, "k", nil)
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrUnknown) {
+		t.Fatalf("write: %v, want unavailable and unknown outcome", err)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel2()
+	_, err = c.Get(ctx2, "k")
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrUnknown) {
+		t.Fatalf("read: %v, want unavailable only", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, cfg := range []Config{
+		{},
+		DefaultConfig("http://x:1"),
+		{Endpoints: []string{"a:1"}, AttemptTimeout: 0, BackoffMin: 1, BackoffMax: 1},
+		{Endpoints: []string{"a:1"}, AttemptTimeout: 1, BackoffMin: 2, BackoffMax: 1},
+	} {
+		if _, err := New(cfg); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: err %v, want ErrInvalid", cfg, err)
+		}
+	}
+}
