@@ -95,13 +95,21 @@ func runProcess(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (chil
 	return run, nil
 }
 
-var goroutineHeader = regexp.MustCompile(`(?m)^goroutine \d+ (?:gp=\S+ m=\S+ mp=\S+ )?\[([^\],]+)`)
+var goroutineHeader = regexp.MustCompile(`^goroutine (\d+) (?:gp=\S+ m=\S+ (?:mp=\S+ )?)?\[([^\],]+)`)
 
-// goroutineStates counts the goroutines of a traceback by wait state.
+// goroutineStates counts the program's own goroutines in a traceback by
+// the state they were blocked in. The runtime's helpers (the garbage
+// collector's, the finalizer's, os/signal's watcher), which a SIGQUIT dump
+// lists too, are left out.
 func goroutineStates(traceback string) map[string]int {
 	states := map[string]int{}
-	for _, m := range goroutineHeader.FindAllStringSubmatch(traceback, -1) {
-		states[m[1]]++
+	for _, block := range strings.Split(traceback, "\n\n") {
+		block = strings.TrimLeft(block, "\n")
+		m := goroutineHeader.FindStringSubmatch(block)
+		if m == nil || m[1] == "0" || strings.Contains(block, "\ncreated by runtime.") || strings.Contains(block, "\ncreated by os/signal.") {
+			continue
+		}
+		states[m[2]]++
 	}
 	if len(states) == 0 {
 		return nil

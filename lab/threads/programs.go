@@ -243,7 +243,7 @@ type harness struct {
 // milliseconds, short when only the timeout can tell.
 const (
 	childTimeoutDetected = 10 * time.Second
-	childTimeoutBlind    = 1 * time.Second
+	childTimeoutBlind    = 3 * time.Second
 )
 
 // newHarness picks how to run the embedded program name (or the lab child
