@@ -137,7 +137,7 @@ func StartGroup(t *testing.T, bin, storeURL, name string, n int, extra ...string
 		}
 		g.procs[id] = cmd
 		g.stderr[id] = &stderr
-		go g.read(id, stdout)
+		go g.read(id, cmd, stdout)
 	}
 	t.Cleanup(func() {
 		for id, cmd := range g.procs {
@@ -178,7 +178,7 @@ func mustJSON(v any) string {
 
 // read collects a process's JSON events until its stdout closes, then
 // records its exit status.
-func (g *Group) read(id string, stdout interface{ Read([]byte) (int, error) }) {
+func (g *Group) read(id string, cmd *exec.Cmd, stdout interface{ Read([]byte) (int, error) }) {
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
 		var e lease.Event
@@ -190,7 +190,7 @@ func (g *Group) read(id string, stdout interface{ Read([]byte) (int, error) }) {
 		g.cond.Broadcast()
 		g.mu.Unlock()
 	}
-	err := g.procs[id].Wait()
+	err := cmd.Wait() // not g.procs[id]: StartGroup may still be filling the map
 	code := 0
 	if err != nil {
 		code = -1
