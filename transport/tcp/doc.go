@@ -1,0 +1,46 @@
+// Package tcp is coord's Raft transport over TCP.
+//
+// Every pair of nodes shares one connection, dialed by the node with the
+// lower ID and redialed with jittered exponential backoff when it breaks;
+// messages flow both ways on it. A send never blocks the node: each peer has
+// a bounded queue, drained by one writer goroutine, and a message to a peer
+// that is unknown, unconnected or too slow to keep its queue from filling is
+// dropped (and reported, so that the leader probes that peer instead of
+// pipelining to it). This is the articles' blocking-send lesson applied to a
+// real network: a send to a dead machine must behave like a packet to a dead
+// machine.
+//
+// # Wire format
+//
+// A connection is a stream of frames:
+//
+//	length   uint32, big endian: bytes of type and payload (at most MaxFrameBytes)
+//	type     1 byte
+//	payload  length-1 bytes
+//	crc      uint32, big endian: CRC-32C (Castagnoli) of type and payload
+//
+// Frame types:
+//
+//	1 hello           "coordtp", version, from ID, to ID, meta    (uvarints; meta length-prefixed)
+//	2 hello ack       the same, from the acceptor
+//	3 message         one raft.Message without snapshot data
+//	4 snapshot begin  total data size, then a MsgSnapshotRequest without its data
+//	5 snapshot chunk  a last-chunk flag byte (0 or 1), then up to SnapshotChunkBytes of data
+//
+// A message is encoded as its type byte, then From, To, Term, LogIndex,
+// LogTerm, Commit as uvarints, Reject as a byte, HintIndex, HintTerm,
+// ReadRound as uvarints, Transfer as a byte, the entry count and each entry
+// (term, index, type byte, length-prefixed data), then the snapshot
+// metadata (index, term, and the voter, learner and outgoing voter lists,
+// each a count and uvarint IDs).
+//
+// The dialer sends a hello naming itself and the node it meant to reach;
+// the acceptor refuses (closes, and logs why) a hello that is malformed, of
+// another protocol version, addressed to another node, or from a node that
+// is not a current peer (unknown, or removed). A frame that fails its
+// checksum or does not decode closes the connection, with the reason
+// logged; a message whose sender or recipient does not match the
+// connection's is dropped and logged. Snapshot data travels in chunks with
+// the peer's other messages between them, so heartbeats are not stuck
+// behind a large snapshot.
+package tcp

@@ -1,0 +1,717 @@
+package tcp
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+
+	"coord/raft"
+)
+
+// ErrClosed means the transport was closed.
+var ErrClosed = errors.New("transport/tcp: closed")
+
+// ErrInvalidConfig wraps every Config.Validate failure.
+var ErrInvalidConfig = errors.New("transport/tcp: invalid config")
+
+// Config configures a Transport. Start from DefaultConfig.
+type Config struct {
+	// ID is this node's ID; never 0.
+	ID uint64
+	// Listener accepts peers' connections. If nil, ListenAddr is listened
+	// on.
+	Listener   net.Listener
+	ListenAddr string
+	// Peers maps the other nodes' IDs to their addresses. This node's own
+	// ID may appear and is ignored.
+	Peers map[uint64]string
+	// Meta is sent to every peer in the handshake; peers read it with
+	// PeerMeta. The server sends its HTTP address.
+	Meta string
+
+	// Deliver receives every valid message addressed to this node, on the
+	// connection's reader goroutine: it must not block for long (the node
+	// shell queues, and drops when full, as a network would).
+	Deliver func(raft.Message)
+	// Unreachable, if set, is told when a message to a peer was dropped
+	// because the peer is not connected or too slow, so that the leader
+	// probes it rather than pipelining (raft.Core.ReportUnreachable).
+	Unreachable func(id uint64)
+	// SnapshotDone, if set, is told when a snapshot was sent to a peer in
+	// full, or failed (raft.Core.ReportSnapshot).
+	SnapshotDone func(id uint64, failed bool)
+	// Dropped, if set, counts dropped messages by reason (metrics).
+	Dropped func(reason string)
+
+	// QueueMessages bounds the messages waiting for one peer's connection;
+	// beyond it, sends to that peer are dropped.
+	QueueMessages int
+	// MaxFrameBytes bounds one frame, and so one message's entries.
+	MaxFrameBytes int
+	// MaxSnapshotBytes bounds a snapshot received.
+	MaxSnapshotBytes int
+	// SnapshotChunkBytes is the size of the chunks a snapshot is streamed
+	// in; messages to the same peer go between chunks.
+	SnapshotChunkBytes int
+	// DialTimeout bounds a connection attempt and its handshake.
+	DialTimeout time.Duration
+	// WriteTimeout bounds one write: a peer that does not read (paused,
+	// partitioned) loses its connection instead of blocking the writer.
+	WriteTimeout time.Duration
+	// BackoffMin and BackoffMax bound the wait between dial attempts.
+	BackoffMin, BackoffMax time.Duration
+
+	// Logger logs connections and rejected frames. Nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a Config with coord's defaults; ID, the listener,
+// Peers and Deliver are left for the caller.
+func DefaultConfig() Config {
+	return Config{
+		QueueMessages:      4096,
+		MaxFrameBytes:      16 << 20,
+		MaxSnapshotBytes:   1 << 30,
+		SnapshotChunkBytes: 256 << 10,
+		DialTimeout:        time.Second,
+		WriteTimeout:       2 * time.Second,
+		BackoffMin:         20 * time.Millisecond,
+		BackoffMax:         time.Second,
+	}
+}
+
+// Validate names the first field missing or out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.ID == 0:
+		return fmt.Errorf("%w: ID must not be 0", ErrInvalidConfig)
+	case c.Listener == nil && c.ListenAddr == "":
+		return fmt.Errorf("%w: neither Listener nor ListenAddr set", ErrInvalidConfig)
+	case c.Deliver == nil:
+		return fmt.Errorf("%w: Deliver is nil", ErrInvalidConfig)
+	case c.QueueMessages <= 0:
+		return fmt.Errorf("%w: QueueMessages %d must be positive", ErrInvalidConfig, c.QueueMessages)
+	case c.MaxFrameBytes < 1024:
+		return fmt.Errorf("%w: MaxFrameBytes %d under 1024", ErrInvalidConfig, c.MaxFrameBytes)
+	case c.SnapshotChunkBytes <= 0 || c.SnapshotChunkBytes > c.MaxFrameBytes-64:
+		return fmt.Errorf("%w: SnapshotChunkBytes %d must be in (0, MaxFrameBytes-64]", ErrInvalidConfig, c.SnapshotChunkBytes)
+	case c.MaxSnapshotBytes <= 0:
+		return fmt.Errorf("%w: MaxSnapshotBytes %d must be positive", ErrInvalidConfig, c.MaxSnapshotBytes)
+	case c.DialTimeout <= 0 || c.WriteTimeout <= 0:
+		return fmt.Errorf("%w: DialTimeout %v and WriteTimeout %v must be positive", ErrInvalidConfig, c.DialTimeout, c.WriteTimeout)
+	case c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin:
+		return fmt.Errorf("%w: BackoffMin %v and BackoffMax %v: want 0 < min <= max", ErrInvalidConfig, c.BackoffMin, c.BackoffMax)
+	}
+	for id, addr := range c.Peers {
+		if id == 0 || (addr == "" && id != c.ID) {
+			return fmt.Errorf("%w: peer %d at %q", ErrInvalidConfig, id, addr)
+		}
+	}
+	return nil
+}
+
+// Transport carries raft messages between nodes over TCP: framed binary
+// messages (see the package doc), one connection per pair of nodes (the
+// node with the lower ID dials; either side may, and a newer connection
+// replaces an older one), reconnection with jittered exponential backoff,
+// pipelined appends, snapshots streamed in chunks.
+//
+// Send never blocks: a message to a peer that is unknown, not connected or
+// not keeping up is dropped, as a network drops packets to a dead machine.
+//
+// Transport is safe for concurrent use.
+type Transport struct {
+	cfg      Config
+	log      *slog.Logger
+	listener net.Listener
+	done     chan struct{}
+	wg       sync.WaitGroup
+
+	mu     sync.Mutex
+	peers  map[uint64]*peer
+	closed bool
+}
+
+// peer is one remote node: its queues and its connection.
+type peer struct {
+	id       uint64
+	queue    chan raft.Message
+	snapshot chan raft.Message
+	conns    chan *conn // new connections for the writer
+	stop     chan struct{}
+
+	mu        sync.Mutex
+	addr      string
+	meta      string
+	connected bool
+	current   *conn
+}
+
+// conn is one established connection to a peer.
+type conn struct {
+	net.Conn
+	peer   *peer
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (c *conn) close() {
+	c.once.Do(func() {
+		c.Conn.Close()
+		close(c.closed)
+	})
+}
+
+// New starts a transport: it listens, accepts, and dials the peers whose
+// ID is greater than its own.
+func New(cfg Config) (*Transport, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	l := cfg.Listener
+	if l == nil {
+		var err error
+		if l, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
+			return nil, fmt.Errorf("transport/tcp: listen %s: %w", cfg.ListenAddr, err)
+		}
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	t := &Transport{cfg: cfg, log: logger.With("node", cfg.ID), listener: l, done: make(chan struct{}), peers: map[uint64]*peer{}}
+	for id, addr := range cfg.Peers {
+		if id != cfg.ID {
+			t.AddPeer(id, addr)
+		}
+	}
+	t.wg.Add(1)
+	go t.accept()
+	return t, nil
+}
+
+// Addr returns the address the transport listens on.
+func (t *Transport) Addr() net.Addr { return t.listener.Addr() }
+
+// AddPeer adds a peer, or changes a known peer's address (the current
+// connection stays until it breaks).
+func (t *Transport) AddPeer(id uint64, addr string) {
+	if id == t.cfg.ID || id == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	if p := t.peers[id]; p != nil {
+		p.mu.Lock()
+		p.addr = addr
+		p.mu.Unlock()
+		return
+	}
+	p := &peer{
+		id: id, addr: addr,
+		queue:    make(chan raft.Message, t.cfg.QueueMessages),
+		snapshot: make(chan raft.Message, 1),
+		conns:    make(chan *conn, 1),
+		stop:     make(chan struct{}),
+	}
+	t.peers[id] = p
+	t.wg.Add(1)
+	go t.write(p)
+	if t.cfg.ID < id {
+		t.wg.Add(1)
+		go t.dial(p)
+	}
+}
+
+// RemovePeer forgets a peer: its connection is closed, and its messages
+// and connections are refused from now on.
+func (t *Transport) RemovePeer(id uint64) {
+	t.mu.Lock()
+	p := t.peers[id]
+	delete(t.peers, id)
+	t.mu.Unlock()
+	if p == nil {
+		return
+	}
+	close(p.stop)
+	p.mu.Lock()
+	if p.current != nil {
+		p.current.close()
+	}
+	p.mu.Unlock()
+}
+
+// PeerMeta returns the Meta a peer sent in its last handshake, and whether
+// it is connected now.
+func (t *Transport) PeerMeta(id uint64) (meta string, connected bool) {
+	t.mu.Lock()
+	p := t.peers[id]
+	t.mu.Unlock()
+	if p == nil {
+		return "", false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.meta, p.connected
+}
+
+func (t *Transport) peer(id uint64) *peer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.peers[id]
+}
+
+func (t *Transport) drop(reason string, m raft.Message) {
+	if t.cfg.Dropped != nil {
+		t.cfg.Dropped(reason)
+	}
+	if m.Type == raft.MsgSnapshotRequest {
+		if t.cfg.SnapshotDone != nil {
+			t.cfg.SnapshotDone(m.To, true)
+		}
+		return
+	}
+	if t.cfg.Unreachable != nil && reason != "unknown peer" {
+		t.cfg.Unreachable(m.To)
+	}
+}
+
+// Send queues messages for their recipients and returns at once. A message
+// to an unknown peer, or to a peer whose queue is full, is dropped.
+func (t *Transport) Send(msgs []raft.Message) {
+	for _, m := range msgs {
+		p := t.peer(m.To)
+		if p == nil {
+			t.drop("unknown peer", m)
+			continue
+		}
+		q := p.queue
+		if m.Type == raft.MsgSnapshotRequest {
+			q = p.snapshot
+		}
+		select {
+		case q <- m:
+		default:
+			t.drop("queue full", m)
+		}
+	}
+}
+
+// Close stops the transport: the listener and every connection close, and
+// every goroutine it started has returned when Close returns.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	peers := t.peers
+	t.peers = map[uint64]*peer{}
+	t.mu.Unlock()
+	close(t.done)
+	err := t.listener.Close()
+	for _, p := range peers {
+		close(p.stop)
+		p.mu.Lock()
+		if p.current != nil {
+			p.current.close()
+		}
+		p.mu.Unlock()
+	}
+	t.wg.Wait()
+	return err
+}
+
+// accept serves incoming connections.
+func (t *Transport) accept() {
+	defer t.wg.Done()
+	for {
+		nc, err := t.listener.Accept()
+		if err != nil {
+			select {
+			case <-t.done:
+				return
+			default:
+			}
+			t.log.Warn("accept failed", "err", err)
+			time.Sleep(10 * time.Millisecond) // a transient error (EMFILE) must not spin
+			continue
+		}
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			t.handshakeIncoming(nc)
+		}()
+	}
+}
+
+// handshakeIncoming checks a dialer's hello and, if it names a known peer
+// and this node, answers and adopts the connection.
+func (t *Transport) handshakeIncoming(nc net.Conn) {
+	_ = nc.SetDeadline(time.Now().Add(t.cfg.DialTimeout))
+	reject := func(reason string, args ...any) {
+		t.log.Warn("rejected connection", append([]any{"remote", nc.RemoteAddr().String(), "reason", reason}, args...)...)
+		nc.Close()
+	}
+	typ, payload, err := readFrame(nc, 4096)
+	if err != nil {
+		reject("reading hello", "err", err)
+		return
+	}
+	if typ != frameHello {
+		reject("first frame is not a hello", "type", typ)
+		return
+	}
+	h, err := unmarshalHello(payload)
+	switch {
+	case err != nil:
+		reject("malformed hello", "err", err)
+		return
+	case h.Version != protocolVersion:
+		reject("protocol version", "version", h.Version, "want", protocolVersion)
+		return
+	case h.To != t.cfg.ID:
+		reject("hello addressed to another node", "to", h.To)
+		return
+	}
+	p := t.peer(h.From)
+	if p == nil {
+		reject("unknown or removed node", "from", h.From)
+		return
+	}
+	ack := hello{Version: protocolVersion, From: t.cfg.ID, To: h.From, Meta: t.cfg.Meta}
+	if _, err := nc.Write(appendFrame(nil, frameHelloAck, ack.marshal())); err != nil {
+		reject("writing hello ack", "err", err)
+		return
+	}
+	_ = nc.SetDeadline(time.Time{})
+	c := t.adopt(p, nc, h.Meta)
+	t.read(c)
+}
+
+// adopt makes nc the peer's connection, replacing (and closing) any other.
+func (t *Transport) adopt(p *peer, nc net.Conn, meta string) *conn {
+	c := &conn{Conn: nc, peer: p, closed: make(chan struct{})}
+	p.mu.Lock()
+	old := p.current
+	p.current, p.meta, p.connected = c, meta, true
+	// Under p.mu, so that two adoptions cannot both find the slot empty:
+	// the push never blocks.
+	select {
+	case <-p.conns: // an older connection the writer never picked up
+	default:
+	}
+	p.conns <- c
+	p.mu.Unlock()
+	if old != nil {
+		old.close()
+	}
+	t.log.Debug("peer connected", "peer", p.id, "remote", nc.RemoteAddr().String())
+	return c
+}
+
+// dial keeps a connection to a peer with a greater ID open: it dials, and
+// dials again with backoff whenever the connection breaks.
+func (t *Transport) dial(p *peer) {
+	defer t.wg.Done()
+	backoff := t.cfg.BackoffMin
+	for {
+		p.mu.Lock()
+		addr := p.addr
+		p.mu.Unlock()
+		c, err := t.dialOnce(p, addr)
+		if err == nil {
+			backoff = t.cfg.BackoffMin
+			t.wg.Add(1)
+			go func() {
+				defer t.wg.Done()
+				t.read(c)
+			}()
+			select {
+			case <-c.closed:
+			case <-p.stop:
+				return
+			case <-t.done:
+				return
+			}
+		} else {
+			t.log.Debug("dial failed", "peer", p.id, "addr", addr, "err", err)
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		backoff = min(2*backoff, t.cfg.BackoffMax)
+		select {
+		case <-time.After(wait):
+		case <-p.stop:
+			return
+		case <-t.done:
+			return
+		}
+	}
+}
+
+func (t *Transport) dialOnce(p *peer, addr string) (*conn, error) {
+	d := net.Dialer{Timeout: t.cfg.DialTimeout, KeepAlive: 5 * time.Second}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	_ = nc.SetDeadline(time.Now().Add(t.cfg.DialTimeout))
+	h := hello{Version: protocolVersion, From: t.cfg.ID, To: p.id, Meta: t.cfg.Meta}
+	if _, err := nc.Write(appendFrame(nil, frameHello, h.marshal())); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("write hello: %w", err)
+	}
+	typ, payload, err := readFrame(nc, 4096)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("read hello ack: %w", err)
+	}
+	ack, err := unmarshalHello(payload)
+	if err == nil && (typ != frameHelloAck || ack.From != p.id || ack.To != t.cfg.ID) {
+		err = fmt.Errorf("%w: hello ack from node %d to %d (type %d), want from %d", ErrMalformed, ack.From, ack.To, typ, p.id)
+	}
+	if err != nil {
+		nc.Close()
+		t.log.Warn("rejected connection", "peer", p.id, "addr", addr, "reason", err)
+		return nil, err
+	}
+	_ = nc.SetDeadline(time.Time{})
+	return t.adopt(p, nc, ack.Meta), nil
+}
+
+// read delivers the frames of one connection until it breaks. A malformed
+// frame closes the connection; a message that claims the wrong sender or
+// recipient is dropped. Both are logged with the reason.
+func (t *Transport) read(c *conn) {
+	defer t.disconnected(c)
+	r := bufio.NewReaderSize(c, 64<<10)
+	var snap *raft.Message
+	var snapSize int
+	for {
+		typ, payload, err := readFrame(r, t.cfg.MaxFrameBytes)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				t.log.Debug("connection closed", "peer", c.peer.id, "err", err)
+				if errors.Is(err, ErrMalformed) {
+					t.log.Warn("rejected frame", "peer", c.peer.id, "reason", err)
+				}
+			}
+			return
+		}
+		switch typ {
+		case frameMessage:
+			m, err := unmarshalMessage(payload)
+			if err != nil {
+				t.log.Warn("rejected frame", "peer", c.peer.id, "reason", err)
+				return
+			}
+			t.deliver(c, m)
+		case frameSnapshotBegin:
+			m, size, err := unmarshalSnapshotBegin(payload, t.cfg.MaxSnapshotBytes)
+			if err != nil {
+				t.log.Warn("rejected frame", "peer", c.peer.id, "reason", err)
+				return
+			}
+			m.Snapshot.Data = make([]byte, 0, min(size, 64<<20))
+			snap, snapSize = &m, size
+		case frameSnapshotChunk:
+			if snap == nil || len(payload) == 0 || len(snap.Snapshot.Data)+len(payload)-1 > snapSize {
+				t.log.Warn("rejected frame", "peer", c.peer.id, "reason", "snapshot chunk out of place or over size")
+				return
+			}
+			snap.Snapshot.Data = append(snap.Snapshot.Data, payload[1:]...)
+			if payload[0] == 1 {
+				if len(snap.Snapshot.Data) != snapSize {
+					t.log.Warn("rejected frame", "peer", c.peer.id, "reason",
+						fmt.Sprintf("snapshot ended at %d of %d bytes", len(snap.Snapshot.Data), snapSize))
+					return
+				}
+				t.deliver(c, *snap)
+				snap = nil
+			}
+		default:
+			t.log.Warn("rejected frame", "peer", c.peer.id, "reason", fmt.Sprintf("unknown frame type %d", typ))
+			return
+		}
+	}
+}
+
+func (t *Transport) deliver(c *conn, m raft.Message) {
+	if m.From != c.peer.id || m.To != t.cfg.ID {
+		t.log.Warn("rejected message", "peer", c.peer.id, "reason",
+			fmt.Sprintf("message %d->%d on the connection from node %d to node %d", m.From, m.To, c.peer.id, t.cfg.ID))
+		return
+	}
+	if t.peer(m.From) != c.peer {
+		return // removed while the frame was in flight
+	}
+	t.cfg.Deliver(m)
+}
+
+func (t *Transport) disconnected(c *conn) {
+	c.close()
+	p := c.peer
+	p.mu.Lock()
+	if p.current == c {
+		p.current, p.connected = nil, false
+	}
+	p.mu.Unlock()
+}
+
+// write sends a peer's queued messages on its current connection, batching
+// what is queued into one flush. With no connection, messages are dropped.
+func (t *Transport) write(p *peer) {
+	defer t.wg.Done()
+	var cur *conn
+	var w *bufio.Writer
+	fail := func(err error) {
+		t.log.Debug("write failed", "peer", p.id, "err", err)
+		cur.close()
+		cur, w = nil, nil
+	}
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-p.stop:
+			return
+		case c := <-p.conns:
+			if cur != nil && cur != c {
+				cur.close()
+			}
+			cur, w = c, bufio.NewWriterSize(c, 64<<10)
+		case m := <-p.queue:
+			if cur == nil || isClosed(cur) {
+				cur = t.pickConn(p, cur)
+				if cur == nil {
+					t.drop("not connected", m)
+					continue
+				}
+				w = bufio.NewWriterSize(cur, 64<<10)
+			}
+			if err := t.writeBatch(cur, w, p, m); err != nil {
+				fail(err)
+				t.drop("write failed", m)
+			}
+		case m := <-p.snapshot:
+			if cur == nil || isClosed(cur) {
+				cur = t.pickConn(p, cur)
+				if cur == nil {
+					t.drop("not connected", m)
+					continue
+				}
+				w = bufio.NewWriterSize(cur, 64<<10)
+			}
+			err := t.writeSnapshot(cur, w, p, m)
+			if t.cfg.SnapshotDone != nil {
+				t.cfg.SnapshotDone(p.id, err != nil)
+			}
+			if err != nil {
+				fail(err)
+			}
+		}
+	}
+}
+
+func isClosed(c *conn) bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// pickConn takes a newer connection if one arrived, else nil.
+func (t *Transport) pickConn(p *peer, cur *conn) *conn {
+	select {
+	case c := <-p.conns:
+		return c
+	default:
+		if cur != nil && !isClosed(cur) {
+			return cur
+		}
+		return nil
+	}
+}
+
+// writeBatch writes m and whatever else is queued, then flushes: appends
+// are pipelined, never waiting for acknowledgements.
+func (t *Transport) writeBatch(c *conn, w *bufio.Writer, p *peer, m raft.Message) error {
+	_ = c.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
+	if err := t.writeMessage(w, m); err != nil {
+		return err
+	}
+	for range 256 {
+		select {
+		case m := <-p.queue:
+			if err := t.writeMessage(w, m); err != nil {
+				return err
+			}
+			continue
+		default:
+		}
+		break
+	}
+	return w.Flush()
+}
+
+func (t *Transport) writeMessage(w *bufio.Writer, m raft.Message) error {
+	payload := marshalMessage(m)
+	if len(payload)+1 > t.cfg.MaxFrameBytes {
+		// The core bounds entries per message; a message over the frame
+		// limit is dropped here rather than rejected by the peer.
+		t.drop("too large", m)
+		return nil
+	}
+	_, err := w.Write(appendFrame(nil, frameMessage, payload))
+	return err
+}
+
+// writeSnapshot streams a snapshot in chunks, sending the peer's other
+// messages between chunks so that heartbeats are not stuck behind it.
+func (t *Transport) writeSnapshot(c *conn, w *bufio.Writer, p *peer, m raft.Message) error {
+	data := m.Snapshot.Data
+	_ = c.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
+	if _, err := w.Write(appendFrame(nil, frameSnapshotBegin, marshalSnapshotBegin(m))); err != nil {
+		return err
+	}
+	chunk := make([]byte, 0, t.cfg.SnapshotChunkBytes+1)
+	for off := 0; ; {
+		end := min(off+t.cfg.SnapshotChunkBytes, len(data))
+		last := byte(0)
+		if end == len(data) {
+			last = 1
+		}
+		chunk = append(append(chunk[:0], last), data[off:end]...)
+		_ = c.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
+		if _, err := w.Write(appendFrame(nil, frameSnapshotChunk, chunk)); err != nil {
+			return err
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if last == 1 {
+			return nil
+		}
+		off = end
+		// Interleave: whatever else is queued goes now.
+		select {
+		case m := <-p.queue:
+			if err := t.writeBatch(c, w, p, m); err != nil {
+				return err
+			}
+		default:
+		}
+	}
+}

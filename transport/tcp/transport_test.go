@@ -1,0 +1,446 @@
+package tcp
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"net"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"coord/internal/faultproxy"
+	"coord/raft"
+)
+
+const waitMax = 20 * time.Second
+
+// inbox collects delivered messages.
+type inbox struct {
+	mu   sync.Mutex
+	msgs []raft.Message
+	more chan struct{}
+}
+
+func newInbox() *inbox { return &inbox{more: make(chan struct{}, 1)} }
+
+func (b *inbox) deliver(m raft.Message) {
+	b.mu.Lock()
+	b.msgs = append(b.msgs, m)
+	b.mu.Unlock()
+	select {
+	case b.more <- struct{}{}:
+	default:
+	}
+}
+
+func (b *inbox) len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.msgs)
+}
+
+// waitFor waits until at least n messages arrived and returns them.
+func (b *inbox) waitFor(t *testing.T, n int) []raft.Message {
+	t.Helper()
+	deadline := time.After(waitMax)
+	for {
+		b.mu.Lock()
+		if len(b.msgs) >= n {
+			got := append([]raft.Message(nil), b.msgs...)
+			b.mu.Unlock()
+			return got
+		}
+		b.mu.Unlock()
+		select {
+		case <-b.more:
+		case <-deadline:
+			t.Fatalf("got %d messages, want %d", len(b.msgs), n)
+		}
+	}
+}
+
+// logBuffer is a slog destination tests can search.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) waitFor(t *testing.T, text string) {
+	t.Helper()
+	deadline := time.Now().Add(waitMax)
+	for time.Now().Before(deadline) {
+		l.mu.Lock()
+		found := strings.Contains(l.buf.String(), text)
+		l.mu.Unlock()
+		if found {
+			return
+		}
+		time.Sleep(5 * time.Millisecond) // polling a log: no channel to wait on
+	}
+	t.Fatalf("log never said %q:\n%s", text, l.buf.String())
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+type node struct {
+	*Transport
+	in  *inbox
+	log *logBuffer
+}
+
+func start(t *testing.T, id uint64, l net.Listener, peers map[uint64]string, tweak func(*Config)) *node {
+	t.Helper()
+	n := &node{in: newInbox(), log: &logBuffer{}}
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Listener, cfg.Peers, cfg.Deliver = id, l, peers, n.in.deliver
+	cfg.Meta = fmt.Sprintf("http-of-%d", id)
+	cfg.Logger = slog.New(slog.NewTextHandler(n.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	tr, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Transport = tr
+	t.Cleanup(func() { tr.Close() })
+	return n
+}
+
+// startPair starts nodes 1 and 2 connected to each other.
+func startPair(t *testing.T, tweak func(*Config)) (*node, *node) {
+	l1, l2 := listen(t), listen(t)
+	peers := map[uint64]string{1: l1.Addr().String(), 2: l2.Addr().String()}
+	return start(t, 1, l1, peers, tweak), start(t, 2, l2, peers, tweak)
+}
+
+func sampleMessages(from, to uint64) []raft.Message {
+	return []raft.Message{
+		{Type: raft.MsgVoteRequest, From: from, To: to, Term: 3, LogIndex: 10, LogTerm: 2, Transfer: true},
+		{Type: raft.MsgAppendRequest, From: from, To: to, Term: 3, LogIndex: 10, LogTerm: 2, Commit: 9, Entries: []raft.Entry{
+			{Term: 3, Index: 11, Type: raft.EntryNormal, Data: []byte("hello")},
+			{Term: 3, Index: 12, Type: raft.EntryConfChange, Data: []byte{1, 2, 3}},
+			{Term: 3, Index: 13},
+		}},
+		{Type: raft.MsgAppendResponse, From: from, To: to, Term: 3, LogIndex: 7, Reject: true, HintIndex: 5, HintTerm: 1},
+		{Type: raft.MsgHeartbeatRequest, From: from, To: to, Term: 3, Commit: 9, ReadRound: 77},
+		{Type: raft.MsgTimeoutNow, From: from, To: to, Term: 3},
+	}
+}
+
+// waitConnected waits until a's connection to peer is up.
+func waitConnected(t *testing.T, a *node, peer uint64) {
+	t.Helper()
+	deadline := time.Now().Add(waitMax)
+	for time.Now().Before(deadline) {
+		if _, ok := a.PeerMeta(peer); ok {
+			return
+		}
+		time.Sleep(2 * time.Millisecond) // no event to wait on: connections come from another goroutine
+	}
+	t.Fatalf("node never connected to peer %d", peer)
+}
+
+func TestMessagesArriveIntactAndInOrder(t *testing.T) {
+	a, b := startPair(t, nil)
+	waitConnected(t, a, 2)
+	waitConnected(t, b, 1)
+	// Both directions share one connection.
+	want12, want21 := sampleMessages(1, 2), sampleMessages(2, 1)
+	a.Send(want12)
+	b.Send(want21)
+	if got := b.in.waitFor(t, len(want12)); !reflect.DeepEqual(got, want12) {
+		t.Fatalf("1->2:\n got %v\nwant %v", got, want12)
+	}
+	if got := a.in.waitFor(t, len(want21)); !reflect.DeepEqual(got, want21) {
+		t.Fatalf("2->1:\n got %v\nwant %v", got, want21)
+	}
+	if meta, _ := a.PeerMeta(2); meta != "http-of-2" {
+		t.Fatalf("meta of 2: %q", meta)
+	}
+	if meta, _ := b.PeerMeta(1); meta != "http-of-1" {
+		t.Fatalf("meta of 1: %q", meta)
+	}
+}
+
+func TestPipelinedAppendsKeepOrder(t *testing.T) {
+	a, b := startPair(t, nil)
+	waitConnected(t, a, 2)
+	const n = 2000
+	for i := range n {
+		a.Send([]raft.Message{{Type: raft.MsgAppendRequest, From: 1, To: 2, Term: 1, LogIndex: uint64(i)}})
+	}
+	got := b.in.waitFor(t, n)
+	for i, m := range got {
+		if m.LogIndex != uint64(i) {
+			t.Fatalf("message %d has index %d: reordered or lost", i, m.LogIndex)
+		}
+	}
+}
+
+func TestSnapshotsStreamInChunks(t *testing.T) {
+	var mu sync.Mutex
+	var reports []string
+	a, b := startPair(t, func(c *Config) {
+		c.SnapshotChunkBytes = 1000
+		c.SnapshotDone = func(id uint64, failed bool) {
+			mu.Lock()
+			reports = append(reports, fmt.Sprint(id, failed))
+			mu.Unlock()
+		}
+	})
+	waitConnected(t, a, 2)
+	data := bytes.Repeat([]byte("snapshot-"), 5000) // 45 chunks
+	snap := raft.Message{Type: raft.MsgSnapshotRequest, From: 1, To: 2, Term: 4, Snapshot: raft.Snapshot{
+		Metadata: raft.SnapshotMetadata{Index: 100, Term: 4, ConfState: raft.ConfState{Voters: []uint64{1, 2, 3}, Learners: []uint64{4}}},
+		Data:     data,
+	}}
+	a.Send([]raft.Message{snap})
+	for i := range 50 {
+		a.Send([]raft.Message{{Type: raft.MsgHeartbeatRequest, From: 1, To: 2, Term: 4, ReadRound: uint64(i + 1)}})
+	}
+	got := b.in.waitFor(t, 51)
+	var gotSnap *raft.Message
+	for i := range got {
+		if got[i].Type == raft.MsgSnapshotRequest {
+			gotSnap = &got[i]
+		}
+	}
+	if gotSnap == nil || !reflect.DeepEqual(*gotSnap, snap) {
+		t.Fatal("snapshot did not arrive intact")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(reports) != "[2 false]" {
+		t.Fatalf("snapshot reports %v, want one success", reports)
+	}
+}
+
+// TestSendToDeadPeerNeverBlocks is the articles' blocking-send deadlock,
+// on a real network: a leader that keeps sending to a peer that is gone
+// must carry on.
+func TestSendToDeadPeerNeverBlocks(t *testing.T) {
+	dead := listen(t)
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	var dropped, unreachable atomic.Int64
+	l1 := listen(t)
+	a := start(t, 1, l1, map[uint64]string{2: deadAddr}, func(c *Config) {
+		c.QueueMessages = 16
+		c.Dropped = func(string) { dropped.Add(1) }
+		c.Unreachable = func(uint64) { unreachable.Add(1) }
+	})
+	done := make(chan struct{})
+	go func() {
+		for range 100_000 {
+			a.Send([]raft.Message{{Type: raft.MsgHeartbeatRequest, From: 1, To: 2, Term: 1}})
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(waitMax):
+		t.Fatal("Send blocked on a dead peer")
+	}
+	if dropped.Load() == 0 || unreachable.Load() == 0 {
+		t.Fatalf("dropped %d, unreachable %d: drops were not reported", dropped.Load(), unreachable.Load())
+	}
+}
+
+// TestSendToStalledPeerNeverBlocks puts a partition (a blackholing proxy)
+// between two connected nodes: the sender's writes stop draining, and Send
+// must still return at once.
+func TestSendToStalledPeerNeverBlocks(t *testing.T) {
+	l1, l2 := listen(t), listen(t)
+	proxy, err := faultproxy.New(l2.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	peers := map[uint64]string{1: l1.Addr().String(), 2: proxy.Addr()}
+	var dropped atomic.Int64
+	a := start(t, 1, l1, peers, func(c *Config) {
+		c.QueueMessages = 64
+		c.WriteTimeout = 200 * time.Millisecond
+		c.Dropped = func(string) { dropped.Add(1) }
+	})
+	b := start(t, 2, l2, peers, nil)
+	waitConnected(t, a, 2)
+	a.Send(sampleMessages(1, 2)[:1])
+	b.in.waitFor(t, 1)
+	proxy.Blackhole(true)
+	big := raft.Message{Type: raft.MsgAppendRequest, From: 1, To: 2, Term: 1,
+		Entries: []raft.Entry{{Term: 1, Index: 1, Data: make([]byte, 64<<10)}}}
+	done := make(chan struct{})
+	go func() {
+		for range 2000 { // 128 MiB offered: far more than the socket buffers hold
+			a.Send([]raft.Message{big})
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(waitMax):
+		t.Fatal("Send blocked on a partitioned peer")
+	}
+	if dropped.Load() == 0 {
+		t.Fatal("nothing dropped across a partition")
+	}
+	// Healed, the pair talks again (over a new connection if the writer
+	// gave the stalled one up).
+	proxy.Blackhole(false)
+	before := len(b.in.waitFor(t, 1))
+	deadline := time.Now().Add(waitMax)
+	for len(b.in.waitFor(t, 1)) == before && time.Now().Before(deadline) {
+		a.Send([]raft.Message{{Type: raft.MsgHeartbeatRequest, From: 1, To: 2, Term: 2}})
+		time.Sleep(10 * time.Millisecond) // resend until the healed link carries one
+	}
+	if len(b.in.waitFor(t, 1)) == before {
+		t.Fatal("no message got through after the partition healed")
+	}
+}
+
+func TestReconnectsAfterPeerRestart(t *testing.T) {
+	l1, l2 := listen(t), listen(t)
+	addr2 := l2.Addr().String()
+	peers := map[uint64]string{1: l1.Addr().String(), 2: addr2}
+	a := start(t, 1, l1, peers, func(c *Config) { c.BackoffMax = 50 * time.Millisecond })
+	b := start(t, 2, l2, peers, nil)
+	waitConnected(t, a, 2)
+	b.Close()
+	// Node 2 comes back on the same address.
+	l2b, err := net.Listen("tcp", addr2)
+	if err != nil {
+		t.Skipf("cannot rebind %s: %v", addr2, err)
+	}
+	b2 := start(t, 2, l2b, peers, nil)
+	deadline := time.Now().Add(waitMax)
+	for b2.in.len() == 0 && time.Now().Before(deadline) {
+		a.Send([]raft.Message{{Type: raft.MsgHeartbeatRequest, From: 1, To: 2, Term: 1}})
+		time.Sleep(10 * time.Millisecond) // resend until the new connection carries one
+	}
+	b2.in.waitFor(t, 1)
+}
+
+// rawHello dials addr and sends a hello; it returns the connection.
+func rawHello(t *testing.T, addr string, h hello) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(appendFrame(nil, frameHello, h.marshal())); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// expectClosed checks that the peer closes c.
+func expectClosed(t *testing.T, c net.Conn) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(waitMax))
+	buf := make([]byte, 1024)
+	for {
+		if _, err := c.Read(buf); err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("connection not closed")
+			}
+			return
+		}
+	}
+}
+
+func TestRejectsUnknownNodesAndMalformedFrames(t *testing.T) {
+	l1 := listen(t)
+	a := start(t, 1, l1, map[uint64]string{2: "127.0.0.1:1"}, nil)
+	addr := l1.Addr().String()
+
+	c := rawHello(t, addr, hello{Version: protocolVersion, From: 7, To: 1})
+	expectClosed(t, c)
+	a.log.waitFor(t, "unknown or removed node")
+
+	c = rawHello(t, addr, hello{Version: protocolVersion, From: 2, To: 5})
+	expectClosed(t, c)
+	a.log.waitFor(t, "hello addressed to another node")
+
+	c = rawHello(t, addr, hello{Version: 99, From: 2, To: 1})
+	expectClosed(t, c)
+	a.log.waitFor(t, "protocol version")
+
+	// Not our protocol at all: an HTTP request on the raft port.
+	c, _ = net.Dial("tcp", addr)
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	expectClosed(t, c)
+	a.log.waitFor(t, "reading hello")
+
+	// A known peer whose message claims another sender: dropped, logged.
+	c = rawHello(t, addr, hello{Version: protocolVersion, From: 2, To: 1})
+	if _, _, err := readFrame(c, 4096); err != nil {
+		t.Fatalf("no hello ack: %v", err)
+	}
+	forged := raft.Message{Type: raft.MsgVoteRequest, From: 3, To: 1, Term: 9}
+	c.Write(appendFrame(nil, frameMessage, marshalMessage(forged)))
+	a.log.waitFor(t, "rejected message")
+	// Then a frame with a bad checksum: the connection is closed.
+	frame := appendFrame(nil, frameMessage, marshalMessage(sampleMessages(2, 1)[0]))
+	frame[len(frame)-1] ^= 0xff
+	c.Write(frame)
+	expectClosed(t, c)
+	a.log.waitFor(t, "checksum mismatch")
+	if a.in.len() != 0 {
+		t.Fatalf("delivered %d messages", a.in.len())
+	}
+}
+
+func TestRemovedPeerIsCutOffAndRefused(t *testing.T) {
+	a, b := startPair(t, nil)
+	waitConnected(t, a, 2)
+	b.RemovePeer(1)
+	a.Send(sampleMessages(1, 2)[:1])
+	// Node 1 keeps redialing; node 2 refuses it.
+	b.log.waitFor(t, "unknown or removed node")
+	if b.in.len() != 0 {
+		t.Fatalf("a removed peer's %d messages were delivered", b.in.len())
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	good := DefaultConfig()
+	good.ID, good.ListenAddr, good.Deliver = 1, "127.0.0.1:0", func(raft.Message) {}
+	for name, tweak := range map[string]func(*Config){
+		"id":       func(c *Config) { c.ID = 0 },
+		"listen":   func(c *Config) { c.ListenAddr = "" },
+		"deliver":  func(c *Config) { c.Deliver = nil },
+		"queue":    func(c *Config) { c.QueueMessages = 0 },
+		"chunk":    func(c *Config) { c.SnapshotChunkBytes = c.MaxFrameBytes },
+		"backoff":  func(c *Config) { c.BackoffMax = 0 },
+		"peer":     func(c *Config) { c.Peers = map[uint64]string{2: ""} },
+		"timeouts": func(c *Config) { c.WriteTimeout = 0 },
+	} {
+		c := good
+		tweak(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: invalid config accepted", name)
+		}
+	}
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
