@@ -85,9 +85,16 @@ func New(cfg Config) (*Core, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raft: initial state: %w", err)
 	}
+	snap, err := cfg.Storage.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("raft: snapshot: %w", err)
+	}
 	r := &Core{id: cfg.ID, cfg: cfg, log: log}
-	r.confPoints = []confPoint{{index: log.firstIndex() - 1, conf: cs}}
-	if err := r.loadConfFromLog(); err != nil {
+	// The snapshot's membership already reflects the entries it covers;
+	// replay only the membership entries after it.
+	base := max(log.firstIndex()-1, snap.Metadata.Index)
+	r.confPoints = []confPoint{{index: base, conf: cs}}
+	if err := r.loadConfFromLog(base + 1); err != nil {
 		return nil, err
 	}
 	if !hs.IsEmpty() {
@@ -130,9 +137,9 @@ func (r *Core) bootstrap(peers []uint64) {
 
 // loadConfFromLog replays the membership entries of the stored log on top
 // of the snapshot's configuration.
-func (r *Core) loadConfFromLog() error {
+func (r *Core) loadConfFromLog(from uint64) error {
 	const pageBytes = 1 << 20
-	for lo, hi := r.log.firstIndex(), r.log.lastIndex()+1; lo < hi; {
+	for lo, hi := from, r.log.lastIndex()+1; lo < hi; {
 		entries, err := r.log.slice(lo, hi, pageBytes)
 		if err != nil {
 			return fmt.Errorf("raft: read log for membership: %w", err)

@@ -1,0 +1,199 @@
+package sim
+
+import (
+	"errors"
+
+	"coord/raft"
+)
+
+// checker holds what the whole run has observed, and fails the run the
+// moment an observation contradicts Raft's safety properties (Raft §5.4,
+// Figure 3).
+type checker struct {
+	leaders   map[uint64]uint64         // term → the node that led it
+	votes     map[[2]uint64]uint64      // (node, term) → durable vote
+	grants    map[[2]uint64]uint64      // (voter, term) → candidate granted
+	entries   map[[2]uint64]entryFact   // (index, term) → what the entry is
+	committed map[uint64]uint64         // index → term of the committed entry
+	appliedAt map[uint64]appliedFact    // index → what was applied there
+	terms     map[uint64]uint64         // node → durable term
+	commits   map[uint64]uint64         // node → durable commit index checked
+	maxCommit uint64
+}
+
+type entryFact struct {
+	data     uint64 // hash of type and data
+	prevTerm uint64 // term of the entry before; 0 if unknown (compacted)
+}
+
+type appliedFact struct {
+	term  uint64
+	data  uint64 // hash of the data
+	chain uint64 // hash of the whole applied prefix
+}
+
+func newChecker() checker {
+	return checker{
+		leaders:   map[uint64]uint64{},
+		votes:     map[[2]uint64]uint64{},
+		grants:    map[[2]uint64]uint64{},
+		entries:   map[[2]uint64]entryFact{},
+		committed: map[uint64]uint64{},
+		appliedAt: map[uint64]appliedFact{},
+		terms:     map[uint64]uint64{},
+		commits:   map[uint64]uint64{},
+	}
+}
+
+func hashBytes(b []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h
+}
+
+func hashString(s string) uint64 { return hashBytes([]byte(s)) }
+
+// restarted is called when a node starts from its storage.
+func (c *checker) restarted(s *Sim, n *node) {
+	hs := n.storage.HardState()
+	if hs.Term < c.terms[n.id] {
+		s.fail("durable term", "node %d restarted at term %d after persisting term %d", n.id, hs.Term, c.terms[n.id])
+	}
+}
+
+// sent checks votes as they leave: a node grants at most one vote per term
+// (Figure 2, RequestVote), even across crashes.
+func (c *checker) sent(s *Sim, m raft.Message) {
+	if m.Type != raft.MsgVoteResponse || m.Reject {
+		return
+	}
+	key := [2]uint64{m.From, m.Term}
+	if prev, ok := c.grants[key]; ok && prev != m.To {
+		s.fail("one vote per term", "node %d granted its term-%d vote to %d and then to %d", m.From, m.Term, prev, m.To)
+		return
+	}
+	c.grants[key] = m.To
+}
+
+// persisted checks what a Ready just wrote to storage.
+func (c *checker) persisted(s *Sim, n *node, rd raft.Ready) {
+	if hs := rd.HardState; !hs.IsEmpty() {
+		if hs.Term < c.terms[n.id] {
+			s.fail("durable term", "node %d persisted term %d after term %d", n.id, hs.Term, c.terms[n.id])
+			return
+		}
+		c.terms[n.id] = hs.Term
+		if hs.Vote != 0 {
+			key := [2]uint64{n.id, hs.Term}
+			if prev := c.votes[key]; prev != 0 && prev != hs.Vote {
+				s.fail("one vote per term", "node %d persisted votes for %d and %d in term %d", n.id, prev, hs.Vote, hs.Term)
+				return
+			}
+			c.votes[key] = hs.Vote
+		}
+	}
+	c.logMatching(s, n, rd.Entries)
+	c.commitAdvanced(s, n)
+}
+
+// logMatching checks the Log Matching property incrementally: an (index,
+// term) pair names one entry with one predecessor term, everywhere. By
+// induction, logs that share an entry share the whole prefix.
+func (c *checker) logMatching(s *Sim, n *node, entries []raft.Entry) {
+	for i, e := range entries {
+		var prev uint64
+		if i > 0 {
+			prev = entries[i-1].Term
+		} else if t, err := n.storage.Term(e.Index - 1); err == nil {
+			prev = t
+		}
+		fact := entryFact{data: hashBytes(e.Data) ^ uint64(e.Type)<<56, prevTerm: prev}
+		key := [2]uint64{e.Index, e.Term}
+		old, ok := c.entries[key]
+		if !ok {
+			c.entries[key] = fact
+			continue
+		}
+		if old.data != fact.data || (old.prevTerm != 0 && fact.prevTerm != 0 && old.prevTerm != fact.prevTerm) {
+			s.fail("log matching", "node %d holds a different entry %d/%d (previous term %d) than seen before (previous term %d)",
+				n.id, e.Index, e.Term, fact.prevTerm, old.prevTerm)
+			return
+		}
+		if old.prevTerm == 0 {
+			c.entries[key] = fact
+		}
+	}
+}
+
+// commitAdvanced records newly committed entries; a committed index must
+// never change its term (committed entries are never lost).
+func (c *checker) commitAdvanced(s *Sim, n *node) {
+	commit := n.storage.HardState().Commit
+	for i := c.commits[n.id] + 1; i <= commit; i++ {
+		t, err := n.storage.Term(i)
+		if errors.Is(err, raft.ErrCompacted) {
+			continue
+		}
+		if err != nil {
+			s.fail("commit", "node %d committed %d but cannot read its term: %v", n.id, i, err)
+			return
+		}
+		if old, ok := c.committed[i]; ok && old != t {
+			s.fail("committed entry changed", "index %d was committed with term %d, node %d commits term %d", i, old, n.id, t)
+			return
+		}
+		c.committed[i] = t
+	}
+	c.commits[n.id] = max(c.commits[n.id], commit)
+	c.maxCommit = max(c.maxCommit, commit)
+}
+
+// becameLeader checks Election Safety (one leader per term) and Leader
+// Completeness (the leader holds every committed entry, Raft §5.4.1).
+func (c *checker) becameLeader(s *Sim, n *node) {
+	term := n.core.Status().Term
+	if prev, ok := c.leaders[term]; ok && prev != n.id {
+		s.fail("one leader per term", "nodes %d and %d both led term %d", prev, n.id, term)
+		return
+	}
+	c.leaders[term] = n.id
+	first, _ := n.storage.FirstIndex()
+	for i := first; i <= c.maxCommit; i++ {
+		want, ok := c.committed[i]
+		if !ok {
+			continue
+		}
+		got, err := n.storage.Term(i)
+		if err != nil || got != want {
+			s.fail("leader completeness", "node %d leads term %d without committed entry %d/%d (has term %d, %v)",
+				n.id, term, i, want, got, err)
+			return
+		}
+	}
+}
+
+// applied checks State Machine Safety: every node applies the same entry
+// at each index, after the same prefix.
+func (c *checker) applied(s *Sim, n *node, e raft.Entry) {
+	fact := appliedFact{term: e.Term, data: hashBytes(e.Data), chain: n.hash}
+	if old, ok := c.appliedAt[e.Index]; ok {
+		if old != fact {
+			s.fail("state machine safety", "node %d applied %d/%d, another node applied %d/%d there (or a different prefix)",
+				n.id, e.Index, e.Term, e.Index, old.term)
+		}
+		return
+	}
+	c.appliedAt[e.Index] = fact
+}
+
+// snapshotInstalled checks that an installed snapshot is the state other
+// nodes reached at that index.
+func (c *checker) snapshotInstalled(s *Sim, n *node) {
+	old, ok := c.appliedAt[n.applied]
+	if ok && old.chain != n.hash {
+		s.fail("state machine safety", "node %d installed a snapshot at %d whose state differs from what was applied there", n.id, n.applied)
+	}
+}

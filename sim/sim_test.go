@@ -1,0 +1,175 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"flag"
+	"os"
+	"testing"
+	"time"
+)
+
+var (
+	seedFlag  = flag.Uint64("seed", 0, "replay this one seed (TestSeed)")
+	seedsFlag = flag.Int("seeds", 2000, "how many seeds TestSeeds runs")
+	traceFlag = flag.Bool("simtrace", false, "print the event trace of TestSeed")
+)
+
+// testConfig is the configuration the seed sweep uses: every fault, a
+// short chaos phase so that thousands of seeds fit in the CI budget.
+func testConfig(seed uint64) Config {
+	cfg := DefaultConfig()
+	cfg.Seed = seed
+	cfg.Nodes = []int{3, 5}[seed%2]
+	cfg.Chaos = 1500 * time.Millisecond
+	return cfg
+}
+
+// TestSeeds runs thousands of seeds with every fault and every checker.
+func TestSeeds(t *testing.T) {
+	n := *seedsFlag
+	if testing.Short() {
+		n = min(n, 200)
+	}
+	// Two shards, one per core of the CI machine.
+	const shards = 2
+	for shard := range shards {
+		t.Run(fmt.Sprintf("shard%d", shard), func(t *testing.T) {
+			t.Parallel()
+			var steps int
+			start := time.Now()
+			for seed := uint64(1 + shard); seed <= uint64(n); seed += shards {
+				res := Run(testConfig(seed))
+				if res.Err != nil {
+					t.Fatalf("%v", res.Err)
+				}
+				steps += res.Stats.Steps
+			}
+			t.Logf("%d seeds, %d steps in %v", n/shards, steps, time.Since(start))
+		})
+	}
+}
+
+// TestSeed replays one seed: go test ./sim -run TestSeed -seed N [-simtrace].
+func TestSeed(t *testing.T) {
+	if *seedFlag == 0 {
+		t.Skip("no -seed given")
+	}
+	s, err := New(testConfig(*seedFlag))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *traceFlag {
+		s.SetTrace(os.Stderr)
+	}
+	res := s.Run()
+	t.Logf("%+v", res.Stats)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+}
+
+func TestReplayIsDeterministic(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		a, b := Run(testConfig(seed)), Run(testConfig(seed))
+		if a.Stats != b.Stats || (a.Err == nil) != (b.Err == nil) {
+			t.Fatalf("seed %d ran differently twice:\n%+v\n%+v", seed, a.Stats, b.Stats)
+		}
+	}
+}
+
+// The simulated network never blocks a sender (the articles' Part 3
+// deadlock): a follower crashes for good, the leader keeps sending to it for
+// a simulated minute, writes keep committing, the dead node's queue stays
+// bounded; then the leader crashes and the survivors elect a new one.
+func TestCrashedReceiverNeverBlocksSender(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Seed = 42
+	cfg.Faults = nil
+	cfg.Chaos = time.Hour // no liveness phase: this test drives the run
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.start()
+	s.advance(time.Second)
+	leader := s.leader()
+	if leader == nil {
+		t.Fatal("no leader after 1s")
+	}
+	var follower *node
+	for _, id := range s.ids {
+		if id != leader.id {
+			follower = s.nodes[id]
+			break
+		}
+	}
+	s.crash(follower)
+	droppedBefore, ackedBefore := s.stats.Dropped, s.stats.AckedWrites
+	s.advance(61 * time.Second)
+	if s.failure != nil {
+		t.Fatal(s.failure)
+	}
+	if s.stats.Dropped-droppedBefore < 5000 {
+		t.Errorf("only %d messages to the dead node were dropped; the leader stopped sending?", s.stats.Dropped-droppedBefore)
+	}
+	if s.queued[follower.id] > maxQueuedPerNode {
+		t.Errorf("%d messages queued to the dead node, bound %d", s.queued[follower.id], maxQueuedPerNode)
+	}
+	if acked := s.stats.AckedWrites - ackedBefore; acked < 1000 {
+		t.Errorf("%d writes acknowledged in a minute with one follower dead; progress stalled", acked)
+	}
+	old := s.leader()
+	s.crash(old)
+	s.advance(64 * time.Second)
+	if s.failure != nil {
+		t.Fatal(s.failure)
+	}
+	if l := s.leader(); l == nil || l.id == old.id {
+		t.Fatalf("no new leader 3s after the leader crashed: %s", s.describe())
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, mutate := range []func(*Config){
+		func(c *Config) { c.Nodes = 0 },
+		func(c *Config) { c.Nodes = 10 },
+		func(c *Config) { c.Tick = 0 },
+		func(c *Config) { c.ElectionTicks = 1 },
+		func(c *Config) { c.LatencyMax = c.LatencyMin - 1 },
+		func(c *Config) { c.LivenessBound = 0 },
+		func(c *Config) { c.SnapshotEntries = 0 },
+	} {
+		cfg := DefaultConfig()
+		mutate(&cfg)
+		if res := Run(cfg); !errors.Is(res.Err, ErrInvalidConfig) {
+			t.Errorf("Run(%+v) = %v, want ErrInvalidConfig", cfg, res.Err)
+		}
+	}
+}
+
+func TestParseFaults(t *testing.T) {
+	for in, want := range map[string]string{"all": "all", "none": "none", "": "none", "crash,loss": "loss,crash", "loss,loss": "loss"} {
+		fs, err := ParseFaults(in)
+		if err != nil || fs.String() != want {
+			t.Errorf("ParseFaults(%q) = %v, %v; want %s", in, fs, err, want)
+		}
+	}
+	if _, err := ParseFaults("loss,meteor"); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "meteor") {
+		t.Errorf("unknown fault: %v", err)
+	}
+}
+
+func TestViolationSaysHowToReplay(t *testing.T) {
+	cfg := testConfig(1234)
+	v := &Violation{Seed: 1234, Check: "log matching", Detail: "x", Replay: cfg.ReplayCommand()}
+	if !errors.Is(v, ErrViolation) {
+		t.Error("a Violation is not ErrViolation")
+	}
+	for _, want := range []string{"seed 1234", "go run ./cmd/coord sim --seed 1234 --nodes 3 --faults all --chaos 1.5s", "-seed 1234"} {
+		if !strings.Contains(v.Error(), want) {
+			t.Errorf("violation message lacks %q:\n%v", want, v)
+		}
+	}
+}
