@@ -10,14 +10,14 @@ import (
 // moment an observation contradicts Raft's safety properties (Raft §5.4,
 // Figure 3).
 type checker struct {
-	leaders   map[uint64]uint64         // term → the node that led it
-	votes     map[[2]uint64]uint64      // (node, term) → durable vote
-	grants    map[[2]uint64]uint64      // (voter, term) → candidate granted
-	entries   map[[2]uint64]entryFact   // (index, term) → what the entry is
-	committed map[uint64]uint64         // index → term of the committed entry
-	appliedAt map[uint64]appliedFact    // index → what was applied there
-	terms     map[uint64]uint64         // node → durable term
-	commits   map[uint64]uint64         // node → durable commit index checked
+	leaders   map[uint64]uint64       // term → the node that led it
+	votes     map[[2]uint64]uint64    // (node, term) → durable vote
+	grants    map[[2]uint64]uint64    // (voter, term) → candidate granted
+	entries   map[[2]uint64]entryFact // (index, term) → what the entry is
+	committed map[uint64]uint64       // index → term of the committed entry
+	appliedAt map[uint64]appliedFact  // index → what was applied there
+	terms     map[uint64]uint64       // node → durable term
+	commits   map[uint64]uint64       // node → durable commit index checked
 	maxCommit uint64
 }
 

@@ -2,10 +2,10 @@ package sim
 
 import (
 	"errors"
-	"fmt"
-	"strings"
 	"flag"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
