@@ -1,0 +1,60 @@
+// Package raftstore is the durable storage of a Raft node: a raft.Storage
+// for the consensus core to read, with the write side the node shell needs,
+// built on the write-ahead log (storage/wal) and snapshot files
+// (storage/snapshot), all through a vfs.FS.
+//
+// # Use
+//
+//	disk, err := raftstore.Open(vfs.OS, dir, raftstore.Options{})
+//	...
+//	rd := core.Ready()
+//	if !rd.Snapshot.IsEmpty() {
+//		err = disk.ApplySnapshot(rd.Snapshot) // durable on return
+//	}
+//	err = disk.Save(rd.HardState, rd.Entries) // durable on return
+//	send(rd.Messages)                         // only now: they may depend on it
+//	core.Advance(rd)
+//	...
+//	err = disk.Compact(appliedIndex, stateMachineSnapshot, confState)
+//
+// # Durability
+//
+// Save, ApplySnapshot and Compact return only once what they wrote is on
+// stable storage (fsync of the log segment, and of the directory where a
+// file was created or renamed). A nil return is the acknowledgment: the node
+// may then send the messages that depend on it (a vote, an append
+// response). After a crash, every acknowledged write is recovered, and each
+// call is recovered whole or not at all. Reads (Entries, Term, ...) only
+// ever show acknowledged writes.
+//
+// A write that fails leaves the Disk refusing further writes if the
+// write-ahead log may be in an unknown state (a failed fsync cannot be
+// retried safely); Close it and Open the directory again, which recovers.
+//
+// # On disk
+//
+//	dir/wal/   segments of the write-ahead log (format: package wal)
+//	dir/snap/  the current snapshot file (format: package snapshot)
+//
+// ApplySnapshot and Compact follow one protocol: write the snapshot file
+// atomically (tmp, fsync, rename, fsync dir); then start a log segment that
+// opens with a checkpoint naming the snapshot (index, term, checksum),
+// followed by the hard state and the entries kept after the snapshot, and
+// fsync it and the directory; then remove the older segments and snapshot
+// files. A crash between the steps leaves either the old state (the new
+// snapshot file is unreferenced, and Open removes it, with any leftover tmp
+// file) or the new one (Open removes what the checkpoint replaced).
+//
+// Compact rewrites the entries kept after the snapshot into the new
+// segment, so compacting near the last index keeps that cheap.
+//
+// All entries after the snapshot are held in memory (as with etcd's
+// MemoryStorage beside its WAL), and the snapshot's data is read from its
+// file when Snapshot is called.
+//
+// # Testing with crashes
+//
+// Open the Disk on a vfs.MemFS (one per simulated node). To crash a node,
+// abandon its Disk without Close, call Crash or CrashTorn on the MemFS, and
+// Open the directory again.
+package raftstore

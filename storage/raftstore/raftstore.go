@@ -1,0 +1,418 @@
+package raftstore
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"coord/internal/assert"
+	"coord/raft"
+	"coord/storage/snapshot"
+	"coord/storage/vfs"
+	"coord/storage/wal"
+)
+
+// Errors.
+var (
+	// ErrCorrupt is wrapped, besides the underlying error, by every Open
+	// error that means damaged files: a corrupt log or snapshot, or a log
+	// whose snapshot is missing or does not match.
+	ErrCorrupt = errors.New("raftstore: corrupt")
+	// ErrClosed is returned by every method after Close.
+	ErrClosed = errors.New("raftstore: closed")
+)
+
+// Options configures a Disk. The zero value is valid and means the defaults.
+type Options struct {
+	// SegmentBytes bounds the write-ahead log's segments (see wal.Options).
+	// 0 means wal.DefaultSegmentBytes.
+	SegmentBytes int64
+	// Logger receives recovery notices. nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports an option out of range, naming the field.
+func (o Options) Validate() error {
+	if err := (wal.Options{SegmentBytes: o.SegmentBytes}).Validate(); err != nil {
+		return fmt.Errorf("raftstore: Options.SegmentBytes: %w", err)
+	}
+	return nil
+}
+
+// Disk is a durable raft.Storage. Disk is safe for concurrent use, though
+// the node shell calls it from one goroutine.
+type Disk struct {
+	mu      sync.Mutex
+	fs      vfs.FS
+	snapDir string
+	logger  *slog.Logger
+	wal     *wal.WAL
+
+	hs       raft.HardState
+	snapMeta raft.SnapshotMetadata // Index 0: no snapshot
+	snapSum  uint32                // checksum of the snapshot file
+	ents     []raft.Entry          // after snapMeta.Index, contiguous
+
+	closed bool
+}
+
+var _ raft.Storage = (*Disk)(nil)
+
+// Open opens the storage in dir, creating it if needed, and recovers its
+// state: the write-ahead log is replayed (a torn tail is truncated and
+// logged) and the snapshot it refers to is verified. Leftover files from an
+// interrupted write are removed. An error wrapping ErrCorrupt means the
+// files are damaged and the node must not run on them.
+func Open(fsys vfs.FS, dir string, opts Options) (*Disk, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	d := &Disk{fs: fsys, snapDir: filepath.Join(dir, "snap"), logger: logger}
+	if err := d.recover(dir, opts); err != nil {
+		if d.wal != nil {
+			_ = d.wal.Close() // the recovery error is the one to report
+		}
+		if errors.Is(err, wal.ErrCorrupt) || errors.Is(err, snapshot.ErrCorrupt) {
+			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		return nil, fmt.Errorf("raftstore: open %s: %w", dir, err)
+	}
+	return d, nil
+}
+
+func (d *Disk) recover(dir string, opts Options) error {
+	if err := vfs.MkdirAllDurable(d.fs, d.snapDir); err != nil {
+		return err
+	}
+	w, state, err := wal.Open(d.fs, filepath.Join(dir, "wal"), wal.Options{SegmentBytes: opts.SegmentBytes, Logger: d.logger})
+	if err != nil {
+		return err
+	}
+	d.wal, d.hs, d.ents = w, state.HardState, state.Entries
+	keep := ""
+	if cp := state.Checkpoint; cp.Index > 0 {
+		keep = snapshot.FileName(cp.Index, cp.Term)
+		snap, sum, err := snapshot.Read(d.fs, filepath.Join(d.snapDir, keep))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("%w: the log's checkpoint at index %d term %d refers to snapshot %s, which is missing",
+				ErrCorrupt, cp.Index, cp.Term, keep)
+		case err != nil:
+			return err
+		case sum != cp.SnapshotChecksum:
+			return fmt.Errorf("%w: snapshot %s has checksum %#08x, the log's checkpoint says %#08x",
+				ErrCorrupt, keep, sum, cp.SnapshotChecksum)
+		}
+		d.snapMeta, d.snapSum = snap.Metadata, sum
+	}
+	return d.removeSnapshotsExcept(keep)
+}
+
+// removeSnapshotsExcept removes the snapshot files other than keep, and any
+// temporary file, then syncs the directory.
+func (d *Disk) removeSnapshotsExcept(keep string) error {
+	files, tmps, err := snapshot.List(d.fs, d.snapDir)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if f.Name != keep {
+			tmps = append(tmps, f.Name)
+		}
+	}
+	if len(tmps) == 0 {
+		return nil
+	}
+	for _, name := range tmps {
+		d.logger.Info("raftstore: removing snapshot file", "file", filepath.Join(d.snapDir, name))
+		if err := d.fs.Remove(filepath.Join(d.snapDir, name)); err != nil {
+			return err
+		}
+	}
+	return d.fs.SyncDir(d.snapDir)
+}
+
+func (d *Disk) usable() error {
+	if d.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (d *Disk) firstIndex() uint64 { return d.snapMeta.Index + 1 }
+
+func (d *Disk) lastIndex() uint64 { return d.snapMeta.Index + uint64(len(d.ents)) }
+
+// InitialState implements raft.Storage.
+func (d *Disk) InitialState() (raft.HardState, raft.ConfState, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usable(); err != nil {
+		return raft.HardState{}, raft.ConfState{}, err
+	}
+	return d.hs, cloneConfState(d.snapMeta.ConfState), nil
+}
+
+// Entries implements raft.Storage. The entries' Data is shared with the
+// Disk and must not be modified; the slice is the caller's.
+func (d *Disk) Entries(lo, hi, maxBytes uint64) ([]raft.Entry, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usable(); err != nil {
+		return nil, err
+	}
+	assert.That(lo <= hi, "raftstore: Entries(lo %d, hi %d) with lo > hi", lo, hi)
+	first := d.firstIndex()
+	switch {
+	case lo < first:
+		return nil, raft.ErrCompacted
+	case hi > d.lastIndex()+1:
+		return nil, raft.ErrUnavailable
+	case lo == hi:
+		return nil, nil
+	}
+	ents := d.ents[lo-first : hi-first]
+	if maxBytes > 0 {
+		n, size := 1, uint64(len(ents[0].Data))
+		for n < len(ents) && size+uint64(len(ents[n].Data)) <= maxBytes {
+			size += uint64(len(ents[n].Data))
+			n++
+		}
+		ents = ents[:n]
+	}
+	return slices.Clone(ents), nil
+}
+
+// Term implements raft.Storage.
+func (d *Disk) Term(i uint64) (uint64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usable(); err != nil {
+		return 0, err
+	}
+	switch {
+	case i < d.snapMeta.Index:
+		return 0, raft.ErrCompacted
+	case i == d.snapMeta.Index:
+		return d.snapMeta.Term, nil
+	case i > d.lastIndex():
+		return 0, raft.ErrUnavailable
+	}
+	return d.ents[i-d.firstIndex()].Term, nil
+}
+
+// FirstIndex implements raft.Storage.
+func (d *Disk) FirstIndex() (uint64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usable(); err != nil {
+		return 0, err
+	}
+	return d.firstIndex(), nil
+}
+
+// LastIndex implements raft.Storage.
+func (d *Disk) LastIndex() (uint64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usable(); err != nil {
+		return 0, err
+	}
+	return d.lastIndex(), nil
+}
+
+// Snapshot implements raft.Storage. It reads the snapshot's file, and
+// checks it is the one the log refers to.
+func (d *Disk) Snapshot() (raft.Snapshot, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usable(); err != nil {
+		return raft.Snapshot{}, err
+	}
+	if d.snapMeta.Index == 0 {
+		return raft.Snapshot{}, nil
+	}
+	name := filepath.Join(d.snapDir, snapshot.FileName(d.snapMeta.Index, d.snapMeta.Term))
+	snap, sum, err := snapshot.Read(d.fs, name)
+	if err != nil {
+		return raft.Snapshot{}, fmt.Errorf("raftstore: %w", err)
+	}
+	if sum != d.snapSum {
+		return raft.Snapshot{}, fmt.Errorf("raftstore: %w: snapshot %s changed under the Disk: checksum %#08x, want %#08x",
+			ErrCorrupt, name, sum, d.snapSum)
+	}
+	return snap, nil
+}
+
+// Save makes hs (unless empty or unchanged) and ents durable, then returns:
+// a nil return acknowledges both. Entries from ents[0].Index on are
+// replaced; entries at or below the snapshot's index are ignored. ents must
+// be contiguous and start at most one past LastIndex(), and hs must not
+// lower the term or change the vote within a term: a caller that breaks
+// these has a bug, and Save panics.
+func (d *Disk) Save(hs raft.HardState, ents []raft.Entry) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usable(); err != nil {
+		return err
+	}
+	for i := 1; i < len(ents); i++ {
+		assert.That(ents[i].Index == ents[i-1].Index+1, "raftstore: Save: entry %d follows %d", ents[i].Index, ents[i-1].Index)
+	}
+	if len(ents) > 0 && ents[0].Index <= d.snapMeta.Index {
+		skip := d.snapMeta.Index - ents[0].Index + 1 // in the snapshot already
+		ents = ents[min(skip, uint64(len(ents))):]
+	}
+	assert.That(len(ents) == 0 || ents[0].Index <= d.lastIndex()+1,
+		"raftstore: Save: entry %d leaves a gap after the last index %d", firstOf(ents), d.lastIndex())
+	writeHS := !hs.IsEmpty() && hs != d.hs
+	if writeHS {
+		// One vote per term, terms only grow (Raft Figure 2): a core that
+		// breaks this would vote twice.
+		assert.That(hs.Term >= d.hs.Term, "raftstore: Save: term goes back from %d to %d", d.hs.Term, hs.Term)
+		assert.That(hs.Term > d.hs.Term || d.hs.Vote == 0 || hs.Vote == d.hs.Vote,
+			"raftstore: Save: vote in term %d changes from %d to %d", hs.Term, d.hs.Vote, hs.Vote)
+	}
+	if len(ents) == 0 && !writeHS {
+		return nil
+	}
+	var record raft.HardState
+	if writeHS {
+		record = hs
+	}
+	if err := d.wal.Append(record, ents); err != nil {
+		return fmt.Errorf("raftstore: save: %w", err)
+	}
+	if err := d.wal.Sync(); err != nil {
+		return fmt.Errorf("raftstore: save: %w", err)
+	}
+	// Durable: now reads may show it.
+	if writeHS {
+		d.hs = hs
+	}
+	if len(ents) > 0 {
+		d.ents = append(d.ents[:ents[0].Index-d.firstIndex()], cloneEntries(ents)...)
+	}
+	return nil
+}
+
+func firstOf(ents []raft.Entry) uint64 {
+	if len(ents) == 0 {
+		return 0
+	}
+	return ents[0].Index
+}
+
+// ApplySnapshot installs snap, received from a leader, and returns once it
+// is durable: the whole log is replaced by it, and the hard state's Commit
+// is raised to snap's index if it was below. ErrSnapshotOutOfDate if snap is
+// not newer than the current snapshot.
+func (d *Disk) ApplySnapshot(snap raft.Snapshot) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usable(); err != nil {
+		return err
+	}
+	if snap.Metadata.Index <= d.snapMeta.Index {
+		return fmt.Errorf("raftstore: apply snapshot at index %d, have one at %d: %w",
+			snap.Metadata.Index, d.snapMeta.Index, raft.ErrSnapshotOutOfDate)
+	}
+	hs := d.hs
+	hs.Commit = max(hs.Commit, snap.Metadata.Index)
+	if err := d.install(snap, hs, nil); err != nil {
+		return fmt.Errorf("raftstore: apply snapshot: %w", err)
+	}
+	return nil
+}
+
+// Compact records a snapshot of the application's state (data) as of log
+// index index, with membership cs, discards the entries up to index, and
+// returns once that is durable. The entries after index are rewritten into
+// a new log segment. ErrSnapshotOutOfDate if index is not above the current
+// snapshot's; ErrUnavailable if it is above LastIndex(). The caller must
+// only compact applied, hence committed, entries.
+func (d *Disk) Compact(index uint64, data []byte, cs raft.ConfState) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usable(); err != nil {
+		return err
+	}
+	switch {
+	case index <= d.snapMeta.Index:
+		return fmt.Errorf("raftstore: compact at index %d, have a snapshot at %d: %w",
+			index, d.snapMeta.Index, raft.ErrSnapshotOutOfDate)
+	case index > d.lastIndex():
+		return fmt.Errorf("raftstore: compact at index %d, past the last index %d: %w",
+			index, d.lastIndex(), raft.ErrUnavailable)
+	}
+	pos := index - d.firstIndex()
+	snap := raft.Snapshot{
+		Metadata: raft.SnapshotMetadata{Index: index, Term: d.ents[pos].Term, ConfState: cloneConfState(cs)},
+		Data:     data,
+	}
+	if err := d.install(snap, d.hs, d.ents[pos+1:]); err != nil {
+		return fmt.Errorf("raftstore: compact: %w", err)
+	}
+	return nil
+}
+
+// install writes snap's file, then a log checkpoint referring to it with hs
+// and the entries kept after it, then removes the snapshot files it
+// replaces. The in-memory state changes only once both are durable.
+func (d *Disk) install(snap raft.Snapshot, hs raft.HardState, keep []raft.Entry) error {
+	name, sum, err := snapshot.Write(d.fs, d.snapDir, snap)
+	if err != nil {
+		return err
+	}
+	cp := wal.Checkpoint{Index: snap.Metadata.Index, Term: snap.Metadata.Term, SnapshotChecksum: sum}
+	if err := d.wal.Checkpoint(cp, hs, keep); err != nil {
+		return err
+	}
+	d.hs, d.snapMeta, d.snapSum = hs, snap.Metadata, sum
+	d.ents = slices.Clone(keep) // frees the compacted prefix
+	// The checkpoint holds; a file left behind is removed by the next Open.
+	if err := d.removeSnapshotsExcept(name); err != nil {
+		d.logger.Warn("raftstore: removing replaced snapshots", "dir", d.snapDir, "err", err)
+	}
+	return nil
+}
+
+// Close closes the Disk. Methods called after it return ErrClosed.
+func (d *Disk) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	return d.wal.Close()
+}
+
+func cloneEntries(ents []raft.Entry) []raft.Entry {
+	out := make([]raft.Entry, len(ents))
+	for i, e := range ents {
+		out[i] = e
+		if len(e.Data) > 0 {
+			out[i].Data = slices.Clone(e.Data)
+		} else {
+			out[i].Data = nil
+		}
+	}
+	return out
+}
+
+func cloneConfState(cs raft.ConfState) raft.ConfState {
+	return raft.ConfState{
+		Voters:         slices.Clone(cs.Voters),
+		Learners:       slices.Clone(cs.Learners),
+		VotersOutgoing: slices.Clone(cs.VotersOutgoing),
+	}
+}
