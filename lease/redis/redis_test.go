@@ -16,11 +16,24 @@ import (
 	"coord/internal/faultproxy"
 	"coord/internal/leasekit/leasekittest"
 	"coord/lease"
+	"coord/lease/leasetest"
 )
 
+// coordBin is the coord command built by TestMain, for the tests that run
+// real `coord elect` processes.
+var coordBin string
+
 func TestMain(m *testing.M) {
-	leasekittest.HolderMain()
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "coord-redis-test")
+	if err != nil {
+		panic(err)
+	}
+	if coordBin, err = leasetest.BuildCoord(dir); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 func open(t *testing.T, url string) lease.Backend {
@@ -33,15 +46,15 @@ func open(t *testing.T, url string) lease.Backend {
 	return b
 }
 
-func TestContract(t *testing.T) {
+func TestConformance(t *testing.T) {
 	url := leasekittest.ServerURL(t, "COORD_TEST_REDIS")
-	leasekittest.Run(t, func(t *testing.T) lease.Backend { return open(t, url) })
+	leasetest.Run(t, func(t *testing.T) lease.Backend { return open(t, url) })
 }
 
-func TestHolderProcessKilled(t *testing.T) {
+// Real `coord elect` processes: the leader killed, terminated, stopped.
+func TestProcesses(t *testing.T) {
 	url := leasekittest.ServerURL(t, "COORD_TEST_REDIS")
-	gap := leasekittest.KillHolder(t, open(t, url), url, time.Second)
-	t.Logf("free %v after SIGKILL (TTL 1s)", gap)
+	leasetest.RunProcesses(t, coordBin, url, leasetest.ProcessOptions{})
 }
 
 // proxied opens a Backend that reaches the test server through a fault
@@ -198,4 +211,12 @@ func TestBadURLs(t *testing.T) {
 	defer cancel()
 	_, err := lease.Open(ctx, "redis://127.0.0.1:1/0")
 	assert.That(errors.Is(err, lease.ErrUnavailable), "unreachable server: want ErrUnavailable, got %v", err)
+}
+
+// An elector whose connection is blackholed steps down before the store
+// lets anyone else in.
+func TestElectorStepsDownWhenBlackholed(t *testing.T) {
+	leader, p := proxied(t)
+	other := open(t, leasekittest.ServerURL(t, "COORD_TEST_REDIS"))
+	leasekittest.StepsDownWhenUnreachable(t, leader, other, func() { p.Blackhole(true) }, time.Second)
 }

@@ -10,13 +10,25 @@ import (
 	"time"
 
 	"coord/internal/assert"
-	"coord/internal/leasekit/leasekittest"
+	"coord/lease/leasetest"
 	"coord/lease"
 )
 
+// coordBin is the coord command built by TestMain, for the tests that run
+// real `coord elect` processes.
+var coordBin string
+
 func TestMain(m *testing.M) {
-	leasekittest.HolderMain()
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "coord-sqlite-test")
+	if err != nil {
+		panic(err)
+	}
+	if coordBin, err = leasetest.BuildCoord(dir); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // newFactory returns a function that opens a new Backend on one database
@@ -28,20 +40,19 @@ func newFactory(t *testing.T) (string, func(t *testing.T) lease.Backend) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { b.Close() })
 		return b
 	}
 }
 
-func TestContract(t *testing.T) {
+func TestConformance(t *testing.T) {
 	_, newBackend := newFactory(t)
-	leasekittest.Run(t, newBackend)
+	leasetest.Run(t, newBackend)
 }
 
-func TestHolderProcessKilled(t *testing.T) {
-	url, newBackend := newFactory(t)
-	gap := leasekittest.KillHolder(t, newBackend(t), url, time.Second)
-	t.Logf("free %v after SIGKILL (TTL 1s)", gap)
+// Real `coord elect` processes: the leader killed, terminated, stopped.
+func TestProcesses(t *testing.T) {
+	url, _ := newFactory(t)
+	leasetest.RunProcesses(t, coordBin, url, leasetest.ProcessOptions{})
 }
 
 // A database whose write lock another process holds makes every write
@@ -50,6 +61,7 @@ func TestHolderProcessKilled(t *testing.T) {
 func TestLockedDatabaseIsUnavailable(t *testing.T) {
 	url, newBackend := newFactory(t)
 	b := newBackend(t)
+	defer b.Close()
 	ctx := context.Background()
 	if _, err := b.Get(ctx, "x"); err != nil {
 		t.Fatal(err)
@@ -79,6 +91,7 @@ func TestTokensSurviveReopen(t *testing.T) {
 	url, newBackend := newFactory(t)
 	ctx := context.Background()
 	b := newBackend(t)
+	defer b.Close()
 	a, err := b.Acquire(ctx, "n", "a", time.Minute)
 	assert.That(err == nil, "Acquire: %v", err)
 	assert.That(b.Release(ctx, "n", "a", a.Token) == nil, "Release failed")
@@ -101,6 +114,7 @@ func TestLeaseFromEarlierBootIsExpired(t *testing.T) {
 	_, newBackend := newFactory(t)
 	ctx := context.Background()
 	b := newBackend(t).(*Backend)
+	defer b.Close()
 	a, err := b.Acquire(ctx, "n", "a", time.Hour)
 	assert.That(err == nil, "Acquire: %v", err)
 	if _, err := b.db.ExecContext(ctx, `UPDATE coord_lease SET boot = 'an-earlier-boot' WHERE name = 'n'`); err != nil {

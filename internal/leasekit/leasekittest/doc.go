@@ -1,7 +1,7 @@
 // Package leasekittest holds the test helpers that coord's networked lease
-// backends share: finding their test server (ServerURL), a holder running
-// in a real OS process that a test can kill (StartHolder, HolderMain), and
-// checks of the lease.Backend contract that lease/leasetest does not make
-// (Run), such as concurrent acquires from separate connections and Watch
-// waking on expiry.
+// backends share beside the conformance suite (lease/leasetest): finding
+// their test server (ServerURL), unique lease names (Name), and checks of
+// faults between a client and its store: a watch across a cut connection
+// (WatchAcrossCut) and prompt lease.ErrUnavailable from a store that
+// cannot be reached (Unavailable).
 package leasekittest

@@ -2,6 +2,7 @@ package leasekittest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -75,4 +76,80 @@ func Unavailable(t *testing.T, b lease.Backend, name, holder string, token uint6
 		}
 		cancel()
 	}
+}
+
+// waitMax bounds every wait for a state in these checks. It is generous on
+// purpose: the machine is shared, and a check that fails only proves
+// something when it fails for a reason other than a slow machine.
+const waitMax = 30 * time.Second
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitMax)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func isUnavailable(err error) bool { return errors.Is(err, lease.ErrUnavailable) }
+
+// StepsDownWhenUnreachable checks the promise that makes an unreachable
+// store safe: an Elector whose store stops answering (isolate cuts or
+// blackholes leader's connection) steps down, cancelling its elected
+// context, before anyone else can acquire the lease. leader reaches the
+// store through the fault; other reaches it directly and acquires as soon
+// as the store lets it. The check is an order of events, not a timing: the
+// leader's OnLost must come before other's successful Acquire was sent.
+func StepsDownWhenUnreachable(t *testing.T, leader, other lease.Backend, isolate func(), ttl time.Duration) {
+	ctx, name := ctxFor(t), Name(t)
+	cfg := lease.ScaledConfig(ttl)
+	cfg.Name, cfg.Holder = name, "isolated"
+	elected := make(chan uint64, 1)
+	var lostAt time.Time
+	lost := make(chan error, 1)
+	cfg.Callbacks = lease.Callbacks{
+		OnElected: func(ctx context.Context, token uint64) { elected <- token; <-ctx.Done() },
+		OnLost: func(_ uint64, err error) {
+			lostAt = time.Now()
+			lost <- err
+		},
+	}
+	e, err := lease.NewElector(leader, cfg)
+	assert.That(err == nil, "NewElector: %v", err)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go e.Run(runCtx)
+	var token uint64
+	select {
+	case token = <-elected:
+	case <-ctx.Done():
+		t.Fatal("the elector was never elected")
+	}
+
+	isolate()
+	// Wait until the store lets another holder in, then take the lease.
+	var acquired lease.Record
+watching:
+	for {
+		ch, err := other.Watch(ctx, name)
+		assert.That(err == nil, "Watch: %v", err)
+		for rec := range ch {
+			if !rec.Free() {
+				continue
+			}
+			sent := time.Now()
+			rec, err := other.Acquire(ctx, name, "other", time.Minute)
+			if err == nil {
+				acquired = rec
+				select {
+				case err := <-lost:
+					assert.That(lostAt.Before(sent), "the isolated leader stepped down at %v, after another holder's Acquire was sent at %v", lostAt, sent)
+					assert.That(errors.Is(err, lease.ErrDeadline), "the isolated leader lost its lease with %v, want ErrDeadline", err)
+				default:
+					t.Fatalf("another holder acquired token %d while the isolated leader (token %d) had not stepped down", rec.Token, token)
+				}
+				break watching
+			}
+		}
+		assert.That(ctx.Err() == nil, "the lease never became free after its leader was isolated")
+	}
+	assert.That(acquired.Token > token, "token %d after %d", acquired.Token, token)
 }
