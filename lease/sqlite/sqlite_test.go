@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"coord/internal/assert"
-	"coord/lease/leasetest"
 	"coord/lease"
+	"coord/lease/leasetest"
 )
 
 // coordBin is the coord command built by TestMain, for the tests that run
