@@ -15,6 +15,7 @@ import (
 	"coord/lab/report"
 
 	// The rungs' experiments register themselves with lab.
+	_ "coord/lab/processes"
 	_ "coord/lab/threads"
 )
 

@@ -1,0 +1,251 @@
+package processes
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"coord/lab"
+	"coord/lease"
+)
+
+var exclusiveCreateExperiment = lab.Experiment{
+	Name:     "exclusive-create",
+	Rung:     lab.Processes,
+	Short:    "N trials x M processes: stat-then-create, O_EXCL and coord, leaders per trial",
+	Articles: "stat-then-create: 3/30 trials with two leaders; O_EXCL: 0/30",
+	Help: `Several processes race to become leader through one lock file, and the lab
+counts how many declared themselves leader in each trial. Three ways:
+
+  stat-then-create  the articles' first attempt: stat the file, create it if it
+                    is missing. Two steps with a gap between them.
+  O_EXCL            the articles' fix: open with O_CREATE|O_EXCL, one step in the
+                    kernel.
+  coord             coord's file backend: Acquire, a compare-and-swap under a
+                    flock'd guard file.
+
+Each process is the coord binary (coord articles stat-create / exclusive, or
+coord's one-shot acquire) and stays alive until every process of the trial has
+decided. Processes start two ways: one after another, as a shell loop would
+start them, and all at one instant (each waits for a shared start time, then
+races). --trials sets the trials per way and method, --procs the processes
+per trial.
+
+Predict before running: how often will stat-then-create elect two leaders, and
+does starting the processes at one instant change that? Can O_EXCL or coord
+ever elect two? Can they elect none?`,
+	Quick: lab.Params{Trials: 4, Procs: 8},
+	Full:  lab.Params{Trials: 30, Procs: 30},
+	Run:   runExclusiveCreate,
+}
+
+// The methods and start modes of exclusive-create.
+const (
+	methodStatCreate = "stat-then-create"
+	methodExclusive  = "O_EXCL"
+	methodCoord      = "coord"
+
+	startSequential = "one after another"
+	startTogether   = "at one instant"
+)
+
+// contendTrial is one trial: how many of the processes declared themselves
+// leader, and how many decided at all.
+type contendTrial struct {
+	Leaders int `json:"leaders"`
+	Decided int `json:"decided"`
+	Errors  int `json:"errors"`
+	// SpreadSeconds is the time between the first and last decision.
+	SpreadSeconds float64 `json:"spread_seconds"`
+}
+
+// exclusiveData is what exclusive-create measured: trials per method and
+// start mode.
+type exclusiveData struct {
+	Procs  int                                  `json:"procs"`
+	Trials map[string]map[string][]contendTrial `json:"trials"` // method -> start mode -> trials
+}
+
+func runExclusiveCreate(ctx context.Context, env *lab.Env) (*lab.Result, error) {
+	d := exclusiveData{Procs: env.Procs, Trials: map[string]map[string][]contendTrial{}}
+	methods := []string{methodStatCreate, methodExclusive, methodCoord}
+	modes := []string{startSequential, startTogether}
+	env.Progress.Start("exclusive-create", len(methods)*len(modes)*env.Trials)
+	for _, method := range methods {
+		d.Trials[method] = map[string][]contendTrial{}
+	}
+	for i := range env.Trials {
+		// Interleave methods and modes so that a burst of load on the
+		// machine hits all of them alike.
+		for _, mode := range modes {
+			for _, method := range methods {
+				dir := filepath.Join(env.Dir, fmt.Sprintf("%s-%d-%d", strings.ReplaceAll(method, "_", ""), i, len(mode)))
+				t, err := contend(ctx, env, dir, method, mode == startTogether)
+				if err != nil {
+					return nil, err
+				}
+				d.Trials[method][mode] = append(d.Trials[method][mode], t)
+				env.Progress.Step()
+			}
+		}
+	}
+	return exclusiveResult(d), nil
+}
+
+// contend runs one trial of method with env.Procs processes.
+func contend(ctx context.Context, env *lab.Env, dir, method string, together bool) (contendTrial, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return contendTrial{}, err
+	}
+	path := filepath.Join(dir, "leader.lock")
+	var at string
+	if together {
+		// Late enough for every process to have started and be waiting.
+		start := time.Now().Add(400*time.Millisecond + time.Duration(env.Procs)*40*time.Millisecond)
+		at = start.Format(time.RFC3339Nano)
+	}
+	g := newGroup()
+	defer g.stop()
+	for p := range env.Procs {
+		name := "p" + strconv.Itoa(p+1)
+		var args []string
+		switch method {
+		case methodStatCreate, methodExclusive:
+			sub := "stat-create"
+			if method == methodExclusive {
+				sub = "exclusive"
+			}
+			args = []string{"articles", sub, path, "--json", "--hold", "60s"}
+		case methodCoord:
+			args = []string{lab.ChildArg, childAcquire, "--store", "file://" + path, "--id", name, "--hold", "60s"}
+		}
+		if at != "" {
+			args = append(args, "--at", at)
+		}
+		if err := g.start(name, env.Command(ctx, args...)); err != nil {
+			return contendTrial{}, err
+		}
+	}
+	decided := func(events []event) int {
+		n := 0
+		for _, e := range events {
+			switch e.Event.Event {
+			case lease.EventElected, eventNotElected, eventError:
+				n++
+			}
+		}
+		return n
+	}
+	g.waitFor(ctx, 30*time.Second, func(events []event) bool { return decided(events) >= env.Procs })
+	if ctx.Err() != nil {
+		return contendTrial{}, ctx.Err()
+	}
+	var t contendTrial
+	var first, last int64
+	for _, e := range g.snapshot() {
+		switch e.Event.Event {
+		case lease.EventElected:
+			t.Leaders++
+		case eventError:
+			t.Errors++
+			env.Logger.Warn("acquire failed", "method", method, "member", e.Member, "err", e.Error)
+		case eventNotElected:
+		default:
+			continue
+		}
+		t.Decided++
+		if first == 0 || e.MonoNS < first {
+			first = e.MonoNS
+		}
+		last = max(last, e.MonoNS)
+	}
+	t.SpreadSeconds = monoSeconds(last - first)
+	return t, nil
+}
+
+func leadersPerTrial(ts []contendTrial) []int {
+	out := make([]int, len(ts))
+	for i, t := range ts {
+		out[i] = t.Leaders
+	}
+	return out
+}
+
+// countTrials counts trials satisfying pred.
+func countTrials(ts []contendTrial, pred func(contendTrial) bool) int {
+	n := 0
+	for _, t := range ts {
+		if pred(t) {
+			n++
+		}
+	}
+	return n
+}
+
+func notOne(t contendTrial) bool  { return t.Leaders != 1 }
+func twoPlus(t contendTrial) bool { return t.Leaders > 1 }
+
+func exclusiveResult(d exclusiveData) *lab.Result {
+	res := &lab.Result{Data: d, Verdict: judgeExclusive(d)}
+	cell := func(method string, pred func(contendTrial) bool, what string) string {
+		var parts []string
+		for _, mode := range []string{startSequential, startTogether} {
+			ts := d.Trials[method][mode]
+			parts = append(parts, fmt.Sprintf("%d/%d", countTrials(ts, pred), len(ts)))
+		}
+		return fmt.Sprintf("%s %s (one after another / at one instant)", strings.Join(parts, " and "), what)
+	}
+	res.Original = "stat-then-create: " + cell(methodStatCreate, twoPlus, "with 2+ leaders") +
+		"; O_EXCL: " + cell(methodExclusive, notOne, "not exactly one")
+	res.Coord = cell(methodCoord, notOne, "not exactly one")
+	res.AddDetail("workload", "%d processes per trial, %d trials per method and start", d.Procs, len(d.Trials[methodCoord][startSequential]))
+	for _, method := range []string{methodStatCreate, methodExclusive, methodCoord} {
+		for _, mode := range []string{startSequential, startTogether} {
+			ts := d.Trials[method][mode]
+			maxLeaders, spread := 0, make([]float64, 0, len(ts))
+			for _, t := range ts {
+				maxLeaders = max(maxLeaders, t.Leaders)
+				spread = append(spread, t.SpreadSeconds)
+			}
+			res.AddDetail(method+", "+mode, "leaders per trial %v; %d/%d not exactly one, most %d; decisions spread over a median %s",
+				leadersPerTrial(ts), countTrials(ts, notOne), len(ts), maxLeaders, secs(lab.Summarize(spread).Median))
+		}
+	}
+	var series []lab.Series
+	for _, method := range []string{methodStatCreate, methodExclusive, methodCoord} {
+		for _, mode := range []string{startSequential, startTogether} {
+			label := method
+			if method != methodCoord {
+				label = "articles: " + method
+			}
+			series = append(series, lab.Series{Label: label + ", " + mode, Values: lab.Floats(leadersPerTrial(d.Trials[method][mode]))})
+		}
+	}
+	res.Charts = []lab.Chart{{
+		Name: "leaders", Title: fmt.Sprintf("exclusive-create: leaders per trial (%d processes)", d.Procs),
+		XLabel: "trial", YLabel: "leaders", Kind: lab.Trials, Series: series,
+	}}
+	return res
+}
+
+// judgeExclusive: the articles' stat-then-create elects two leaders in some
+// trial and O_EXCL exactly one in every trial; coord exactly one in every
+// trial.
+func judgeExclusive(d exclusiveData) lab.Verdict {
+	all := func(method string) []contendTrial {
+		return append(append([]contendTrial(nil), d.Trials[method][startSequential]...), d.Trials[method][startTogether]...)
+	}
+	stat, excl, coord := all(methodStatCreate), all(methodExclusive), all(methodCoord)
+	statDouble := countTrials(stat, twoPlus)
+	exclWrong := countTrials(excl, notOne)
+	coordWrong := countTrials(coord, notOne)
+	asArticles := len(stat) > 0 && statDouble > 0 && len(excl) > 0 && exclWrong == 0
+	coordOK := len(coord) > 0 && coordWrong == 0
+	reason := fmt.Sprintf("stat-then-create elected 2+ leaders in %d of %d trials, O_EXCL missed exactly one in %d of %d, coord in %d of %d",
+		statDouble, len(stat), exclWrong, len(excl), coordWrong, len(coord))
+	return lab.Judge(asArticles, coordOK, reason)
+}

@@ -1,0 +1,19 @@
+package processes
+
+import (
+	"coord/lab"
+
+	_ "coord/lease/file" // file:// stores for coord's side of every experiment
+)
+
+// The experiments register in the order Part 2 tells them.
+func init() {
+	lab.Register(exclusiveCreateExperiment)
+	lab.Register(failoverExperiment)
+	// lab.Register(emptyFileExperiment)
+	// lab.Register(takeoverRaceExperiment)
+	// lab.Register(pausedLeaderExperiment)
+	lab.RegisterChild(childAcquire, acquireChild)
+	lab.RegisterChild(childArticlesLease, articlesLeaseChild)
+	lab.RegisterChild(childFencedLeader, fencedLeaderChild)
+}
