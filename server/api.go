@@ -158,6 +158,9 @@ func (a *API) writeError(w http.ResponseWriter, err error) {
 		w.Header().Set("Retry-After", "1")
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		ae = &apiError{status: http.StatusServiceUnavailable, code: "timeout", msg: "outcome unknown: " + err.Error()}
+	case errors.Is(err, ErrOutcomeUnknown):
+		ae = &apiError{status: http.StatusServiceUnavailable, code: "unknown_outcome", msg: err.Error()}
+		w.Header().Set("Retry-After", "1")
 	case errors.Is(err, ErrStopped):
 		ae = &apiError{status: http.StatusServiceUnavailable, code: "unavailable", msg: err.Error()}
 	default:
@@ -270,7 +273,10 @@ func (a *API) propose(w http.ResponseWriter, r *request, cmd Command, ok func(Re
 	}
 	cmd.Client, cmd.Seq, cmd.Ack = client, seq, ack
 	res, err := a.replica.Propose(r.Context(), cmd)
-	if errors.Is(err, ErrNotLeader) {
+	// Refused before it reached the log: safe to pass on to the leader.
+	// Appended but leadership lost: safe only for a write in a session,
+	// which the leader recognizes as a retry.
+	if errors.Is(err, ErrNotLeader) || (errors.Is(err, ErrOutcomeUnknown) && cmd.Client != 0) {
 		return a.forward(w, r)
 	}
 	if err != nil {

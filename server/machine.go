@@ -61,6 +61,10 @@ type Machine struct {
 	keys     map[string]*KeyValue
 	leases   map[string]*Lease
 	sessions map[uint64]*session
+	// peers maps member IDs to their Raft transport addresses, as the
+	// membership changes in the log announced them; kept here so that a
+	// node restarted from a snapshot still knows where its peers are.
+	peers map[uint64]string
 }
 
 // NewMachine returns an empty machine with the given limits.
@@ -72,6 +76,7 @@ func NewMachine(limits Limits) *Machine {
 		keys:     map[string]*KeyValue{},
 		leases:   map[string]*Lease{},
 		sessions: map[uint64]*session{},
+		peers:    map[uint64]string{},
 	}
 }
 
@@ -83,6 +88,29 @@ func (m *Machine) Applied() uint64 { return m.applied }
 func (m *Machine) Advance(index uint64) {
 	assert.That(index > m.applied, "server: advance to %d, already applied %d", index, m.applied)
 	m.applied = index
+}
+
+// ApplyMembership records the membership change entry at index: the
+// transport addresses of the nodes that joined, and the nodes that left.
+func (m *Machine) ApplyMembership(index uint64, joined map[uint64]string, left []uint64) {
+	m.Advance(index)
+	for id, addr := range joined {
+		if addr != "" {
+			m.peers[id] = addr
+		}
+	}
+	for _, id := range left {
+		delete(m.peers, id)
+	}
+}
+
+// Peers returns the transport addresses recorded by membership changes.
+func (m *Machine) Peers() map[uint64]string {
+	out := make(map[uint64]string, len(m.peers))
+	for id, addr := range m.peers {
+		out[id] = addr
+	}
+	return out
 }
 
 // Apply applies the encoded command data committed at index. Malformed data

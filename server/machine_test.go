@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -245,9 +246,17 @@ func TestSnapshotRestoreIsExactAndDeterministic(t *testing.T) {
 		cmds := randomCommands(rng, 200)
 		a, b := newApplier(t), newApplier(t)
 		cut := rng.IntN(len(cmds))
-		for _, c := range cmds[:cut] {
+		for i, c := range cmds[:cut] {
 			a.do(c)
 			b.do(c)
+			if i%17 == 0 {
+				a.index++
+				b.index++
+				joined := map[uint64]string{uint64(i%5 + 1): fmt.Sprintf("10.0.0.%d:7000", i)}
+				left := []uint64{uint64(i%3 + 1)}
+				a.m.ApplyMembership(a.index, joined, left)
+				b.m.ApplyMembership(b.index, joined, left)
+			}
 		}
 		// b restarts from a's snapshot, then both apply the rest.
 		restored := NewMachine(DefaultLimits())

@@ -20,6 +20,7 @@ import (
 //	    client, acked, last used, result count, then per result in
 //	    sequence order: sequence, status byte, revision, holder, token,
 //	    ttl (varint ns), reason
+//	peer count, then per peer in ID order: ID, address
 //	CRC-32C of everything before it (4 bytes, big endian)
 //
 // Collections are written sorted so that two replicas with the same state
@@ -66,6 +67,11 @@ func (m *Machine) Snapshot() []byte {
 			e.uvarint(seq)
 			s.results[seq].encode(&e)
 		}
+	}
+	e.uvarint(uint64(len(m.peers)))
+	for _, id := range sortedKeys(m.peers) {
+		e.uvarint(id)
+		e.string(m.peers[id])
 	}
 	return binary.BigEndian.AppendUint32(e.buf, crc32.Checksum(e.buf, castagnoli))
 }
@@ -123,6 +129,10 @@ func (m *Machine) Restore(data []byte) error {
 			s.results[seq] = decodeResult(&d)
 		}
 		n.sessions[id] = s
+	}
+	for range d.count("peer count", len(d.buf)) {
+		id := d.uvarint("peer id")
+		n.peers[id] = d.string("peer address", maxEncodedField)
 	}
 	if err := d.done(); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
