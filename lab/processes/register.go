@@ -10,8 +10,8 @@ import (
 func init() {
 	lab.Register(exclusiveCreateExperiment)
 	lab.Register(failoverExperiment)
-	// lab.Register(emptyFileExperiment)
-	// lab.Register(takeoverRaceExperiment)
+	lab.Register(emptyFileExperiment)
+	lab.Register(takeoverRaceExperiment)
 	// lab.Register(pausedLeaderExperiment)
 	lab.RegisterChild(childAcquire, acquireChild)
 	lab.RegisterChild(childArticlesLease, articlesLeaseChild)
