@@ -17,12 +17,10 @@ import (
 // until Crash or CrashTorn, and by files opened before a crash.
 var ErrCrashed = errors.New("vfs: file system crashed")
 
-// MemFS is an in-memory file system that loses, on Crash, what was not
-// synced: file data written since the file's last Sync, and directory
-// entries created, renamed or removed since the directory's last SyncDir.
-//
-// MemFS is safe for concurrent use. The zero value is not usable; call
-// NewMemFS.
+// MemFS is an in-memory file system, safe for concurrent use, that loses on
+// Crash what was not synced: file data written since the file's last Sync,
+// and directory entries created, renamed or removed since the directory's
+// last SyncDir. The zero value is not usable; call NewMemFS.
 type MemFS struct {
 	mu      sync.Mutex
 	root    *memNode
