@@ -140,8 +140,10 @@ func (e *Elector) waitForChance(ctx context.Context, held Record) {
 		case <-e.resign:
 			return
 		case <-expiry:
+			e.log.Debug("lease: candidate woke at the holder's expiry")
 			return
 		case <-retry:
+			e.log.Debug("lease: candidate retries after the retry period")
 			return
 		case rec, ok := <-watch:
 			if !ok {

@@ -48,7 +48,7 @@ type Backend struct {
 	defaultName string
 	log         *slog.Logger
 	bootID      string
-	dirFD       *os.File // fsynced after renames; anchors short socket paths
+	dirFD       *os.File // anchors socket paths too long for a socket address
 
 	closed chan struct{} // closed by Close
 	wg     sync.WaitGroup
@@ -225,13 +225,25 @@ func (b *Backend) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 		if v.problem != "" {
 			b.log.Warn("lease/file: repairing lock file", "lease", name, "problem", v.problem, "token", v.token)
 		}
-		token := v.token + 1
+		last := v.token
+		if !st.haveSlot || st.slot.Boot != b.bootID {
+			// The tenure slot may have lost writes in a machine crash
+			// (it is not fsynced); the reservation has not.
+			last = max(last, st.reserve.Reserved)
+		}
+		token := last + 1
+		if token > st.reserve.Reserved {
+			r := reserveSlot{Seq: st.reserve.Seq + 1, Reserved: token + reserveBatch - 1}
+			if err := writeSlot(g, reserveSlotsAt+int64(r.Seq%2)*slotSize, encodeSlot(reserveMagic, r), true); err != nil {
+				return err
+			}
+		}
 		t, err := b.listen(name, token)
 		if err != nil {
 			return err
 		}
-		slot := guardSlot{Seq: st.slot.Seq + 1, Token: token, Holder: holder, PID: os.Getpid(), TTLNS: int64(ttl)}
-		if err := writeSlot(g, slot); err != nil {
+		slot := guardSlot{Seq: st.slot.Seq + 1, Token: token, Holder: holder, PID: os.Getpid(), TTLNS: int64(ttl), Boot: b.bootID}
+		if err := writeSlot(g, tenureSlotsAt+int64(slot.Seq%2)*slotSize, encodeSlot(slotMagic, slot), false); err != nil {
 			t.end()
 			return err
 		}
@@ -420,8 +432,9 @@ func (b *Backend) withGuard(ctx context.Context, name string, fn func(g *os.File
 
 // state is what the files of one lease name hold.
 type state struct {
-	slot     guardSlot // highest valid guard slot (zero if none)
+	slot     guardSlot // highest valid tenure slot (zero if none)
 	haveSlot bool
+	reserve  reserveSlot // highest valid reservation slot (zero if none)
 	rec      fileRecord // the lock file's record, if recErr is nil
 	recErr   error      // fs.ErrNotExist, errFormat, or an I/O error
 }
@@ -430,7 +443,7 @@ type state struct {
 // locking when g is nil) and the lock file.
 func (b *Backend) readState(name string, g *os.File) (state, error) {
 	var st state
-	buf := make([]byte, 2*slotSize)
+	buf := make([]byte, guardSize)
 	var n int
 	var err error
 	if g != nil {
@@ -446,10 +459,18 @@ func (b *Backend) readState(name string, g *os.File) (state, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, io.EOF) {
 		return st, fmt.Errorf("lease/file: read guard of %q: %w: %v", name, lease.ErrUnavailable, err)
 	}
-	st.slot, st.haveSlot = decodeSlots(buf[:n])
-	if !st.haveSlot && n > 0 {
-		b.log.Error("lease/file: guard file damaged; token high-water mark taken from the lock file and sockets", "lease", name, "path", b.guardPath(name))
-		st.slot.Token = b.maxSocketToken(name)
+	buf = buf[:n]
+	st.slot, st.haveSlot = decodeSlots(buf[:min(n, reserveSlotsAt)], slotMagic, func(s guardSlot) uint64 { return s.Seq })
+	var haveReserve bool
+	if n > reserveSlotsAt {
+		st.reserve, haveReserve = decodeSlots(buf[reserveSlotsAt:], reserveMagic, func(s reserveSlot) uint64 { return s.Seq })
+	}
+	// A lock-free reader (g == nil) may catch a slot mid-write; only a
+	// reader holding the guard sees real damage.
+	if g != nil && n > 0 && (!st.haveSlot || !haveReserve) {
+		b.log.Error("lease/file: guard file damaged; last token taken from what survives, the lock file and the sockets",
+			"lease", name, "path", b.guardPath(name), "tenure_slot", st.haveSlot, "reservation", haveReserve)
+		st.slot.Token = max(st.slot.Token, b.maxSocketToken(name))
 	}
 	data, err := os.ReadFile(b.lockPath(name))
 	switch {
@@ -466,12 +487,14 @@ func (b *Backend) readState(name string, g *os.File) (state, error) {
 	return st, nil
 }
 
-// writeSlot writes the guard slot s into the slot its Seq selects and syncs
-// it: the token it records is durable before anyone uses it.
-func writeSlot(g *os.File, s guardSlot) error {
-	off := int64(s.Seq%2) * slotSize
-	if _, err := g.WriteAt(encodeSlot(s), off); err != nil {
+// writeSlot writes one encoded guard slot at off, and fsyncs the guard when
+// sync is set (reservations: durable before any token they cover is used).
+func writeSlot(g *os.File, off int64, slot []byte, sync bool) error {
+	if _, err := g.WriteAt(slot, off); err != nil {
 		return fmt.Errorf("lease/file: write guard: %w: %v", lease.ErrUnavailable, err)
+	}
+	if !sync {
+		return nil
 	}
 	if err := g.Sync(); err != nil {
 		return fmt.Errorf("lease/file: sync guard: %w: %v", lease.ErrUnavailable, err)
@@ -480,8 +503,16 @@ func writeSlot(g *os.File, s guardSlot) error {
 }
 
 // writeRecord replaces the lock file atomically: write a temporary file,
-// fsync it, rename it over the lock file, fsync the directory. Readers see
-// the old record or the new one, never an empty or partial one.
+// rename it over the lock file. Other processes see the old record or the
+// new one, never an empty or partial one.
+//
+// Neither the file nor the directory is fsynced, on purpose: a lock file
+// matters only within one boot (after a reboot its boot id makes it
+// expired), and within a boot the page cache is what every process reads.
+// A machine crash can leave it stale, empty or garbage; the next operation
+// repairs it. The one durable fact, the token high-water mark, lives in the
+// guard and is fsynced before a token is used (writeSlot). This keeps an
+// acquisition to one fsync and a renewal or release to none.
 func (b *Backend) writeRecord(r fileRecord) error {
 	r.Written = time.Now().UTC()
 	tmp, err := os.CreateTemp(b.dir, "."+r.Name+".tmp-*")
@@ -492,17 +523,11 @@ func (b *Backend) writeRecord(r fileRecord) error {
 	if werr == nil {
 		werr = tmp.Chmod(0o644)
 	}
-	if werr == nil {
-		werr = tmp.Sync()
-	}
 	if cerr := tmp.Close(); werr == nil {
 		werr = cerr
 	}
 	if werr == nil {
 		werr = os.Rename(tmp.Name(), b.lockPath(r.Name))
-	}
-	if werr == nil {
-		werr = b.dirFD.Sync()
 	}
 	if werr != nil {
 		os.Remove(tmp.Name())

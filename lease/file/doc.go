@@ -15,9 +15,8 @@
 //     an exclusive flock(2) of a guard file that is never deleted or
 //     replaced, so exactly one of any number of racing contenders wins.
 //   - Create-then-write leaves an empty file that wedges everyone. Here the
-//     record is written to a temporary file, fsynced, renamed over the lock
-//     file and the directory fsynced: the lock file either holds a complete
-//     record or the previous one. A lock file that is empty, truncated or
+//     record is written to a temporary file and renamed over the lock file:
+//     the lock file either holds a complete record or the previous one. A lock file that is empty, truncated or
 //     garbage anyway (touch, an editor, a disk) is repaired under the guard
 //     and the repair is logged; nobody is wedged.
 //   - A dead holder costs a whole TTL plus a watch interval. Here a holder
@@ -65,22 +64,35 @@
 // ttl_ns and written (wall clock, for people only; never compared). Any
 // other content is damage, repaired under the guard.
 //
-// The guard file holds two slots of 1024 bytes at offsets 0 and 1024, each
-// one line "coord-guard/v1 <crc32c> <json>\n" padded with newlines, the JSON
-// having seq, token, holder, pid and ttl_ns. An acquisition writes slot
-// seq%2 with seq one higher and the new token, and fsyncs it before the
-// token is used. A torn write damages one slot; the valid slot with the
-// higher seq is the high-water mark, so fencing tokens only grow, even when
-// the lock file is garbage or deleted, and across crashes and reboots.
+// The guard file holds four slots of 1024 bytes, each one line
+// "<magic> <crc32c> <json>\n" padded with newlines:
+//
+//	offset 0, 1024     coord-guard/v1    tenure slots: seq, token (the last one
+//	                                     issued), holder, pid, ttl_ns, boot
+//	offset 2048, 3072  coord-reserve/v1  reservation slots: seq, reserved
+//
+// Each pair is written alternately (slot seq%2, seq one higher than the
+// last), so a torn write damages one slot and the valid slot with the
+// higher seq wins. The tenure slot is written on every acquisition and not
+// fsynced: within a boot it is exact, since every process reads the page
+// cache. The reservation is the durable high-water mark: every token ever
+// issued is at most reserved, and a token above it is used only after a new
+// reservation (1024 tokens further) has been written and fsynced. After a
+// reboot (the tenure slot's boot id differs) or when the tenure slot is
+// damaged, the next token is reserved+1. So fencing tokens only grow, even
+// when the lock file is garbage or deleted, across crashes and reboots, and
+// only one acquisition in 1024 pays for an fsync (tokens may jump by up to
+// 1024 after a machine crash).
 //
 // # The compare-and-swap
 //
 // Acquire, under the guard: read the slots and the lock file; the tenure
 // with the highest token holds the lease unless it was released, belongs to
 // an earlier boot, its socket refuses connections, or its expiry passed. If
-// held, return ErrHeld. Otherwise listen on the new tenure's socket, write
-// and fsync the slot with token+1, write the lock file (tmp, fsync, rename,
-// fsync dir), and remove the sockets of dead earlier tenures. A crash at
+// held, return ErrHeld. Otherwise take the next token (fsyncing a new
+// reservation first if it is beyond the current one), listen on the new
+// tenure's socket, write the tenure slot, write the lock file (temporary
+// file, rename), and remove the sockets of dead earlier tenures. A crash at
 // any step leaves either the old tenure current or a new one whose socket
 // is dead, that is, a free lease.
 //
@@ -88,6 +100,16 @@
 // token and holder are current (and, for Renew, unexpired), change nothing
 // and return ErrLost. Release writes a free record (holder "", token kept)
 // before closing the tenure socket.
+//
+// # Durability
+//
+// Only the guard's reservation slots are fsynced (before a token they cover
+// is used). The lock file is not: its record means nothing after a reboot (the
+// boot id marks it expired), and within a boot every process reads the
+// page cache, where rename is atomic. A machine crash may leave the lock
+// file stale, empty or garbage; the next operation repairs it from the
+// guard. So a renewal or a release costs no fsync, and an acquisition one
+// in 1024 times.
 //
 // # Limits and caveats
 //

@@ -16,10 +16,19 @@ import (
 //	<magic> <crc32c of json, 8 hex digits> <json>\n
 
 const (
-	recordMagic = "coord-lease/v1"
-	slotMagic   = "coord-guard/v1"
-	slotSize    = 1024 // bytes per guard slot; two slots, at 0 and slotSize
-	maxHolder   = 512  // bytes; keeps a slot well under slotSize
+	recordMagic  = "coord-lease/v1"
+	slotMagic    = "coord-guard/v1"
+	reserveMagic = "coord-reserve/v1"
+	slotSize     = 1024 // bytes per guard slot
+	maxHolder    = 512  // bytes; keeps a slot well under slotSize
+
+	// Guard file layout: two tenure slots, then two reservation slots.
+	tenureSlotsAt  = 0
+	reserveSlotsAt = 2 * slotSize
+	guardSize      = 4 * slotSize
+
+	// reserveBatch is how many tokens one fsynced reservation covers.
+	reserveBatch = 1024
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -36,14 +45,26 @@ type fileRecord struct {
 	Written       time.Time `json:"written"`          // wall clock, for people only
 }
 
-// guardSlot is one of the guard file's two slots: the high-water mark of
-// fencing tokens and the tenure that holds it.
+// guardSlot is one of the guard file's two tenure slots: the last token
+// issued and the tenure that holds it. Written on every acquisition, not
+// fsynced: it is exact within a boot (every process reads the page cache).
 type guardSlot struct {
 	Seq    uint64 `json:"seq"`   // slot generation; the valid slot with the higher one wins
-	Token  uint64 `json:"token"` // highest token ever issued for the name
+	Token  uint64 `json:"token"` // last token issued for the name
 	Holder string `json:"holder"`
 	PID    int    `json:"pid,omitempty"`
 	TTLNS  int64  `json:"ttl_ns"`
+	Boot   string `json:"boot"` // boot id of the acquisition
+}
+
+// reserveSlot is one of the guard file's two reservation slots: every token
+// ever issued is at most Reserved. Written and fsynced before a token above
+// the previous reservation is used, reserveBatch tokens at a time, so that
+// tokens only grow across machine crashes while an acquisition rarely pays
+// for an fsync.
+type reserveSlot struct {
+	Seq      uint64 `json:"seq"`
+	Reserved uint64 `json:"reserved"`
 }
 
 // errFormat means bytes were not a valid record or slot.
@@ -101,29 +122,29 @@ func decodeLine(magic string, data []byte, v any) error {
 }
 
 // encodeSlot returns a slot padded to slotSize with newlines.
-func encodeSlot(s guardSlot) []byte {
-	line := encodeLine(slotMagic, s)
+func encodeSlot(magic string, s any) []byte {
+	line := encodeLine(magic, s)
 	if len(line) > slotSize {
 		panic(fmt.Sprintf("lease/file: guard slot of %d bytes exceeds %d", len(line), slotSize))
 	}
 	return append(line, bytes.Repeat([]byte{'\n'}, slotSize-len(line))...)
 }
 
-// decodeSlots returns the valid slot with the highest Seq among the two in
-// data, and whether there was one.
-func decodeSlots(data []byte) (guardSlot, bool) {
-	var best guardSlot
+// decodeSlots returns the valid slot with the highest sequence number among
+// the two at the start of data, and whether there was one.
+func decodeSlots[T any](data []byte, magic string, seq func(T) uint64) (T, bool) {
+	var best T
 	found := false
 	for i := 0; i < 2; i++ {
 		lo := i * slotSize
 		if lo >= len(data) {
 			break
 		}
-		var s guardSlot
-		if decodeLine(slotMagic, data[lo:min(lo+slotSize, len(data))], &s) != nil {
+		var s T
+		if decodeLine(magic, data[lo:min(lo+slotSize, len(data))], &s) != nil {
 			continue
 		}
-		if !found || s.Seq > best.Seq {
+		if !found || seq(s) > seq(best) {
 			best, found = s, true
 		}
 	}

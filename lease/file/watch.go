@@ -55,7 +55,7 @@ func (b *Backend) watch(ctx context.Context, name string, out chan lease.Record,
 		last      watchKey
 		deathConn net.Conn
 		deathTok  uint64
-		death     = make(chan struct{}, 1)
+		death     = make(chan net.Conn, 1)
 	)
 	defer func() {
 		if deathConn != nil {
@@ -81,28 +81,43 @@ func (b *Backend) watch(ctx context.Context, name string, out chan lease.Record,
 			if deathConn == nil {
 				c, err := net.DialTimeout("unix", b.sockPath(name, v.token), 200*time.Millisecond)
 				if err != nil {
+					b.log.Debug("lease/file: watch dial failed", "err", err)
 					continue // died between the assessment and now: look again
 				}
 				deathConn, deathTok = c, v.token
 				go func() {
 					io.Copy(io.Discard, c)
 					select {
-					case death <- struct{}{}:
+					case death <- c:
 					default:
 					}
 				}()
 			}
 			expiry = time.After(time.Duration(v.expiresMono-lease.MonotonicNow()) + time.Millisecond)
 		}
+		var reason string
 		select {
 		case <-ctx.Done():
 			return
 		case <-b.closed:
 			return
 		case <-wake:
-		case <-death:
+			reason = "inotify"
+		case c := <-death:
+			// The connection ended. The process may be dying with its
+			// listener still open for a moment (the kernel closes a dead
+			// process's descriptors one by one), so the next view can
+			// still find it alive: connect again, and that connection ends
+			// when the listener closes.
+			reason = "socket closed"
+			if c == deathConn {
+				deathConn.Close()
+				deathConn, deathTok = nil, 0
+			}
 		case <-expiry:
+			reason = "expiry"
 		}
+		b.log.Debug("lease/file: watch woke", "lease", name, "reason", reason, "token", v.token, "status", v.status)
 	}
 }
 
