@@ -435,8 +435,8 @@ type state struct {
 	slot     guardSlot // highest valid tenure slot (zero if none)
 	haveSlot bool
 	reserve  reserveSlot // highest valid reservation slot (zero if none)
-	rec      fileRecord // the lock file's record, if recErr is nil
-	recErr   error      // fs.ErrNotExist, errFormat, or an I/O error
+	rec      fileRecord  // the lock file's record, if recErr is nil
+	recErr   error       // fs.ErrNotExist, errFormat, or an I/O error
 }
 
 // readState reads the guard slots (from g, or from the guard file without
