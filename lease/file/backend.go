@@ -92,6 +92,9 @@ func Open(path string, opts Options) (*Backend, error) {
 	if err := checkDir(dir); err != nil {
 		return nil, err
 	}
+	if info, err := os.Lstat(path); err == nil && !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: lock file %s exists and is not a regular file (%v)", lease.ErrInvalid, path, info.Mode().Type())
+	}
 	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
 		return nil, fmt.Errorf("lease/file: read boot id: %w", err)

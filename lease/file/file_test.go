@@ -1,13 +1,42 @@
 package file_test
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"coord/lease"
 	"coord/lease/file"
 	"coord/lease/leasetest"
 )
+
+// coordBin is the coord binary built once by TestMain for the process tests.
+var coordBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "coord-file-test-*")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	coordBin, err = leasetest.BuildCoord(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 // openIn returns a newBackend function for leasetest: every Backend it
 // opens shares dir.
@@ -23,4 +52,209 @@ func openIn(dir string) func(t *testing.T) lease.Backend {
 
 func TestConformance(t *testing.T) {
 	leasetest.Run(t, openIn(t.TempDir()))
+}
+
+func TestProcesses(t *testing.T) {
+	leasetest.RunProcesses(t, coordBin, "file://"+filepath.Join(t.TempDir(), "leader.lock"), leasetest.ProcessOptions{})
+}
+
+// logBuffer is a slog destination for tests, safe for concurrent use.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func openLogged(t *testing.T, path string) (*file.Backend, *logBuffer) {
+	t.Helper()
+	logs := &logBuffer{}
+	b, err := file.Open(path, file.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b, logs
+}
+
+// damages are lock file contents that no correct writer leaves behind.
+var damages = map[string]func(valid []byte) []byte{
+	"empty (touch)":  func([]byte) []byte { return nil },
+	"garbage":        func([]byte) []byte { return []byte("not a lease\x00\xff") },
+	"truncated":      func(v []byte) []byte { return v[:len(v)/2] },
+	"bad checksum":   func(v []byte) []byte { w := bytes.Clone(v); w[len(w)-5] ^= 1; return w },
+	"articles' JSON": func([]byte) []byte { return []byte(`{"processId":1,"leaseUntil":9999999999}`) },
+}
+
+// A damaged lock file wedges nobody: with no live holder it is taken over,
+// and the repair is logged.
+func TestDamagedLockFileIsRepaired(t *testing.T) {
+	for what, damage := range damages {
+		t.Run(what, func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "leader.lock")
+			b, logs := openLogged(t, path)
+			if err := os.WriteFile(path, damage([]byte("coord-lease/v1 00000000 {}\n")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			rec, err := b.Acquire(ctx, "leader.lock", "alice", time.Minute)
+			if err != nil {
+				t.Fatalf("Acquire over a damaged lock file: %v", err)
+			}
+			if !strings.Contains(logs.String(), "repairing lock file") {
+				t.Errorf("no repair logged; logs:\n%s", logs)
+			}
+			if got, err := b.Get(ctx, "leader.lock"); err != nil || got.Token != rec.Token || got.Holder != "alice" {
+				t.Errorf("Get after repair = %+v, %v", got, err)
+			}
+		})
+	}
+}
+
+// A lock file damaged under a live holder keeps that holder: the guard
+// still knows the tenure and its socket answers. The holder renews as usual.
+func TestDamageUnderLiveHolder(t *testing.T) {
+	for what, damage := range damages {
+		t.Run(what, func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "leader.lock")
+			a, _ := openLogged(t, path)
+			b, logs := openLogged(t, path)
+			rec, err := a.Acquire(ctx, "leader.lock", "alice", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			valid, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, damage(valid), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := b.Acquire(ctx, "leader.lock", "bob", time.Minute)
+			if !errors.Is(err, lease.ErrHeld) || got.Holder != "alice" || got.Token != rec.Token {
+				t.Fatalf("Acquire by bob = %+v, %v; want ErrHeld by alice, token %d", got, err, rec.Token)
+			}
+			if what != "bad checksum" || !bytes.Equal(damage(valid), valid) {
+				if !strings.Contains(logs.String(), "repairing lock file") {
+					t.Errorf("no repair logged; logs:\n%s", logs)
+				}
+			}
+			if _, err := a.Renew(ctx, "leader.lock", "alice", rec.Token, time.Minute); err != nil {
+				t.Errorf("the holder's Renew after the repair: %v", err)
+			}
+		})
+	}
+}
+
+// Tokens keep growing when the lock file is deleted or garbled between
+// tenures: the guard keeps the high-water mark.
+func TestTokensSurviveALostLockFile(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "leader.lock")
+	b, _ := openLogged(t, path)
+	var last uint64
+	for i, damage := range []func(){
+		func() {},
+		func() { os.Remove(path) },
+		func() { os.WriteFile(path, nil, 0o644) },
+		func() { os.WriteFile(path, []byte("garbage"), 0o644) },
+	} {
+		damage()
+		rec, err := b.Acquire(ctx, "leader.lock", "alice", time.Minute)
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if rec.Token <= last {
+			t.Fatalf("round %d: token %d after %d", i, rec.Token, last)
+		}
+		last = rec.Token
+		if err := b.Release(ctx, "leader.lock", "alice", rec.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A holder that is alive but never renews loses the lease at its TTL; one
+// that dies loses it at once. Neither case polls: the TTL here is an hour.
+func TestDeadHolderNoticedAtOnce(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "leader.lock")
+	a, _ := openLogged(t, path)
+	w, _ := openLogged(t, path)
+	if _, err := a.Acquire(ctx, "leader.lock", "alice", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := w.Watch(ctx, "leader.lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first := <-ch; first.Holder != "alice" {
+		t.Fatalf("first watch record %+v, want alice's", first)
+	}
+	a.Close() // a crash, as far as others can tell
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case rec := <-ch:
+			if rec.Free() {
+				if _, err := w.Acquire(ctx, "leader.lock", "bob", time.Hour); err != nil {
+					t.Fatalf("Acquire after the holder died: %v", err)
+				}
+				return
+			}
+		case <-timeout:
+			t.Fatal("the watcher was not told that the holder died (its TTL is an hour)")
+		}
+	}
+}
+
+func TestOpenRejectsBadInput(t *testing.T) {
+	dir := t.TempDir()
+	notDir := filepath.Join(dir, "plain")
+	os.WriteFile(notDir, nil, 0o644)
+	tests := map[string]string{
+		"relative path":         "leader.lock",
+		"missing directory":     filepath.Join(dir, "missing", "leader.lock"),
+		"file as directory":     filepath.Join(notDir, "leader.lock"),
+		"unwritable directory":  "/proc/1/leader.lock",
+		"hidden name":           filepath.Join(dir, ".leader.lock"),
+		"name too long":         filepath.Join(dir, strings.Repeat("x", 65)),
+		"directory, not a file": dir + "/",
+	}
+	for what, path := range tests {
+		if b, err := file.Open(path, file.Options{}); !errors.Is(err, lease.ErrInvalid) {
+			if b != nil {
+				b.Close()
+			}
+			t.Errorf("%s: Open(%q) error %v, want ErrInvalid", what, path, err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("failed Opens left files behind: %v", entries)
+	}
+	for _, url := range []string{"file://otherhost/tmp/leader.lock", "file:"} {
+		if _, err := lease.Open(context.Background(), url); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("lease.Open(%q) = %v, want ErrInvalid", url, err)
+		}
+	}
+	b, err := lease.Open(context.Background(), "file://"+filepath.Join(dir, "leader.lock"))
+	if err != nil {
+		t.Fatalf("lease.Open of a good file URL: %v", err)
+	}
+	defer b.Close()
+	if name := lease.DefaultName(b, "coord"); name != "leader.lock" {
+		t.Errorf("DefaultName = %q, want leader.lock", name)
+	}
 }

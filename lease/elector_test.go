@@ -1,0 +1,233 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"coord/lease"
+	"coord/lease/file"
+	"coord/lease/leasetest"
+)
+
+func openFile(t *testing.T, dir string) lease.Backend {
+	t.Helper()
+	b, err := file.Open(filepath.Join(dir, "leader.lock"), file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func testConfig(holder string) lease.Config {
+	return lease.Config{
+		Name: "leader.lock", Holder: holder,
+		TTL: 900 * time.Millisecond, RenewDeadline: 600 * time.Millisecond,
+		RenewInterval: 150 * time.Millisecond, RetryPeriod: 50 * time.Millisecond,
+	}
+}
+
+// wait receives from ch or fails the test after a generous timeout.
+func wait[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// A leader whose store stops answering cancels its elected context at its
+// renew deadline, before the lease can pass to anyone else.
+func TestElectorStepsDownBeforeOthersCanAcquire(t *testing.T) {
+	dir := t.TempDir()
+	faulty := leasetest.NewFaulty(openFile(t, dir))
+	other := openFile(t, dir)
+
+	elected := make(chan context.Context, 1)
+	lost := make(chan error, 1)
+	cfg := testConfig("alice")
+	cfg.Callbacks = lease.Callbacks{
+		OnElected: func(ctx context.Context, token uint64) { elected <- ctx; <-ctx.Done() },
+		OnLost:    func(token uint64, err error) { lost <- err },
+	}
+	e, err := lease.NewElector(faulty, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go e.Run(ctx)
+	workCtx := wait(t, elected, "alice's election")
+
+	faulty.HangRenewals(true)
+	acquired := make(chan time.Time, 1)
+	go func() {
+		for ctx.Err() == nil {
+			if _, err := other.Acquire(ctx, cfg.Name, "bob", time.Second); err == nil {
+				acquired <- time.Now()
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // workload pacing
+		}
+	}()
+	<-workCtx.Done()
+	steppedDown := time.Now()
+	if cause := context.Cause(workCtx); !errors.Is(cause, lease.ErrDeadline) {
+		t.Errorf("elected context cause = %v, want ErrDeadline", cause)
+	}
+	if err := wait(t, lost, "OnLost"); !errors.Is(err, lease.ErrDeadline) {
+		t.Errorf("OnLost err = %v, want ErrDeadline", err)
+	}
+	bobAt := wait(t, acquired, "bob's acquisition")
+	if !bobAt.After(steppedDown) {
+		t.Errorf("bob acquired %v before alice stepped down", steppedDown.Sub(bobAt))
+	}
+	if e.IsLeader() {
+		t.Error("IsLeader after stepping down")
+	}
+}
+
+// Renewals that fail for less than the renew deadline cost nothing.
+func TestElectorRidesOutBriefFailures(t *testing.T) {
+	faulty := leasetest.NewFaulty(openFile(t, t.TempDir()))
+	elected := make(chan context.Context, 1)
+	renewed := make(chan struct{}, 1)
+	cfg := testConfig("alice")
+	cfg.Callbacks = lease.Callbacks{
+		OnElected: func(ctx context.Context, token uint64) { elected <- ctx; <-ctx.Done() },
+		OnRenewed: func(lease.Record) {
+			select {
+			case renewed <- struct{}{}:
+			default:
+			}
+		},
+	}
+	e, err := lease.NewElector(faulty, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	workCtx := wait(t, elected, "election")
+	faulty.FailRenewals(true)
+	wait(t, faulty.FaultyRenewals(), "a failed renewal")
+	faulty.FailRenewals(false)
+	select {
+	case <-renewed: // drain one that may predate the failure
+	default:
+	}
+	wait(t, renewed, "a renewal after the failures")
+	if workCtx.Err() != nil && !errors.Is(context.Cause(workCtx), lease.ErrDeadline) {
+		t.Errorf("elected context ended: %v", context.Cause(workCtx))
+	}
+	cancel()
+	wait(t, done, "Run to return")
+}
+
+// The callbacks of one tenure come in the documented order, and Resign
+// releases the lease.
+func TestElectorCallbackOrderAndResign(t *testing.T) {
+	dir := t.TempDir()
+	b := openFile(t, dir)
+	var (
+		mu    sync.Mutex
+		trace []string
+	)
+	record := func(s string) {
+		mu.Lock()
+		trace = append(trace, s)
+		mu.Unlock()
+	}
+	elected := make(chan struct{})
+	cfg := testConfig("alice")
+	cfg.Callbacks = lease.Callbacks{
+		OnLeaderChanged: func(r lease.Record) { record("leader " + r.Holder) },
+		OnElected: func(ctx context.Context, token uint64) {
+			record("elected")
+			close(elected)
+			<-ctx.Done()
+			record("cancelled: " + context.Cause(ctx).Error())
+		},
+		OnLost: func(token uint64, err error) { record(fmt.Sprintf("lost %v", err)) },
+	}
+	e, err := lease.NewElector(b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { e.Run(context.Background()); close(done) }()
+	wait(t, elected, "election")
+	if !e.IsLeader() || e.Token() == 0 {
+		t.Errorf("IsLeader %v, Token %d after election", e.IsLeader(), e.Token())
+	}
+	e.Resign()
+	wait(t, done, "Run to return after Resign")
+	want := []string{"leader alice", "elected", "cancelled: lease: resigned", "lost <nil>"}
+	mu.Lock()
+	got := fmt.Sprint(trace)
+	mu.Unlock()
+	if got != fmt.Sprint(want) {
+		t.Errorf("callbacks: %s, want %s", got, fmt.Sprint(want))
+	}
+	if rec, err := b.Get(context.Background(), cfg.Name); err != nil || !rec.Free() {
+		t.Errorf("after Resign the lease is %+v, %v; want free", rec, err)
+	}
+	if err := e.Run(context.Background()); err != nil {
+		t.Errorf("Run after Resign = %v, want nil at once", err)
+	}
+}
+
+func TestNewElectorRejectsBadConfig(t *testing.T) {
+	b := openFile(t, t.TempDir())
+	cfg := testConfig("alice")
+	cfg.TTL = cfg.RenewDeadline
+	if _, err := lease.NewElector(b, cfg); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("NewElector with TTL == RenewDeadline: %v, want ErrInvalid", err)
+	}
+	if _, err := lease.NewElector(nil, testConfig("alice")); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("NewElector(nil backend): %v, want ErrInvalid", err)
+	}
+}
+
+func ExampleElector() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	b, err := file.Open(filepath.Join(dir, "leader.lock"), file.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer b.Close()
+
+	cfg := lease.DefaultConfig()
+	cfg.Name, cfg.Holder = "leader.lock", "alice"
+	var e *lease.Elector
+	cfg.Callbacks = lease.Callbacks{
+		OnElected: func(ctx context.Context, token uint64) {
+			fmt.Println("elected with fencing token", token)
+			e.Resign() // the work is done: hand the lease back
+		},
+		OnLost: func(token uint64, err error) {
+			fmt.Println("released token", token, "error:", err)
+		},
+	}
+	e, err = lease.NewElector(b, cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	e.Run(context.Background())
+	// Output:
+	// elected with fencing token 1
+	// released token 1 error: <nil>
+}
