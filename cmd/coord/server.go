@@ -1,8 +1,46 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"errors"
+	"fmt"
+	"log/slog"
 
-// newServerCmd is a placeholder until issue 6 lands: it says so and exits 1.
+	"coord/server"
+
+	"github.com/spf13/cobra"
+)
+
+// newServerCmd runs one node of a coord cluster.
 func newServerCmd() *cobra.Command {
-	return notBuilt("server", "Run one node of a coord Raft cluster", "issue 6")
+	var o server.Options
+	cmd := &cobra.Command{
+		Use:   "server --id N --peers 1=ADDR,2=ADDR,3=ADDR --data DIR [--http ADDR]",
+		Short: "Run one node of a coord Raft cluster",
+		Long: `Run one node of a coord Raft cluster: the Raft core, its write-ahead log in
+--data, the TCP transport on this node's address in --peers (or --listen),
+and the HTTP/JSON API on --http (docs/API.md), with Prometheus metrics at
+/metrics. A node restarts from its data directory. Any node accepts any
+request and forwards it to the leader.
+
+Start every initial node with the same --peers; a node added later with
+'coord cluster add' starts with --join.`,
+		Example: `  coord server --id 1 --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 \
+      --http 127.0.0.1:8001 --data /tmp/coord/1`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := o.Config()
+			if err != nil {
+				if errors.Is(err, server.ErrInvalid) {
+					return &usageError{err: err}
+				}
+				return err
+			}
+			cfg.Logger = slog.Default()
+			return server.Serve(cmd.Context(), cfg, o.HTTP, func(peer, http string) {
+				fmt.Fprintf(cmd.OutOrStdout(), "node %d: raft %s, http %s, data %s\n", cfg.ID, peer, http, cfg.DataDir)
+			})
+		},
+	}
+	o.Register(cmd.Flags())
+	return cmd
 }

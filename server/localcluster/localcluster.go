@@ -1,0 +1,560 @@
+package localcluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"coord/internal/faultproxy"
+	"coord/server"
+)
+
+// ErrInvalid means a Config or an argument is out of range.
+var ErrInvalid = errors.New("localcluster: invalid")
+
+// Config configures a Cluster.
+type Config struct {
+	// Nodes is the number of initial nodes (IDs 1..Nodes).
+	Nodes int
+	// Dir holds each node's data directory (node-N) and log (node-N.log),
+	// and cluster.json.
+	Dir string
+	// Binary is the program to run; Prefix comes before "server" in its
+	// arguments (a test binary that serves `server` itself can use this).
+	Binary string
+	Prefix []string
+	// Args are extra flags for every `coord server` (--tick 20ms).
+	Args []string
+	// Proxies puts a fault proxy between every pair of peers, so that
+	// Partition works.
+	Proxies bool
+	// SelfServe says Binary is a test binary whose TestMain calls
+	// ServeIfChild, rather than the coord command.
+	SelfServe bool
+	// Detach starts the nodes in their own sessions, to outlive this
+	// process (`coord cluster up --detach`).
+	Detach bool
+}
+
+// Node is one member of the cluster.
+type Node struct {
+	ID uint64 `json:"id"`
+	// Peer is the address its Raft transport listens on; HTTP its API.
+	Peer string `json:"peer"`
+	HTTP string `json:"http"`
+	Data string `json:"data"`
+	Log  string `json:"log"`
+	PID  int    `json:"pid"`
+	// Join is set for nodes added after the start.
+	Join bool `json:"join,omitempty"`
+
+	peers map[uint64]string // as this node is told them
+	cmd   *exec.Cmd
+	exit  chan struct{}
+}
+
+// Cluster is a running local cluster.
+//
+// Cluster is safe for concurrent use.
+type Cluster struct {
+	cfg Config
+
+	mu      sync.Mutex
+	nodes   map[uint64]*Node
+	proxies map[[2]uint64]*faultproxy.Proxy
+	cut     map[[2]uint64]bool
+}
+
+// freeAddr returns a loopback address with a port nothing listens on now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// Start starts the cluster's nodes and waits until each answers on HTTP.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	if cfg.Nodes < 1 || cfg.Dir == "" || cfg.Binary == "" {
+		return nil, fmt.Errorf("%w: want Nodes >= 1, Dir and Binary (got %d, %q, %q)", ErrInvalid, cfg.Nodes, cfg.Dir, cfg.Binary)
+	}
+	c := &Cluster{cfg: cfg, nodes: map[uint64]*Node{}, proxies: map[[2]uint64]*faultproxy.Proxy{}, cut: map[[2]uint64]bool{}}
+	for id := uint64(1); id <= uint64(cfg.Nodes); id++ {
+		if _, err := c.newNode(id, false); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	if err := c.wirePeers(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	for _, n := range c.sorted() {
+		if err := c.spawn(n); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	for _, n := range c.sorted() {
+		if err := c.waitHTTP(ctx, n); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, c.save()
+}
+
+func (c *Cluster) newNode(id uint64, join bool) (*Node, error) {
+	peer, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{ID: id, Peer: peer, HTTP: httpAddr, Join: join,
+		Data: filepath.Join(c.cfg.Dir, fmt.Sprintf("node-%d", id)),
+		Log:  filepath.Join(c.cfg.Dir, fmt.Sprintf("node-%d.log", id))}
+	c.mu.Lock()
+	c.nodes[id] = n
+	c.mu.Unlock()
+	return n, nil
+}
+
+// wirePeers gives every node its view of the others' addresses, through a
+// proxy per pair when asked.
+func (c *Cluster) wirePeers() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.nodes {
+		n.peers = map[uint64]string{}
+		for _, m := range c.nodes {
+			n.peers[m.ID] = m.Peer
+		}
+	}
+	if !c.cfg.Proxies {
+		return nil
+	}
+	for _, lo := range c.nodes {
+		for _, hi := range c.nodes {
+			if lo.ID >= hi.ID {
+				continue
+			}
+			key := [2]uint64{lo.ID, hi.ID}
+			p := c.proxies[key]
+			if p == nil {
+				var err error
+				if p, err = faultproxy.New(hi.Peer); err != nil {
+					return err
+				}
+				c.proxies[key] = p
+			}
+			lo.peers[hi.ID] = p.Addr() // lo dials hi, through the proxy
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) args(n *Node) []string {
+	args := append(slices.Clone(c.cfg.Prefix), "server",
+		"--id", strconv.FormatUint(n.ID, 10), "--listen", n.Peer, "--http", n.HTTP,
+		"--peers", server.FormatPeers(n.peers), "--data", n.Data)
+	if n.Join {
+		args = append(args, "--join")
+	}
+	return append(args, c.cfg.Args...)
+}
+
+// spawn starts the node's process.
+func (c *Cluster) spawn(n *Node) error {
+	logFile, err := os.OpenFile(n.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("localcluster: node %d log: %w", n.ID, err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(c.cfg.Binary, c.args(n)...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if c.cfg.SelfServe {
+		cmd.Env = append(os.Environ(), childEnv+"=1")
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: !c.cfg.Detach, Setsid: c.cfg.Detach}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("localcluster: start node %d: %w", n.ID, err)
+	}
+	exit := make(chan struct{})
+	c.mu.Lock()
+	n.cmd, n.PID, n.exit = cmd, cmd.Process.Pid, exit
+	c.mu.Unlock()
+	go func() {
+		_ = cmd.Wait()
+		close(exit)
+	}()
+	return nil
+}
+
+// waitHTTP waits until the node answers /v1/status, or its process exits.
+func (c *Cluster) waitHTTP(ctx context.Context, n *Node) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		if _, err := c.Status(ctx, n.ID); err == nil {
+			return nil
+		}
+		select {
+		case <-n.exit:
+			log, _ := os.ReadFile(n.Log)
+			return fmt.Errorf("localcluster: node %d exited at start:\n%s", n.ID, tail(log, 2000))
+		case <-ctx.Done():
+			return fmt.Errorf("localcluster: node %d not answering on %s: %w", n.ID, n.HTTP, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+func (c *Cluster) sorted() []*Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nodes := make([]*Node, 0, len(c.nodes))
+	for _, n := range c.nodes {
+		nodes = append(nodes, n)
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].ID < nodes[j].ID })
+	return nodes
+}
+
+func (c *Cluster) node(id uint64) (*Node, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.nodes[id]
+	if n == nil {
+		return nil, fmt.Errorf("%w: no node %d", ErrInvalid, id)
+	}
+	return n, nil
+}
+
+// IDs returns the members' IDs, in order.
+func (c *Cluster) IDs() []uint64 {
+	var ids []uint64
+	for _, n := range c.sorted() {
+		ids = append(ids, n.ID)
+	}
+	return ids
+}
+
+// Nodes returns a copy of the members' descriptions.
+func (c *Cluster) Nodes() []Node {
+	var out []Node
+	for _, n := range c.sorted() {
+		c.mu.Lock()
+		out = append(out, Node{ID: n.ID, Peer: n.Peer, HTTP: n.HTTP, Data: n.Data, Log: n.Log, PID: n.PID, Join: n.Join})
+		c.mu.Unlock()
+	}
+	return out
+}
+
+// Endpoints returns the members' HTTP addresses, for client.Config.
+func (c *Cluster) Endpoints() []string {
+	var eps []string
+	for _, n := range c.sorted() {
+		eps = append(eps, n.HTTP)
+	}
+	return eps
+}
+
+// Running reports whether the node's process is alive (paused counts).
+func (c *Cluster) Running(id uint64) bool {
+	n, err := c.node(id)
+	if err != nil || n.exit == nil {
+		return false
+	}
+	select {
+	case <-n.exit:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill sends SIGKILL to the node and waits for it to die. Its data
+// directory stays, for Restart.
+func (c *Cluster) Kill(id uint64) error { return c.signal(id, syscall.SIGKILL, true) }
+
+// Stop sends SIGTERM and waits for a clean exit.
+func (c *Cluster) Stop(id uint64) error { return c.signal(id, syscall.SIGTERM, true) }
+
+// Pause stops the node's process with SIGSTOP: alive, silent, its timers
+// frozen, as a long GC pause or a hung VM.
+func (c *Cluster) Pause(id uint64) error { return c.signal(id, syscall.SIGSTOP, false) }
+
+// Resume continues a paused node with SIGCONT.
+func (c *Cluster) Resume(id uint64) error { return c.signal(id, syscall.SIGCONT, false) }
+
+func (c *Cluster) signal(id uint64, sig syscall.Signal, wait bool) error {
+	n, err := c.node(id)
+	if err != nil {
+		return err
+	}
+	if !c.Running(id) {
+		return nil
+	}
+	if sig == syscall.SIGTERM || sig == syscall.SIGKILL {
+		_ = n.cmd.Process.Signal(syscall.SIGCONT) // a paused process must be able to die
+	}
+	if err := n.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("localcluster: signal node %d: %w", id, err)
+	}
+	if wait {
+		select {
+		case <-n.exit:
+		case <-time.After(15 * time.Second):
+			_ = n.cmd.Process.Kill()
+			<-n.exit
+		}
+	}
+	return nil
+}
+
+// Restart starts a stopped or killed node again, from its data directory,
+// on the same addresses.
+func (c *Cluster) Restart(ctx context.Context, id uint64) error {
+	n, err := c.node(id)
+	if err != nil {
+		return err
+	}
+	if c.Running(id) {
+		return fmt.Errorf("%w: node %d is running", ErrInvalid, id)
+	}
+	if err := c.spawn(n); err != nil {
+		return err
+	}
+	if err := c.waitHTTP(ctx, n); err != nil {
+		return err
+	}
+	return c.save()
+}
+
+// Partition cuts the network between the groups: every pair of nodes in
+// different groups loses its connection, and reconnections are refused,
+// until Heal. Nodes not named in any group keep all their links.
+func (c *Cluster) Partition(groups ...[]uint64) error {
+	if !c.cfg.Proxies {
+		return fmt.Errorf("%w: the cluster was started without proxies", ErrInvalid)
+	}
+	group := map[uint64]int{}
+	for i, g := range groups {
+		for _, id := range g {
+			group[id] = i + 1
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, p := range c.proxies {
+		a, b := group[key[0]], group[key[1]]
+		if a != 0 && b != 0 && a != b {
+			p.Reject(true)
+			p.Cut()
+			c.cut[key] = true
+		}
+	}
+	return nil
+}
+
+// Isolate partitions one node from all the others.
+func (c *Cluster) Isolate(id uint64) error {
+	var rest []uint64
+	for _, other := range c.IDs() {
+		if other != id {
+			rest = append(rest, other)
+		}
+	}
+	return c.Partition([]uint64{id}, rest)
+}
+
+// Heal ends every partition.
+func (c *Cluster) Heal() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key := range c.cut {
+		c.proxies[key].Reject(false)
+		delete(c.cut, key)
+	}
+}
+
+// Status asks one node for its status.
+func (c *Cluster) Status(ctx context.Context, id uint64) (server.NodeStatus, error) {
+	n, err := c.node(id)
+	if err != nil {
+		return server.NodeStatus{}, err
+	}
+	return StatusOf(ctx, n.HTTP)
+}
+
+// StatusOf asks the node at an HTTP address for its status, within a
+// second.
+func StatusOf(ctx context.Context, httpAddr string) (server.NodeStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var st server.NodeStatus
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+httpAddr+"/v1/status", nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("localcluster: %s: status %d", httpAddr, resp.StatusCode)
+	}
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// WaitLeader waits until every node in among (all running nodes if empty)
+// answers and names the same leader, itself one of them, and returns it.
+func (c *Cluster) WaitLeader(ctx context.Context, among ...uint64) (uint64, error) {
+	if len(among) == 0 {
+		for _, id := range c.IDs() {
+			if c.Running(id) {
+				among = append(among, id)
+			}
+		}
+	}
+	for {
+		leader, ok := c.agreedLeader(ctx, among)
+		if ok {
+			return leader, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("localcluster: no agreed leader among %v: %w", among, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) agreedLeader(ctx context.Context, among []uint64) (uint64, bool) {
+	var leader uint64
+	for _, id := range among {
+		st, err := c.Status(ctx, id)
+		if err != nil || st.Leader == 0 || (leader != 0 && st.Leader != leader) {
+			return 0, false
+		}
+		leader = st.Leader
+	}
+	return leader, leader != 0 && slices.Contains(among, leader)
+}
+
+// Add starts a new node that joins the cluster (started with --join), and
+// returns it; the caller then adds it to the membership (AddMember). The
+// new node gets no proxies.
+func (c *Cluster) Add(ctx context.Context, id uint64) (*Node, error) {
+	if _, err := c.node(id); err == nil {
+		return nil, fmt.Errorf("%w: node %d exists", ErrInvalid, id)
+	}
+	n, err := c.newNode(id, true)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	n.peers = map[uint64]string{}
+	for _, m := range c.nodes {
+		n.peers[m.ID] = m.Peer
+	}
+	c.mu.Unlock()
+	if err := c.spawn(n); err != nil {
+		return nil, err
+	}
+	if err := c.waitHTTP(ctx, n); err != nil {
+		return nil, err
+	}
+	return n, c.save()
+}
+
+// Forget stops a node (SIGTERM) and drops it from the cluster's list; its
+// data directory stays.
+func (c *Cluster) Forget(id uint64) error {
+	if err := c.Stop(id); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	delete(c.nodes, id)
+	c.mu.Unlock()
+	return c.save()
+}
+
+// File is the name of the file in Dir that describes a running cluster.
+const File = "cluster.json"
+
+// Info is what cluster.json holds.
+type Info struct {
+	Nodes []Node `json:"nodes"`
+}
+
+func (c *Cluster) save() error {
+	b, err := json.MarshalIndent(Info{Nodes: c.Nodes()}, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(c.cfg.Dir, File+".tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("localcluster: %w", err)
+	}
+	return os.Rename(tmp, filepath.Join(c.cfg.Dir, File))
+}
+
+// Load reads the cluster.json of a cluster started in dir.
+func Load(dir string) (Info, error) {
+	var info Info
+	b, err := os.ReadFile(filepath.Join(dir, File))
+	if err != nil {
+		return info, fmt.Errorf("localcluster: no cluster in %s (start one with coord cluster up): %w", dir, err)
+	}
+	if err := json.Unmarshal(b, &info); err != nil {
+		return info, fmt.Errorf("localcluster: %s: %w", filepath.Join(dir, File), err)
+	}
+	return info, nil
+}
+
+// Close stops every node (SIGTERM, then SIGKILL) unless the cluster was
+// started detached, and closes the proxies.
+func (c *Cluster) Close() {
+	if !c.cfg.Detach {
+		var wg sync.WaitGroup
+		for _, id := range c.IDs() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = c.Stop(id)
+			}()
+		}
+		wg.Wait()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.proxies {
+		p.Close()
+	}
+}

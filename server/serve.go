@@ -1,0 +1,154 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Options are the command-line settings of one server (`coord server`).
+// Register binds them to a flag set; Config turns them into a Config.
+type Options struct {
+	ID              uint64
+	Listen          string
+	HTTP            string
+	Peers           string
+	Data            string
+	Join            bool
+	Tick            time.Duration
+	ElectionTicks   int
+	HeartbeatTicks  int
+	SnapshotEntries uint64
+}
+
+// Register defines the flags of Options on fs.
+func (o *Options) Register(fs *pflag.FlagSet) {
+	d := DefaultConfig()
+	fs.Uint64Var(&o.ID, "id", 0, "this node's ID, a positive integer (required)")
+	fs.StringVar(&o.Listen, "listen", "", "address of the Raft transport (default: this node's address in --peers)")
+	fs.StringVar(&o.HTTP, "http", "127.0.0.1:0", "address of the HTTP API")
+	fs.StringVar(&o.Peers, "peers", "", "the cluster's nodes: 1=HOST:PORT,2=HOST:PORT,... (Raft addresses, this node's included; required)")
+	fs.StringVar(&o.Data, "data", "", "data directory: write-ahead log and snapshots (required)")
+	fs.BoolVar(&o.Join, "join", false, "join an existing cluster (after coord cluster add) instead of bootstrapping")
+	fs.DurationVar(&o.Tick, "tick", d.TickInterval, "length of one Raft tick")
+	fs.IntVar(&o.ElectionTicks, "election-ticks", d.ElectionTicks, "election timeout in ticks (drawn from [n, 2n))")
+	fs.IntVar(&o.HeartbeatTicks, "heartbeat-ticks", d.HeartbeatTicks, "heartbeat interval in ticks")
+	fs.Uint64Var(&o.SnapshotEntries, "snapshot-entries", d.SnapshotEntries, "entries applied between snapshots")
+}
+
+// ParsePeers parses "1=HOST:PORT,2=HOST:PORT". Errors wrap ErrInvalid.
+func ParsePeers(s string) (map[uint64]string, error) {
+	peers := map[uint64]string{}
+	if strings.TrimSpace(s) == "" {
+		return nil, fmt.Errorf("%w: no peers", ErrInvalid)
+	}
+	for _, part := range strings.Split(s, ",") {
+		idText, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
+		id, err := strconv.ParseUint(idText, 10, 64)
+		if !ok || err != nil || id == 0 {
+			return nil, fmt.Errorf("%w: peer %q: want ID=HOST:PORT with a positive ID", ErrInvalid, part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("%w: peer %d address %q: %v", ErrInvalid, id, addr, err)
+		}
+		if _, dup := peers[id]; dup {
+			return nil, fmt.Errorf("%w: peer %d listed twice", ErrInvalid, id)
+		}
+		peers[id] = addr
+	}
+	return peers, nil
+}
+
+// FormatPeers is the inverse of ParsePeers, in ID order.
+func FormatPeers(peers map[uint64]string) string {
+	ids := make([]uint64, 0, len(peers))
+	for id := range peers {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = fmt.Sprintf("%d=%s", id, peers[id])
+	}
+	return strings.Join(parts, ",")
+}
+
+// Config returns the node Config the options describe. Errors wrap
+// ErrInvalid and name the flag.
+func (o Options) Config() (Config, error) {
+	cfg := DefaultConfig()
+	if o.ID == 0 {
+		return cfg, fmt.Errorf("%w: --id is required (a positive integer)", ErrInvalid)
+	}
+	if o.Data == "" {
+		return cfg, fmt.Errorf("%w: --data is required", ErrInvalid)
+	}
+	peers, err := ParsePeers(o.Peers)
+	if err != nil {
+		return cfg, fmt.Errorf("--peers: %w", err)
+	}
+	if o.Listen != "" {
+		peers[o.ID] = o.Listen
+	}
+	if peers[o.ID] == "" {
+		return cfg, fmt.Errorf("%w: --peers has no address for --id %d, and --listen is not set", ErrInvalid, o.ID)
+	}
+	cfg.ID, cfg.Peers, cfg.DataDir, cfg.Join = o.ID, peers, o.Data, o.Join
+	cfg.TickInterval, cfg.ElectionTicks, cfg.HeartbeatTicks, cfg.SnapshotEntries = o.Tick, o.ElectionTicks, o.HeartbeatTicks, o.SnapshotEntries
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// Serve runs one node with its HTTP API (and /metrics) on httpAddr until
+// ctx is done, then shuts both down. ready, if not nil, is called once both
+// listen, with their addresses.
+func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, http string)) error {
+	hl, err := net.Listen("tcp", httpAddr)
+	if err != nil {
+		return fmt.Errorf("server: listen http %s: %w", httpAddr, err)
+	}
+	cfg.HTTPAddr = hl.Addr().String()
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	node, err := NewNode(cfg)
+	if err != nil {
+		hl.Close()
+		return err
+	}
+	srv := &http.Server{
+		Handler:           NewAPI(node, APIConfig{Limits: cfg.Limits, Logger: cfg.Logger, Metrics: cfg.Metrics}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(hl) }()
+	if ready != nil {
+		ready(node.PeerAddr(), cfg.HTTPAddr)
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	case <-node.stopped:
+		err = errors.New("server: the node stopped (storage failure; see the log)")
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	if cerr := node.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
