@@ -1,8 +1,309 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sync"
+	"text/tabwriter"
+	"time"
 
-// newSimCmd is a placeholder until issue 5 lands: it says so and exits 1.
+	"coord/sim"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+// simFlags configure coord sim.
+type simFlags struct {
+	seeds       int
+	seed        uint64
+	nodes       int
+	faults      string
+	chaos       time.Duration
+	preVote     bool
+	checkQuorum bool
+	trace       bool
+	parallel    int
+}
+
 func newSimCmd() *cobra.Command {
-	return notBuilt("sim", "Run the deterministic Raft cluster simulator", "issue 5")
+	var f simFlags
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Run the deterministic Raft cluster simulator over many seeds",
+		Long: `Simulate a Raft cluster, one seed per run: the seed drives message loss,
+delay, reordering and duplication, partitions (symmetric and one-way), crashes
+and restarts, membership changes and a client workload, all in simulated time.
+After every step the checkers verify one leader per term, one vote per node per
+term, log matching, leader completeness, state machine safety, linearizable
+reads and that no acknowledged write is lost; once the faults stop, a leader
+must commit a new write within a bound (liveness).
+
+--seeds N runs seeds --seed .. --seed+N-1 (in parallel; each run is still
+deterministic). A failure prints the seed and the command that replays it;
+--trace with one seed prints what happened.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runSim(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&f.seeds, "seeds", 1, "how many seeds to run")
+	fl.Uint64Var(&f.seed, "seed", 1, "the first seed")
+	fl.IntVar(&f.nodes, "nodes", 5, "voters the cluster starts with (1-9)")
+	fl.StringVar(&f.faults, "faults", "all", "faults to inject: all, none, or a list of "+sim.Faults(sim.AllFaults).String())
+	fl.DurationVar(&f.chaos, "chaos", sim.DefaultConfig().Chaos, "simulated time during which faults are injected")
+	fl.BoolVar(&f.preVote, "pre-vote", true, "raft pre-vote")
+	fl.BoolVar(&f.checkQuorum, "check-quorum", true, "raft check-quorum")
+	fl.BoolVar(&f.trace, "trace", false, "print the event trace of each run to stderr (use with one seed)")
+	fl.IntVar(&f.parallel, "parallel", runtime.GOMAXPROCS(0), "seeds run at once")
+	cmd.AddCommand(newSimElectionTimeCmd())
+	return cmd
+}
+
+func (f simFlags) config(seed uint64) (sim.Config, error) {
+	faults, err := sim.ParseFaults(f.faults)
+	if err != nil {
+		return sim.Config{}, &usageError{err: fmt.Errorf("--faults: %w", err)}
+	}
+	cfg := sim.DefaultConfig()
+	cfg.Seed = seed
+	cfg.Nodes = f.nodes
+	cfg.Faults = faults
+	cfg.Chaos = f.chaos
+	cfg.PreVote = f.preVote
+	cfg.CheckQuorum = f.checkQuorum
+	if err := cfg.Validate(); err != nil {
+		return sim.Config{}, &usageError{err: err}
+	}
+	return cfg, nil
+}
+
+func runSim(ctx context.Context, stdout, stderr io.Writer, f simFlags) error {
+	if f.seeds < 1 {
+		return usagef("--seeds %d: want at least 1", f.seeds)
+	}
+	if f.parallel < 1 {
+		return usagef("--parallel %d: want at least 1", f.parallel)
+	}
+	if _, err := f.config(f.seed); err != nil {
+		return err
+	}
+	bar := newProgressBar(stderr, f.seeds, "seeds")
+	start := time.Now()
+	results := make([]sim.Result, f.seeds)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(f.parallel, f.seeds) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				cfg, _ := f.config(f.seed + uint64(i))
+				s, err := sim.New(cfg)
+				if err != nil {
+					results[i] = sim.Result{Config: cfg, Err: err}
+					continue
+				}
+				if f.trace {
+					s.SetTrace(stderr)
+				}
+				results[i] = s.Run()
+				bar.add()
+			}
+		}()
+	}
+	sent := 0
+feed:
+	for ; sent < f.seeds; sent++ {
+		select {
+		case next <- sent:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	bar.finish()
+	elapsed := time.Since(start)
+
+	var total sim.Stats
+	var simulated time.Duration
+	for _, r := range results[:sent] {
+		if r.Err != nil {
+			fmt.Fprintln(stderr, r.Err)
+			return &exitError{code: exitFailure}
+		}
+		total = addStats(total, r.Stats)
+		simulated += r.Stats.SimulatedTime
+	}
+	cfg, _ := f.config(f.seed)
+	fmt.Fprintf(stdout, "%d seeds passed (%d..%d), %d nodes, faults %s, %v of chaos each\n",
+		sent, f.seed, f.seed+uint64(sent)-1, cfg.Nodes, cfg.Faults, cfg.Chaos)
+	fmt.Fprintf(stdout, "%d steps, %v simulated in %v wall time: %.0f seeds/s, %.0f steps/s\n",
+		total.Steps, simulated.Round(time.Second), elapsed.Round(time.Millisecond),
+		float64(sent)/elapsed.Seconds(), float64(total.Steps)/elapsed.Seconds())
+	fmt.Fprintf(stdout, "messages: %d delivered, %d dropped; leaders elected: %d; crashes: %d; partitions: %d\n",
+		total.Delivered, total.Dropped, total.Leaders, total.Crashes, total.Partitions)
+	fmt.Fprintf(stdout, "membership changes: %d; snapshots: %d; writes: %d accepted, %d acknowledged; reads confirmed: %d\n",
+		total.ConfChanges, total.Snapshots, total.Writes, total.AckedWrites, total.Reads)
+	if ctx.Err() != nil {
+		return fmt.Errorf("interrupted after %d seeds: %w", sent, ctx.Err())
+	}
+	return nil
+}
+
+func addStats(a, b sim.Stats) sim.Stats {
+	a.Steps += b.Steps
+	a.Delivered += b.Delivered
+	a.Dropped += b.Dropped
+	a.Leaders += b.Leaders
+	a.Crashes += b.Crashes
+	a.Partitions += b.Partitions
+	a.ConfChanges += b.ConfChanges
+	a.Snapshots += b.Snapshots
+	a.Writes += b.Writes
+	a.AckedWrites += b.AckedWrites
+	a.Reads += b.Reads
+	a.MaxQueuedToNode = max(a.MaxQueuedToNode, b.MaxQueuedToNode)
+	return a
+}
+
+// progressBar draws on stderr only when it is a terminal; otherwise it is
+// silent, so that logs and CI output stay clean.
+type progressBar struct {
+	mu  sync.Mutex
+	bar *progressbar.ProgressBar
+}
+
+func newProgressBar(w io.Writer, total int, what string) *progressBar {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) || total < 2 {
+		return &progressBar{}
+	}
+	return &progressBar{bar: progressbar.NewOptions(total,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(what),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetItsString(what),
+		progressbar.OptionShowIts(),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)}
+}
+
+func (p *progressBar) add() {
+	if p.bar != nil {
+		p.mu.Lock()
+		_ = p.bar.Add(1)
+		p.mu.Unlock()
+	}
+}
+
+func (p *progressBar) finish() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
+}
+
+// electionFlags configure coord sim election-time.
+type electionFlags struct {
+	trials  int
+	seed    uint64
+	jsonOut bool
+}
+
+func newSimElectionTimeCmd() *cobra.Command {
+	var f electionFlags
+	cmd := &cobra.Command{
+		Use:   "election-time",
+		Short: "Election time after a leader crash, and the split-vote rate (the Raft paper's Figure 16)",
+		Long: `Reproduce the setting of the Raft paper's Figure 16 in the simulator: 5
+servers, election timeouts drawn from 150-300 ms, heartbeats every 75 ms (half
+the minimum timeout), the leader crashed at a random moment within its
+heartbeat interval; measure the time until a new leader is elected, and how
+often more than one election was needed (a split vote). The tick is 5 ms;
+messages take 1-5 ms. Rows: with and without pre-vote, and coord's defaults
+(10 ms ticks, 100-200 ms timeouts, heartbeat every tick).`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runElectionTime(cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
+		},
+	}
+	cmd.Flags().IntVar(&f.trials, "trials", 1000, "leader crashes per setting")
+	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "the first trial's seed")
+	cmd.Flags().BoolVar(&f.jsonOut, "json", false, "print JSON instead of a table")
+	return cmd
+}
+
+// electionRow is one setting's figures.
+type electionRow struct {
+	Setting       string  `json:"setting"`
+	Trials        int     `json:"trials"`
+	TimeoutMinMs  float64 `json:"timeout_min_ms"`
+	HeartbeatMs   float64 `json:"heartbeat_ms"`
+	TickMs        float64 `json:"tick_ms"`
+	P50Ms         float64 `json:"p50_ms"`
+	P90Ms         float64 `json:"p90_ms"`
+	P99Ms         float64 `json:"p99_ms"`
+	MaxMs         float64 `json:"max_ms"`
+	SplitVotes    int     `json:"split_votes"`
+	SplitVoteRate float64 `json:"split_vote_rate"`
+	Failed        int     `json:"failed"`
+}
+
+func runElectionTime(stdout, stderr io.Writer, f electionFlags) error {
+	if f.trials < 1 {
+		return usagef("--trials %d: want at least 1", f.trials)
+	}
+	paper := sim.PaperElectionConfig()
+	paper.Trials, paper.Seed = f.trials, f.seed
+	noPreVote := paper
+	noPreVote.PreVote = false
+	defaults := paper
+	defaults.Tick, defaults.ElectionTicks, defaults.HeartbeatTicks = 10*time.Millisecond, 10, 1
+	settings := []struct {
+		name string
+		ec   sim.ElectionConfig
+	}{
+		{"paper 150-300 ms, pre-vote", paper},
+		{"paper 150-300 ms, no pre-vote", noPreVote},
+		{"coord defaults 100-200 ms, pre-vote", defaults},
+	}
+	bar := newProgressBar(stderr, f.trials*len(settings), "trials")
+	var rows []electionRow
+	for _, s := range settings {
+		res, err := sim.MeasureElections(s.ec, bar.add)
+		if err != nil {
+			return err
+		}
+		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+		rows = append(rows, electionRow{
+			Setting: s.name, Trials: s.ec.Trials,
+			TimeoutMinMs: ms(time.Duration(s.ec.ElectionTicks) * s.ec.Tick),
+			HeartbeatMs:  ms(time.Duration(s.ec.HeartbeatTicks) * s.ec.Tick),
+			TickMs:       ms(s.ec.Tick),
+			P50Ms:        ms(res.Quantile(0.5)), P90Ms: ms(res.Quantile(0.9)), P99Ms: ms(res.Quantile(0.99)),
+			MaxMs:      ms(res.Quantile(1)),
+			SplitVotes: res.SplitVotes, SplitVoteRate: res.SplitVoteRate(), Failed: res.Failed,
+		})
+	}
+	bar.finish()
+	if f.jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "setting\ttrials\tp50 ms\tp90 ms\tp99 ms\tmax ms\tsplit votes\tfailed\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%d (%.1f%%)\t%d\t\n",
+			r.Setting, r.Trials, r.P50Ms, r.P90Ms, r.P99Ms, r.MaxMs, r.SplitVotes, 100*r.SplitVoteRate, r.Failed)
+	}
+	return tw.Flush()
 }
