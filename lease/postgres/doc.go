@@ -1,0 +1,97 @@
+// Package postgres is a lease.Backend in a PostgreSQL table:
+// postgres://user:password@host:port/db?sslmode=...[&table=coord_lease&advisory=false&listen=true&poll=200ms].
+//
+// Part 2 of the articles names the relational version of the lock file's
+// O_EXCL: an INSERT against a unique constraint, with the expiry a column
+// that a takeover compares. Here each operation is one statement, so the
+// database's row lock makes it atomic, and every expiry is computed and
+// compared on the server's clock (clock_timestamp()), never the client's.
+//
+// # Table
+//
+// Created on Open if missing (the name is the table parameter):
+//
+//	CREATE TABLE coord_lease (
+//	    name   text PRIMARY KEY,
+//	    holder text NOT NULL DEFAULT '',  -- empty when free
+//	    token  bigint NOT NULL,           -- the last token issued for name
+//	    expiry timestamptz,               -- server time; NULL when free
+//	    live   boolean NOT NULL DEFAULT false -- holder holds an advisory lock
+//	);
+//
+// with a trigger that runs pg_notify('coord_lease', name) after every
+// change of a row. Rows are never deleted: Release empties holder and keeps
+// token, so the next Acquire issues token+1, whatever ended the lease.
+//
+// # Operations
+//
+//   - Acquire: INSERT ... ON CONFLICT (name) DO UPDATE SET token = token + 1
+//     ... WHERE the lease is free or expired (expiry <= clock_timestamp()),
+//     RETURNING the token. One statement: two contenders serialize on the
+//     row, and the second sees the first's update.
+//   - Renew: UPDATE ... SET expiry = clock_timestamp() + ttl WHERE holder and
+//     token match and the lease has not expired.
+//   - Release: UPDATE ... emptying holder and expiry, WHERE holder and
+//     token match and the lease has not expired.
+//   - Watch: LISTEN on a connection of its own; every notification about
+//     the name, and the expiry the watcher read, wake it to read the row.
+//     With listen=false it polls instead (every poll interval, with 20 %
+//     jitter, and at the expiry it read).
+//
+// # Advisory locks (advisory=true)
+//
+// The holder also takes a session-level advisory lock for the name, on a
+// connection the Backend keeps for the purpose, and the row records that
+// (live). A contender that can take that advisory lock knows the holder's
+// session has ended (PostgreSQL releases a session's locks when its
+// connection closes, as the kernel releases a dead process's flock) and may
+// take the lease over at once, without waiting for the TTL. The price: the
+// lease now also ends when the holder's connection does (a server restart,
+// pg_terminate_backend, a network cut that the server notices), and the
+// holder learns of it only at its next Renew, which then fails with
+// lease.ErrLost. Until then two processes may both believe they lead; the
+// fencing token still tells them apart. Without advisory=true (the
+// default), a holder that dies keeps the lease until its TTL runs out, and
+// the Elector's guarantee (it steps down before anyone else can acquire)
+// holds whatever happens to connections.
+//
+// # Behind a connection pooler
+//
+// The lease table works through any pooler (PgBouncer in session,
+// transaction or statement mode, pgpool, RDS Proxy): every operation is
+// one statement in its own implicit transaction. In transaction or
+// statement mode, add default_query_exec_mode=exec (or simple_protocol) to
+// the URL, since older PgBouncers do not support named prepared statements.
+// Two things need a session of their own, which a transaction pooler does
+// not give: LISTEN (a watcher may never hear a notification; use
+// listen=false there, or point watchers at the server directly), and
+// advisory=true (a session lock on a pooled server connection is released,
+// or kept, at the pooler's whim: never use it through a transaction
+// pooler).
+//
+// # Clock
+//
+// Expiry is the PostgreSQL server's wall clock (clock_timestamp()). A step
+// of that clock moves every lease's expiry with it: forward, and leases
+// expire early while their holders still believe they hold them. Keep the
+// server's clock slewed, never stepped. Clients' clocks do not matter.
+//
+// # Guarantees
+//
+//   - At most one holder per name at a time, on one server (or a primary
+//     and synchronous replicas). After an asynchronous replica is promoted,
+//     an acquire the old primary acknowledged may be lost.
+//   - Tokens only grow, across holders, client crashes and server restarts
+//     (a committed update survives a restart, with the usual fsync
+//     settings).
+//   - An operation that cannot reach the server returns an error wrapping
+//     lease.ErrUnavailable when its context is done (or after 5 s if it has
+//     no deadline).
+//
+// # What it does not guarantee
+//
+//   - Without advisory=true, a holder that dies is not noticed before its
+//     TTL runs out.
+//   - With advisory=true, see above: a holder can lose the lease before its
+//     TTL and learn it only at its next renewal.
+package postgres
