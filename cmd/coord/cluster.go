@@ -1,8 +1,265 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
 
-// newClusterCmd is a placeholder until issue 6 lands: it says so and exits 1.
+	"coord/server/localcluster"
+
+	"github.com/spf13/cobra"
+)
+
+// newClusterCmd starts and manages a local cluster of `coord server`
+// processes (server/localcluster).
 func newClusterCmd() *cobra.Command {
-	return notBuilt("cluster", "Start and manage a local coord cluster", "issue 6")
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Start and manage a local coord cluster",
+		Long: `Start a coord Raft cluster of real 'coord server' processes on loopback, see
+its state, add and remove nodes, and stop it. The cluster is described in
+DIR/cluster.json; every subcommand finds it through --dir.`,
+		Args: usageArgs(cobra.NoArgs),
+	}
+	cmd.AddCommand(newClusterUpCmd(), newClusterStatusCmd(), newClusterAddCmd(), newClusterRemoveCmd(), newClusterDownCmd())
+	return cmd
+}
+
+func defaultClusterDir() string { return filepath.Join(os.TempDir(), "coord-cluster") }
+
+func addDirFlag(cmd *cobra.Command, dir *string) {
+	cmd.Flags().StringVar(dir, "dir", defaultClusterDir(), "the cluster's directory (data, logs, cluster.json)")
+}
+
+func newClusterUpCmd() *cobra.Command {
+	var (
+		nodes  int
+		dir    string
+		detach bool
+		tick   time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "up [--nodes 3] [--dir DIR] [--detach]",
+		Short: "Start a local cluster and print how to reach it",
+		Long: `Start a cluster of --nodes 'coord server' processes on loopback, wait for a
+leader, and print the nodes' addresses and what to try. Without --detach it
+runs until interrupted, then stops the nodes; with --detach it leaves them
+running ('coord cluster down' stops them). Data survives in --dir: a
+cluster started again in the same directory with the same node count
+would need the same addresses, so 'up' refuses a directory that holds one.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if nodes < 1 || nodes > 9 {
+				return usagef("--nodes %d: want 1 to 9", nodes)
+			}
+			if tick <= 0 {
+				return usagef("--tick %v: want a positive duration", tick)
+			}
+			if alive, err := localcluster.Running(dir); err == nil {
+				for id, up := range alive {
+					if up {
+						return fmt.Errorf("a cluster is running in %s (node %d is up): stop it with 'coord cluster down --dir %s'", dir, id, dir)
+					}
+				}
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+				// Old data with new addresses would be a different cluster
+				// that believes it is the old one.
+				if err := os.RemoveAll(dir); err != nil {
+					return err
+				}
+			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			c, err := localcluster.Start(ctx, localcluster.Config{Nodes: nodes, Dir: dir, Binary: self, Detach: detach,
+				Args: []string{"--tick", tick.String()}})
+			if err != nil {
+				return err
+			}
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			leader, err := c.WaitLeader(wctx)
+			cancel()
+			if err != nil {
+				c.Close()
+				return err
+			}
+			printCluster(cmd.OutOrStdout(), c, leader, dir, detach)
+			if detach {
+				c.Close()
+				return nil
+			}
+			<-ctx.Done()
+			fmt.Fprintln(cmd.OutOrStdout(), "stopping the cluster")
+			c.Close()
+			_, _ = localcluster.Down(dir) // nodes added with 'cluster add'
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&nodes, "nodes", 3, "number of nodes")
+	cmd.Flags().BoolVar(&detach, "detach", false, "leave the nodes running and exit")
+	cmd.Flags().DurationVar(&tick, "tick", 100*time.Millisecond, "Raft tick of every node")
+	addDirFlag(cmd, &dir)
+	return cmd
+}
+
+func printCluster(w io.Writer, c *localcluster.Cluster, leader uint64, dir string, detach bool) {
+	fmt.Fprintf(w, "cluster of %d nodes in %s; leader: node %d\n\n", len(c.IDs()), dir, leader)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NODE\tHTTP\tRAFT\tPID\tLOG")
+	for _, n := range c.Nodes() {
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\n", n.ID, n.HTTP, n.Peer, n.PID, n.Log)
+	}
+	tw.Flush()
+	eps := c.Endpoints()
+	fmt.Fprintf(w, `
+Try:
+  curl -X PUT --data hello http://%[1]s/v1/kv/greeting
+  curl http://%[2]s/v1/kv/greeting
+  curl -X POST -d '{"holder":"me","ttl_ms":5000}' http://%[1]s/v1/leases/demo/acquire
+  coord elect --store raft://%[3]s --name demo
+  coord cluster status --dir %[4]s
+`, eps[0], eps[len(eps)-1], strings.Join(eps, ","), dir)
+	if detach {
+		fmt.Fprintf(w, "\nThe nodes keep running; stop them with: coord cluster down --dir %s\n", dir)
+	} else {
+		fmt.Fprintln(w, "\nCtrl-C stops the cluster.")
+	}
+}
+
+func newClusterStatusCmd() *cobra.Command {
+	var dir, endpoints string
+	cmd := &cobra.Command{
+		Use:   "status [--dir DIR | --endpoints HOST:PORT,...]",
+		Short: "Show every node's role, term, leader and indexes",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var eps []string
+			if endpoints != "" {
+				eps = strings.Split(endpoints, ",")
+			} else {
+				info, err := localcluster.Load(dir)
+				if err != nil {
+					return err
+				}
+				for _, n := range info.Nodes {
+					eps = append(eps, n.HTTP)
+				}
+			}
+			sts, errs := localcluster.StatusAll(cmd.Context(), eps)
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tHTTP\tROLE\tTERM\tLEADER\tCOMMIT\tAPPLIED\tMEMBERS")
+			down := 0
+			for i, ep := range eps {
+				if errs[i] != nil {
+					down++
+					fmt.Fprintf(tw, "?\t%s\tdown\t\t\t\t\t%v\n", ep, errs[i])
+					continue
+				}
+				st := sts[i]
+				var members []string
+				for _, m := range st.Members {
+					s := fmt.Sprint(m.ID)
+					if !m.Voter {
+						s += "(learner)"
+					}
+					members = append(members, s)
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", st.ID, ep, st.Role, st.Term, st.Leader, st.Commit, st.Applied, strings.Join(members, ","))
+			}
+			tw.Flush()
+			if down == len(eps) {
+				return errors.New("no node answered")
+			}
+			return nil
+		},
+	}
+	addDirFlag(cmd, &dir)
+	cmd.Flags().StringVar(&endpoints, "endpoints", "", "HTTP addresses of the nodes to ask (instead of --dir)")
+	return cmd
+}
+
+func newClusterAddCmd() *cobra.Command {
+	var dir string
+	var id uint64
+	cmd := &cobra.Command{
+		Use:   "add --id N [--dir DIR]",
+		Short: "Start a new node and add it to the cluster (as a learner, then a voter)",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if id == 0 {
+				return usagef("--id is required (a positive integer)")
+			}
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
+			defer cancel()
+			n, err := localcluster.AddNode(ctx, dir, self, nil, false, id, nil)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "node %d added: http %s, raft %s, pid %d, log %s\n", n.ID, n.HTTP, n.Peer, n.PID, n.Log)
+			return nil
+		},
+	}
+	addDirFlag(cmd, &dir)
+	cmd.Flags().Uint64Var(&id, "id", 0, "the new node's ID (required)")
+	return cmd
+}
+
+func newClusterRemoveCmd() *cobra.Command {
+	var dir string
+	var id uint64
+	cmd := &cobra.Command{
+		Use:   "remove --id N [--dir DIR]",
+		Short: "Remove a node from the cluster and stop it",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if id == 0 {
+				return usagef("--id is required (a positive integer)")
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
+			defer cancel()
+			if err := localcluster.RemoveNode(ctx, dir, id); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "node %d removed\n", id)
+			return nil
+		},
+	}
+	addDirFlag(cmd, &dir)
+	cmd.Flags().Uint64Var(&id, "id", 0, "the node to remove (required)")
+	return cmd
+}
+
+func newClusterDownCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "down [--dir DIR]",
+		Short: "Stop every node of a cluster started with --detach",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			stopped, err := localcluster.Down(dir)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "stopped %d nodes %v; data kept in %s\n", len(stopped), stopped, dir)
+			return nil
+		},
+	}
+	addDirFlag(cmd, &dir)
+	return cmd
 }
