@@ -60,7 +60,11 @@ type failoverFlags struct {
 	ttl            time.Duration
 	kinds          []string
 	jsonOut        bool
+	baseline       articlesTimings // hidden flags, for quick tests
 }
+
+// articlesTimings are the articles' lease program's intervals.
+type articlesTimings struct{ lease, renew, watch time.Duration }
 
 func newBenchFailoverCmd() *cobra.Command {
 	var f failoverFlags
@@ -95,6 +99,13 @@ its own lock file; --baseline-trials 0 skips it.`,
 	fl.DurationVar(&f.ttl, "ttl", 9*time.Second, "coord's lease TTL")
 	fl.StringSliceVar(&f.kinds, "kinds", []string{"kill", "term"}, "signals to measure: kill (SIGKILL), term (SIGTERM)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the results as JSON")
+	// The articles' timings are the point of the baseline; tests shorten them.
+	fl.DurationVar(&f.baseline.lease, "baseline-lease", 9*time.Second, "the articles' LEASE_DURATION")
+	fl.DurationVar(&f.baseline.renew, "baseline-renew", 3*time.Second, "the articles' RENEW_INTERVAL")
+	fl.DurationVar(&f.baseline.watch, "baseline-watch", 3*time.Second, "the articles' WATCH_INTERVAL")
+	for _, name := range []string{"baseline-lease", "baseline-renew", "baseline-watch"} {
+		fl.MarkHidden(name)
+	}
 	return cmd
 }
 
@@ -155,6 +166,8 @@ func runFailoverBench(ctx context.Context, stdout, stderr io.Writer, f failoverF
 		return usagef("--parallel %d: want at least 1", f.parallel)
 	case f.contenders < 2:
 		return usagef("--contenders %d: want at least 2", f.contenders)
+	case f.baseline.lease <= 0 || f.baseline.renew <= 0 || f.baseline.watch <= 0:
+		return usagef("the articles' timings must be positive")
 	}
 	if f.ttl <= 0 {
 		return usagef("--ttl %v is not positive", f.ttl)
@@ -222,14 +235,17 @@ func runFailoverBench(ctx context.Context, stdout, stderr io.Writer, f failoverF
 // on its own lock file, share the trials.
 func runBaseline(ctx context.Context, self, dir string, sig syscall.Signal, f failoverFlags, progress func(string, ...any)) gapStats {
 	groups := min(f.parallel, f.baselineTrials)
-	progress("articles' lease (9s/3s/3s), %s: %d trials in %d parallel groups (about %ds)", sig, f.baselineTrials, groups, 15*(f.baselineTrials+groups-1)/groups)
+	tm := f.baseline
+	perTrial := tm.lease + 2*tm.watch
+	progress("articles' lease (%v/%v/%v), %s: %d trials in %d parallel groups (about %v)", tm.lease, tm.renew, tm.watch, sig, f.baselineTrials, groups,
+		(perTrial * time.Duration((f.baselineTrials+groups-1)/groups)).Round(time.Second))
 	var (
 		mu                  sync.Mutex
 		gaps, fromRelease   []time.Duration
 		failed              int
 		wg                  sync.WaitGroup
 		quiet               = func(string, ...any) {}
-		articlesTrialPeriod = 3 * time.Second
+		articlesTrialPeriod = max(tm.renew, tm.watch)
 	)
 	for i := range groups {
 		trials := f.baselineTrials / groups
@@ -241,11 +257,12 @@ func runBaseline(ctx context.Context, self, dir string, sig syscall.Signal, f fa
 		go func() {
 			defer wg.Done()
 			spawn := func(int) (*benchProc, error) {
-				return startBenchProc(self, "", "articles", "lease", lock, "--json")
+				return startBenchProc(self, "", "articles", "lease", lock, "--json",
+					"--lease", tm.lease.String(), "--renew", tm.renew.String(), "--watch", tm.watch.String())
 			}
 			seed := uint64(time.Now().UnixNano()) + uint64(i)
 			g := &benchGroup{spawn: spawn, contenders: f.contenders, rng: rand.New(rand.NewPCG(seed, 11)),
-				phaseMax: articlesTrialPeriod, staggerMax: articlesTrialPeriod, timeout: time.Minute, progress: quiet}
+				phaseMax: articlesTrialPeriod, staggerMax: articlesTrialPeriod, timeout: 3*perTrial + 30*time.Second, progress: quiet}
 			gs, fr, fl := g.run(ctx, sig, trials)
 			mu.Lock()
 			gaps, fromRelease, failed = append(gaps, gs...), append(fromRelease, fr...), failed+fl
@@ -257,7 +274,8 @@ func runBaseline(ctx context.Context, self, dir string, sig syscall.Signal, f fa
 }
 
 func printFailover(w io.Writer, f failoverFlags, results []gapStats) {
-	fmt.Fprintf(w, "Leaderless gap after the leader is signalled (%d contenders; coord TTL %v; articles 9s/3s/3s)\n", f.contenders, f.ttl)
+	fmt.Fprintf(w, "Leaderless gap after the leader is signalled (%d contenders; coord TTL %v; articles %v/%v/%v)\n",
+		f.contenders, f.ttl, f.baseline.lease, f.baseline.renew, f.baseline.watch)
 	fmt.Fprintf(w, "machine: %s\n\n", machineSummary())
 	fmt.Fprintf(w, "%-9s %-8s %7s %10s %10s %10s %10s\n", "impl", "signal", "trials", "min", "median", "p99", "max")
 	median := map[string]float64{}

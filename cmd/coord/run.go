@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -78,7 +79,7 @@ exits 1 at once if the lease is held by someone else.`,
 				return err
 			}
 			defer b.Close()
-			r := &runner{args: args, grace: grace, cfg: cfg, log: slog.Default()}
+			r := &runner{args: args, grace: grace, cfg: cfg, log: slog.Default(), stderr: cmd.ErrOrStderr()}
 			return r.run(cmd.Context(), b, wait)
 		},
 	}
@@ -90,10 +91,11 @@ exits 1 at once if the lease is held by someone else.`,
 
 // runner runs CMD under an Elector.
 type runner struct {
-	args  []string
-	grace time.Duration
-	cfg   lease.Config
-	log   *slog.Logger
+	args   []string
+	grace  time.Duration
+	cfg    lease.Config
+	log    *slog.Logger
+	stderr io.Writer
 
 	mu       sync.Mutex
 	expiry   time.Time // when our lease can pass to another, on our clock
@@ -153,7 +155,7 @@ func (r *runner) run(ctx context.Context, b lease.Backend, wait bool) error {
 		return fmt.Errorf("stopped before acquiring lease %q; %s was not run", r.cfg.Name, r.args[0])
 	}
 	if r.lostErr != nil {
-		fmt.Fprintf(os.Stderr, "coord: lost lease %q; %s was stopped (exit status %d): %v\n", r.cfg.Name, r.args[0], r.exitCode, r.lostErr)
+		fmt.Fprintf(r.stderr, "coord: lost lease %q; %s was stopped (exit status %d): %v\n", r.cfg.Name, r.args[0], r.exitCode, r.lostErr)
 	}
 	if r.exitCode != 0 {
 		return &exitError{code: r.exitCode}
