@@ -1,0 +1,561 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"coord/raft"
+)
+
+// Errors returned by a Node.
+var (
+	// ErrInvalidConfig wraps every Config.Validate failure.
+	ErrInvalidConfig = errors.New("node: invalid config")
+	// ErrStopped means the node was stopped.
+	ErrStopped = errors.New("node: stopped")
+	// ErrProposalLost means another entry was committed at the index the
+	// proposal got: leadership changed before it committed. It was not
+	// applied; retrying is safe.
+	ErrProposalLost = errors.New("node: proposal lost to a leadership change")
+	// ErrOutcomeUnknown means the node skipped the proposal's index by
+	// installing a snapshot, so it cannot tell whether it was applied.
+	ErrOutcomeUnknown = errors.New("node: proposal outcome unknown")
+)
+
+// StateMachine is the application replicated by Raft. The node calls it
+// from its loop goroutine only, never concurrently.
+type StateMachine interface {
+	// Apply applies the data of a committed entry, in log order. Its
+	// result is returned to the proposer, if it proposed on this node.
+	Apply(index uint64, data []byte) any
+	// Snapshot serializes the state as of the last applied entry.
+	Snapshot() ([]byte, error)
+	// Restore replaces the state with what Snapshot produced.
+	Restore(data []byte) error
+}
+
+// Config configures a Node. Start from DefaultConfig.
+type Config struct {
+	// Raft configures the core: ID, Peers (for a new cluster), ticks and
+	// limits. Storage is set from Storage; Rand, if nil, is seeded at
+	// random.
+	Raft         raft.Config
+	Storage      Storage
+	Transport    Transport
+	StateMachine StateMachine
+	// TickInterval is the wall-clock length of a raft tick.
+	TickInterval time.Duration
+	// SnapshotEntries is how many applied entries trigger a snapshot and
+	// log compaction; 0 never compacts.
+	SnapshotEntries uint64
+	// InboxMessages bounds the messages waiting for the loop; Deliver
+	// drops past it, as a full network buffer would.
+	InboxMessages int
+	// ConfChanged, if set, is called on the loop goroutine after a
+	// membership change is applied (to update a transport's address book
+	// from the change's Context, say). It must not block.
+	ConfChanged func(cc raft.ConfChange, cs raft.ConfState)
+	// Logger logs storage failures and dropped messages. Nil:
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a Config with 100 ms ticks (elections after 1-2 s),
+// a snapshot every 10,000 entries and an inbox of 4096 messages.
+func DefaultConfig() Config {
+	return Config{
+		Raft:            raft.DefaultConfig(),
+		TickInterval:    100 * time.Millisecond,
+		SnapshotEntries: 10000,
+		InboxMessages:   4096,
+	}
+}
+
+// Validate names the first field missing or out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.Storage == nil:
+		return fmt.Errorf("%w: Storage is nil", ErrInvalidConfig)
+	case c.Transport == nil:
+		return fmt.Errorf("%w: Transport is nil", ErrInvalidConfig)
+	case c.StateMachine == nil:
+		return fmt.Errorf("%w: StateMachine is nil", ErrInvalidConfig)
+	case c.TickInterval <= 0:
+		return fmt.Errorf("%w: TickInterval %v must be positive", ErrInvalidConfig, c.TickInterval)
+	case c.InboxMessages <= 0:
+		return fmt.Errorf("%w: InboxMessages %d must be positive", ErrInvalidConfig, c.InboxMessages)
+	}
+	rc := c.Raft
+	rc.Storage = c.Storage
+	if rc.Rand == nil {
+		rc.Rand = rand.New(rand.NewPCG(1, 1))
+	}
+	if err := rc.Validate(); err != nil {
+		return fmt.Errorf("%w: Raft: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+// Node runs one raft core on its own goroutine.
+//
+// Node is safe for concurrent use: its methods talk to the loop goroutine
+// by message, and the loop alone touches the core, the storage and the
+// state machine (the articles' lesson: one owner, no shared state).
+type Node struct {
+	id       uint64
+	cfg      Config
+	log      *slog.Logger
+	core     *raft.Core
+	inbox    chan raft.Message
+	reports  chan func()
+	requests chan func()
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+	err      error // set before done is closed
+
+	// Owned by the loop goroutine.
+	applied      uint64
+	conf         raft.ConfState
+	lastSnapshot uint64
+	leading      bool
+	proposals    map[uint64]waiter
+	readSeq      uint64
+	reads        map[uint64]chan error
+	readQueue    []pendingRead
+
+	mu      sync.Mutex // guards status and changed
+	status  raft.Status
+	changed chan struct{}
+}
+
+type waiter struct {
+	term uint64
+	ch   chan result
+}
+
+type result struct {
+	value any
+	err   error
+}
+
+type pendingRead struct {
+	index uint64
+	ch    chan error
+}
+
+// Start restores the state machine from the storage's snapshot, starts the
+// core and the loop goroutine.
+func Start(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	rc := cfg.Raft
+	rc.Storage = cfg.Storage
+	if rc.Rand == nil {
+		rc.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	n := &Node{
+		id:        rc.ID,
+		cfg:       cfg,
+		log:       cfg.Logger,
+		inbox:     make(chan raft.Message, cfg.InboxMessages),
+		reports:   make(chan func(), 256),
+		requests:  make(chan func()),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+		proposals: map[uint64]waiter{},
+		reads:     map[uint64]chan error{},
+		changed:   make(chan struct{}),
+	}
+	if n.log == nil {
+		n.log = slog.Default()
+	}
+	snap, err := cfg.Storage.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("node %d: read snapshot: %w", n.id, err)
+	}
+	if !snap.IsEmpty() {
+		if err := cfg.StateMachine.Restore(snap.Data); err != nil {
+			return nil, fmt.Errorf("node %d: restore snapshot %d: %w", n.id, snap.Metadata.Index, err)
+		}
+		n.applied, n.lastSnapshot, n.conf = snap.Metadata.Index, snap.Metadata.Index, snap.Metadata.ConfState
+	}
+	n.core, err = raft.New(rc)
+	if err != nil {
+		return nil, fmt.Errorf("node %d: %w", n.id, err)
+	}
+	n.publishStatus()
+	go n.run()
+	return n, nil
+}
+
+// ID returns the node's ID.
+func (n *Node) ID() uint64 { return n.id }
+
+// Deliver hands a message from a peer to the node. It never blocks: when
+// the inbox is full the message is dropped, and Raft recovers as from any
+// lost packet. Transports call it from their own goroutines.
+func (n *Node) Deliver(m raft.Message) {
+	select {
+	case n.inbox <- m:
+	default:
+		n.log.Debug("node: inbox full, message dropped", "node", n.id, "message", m.String())
+	}
+}
+
+// ReportUnreachable tells the leader that a message to id was dropped. It
+// never blocks.
+func (n *Node) ReportUnreachable(id uint64) {
+	n.report(func() { n.core.ReportUnreachable(id) })
+}
+
+// ReportSnapshot tells the leader whether a snapshot reached id. It never
+// blocks.
+func (n *Node) ReportSnapshot(id uint64, failed bool) {
+	n.report(func() { n.core.ReportSnapshot(id, failed) })
+}
+
+func (n *Node) report(f func()) {
+	select {
+	case n.reports <- f:
+	default:
+	}
+}
+
+// do runs f on the loop goroutine and waits until it has run.
+func (n *Node) do(ctx context.Context, f func()) error {
+	ran := make(chan struct{})
+	select {
+	case n.requests <- func() { f(); close(ran) }:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.done:
+		return n.Err()
+	}
+	<-ran
+	return nil
+}
+
+// Propose replicates data and waits until this node has applied it,
+// returning the state machine's result. ErrNotLeader (raft) if this node is
+// not the leader; ErrProposalLost if leadership changed first.
+func (n *Node) Propose(ctx context.Context, data []byte) (any, error) {
+	return n.propose(ctx, func() (uint64, uint64, error) { return n.core.Propose(data) })
+}
+
+// ProposeConfChange proposes a membership change and waits until it is
+// applied here; the result is the new raft.ConfState.
+func (n *Node) ProposeConfChange(ctx context.Context, cc raft.ConfChange) (raft.ConfState, error) {
+	v, err := n.propose(ctx, func() (uint64, uint64, error) { return n.core.ProposeConfChange(cc) })
+	if err != nil {
+		return raft.ConfState{}, err
+	}
+	return v.(raft.ConfState), nil
+}
+
+func (n *Node) propose(ctx context.Context, submit func() (uint64, uint64, error)) (any, error) {
+	ch := make(chan result, 1)
+	err := n.do(ctx, func() {
+		index, term, err := submit()
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		n.proposals[index] = waiter{term: term, ch: ch}
+	})
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-ch:
+		return r.value, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-n.done:
+		return nil, n.Err()
+	}
+}
+
+// ReadIndex waits until a linearizable read may be served from this
+// node's state machine (dissertation §6.4): the leader confirmed its
+// leadership with a quorum, and this node applied through the commit index
+// it had when the read began. Only the leader serves it (raft.ErrNotLeader
+// elsewhere).
+func (n *Node) ReadIndex(ctx context.Context) error {
+	ch := make(chan error, 1)
+	err := n.do(ctx, func() {
+		n.readSeq++
+		if err := n.core.ReadIndex(n.readSeq); err != nil {
+			ch <- err
+			return
+		}
+		n.reads[n.readSeq] = ch
+	})
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.done:
+		return n.Err()
+	}
+}
+
+// TransferLeadership asks the leader to hand over to another voter
+// (§3.10). It returns once the transfer has started.
+func (n *Node) TransferLeadership(ctx context.Context, to uint64) error {
+	var err error
+	if doErr := n.do(ctx, func() { err = n.core.TransferLeadership(to) }); doErr != nil {
+		return doErr
+	}
+	return err
+}
+
+// Campaign starts an election now.
+func (n *Node) Campaign(ctx context.Context) error {
+	return n.do(ctx, n.core.Campaign)
+}
+
+// Status returns the core's status as of the loop's last step.
+func (n *Node) Status() raft.Status {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.status
+}
+
+// Changed returns a channel that is closed when the status next changes.
+func (n *Node) Changed() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.changed
+}
+
+// Done is closed when the loop has ended (Stop, or a storage failure).
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Err returns why the loop ended: ErrStopped after Stop, or the storage
+// or state machine error that ended it. Nil while it runs.
+func (n *Node) Err() error {
+	select {
+	case <-n.done:
+		return n.err
+	default:
+		return nil
+	}
+}
+
+// Stop ends the loop and waits for it. Waiting calls return ErrStopped.
+// It returns the error that ended the loop, if not Stop itself.
+func (n *Node) Stop() error {
+	n.stopOnce.Do(func() { close(n.stop) })
+	<-n.done
+	if errors.Is(n.err, ErrStopped) {
+		return nil
+	}
+	return n.err
+}
+
+// ---- The loop ----
+
+func (n *Node) run() {
+	ticker := time.NewTicker(n.cfg.TickInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ticker.C:
+			n.core.Tick()
+		case m := <-n.inbox:
+			if err := n.core.Step(m); err != nil {
+				n.log.Warn("node: invalid message", "node", n.id, "err", err)
+			}
+		case f := <-n.requests:
+			f()
+		case f := <-n.reports:
+			f()
+		case <-n.stop:
+			n.end(ErrStopped)
+			return
+		}
+		if err := n.handleReadies(); err != nil {
+			n.log.Error("node: stopping", "node", n.id, "err", err)
+			n.end(err)
+			return
+		}
+		n.publishStatus()
+	}
+}
+
+// end fails every waiter with err and closes done.
+func (n *Node) end(err error) {
+	n.err = err
+	for index, w := range n.proposals {
+		w.ch <- result{err: err}
+		delete(n.proposals, index)
+	}
+	n.failReads(err)
+	close(n.done)
+}
+
+func (n *Node) failReads(err error) {
+	for id, ch := range n.reads {
+		ch <- err
+		delete(n.reads, id)
+	}
+	for _, r := range n.readQueue {
+		r.ch <- err
+	}
+	n.readQueue = nil
+}
+
+// handleReadies does each Ready's work in the order of the package doc.
+func (n *Node) handleReadies() error {
+	for n.core.HasReady() {
+		rd := n.core.Ready()
+		// 1. Persist, durably.
+		if !rd.Snapshot.IsEmpty() {
+			if err := n.cfg.Storage.ApplySnapshot(rd.Snapshot); err != nil {
+				return fmt.Errorf("node %d: apply snapshot: %w", n.id, err)
+			}
+		}
+		if !rd.HardState.IsEmpty() || len(rd.Entries) > 0 {
+			if err := n.cfg.Storage.Save(rd.HardState, rd.Entries); err != nil {
+				return fmt.Errorf("node %d: save: %w", n.id, err)
+			}
+		}
+		// 2. Only now send: the messages vouch for what was just saved.
+		if len(rd.Messages) > 0 {
+			n.cfg.Transport.Send(rd.Messages)
+		}
+		// 3. Apply.
+		if !rd.Snapshot.IsEmpty() {
+			if err := n.installSnapshot(rd.Snapshot); err != nil {
+				return err
+			}
+		}
+		n.apply(rd.CommittedEntries)
+		for _, rs := range rd.ReadStates {
+			if ch, ok := n.reads[rs.ID]; ok {
+				delete(n.reads, rs.ID)
+				n.readQueue = append(n.readQueue, pendingRead{index: rs.Index, ch: ch})
+			}
+		}
+		n.releaseReads()
+		if rd.SoftState != nil {
+			wasLeading := n.leading
+			n.leading = rd.SoftState.Role == raft.Leader
+			if wasLeading && !n.leading {
+				// The core drops reads pending on a deposed leader.
+				n.failReads(fmt.Errorf("%w: leadership lost", raft.ErrNotLeader))
+			}
+		}
+		// 4. Advance.
+		n.core.Advance(rd)
+		if err := n.maybeCompact(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *Node) installSnapshot(s raft.Snapshot) error {
+	if err := n.cfg.StateMachine.Restore(s.Data); err != nil {
+		return fmt.Errorf("node %d: restore snapshot %d: %w", n.id, s.Metadata.Index, err)
+	}
+	n.applied, n.lastSnapshot, n.conf = s.Metadata.Index, s.Metadata.Index, s.Metadata.ConfState
+	for index, w := range n.proposals {
+		if index <= n.applied {
+			w.ch <- result{err: ErrOutcomeUnknown}
+			delete(n.proposals, index)
+		}
+	}
+	return nil
+}
+
+func (n *Node) apply(entries []raft.Entry) {
+	for _, e := range entries {
+		var value any
+		switch e.Type {
+		case raft.EntryNormal:
+			if len(e.Data) > 0 {
+				value = n.cfg.StateMachine.Apply(e.Index, e.Data)
+			}
+		case raft.EntryConfChange:
+			value = n.applyConfChange(e)
+		}
+		n.applied = e.Index
+		if w, ok := n.proposals[e.Index]; ok {
+			delete(n.proposals, e.Index)
+			if w.term == e.Term {
+				w.ch <- result{value: value}
+			} else {
+				w.ch <- result{err: ErrProposalLost}
+			}
+		}
+	}
+}
+
+func (n *Node) applyConfChange(e raft.Entry) any {
+	cc, err := raft.UnmarshalConfChange(e.Data)
+	if err != nil {
+		return n.conf
+	}
+	cs, err := raft.ApplyConfChange(n.conf, cc)
+	if err != nil {
+		return n.conf // a no-op on every node alike
+	}
+	n.conf = cs
+	if n.cfg.ConfChanged != nil {
+		n.cfg.ConfChanged(cc, cs)
+	}
+	return cs
+}
+
+func (n *Node) releaseReads() {
+	kept := n.readQueue[:0]
+	for _, r := range n.readQueue {
+		if r.index <= n.applied {
+			r.ch <- nil
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	n.readQueue = kept
+}
+
+func (n *Node) maybeCompact() error {
+	if n.cfg.SnapshotEntries == 0 || n.applied < n.lastSnapshot+n.cfg.SnapshotEntries {
+		return nil
+	}
+	data, err := n.cfg.StateMachine.Snapshot()
+	if err != nil {
+		return fmt.Errorf("node %d: state machine snapshot: %w", n.id, err)
+	}
+	if err := n.cfg.Storage.Compact(n.applied, data, n.conf); err != nil {
+		return fmt.Errorf("node %d: compact to %d: %w", n.id, n.applied, err)
+	}
+	n.lastSnapshot = n.applied
+	return nil
+}
+
+func (n *Node) publishStatus() {
+	st := n.core.Status()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if st.HardState == n.status.HardState && st.SoftState == n.status.SoftState &&
+		st.Applied == n.status.Applied && st.LastIndex == n.status.LastIndex && st.Conf.Equal(n.status.Conf) {
+		n.status = st
+		return
+	}
+	n.status = st
+	close(n.changed)
+	n.changed = make(chan struct{})
+}

@@ -1,0 +1,336 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"coord/raft"
+)
+
+// kv is a tiny state machine: "key=value" commands.
+type kv struct {
+	mu   sync.Mutex // tests read it from their goroutine
+	data map[string]string
+}
+
+func newKV() *kv { return &kv{data: map[string]string{}} }
+
+func (s *kv) Apply(_ uint64, cmd []byte) any {
+	k, v, _ := strings.Cut(string(cmd), "=")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.data[k] = v
+	return len(s.data)
+}
+
+func (s *kv) Snapshot() ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return json.Marshal(s.data)
+}
+
+func (s *kv) Restore(b []byte) error {
+	m := map[string]string{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.data = m
+	return nil
+}
+
+func (s *kv) get(k string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.data[k]
+}
+
+type member struct {
+	node    *Node
+	storage MemoryStorage
+	sm      *kv
+}
+
+type testCluster struct {
+	t       *testing.T
+	net     *MemoryNetwork
+	members map[uint64]*member
+	wrap    func(id uint64, tr Transport, s MemoryStorage) Transport
+}
+
+func newTestCluster(t *testing.T, ids ...uint64) *testCluster {
+	c := &testCluster{t: t, net: NewMemoryNetwork(), members: map[uint64]*member{}}
+	for _, id := range ids {
+		c.start(id, NewMemoryStorage(), ids)
+	}
+	t.Cleanup(c.stopAll)
+	return c
+}
+
+func (c *testCluster) start(id uint64, storage MemoryStorage, peers []uint64) *member {
+	c.t.Helper()
+	cfg := DefaultConfig()
+	cfg.Raft.ID = id
+	cfg.Raft.Peers = peers
+	cfg.Raft.Rand = rand.New(rand.NewPCG(id, 7))
+	cfg.Storage = storage
+	cfg.Transport = c.net.Transport(id)
+	if c.wrap != nil {
+		cfg.Transport = c.wrap(id, cfg.Transport, storage)
+	}
+	m := &member{storage: storage, sm: newKV()}
+	cfg.StateMachine = m.sm
+	cfg.TickInterval = 10 * time.Millisecond
+	cfg.SnapshotEntries = 5
+	n, err := Start(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	m.node = n
+	c.members[id] = m
+	c.net.Attach(n)
+	return m
+}
+
+func (c *testCluster) stop(id uint64) {
+	c.net.Detach(id)
+	if err := c.members[id].node.Stop(); err != nil {
+		c.t.Error(err)
+	}
+}
+
+func (c *testCluster) stopAll() {
+	for id, m := range c.members {
+		if m.node.Err() == nil {
+			c.stop(id)
+		}
+	}
+}
+
+// waitLeader waits (in simulated time) until a member other than except
+// leads, and returns it.
+func (c *testCluster) waitLeader(except uint64) *member {
+	c.t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		for id, m := range c.members {
+			if id != except && m.node.Err() == nil && m.node.Status().Role == raft.Leader {
+				return m
+			}
+		}
+		var changed []<-chan struct{}
+		for id, m := range c.members {
+			if id != except && m.node.Err() == nil {
+				changed = append(changed, m.node.Changed())
+			}
+		}
+		select {
+		case <-anyOf(changed):
+		case <-deadline:
+			c.t.Fatal("no leader within 30s")
+		}
+	}
+}
+
+func anyOf(chs []<-chan struct{}) <-chan struct{} {
+	out := make(chan struct{})
+	var once sync.Once
+	for _, ch := range chs {
+		go func() {
+			select {
+			case <-ch:
+				once.Do(func() { close(out) })
+			case <-out:
+			}
+		}()
+	}
+	return out
+}
+
+func TestReplicateAndRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestCluster(t, 1, 2, 3)
+		leader := c.waitLeader(0)
+		ctx := context.Background()
+		for i := range 12 {
+			if _, err := leader.node.Propose(ctx, fmt.Appendf(nil, "k%d=v%d", i, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := leader.node.ReadIndex(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := leader.sm.get("k11"); got != "v11" {
+			t.Fatalf("after ReadIndex the leader reads %q, want v11", got)
+		}
+		for id, m := range c.members {
+			if m == leader {
+				continue
+			}
+			if err := m.node.ReadIndex(ctx); !errors.Is(err, raft.ErrNotLeader) {
+				t.Errorf("ReadIndex on follower %d = %v, want ErrNotLeader", id, err)
+			}
+		}
+	})
+}
+
+// The Ready contract: at every Send, storage already holds what the
+// messages vouch for (a granted vote, acknowledged entries).
+func TestMessagesLeaveOnlyAfterPersisting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var checked sync.Map
+		c := &testCluster{t: t, net: NewMemoryNetwork(), members: map[uint64]*member{}}
+		c.wrap = func(id uint64, tr Transport, s MemoryStorage) Transport {
+			return checkingTransport{t: t, inner: tr, storage: s, checked: &checked}
+		}
+		for _, id := range []uint64{1, 2, 3} {
+			c.start(id, NewMemoryStorage(), []uint64{1, 2, 3})
+		}
+		t.Cleanup(c.stopAll)
+		leader := c.waitLeader(0)
+		for i := range 20 {
+			if _, err := leader.node.Propose(context.Background(), fmt.Appendf(nil, "k=%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		votes, acks := 0, 0
+		checked.Range(func(k, v any) bool {
+			if k == raft.MsgVoteResponse {
+				votes = v.(int)
+			} else {
+				acks = v.(int)
+			}
+			return true
+		})
+		if votes == 0 || acks == 0 {
+			t.Fatalf("checked %d granted votes and %d acknowledgements; want some of each", votes, acks)
+		}
+	})
+}
+
+type checkingTransport struct {
+	t       *testing.T
+	inner   Transport
+	storage MemoryStorage
+	checked *sync.Map
+}
+
+// Send runs on the node's loop goroutine, so reading its storage is safe.
+func (ct checkingTransport) Send(msgs []raft.Message) {
+	for _, m := range msgs {
+		switch {
+		case m.Type == raft.MsgVoteResponse && !m.Reject:
+			if hs := ct.storage.HardState(); hs.Term != m.Term || hs.Vote != m.To {
+				ct.t.Errorf("node %d grants its term-%d vote to %d before persisting it (stored %+v)", m.From, m.Term, m.To, hs)
+			}
+			count(ct.checked, raft.MsgVoteResponse)
+		case m.Type == raft.MsgAppendResponse && !m.Reject:
+			if last, _ := ct.storage.LastIndex(); last < m.LogIndex {
+				ct.t.Errorf("node %d acknowledges index %d with only %d stored", m.From, m.LogIndex, last)
+			}
+			count(ct.checked, raft.MsgAppendResponse)
+		}
+	}
+	ct.inner.Send(msgs)
+}
+
+func count(m *sync.Map, k raft.MessageType) {
+	v, _ := m.LoadOrStore(k, 0)
+	m.Store(k, v.(int)+1)
+}
+
+// A crashed leader is replaced; a node restarted from its storage rebuilds
+// its state machine from the snapshot and the log.
+func TestFailoverAndRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestCluster(t, 1, 2, 3)
+		ctx := context.Background()
+		leader := c.waitLeader(0)
+		for i := range 8 {
+			if _, err := leader.node.Propose(ctx, fmt.Appendf(nil, "a%d=%d", i, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		old := leader.node.ID()
+		c.stop(old)
+		leader = c.waitLeader(old)
+		if _, err := leader.node.Propose(ctx, []byte("after=failover")); err != nil {
+			t.Fatal(err)
+		}
+		restarted := c.start(old, c.members[old].storage, nil)
+		// Wait until the restarted node has caught up with the write made
+		// while it was down.
+		for restarted.sm.get("after") != "failover" {
+			select {
+			case <-restarted.node.Changed():
+			case <-time.After(30 * time.Second):
+				t.Fatalf("restarted node did not catch up: %+v", restarted.node.Status())
+			}
+		}
+		if got := restarted.sm.get("a7"); got != "7" {
+			t.Errorf("restarted node lost a7: %q", got)
+		}
+	})
+}
+
+func TestStoppedNodeRefusesRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestCluster(t, 1)
+		m := c.members[1]
+		c.stop(1)
+		if _, err := m.node.Propose(context.Background(), []byte("x=1")); !errors.Is(err, ErrStopped) {
+			t.Errorf("Propose after Stop = %v, want ErrStopped", err)
+		}
+		if err := m.node.Stop(); err != nil {
+			t.Errorf("second Stop = %v", err)
+		}
+	})
+}
+
+func TestDeliverNeverBlocks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestCluster(t, 1)
+		n := c.members[1].node
+		c.stop(1) // nothing drains the inbox any more
+		for range 3 * DefaultConfig().InboxMessages {
+			n.Deliver(raft.Message{Type: raft.MsgHeartbeatRequest, From: 2, To: 1, Term: 1})
+		}
+	})
+}
+
+func TestConfigValidate(t *testing.T) {
+	good := func() Config {
+		cfg := DefaultConfig()
+		cfg.Raft.ID = 1
+		cfg.Storage = NewMemoryStorage()
+		cfg.Transport = NewMemoryNetwork().Transport(1)
+		cfg.StateMachine = newKV()
+		return cfg
+	}
+	if err := good().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for field, mutate := range map[string]func(*Config){
+		"Storage":       func(c *Config) { c.Storage = nil },
+		"Transport":     func(c *Config) { c.Transport = nil },
+		"StateMachine":  func(c *Config) { c.StateMachine = nil },
+		"TickInterval":  func(c *Config) { c.TickInterval = 0 },
+		"InboxMessages": func(c *Config) { c.InboxMessages = 0 },
+		"ID":            func(c *Config) { c.Raft.ID = 0 },
+	} {
+		cfg := good()
+		mutate(&cfg)
+		if _, err := Start(cfg); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: Start = %v, want ErrInvalidConfig naming it", field, err)
+		}
+	}
+}
