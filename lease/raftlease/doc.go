@@ -1,0 +1,40 @@
+// Package raftlease is a lease.Backend on coord's own Raft cluster:
+// raft://HOST:PORT,HOST:PORT,...[?timeout=5s], the HTTP addresses of some
+// or all of the cluster's nodes (`coord cluster up` prints them).
+//
+// Every operation is one command in the replicated log, applied by the
+// cluster's state machine (package server) as one atomic step:
+//
+//   - Acquire succeeds only if the lease is free, and issues a fencing
+//     token: the log index of the Acquire, greater than every token issued
+//     before on the cluster.
+//   - Renew and Release succeed only if the holder presents the current
+//     token.
+//   - Get and Watch read linearizably, through the leader.
+//
+// Writes go through client sessions, so a request retried after a lost
+// answer or a leader change is applied once and answered as the first time
+// (an Acquire that succeeded but whose answer was lost is not mistaken for
+// a lease held by someone else).
+//
+// # Clock
+//
+// Expiry is measured by the cluster's leader, on its own monotonic clock,
+// from the moment it applies an Acquire or Renew; a new leader gives every
+// held lease its full TTL again from when it takes over, so a leader change
+// can make a lease last longer, never shorter. Record.Expiry is on the
+// caller's clock: the time the request was sent plus the TTL granted (or,
+// for Get, the time the leader reported left). Wall clocks play no part:
+// stepping any machine's clock changes nothing.
+//
+// # Watch
+//
+// Watch long-polls the cluster (GET /v1/watch/leases/NAME), which answers
+// as soon as the lease's revision changes: after an acquire, renew,
+// release, or an expiry the leader applied. A watch that cannot reach the
+// cluster closes its channel.
+//
+// A cluster that has lost its majority answers nothing: every operation
+// returns an error wrapping lease.ErrUnavailable once its context (bounded
+// by the timeout parameter) ends, and an Elector steps down.
+package raftlease

@@ -1,0 +1,270 @@
+package raftlease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"coord/client"
+	"coord/internal/leasekit"
+	"coord/lease"
+)
+
+const prefix = "lease/raftlease"
+
+func init() {
+	lease.Register("raft", func(_ context.Context, u *url.URL) (lease.Backend, error) { return OpenURL(u) })
+}
+
+// Options configure a Backend.
+type Options struct {
+	// Endpoints are HTTP addresses (host:port) of cluster nodes.
+	Endpoints []string
+	// Timeout bounds an operation whose context has no earlier deadline.
+	Timeout time.Duration
+}
+
+// OpenURL opens the Backend a raft:// URL names.
+func OpenURL(u *url.URL) (*Backend, error) {
+	if u.Scheme != "raft" {
+		return nil, fmt.Errorf("%s: %w: scheme %q, want raft", prefix, lease.ErrInvalid, u.Scheme)
+	}
+	opts := Options{Timeout: leasekit.TimeoutDefault}
+	for _, ep := range strings.Split(u.Host, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			opts.Endpoints = append(opts.Endpoints, ep)
+		}
+	}
+	if t := u.Query().Get("timeout"); t != "" {
+		d, err := time.ParseDuration(t)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%s: %w: timeout %q: want a positive duration", prefix, lease.ErrInvalid, t)
+		}
+		opts.Timeout = d
+	}
+	return Open(opts)
+}
+
+// Open returns a Backend on the cluster at opts.Endpoints.
+func Open(opts Options) (*Backend, error) {
+	if len(opts.Endpoints) == 0 {
+		return nil, fmt.Errorf("%s: %w: no endpoints (want raft://HOST:PORT,...)", prefix, lease.ErrInvalid)
+	}
+	cfg := client.DefaultConfig(opts.Endpoints...)
+	cfg.AttemptTimeout = min(cfg.AttemptTimeout, max(opts.Timeout/2, 100*time.Millisecond))
+	c, err := client.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %v", prefix, lease.ErrInvalid, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Backend{c: c, timeout: opts.Timeout, ctx: ctx, cancel: cancel}, nil
+}
+
+// Backend is a lease.Backend on a coord cluster.
+//
+// Backend is safe for concurrent use.
+type Backend struct {
+	c       *client.Client
+	timeout time.Duration
+
+	// ctx ends at Close, ending watches.
+	ctx    context.Context
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+var _ lease.Backend = (*Backend)(nil)
+
+func (b *Backend) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
+
+// record turns a client lease into a lease.Record, with Expiry measured
+// from sent.
+func record(name string, l client.Lease, sent time.Time, remaining bool) lease.Record {
+	r := lease.Record{Name: name, Holder: l.Holder, Token: l.Token}
+	if r.Holder == "" {
+		return r
+	}
+	switch {
+	case remaining && l.Remaining >= 0:
+		r.Expiry = sent.Add(l.Remaining)
+	default:
+		r.Expiry = sent.Add(l.TTL)
+	}
+	return r
+}
+
+// fail maps a client error to the lease contract's errors; the lease in
+// the error (ErrHeld, ErrLost) becomes the returned Record.
+func (b *Backend) fail(op, name string, err error) (lease.Record, error) {
+	var ce *client.Error
+	held := lease.Record{Name: name}
+	if errors.As(err, &ce) {
+		held.Holder, held.Token = ce.Holder, ce.Token
+	}
+	switch {
+	case errors.Is(err, client.ErrHeld):
+		return held, fmt.Errorf("%s: %s %q: %w (holder %q, token %d)", prefix, op, name, lease.ErrHeld, ce.Holder, ce.Token)
+	case errors.Is(err, client.ErrLost):
+		return held, fmt.Errorf("%s: %s %q: %w (holder %q, token %d)", prefix, op, name, lease.ErrLost, ce.Holder, ce.Token)
+	case errors.Is(err, client.ErrInvalid):
+		return held, fmt.Errorf("%s: %s %q: %w: %v", prefix, op, name, lease.ErrInvalid, err)
+	}
+	return lease.Record{Name: name}, leasekit.Unavailable(prefix, op, name, err)
+}
+
+// Acquire implements lease.Backend.
+func (b *Backend) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (lease.Record, error) {
+	if err := leasekit.CheckAcquire(prefix, name, holder, ttl); err != nil {
+		return lease.Record{}, err
+	}
+	if b.isClosed() {
+		return lease.Record{}, lease.ErrClosed
+	}
+	ctx, cancel := leasekit.Bound(ctx, b.timeout)
+	defer cancel()
+	sent := time.Now()
+	l, err := b.c.Acquire(ctx, name, holder, roundUp(ttl))
+	if err != nil {
+		return b.fail("acquire", name, err)
+	}
+	return record(name, l, sent, false), nil
+}
+
+// roundUp makes a TTL whole milliseconds, the API's unit, never shorter.
+func roundUp(ttl time.Duration) time.Duration {
+	return (ttl + time.Millisecond - 1).Truncate(time.Millisecond)
+}
+
+// Renew implements lease.Backend.
+func (b *Backend) Renew(ctx context.Context, name, holder string, token uint64, ttl time.Duration) (lease.Record, error) {
+	if err := leasekit.CheckToken(prefix, name, holder, token, ttl); err != nil {
+		return lease.Record{}, err
+	}
+	if b.isClosed() {
+		return lease.Record{}, lease.ErrClosed
+	}
+	ctx, cancel := leasekit.Bound(ctx, b.timeout)
+	defer cancel()
+	sent := time.Now()
+	l, err := b.c.Renew(ctx, name, holder, token, roundUp(ttl))
+	if err != nil {
+		return b.fail("renew", name, err)
+	}
+	return record(name, l, sent, false), nil
+}
+
+// Release implements lease.Backend.
+func (b *Backend) Release(ctx context.Context, name, holder string, token uint64) error {
+	if err := leasekit.CheckToken(prefix, name, holder, token, time.Nanosecond); err != nil {
+		return err
+	}
+	if b.isClosed() {
+		return lease.ErrClosed
+	}
+	ctx, cancel := leasekit.Bound(ctx, b.timeout)
+	defer cancel()
+	if err := b.c.Release(ctx, name, holder, token); err != nil {
+		_, err = b.fail("release", name, err)
+		return err
+	}
+	return nil
+}
+
+// Get implements lease.Backend.
+func (b *Backend) Get(ctx context.Context, name string) (lease.Record, error) {
+	if err := leasekit.CheckName(prefix, name); err != nil {
+		return lease.Record{}, err
+	}
+	if b.isClosed() {
+		return lease.Record{}, lease.ErrClosed
+	}
+	ctx, cancel := leasekit.Bound(ctx, b.timeout)
+	defer cancel()
+	sent := time.Now()
+	l, err := b.c.Lease(ctx, name)
+	if err != nil {
+		return b.fail("get", name, err)
+	}
+	return record(name, l, sent, true), nil
+}
+
+// watchWait is how long one long poll waits for a change.
+const watchWait = 10 * time.Second
+
+// Watch implements lease.Backend with long polls.
+func (b *Backend) Watch(ctx context.Context, name string) (<-chan lease.Record, error) {
+	if err := leasekit.CheckName(prefix, name); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, lease.ErrClosed
+	}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	gctx, gcancel := leasekit.Bound(ctx, b.timeout)
+	sent := time.Now()
+	l, err := b.c.Lease(gctx, name)
+	gcancel()
+	if err != nil {
+		b.wg.Done()
+		_, err = b.fail("watch", name, err)
+		return nil, err
+	}
+	first, rev := record(name, l, sent, true), l.Revision
+	feed := leasekit.NewFeed()
+	go func() {
+		defer b.wg.Done()
+		defer feed.Close()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-b.ctx.Done():
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		feed.Send(first, rev)
+		for ctx.Err() == nil {
+			pctx, pcancel := context.WithTimeout(ctx, watchWait+b.timeout)
+			sent := time.Now()
+			l, err := b.c.WatchLease(pctx, name, rev, watchWait)
+			pcancel()
+			if err != nil {
+				return // the caller watches again if it still cares
+			}
+			if l.Revision != rev {
+				rev = l.Revision
+				feed.Send(record(name, l, sent, true), rev)
+			}
+		}
+	}()
+	return feed.C(), nil
+}
+
+// Close implements lease.Backend: watches end, later calls fail with
+// lease.ErrClosed. Leases held stay held until they expire.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	b.cancel()
+	b.wg.Wait()
+	return nil
+}

@@ -1,0 +1,105 @@
+package raftlease
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"coord/lease"
+	"coord/lease/leasetest"
+	"coord/server/localcluster"
+)
+
+func TestMain(m *testing.M) {
+	localcluster.ServeIfChild()
+	os.Exit(m.Run())
+}
+
+// startCluster starts a 3-node cluster of real server processes (this test
+// binary, serving as `coord server`).
+func startCluster(t *testing.T) *localcluster.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := localcluster.Start(ctx, localcluster.Config{Nodes: 3, Dir: t.TempDir(), Binary: os.Args[0],
+		SelfServe: true, Args: []string{"--tick", "10ms"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if _, err := c.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func storeURL(c *localcluster.Cluster) string {
+	return "raft://" + strings.Join(c.Endpoints(), ",")
+}
+
+func TestConformance(t *testing.T) {
+	c := startCluster(t)
+	u := storeURL(c)
+	leasetest.RunWithOptions(t, func(t *testing.T) lease.Backend {
+		b, err := lease.Open(context.Background(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}, leasetest.Options{TTL: 400 * time.Millisecond})
+}
+
+// TestLeaderCrashExtendsLeases kills the cluster's leader while a lease is
+// held: the lease survives the change of leader (it is extended, never
+// shortened), and its holder can still renew it with its token.
+func TestLeaderCrashExtendsLeases(t *testing.T) {
+	c := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := lease.Open(ctx, storeURL(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	rec, err := b.Acquire(ctx, "L", "a", 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader, _ := c.WaitLeader(ctx)
+	if err := c.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(ctx, "L", "b", time.Second); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("acquire by another holder after the leader change: %v, want ErrHeld", err)
+	}
+	if _, err := b.Renew(ctx, "L", "a", rec.Token, 3*time.Second); err != nil {
+		t.Fatalf("renew after the leader change: %v", err)
+	}
+}
+
+func TestBadURLs(t *testing.T) {
+	for _, raw := range []string{"raft://", "raft://a:1?timeout=soon", "raft://a:1?timeout=-1s"} {
+		u, _ := url.Parse(raw)
+		if _, err := OpenURL(u); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", raw, err)
+		}
+	}
+}
+
+func TestUnreachableClusterIsUnavailable(t *testing.T) {
+	b, err := Open(Options{Endpoints: []string{"127.0.0.1:1"}, Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.Acquire(context.Background(), "L", "a", time.Second); !errors.Is(err, lease.ErrUnavailable) {
+		t.Fatalf("acquire: %v, want ErrUnavailable", err)
+	}
+}
