@@ -79,6 +79,10 @@ func (e *Elector) Run(ctx context.Context) error {
 		return fmt.Errorf("%w: Elector.Run called twice", ErrInvalid)
 	}
 	defer e.running.Store(false)
+	// The watch opened below lives until Run returns.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer func() { e.watch = nil }()
 	for !e.stopping(ctx) {
 		start := e.clock.Now()
 		rec, err := e.request(ctx, e.cfg.RenewDeadline, func(rctx context.Context) (Record, error) {

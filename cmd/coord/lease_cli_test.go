@@ -18,6 +18,8 @@ import (
 
 	"coord/lease"
 	"coord/lease/leasetest"
+
+	"golang.org/x/sys/unix"
 )
 
 // Bad input to elect and run: one error line naming the problem, exit 2,
@@ -124,26 +126,39 @@ func TestRunKillsCommandBeforeLeaseCanPass(t *testing.T) {
 	faulty := leasetest.NewFaulty(open())
 	other := open()
 	beat := filepath.Join(dir, "heartbeat")
-	// CMD ignores SIGTERM and appends a line every 10 ms.
-	script := `trap "" TERM; while :; do echo x >> "$0"; sleep 0.01; done`
+	started := filepath.Join(dir, "started")
+	if err := syscall.Mkfifo(started, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// CMD says it started through a FIFO, ignores SIGTERM, and appends a
+	// line to the heartbeat file every 10 ms.
+	script := `echo started > "$1"; trap "" TERM; while :; do echo x >> "$0"; sleep 0.01; done`
 	cfg := lease.Config{Name: "leader.lock", Holder: "job", TTL: 1500 * time.Millisecond,
 		RenewDeadline: 500 * time.Millisecond, RenewInterval: 100 * time.Millisecond, RetryPeriod: 50 * time.Millisecond}
-	r := &runner{args: []string{"sh", "-c", script, beat}, grace: time.Hour, cfg: cfg, log: discardLogger(), stderr: io.Discard}
+	r := &runner{args: []string{"sh", "-c", script, beat, started}, grace: time.Hour, cfg: cfg, log: discardLogger(), stderr: io.Discard}
 	done := make(chan error, 1)
 	go func() { done <- r.run(context.Background(), faulty, true) }()
 
 	// Once CMD runs, break the store, and let someone else try to take
 	// the lease as soon as it can.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if info, err := os.Stat(beat); err == nil && info.Size() > 0 {
-			break
+	opened := make(chan error, 1)
+	go func() {
+		f, err := os.Open(started) // blocks until CMD opens the FIFO
+		if err == nil {
+			io.Copy(io.Discard, f)
+			f.Close()
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("CMD never ran")
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond) // polling a file another process writes
+	case <-time.After(30 * time.Second):
+		t.Fatal("CMD never ran")
 	}
+	deadline := time.Now().Add(30 * time.Second)
 	faulty.HangRenewals(true)
 	var acquiredAt time.Time
 	for time.Now().Before(deadline) {
@@ -288,17 +303,24 @@ func testRunKilled(t *testing.T, bin string) {
 		t.Fatal(err)
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("pidfd_open(%d): %v", pid, err)
+	}
+	defer unix.Close(pidfd)
 	run.Process.Kill()
 	run.Wait()
-	deadline := time.Now().Add(30 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if stat, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); strings.Contains(string(stat), ") Z ") {
-			break // a zombie waiting for init: dead
+	// A pidfd becomes readable when its process exits.
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 30_000)
+		if err == unix.EINTR {
+			continue
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("CMD (pid %d) outlived coord run by 30s", pid)
+		if err != nil || n == 0 {
+			t.Fatalf("CMD (pid %d) outlived coord run by 30s (poll: %d, %v)", pid, n, err)
 		}
-		time.Sleep(10 * time.Millisecond) // polling another process's death
+		return
 	}
 }
 
