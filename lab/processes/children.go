@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,7 +25,7 @@ import (
 // lease program behind a start line, and a leader that writes to a fenced
 // resource.
 const (
-	childAcquire       = "processes/acquire"
+	childContend       = "processes/contend"
 	childArticlesLease = "processes/articles-lease"
 	childFencedLeader  = "processes/fenced-leader"
 )
@@ -34,24 +35,8 @@ const (
 	eventNotElected = articles.EventNotElected
 	eventError      = "error"
 	eventWrite      = "write" // a fenced write; Detail "accepted" or "rejected"
+	eventReady      = "ready" // a process reached the start line
 )
-
-// waitUntilTime sleeps until t, if t is set and in the future.
-func waitUntilTime(ctx context.Context, t time.Time) {
-	if d := time.Until(t); !t.IsZero() && d > 0 {
-		select {
-		case <-ctx.Done():
-		case <-time.After(d):
-		}
-	}
-}
-
-func parseAt(s string) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	return time.Parse(time.RFC3339Nano, s)
-}
 
 func childFlags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -59,37 +44,58 @@ func childFlags(name string) *flag.FlagSet {
 	return fs
 }
 
-// acquireChild tries once to acquire a lease through coord's backend, at a
-// given instant, prints one event (elected with its token, not-elected with
-// the holder it found, or error), and stays alive holding it for --hold.
-func acquireChild(args []string) int {
-	fs := childFlags(childAcquire)
-	store := fs.String("store", "", "lease store URL")
-	id := fs.String("id", "", "holder identity")
-	ttl := fs.Duration("ttl", 9*time.Second, "lease TTL")
-	at := fs.String("at", "", "acquire at this instant (RFC 3339)")
+// contendChild tries once to become leader, by one of three methods: the
+// articles' stat-then-create or O_EXCL (lab/articles, bugs included), or
+// coord's Acquire. With --gate it first prints a ready event and waits at
+// the start line. It prints one event (elected, not-elected, or error) and
+// stays alive for --hold, so that every contender of a trial is alive when
+// the leaders are counted.
+func contendChild(args []string) int {
+	fs := childFlags(childContend)
+	method := fs.String("method", "", "stat-create, exclusive or coord")
+	path := fs.String("path", "", "lock file")
+	id := fs.String("id", "", "holder identity (coord)")
+	ttl := fs.Duration("ttl", 9*time.Second, "lease TTL (coord)")
+	gate := fs.String("gate", "", "start line: a FIFO to wait on")
 	hold := fs.Duration("hold", 0, "stay alive this long afterwards")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	when, err := parseAt(*at)
-	if *store == "" || *id == "" || err != nil {
-		fmt.Fprintf(os.Stderr, "%s: --store and --id are required, --at must be RFC 3339 (%v)\n", childAcquire, err)
+	if *path == "" || *id == "" || (*method != "stat-create" && *method != "exclusive" && *method != "coord") {
+		fmt.Fprintf(os.Stderr, "%s: --path, --id and --method stat-create|exclusive|coord are required\n", childContend)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	b, err := lease.Open(ctx, *store)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", childAcquire, err)
+	out := lease.NewEventWriter(os.Stdout, *id)
+	var b lease.Backend
+	if *method == "coord" {
+		// Open before the start line: the race is the acquire, not the open.
+		var err error
+		if b, err = lease.Open(ctx, "file://"+*path); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", childContend, err)
+			return 1
+		}
+		defer b.Close()
+	}
+	if err := waitAtGate(out, *gate); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", childContend, err)
 		return 1
 	}
-	defer b.Close()
-	name := lease.DefaultName(b, "coord")
-	out := lease.NewEventWriter(os.Stdout, *id)
-	waitUntilTime(ctx, when)
+	switch *method {
+	case "stat-create", "exclusive":
+		cfg := articles.OneShotConfig{Path: *path, Hold: *hold, Out: articles.Output{Events: out}}
+		run := articles.StatCreate
+		if *method == "exclusive" {
+			run = articles.Exclusive
+		}
+		if _, err := run(ctx, cfg); err != nil {
+			out.Write(lease.Event{Event: eventError, Error: err.Error()})
+		}
+		return 0
+	}
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	rec, err := b.Acquire(actx, name, *id, *ttl)
+	rec, err := b.Acquire(actx, lease.DefaultName(b, "coord"), *id, *ttl)
 	cancel()
 	switch {
 	case err == nil:
@@ -106,29 +112,101 @@ func acquireChild(args []string) int {
 	return 0
 }
 
+// waitAtGate prints a ready event and blocks until the lab opens the FIFO at
+// path for writing, which releases every waiting process at once. No path,
+// no wait.
+func waitAtGate(out *lease.EventWriter, path string) error {
+	if path == "" {
+		return nil
+	}
+	out.Write(lease.Event{Event: eventReady})
+	f, err := os.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("start line: %w", err)
+	}
+	return f.Close()
+}
+
+// startLine is a FIFO that processes wait on (waitAtGate) until the lab
+// opens it: the kernel wakes every reader blocked in open(2) together.
+type startLine struct {
+	path   string
+	writer *os.File // held open after the release, so that a late reader passes at once
+}
+
+func newStartLine(dir string) (*startLine, error) {
+	path := filepath.Join(dir, "start.fifo")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		return nil, fmt.Errorf("processes: start line: %w", err)
+	}
+	return &startLine{path: path}, nil
+}
+
+// release waits until n ready events have arrived in g (or a timeout), then
+// opens the FIFO for writing, releasing every waiting process. It returns
+// how many were ready. The write end stays open until close: a process that
+// printed ready but had not yet reached open(2) passes straight through
+// instead of waiting forever.
+func (s *startLine) release(ctx context.Context, g *group, n int) (int, error) {
+	count := func(events []event) int {
+		ready := 0
+		for _, e := range events {
+			if e.Event.Event == eventReady {
+				ready++
+			}
+		}
+		return ready
+	}
+	g.waitFor(ctx, 60*time.Second, func(events []event) bool { return count(events) >= n })
+	ready := count(g.snapshot())
+	if ready == 0 {
+		return 0, fmt.Errorf("processes: no process reached the start line")
+	}
+	// Ready is printed just before open(2); give the last one a moment
+	// to get there.
+	time.Sleep(20 * time.Millisecond)
+	// A reader is blocked in open, so this open does not block.
+	f, err := os.OpenFile(s.path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return ready, fmt.Errorf("processes: open the start line: %w", err)
+	}
+	s.writer = f
+	return ready, nil
+}
+
+// close closes the write end, if release opened it.
+func (s *startLine) close() {
+	if s.writer != nil {
+		s.writer.Close()
+	}
+}
+
 // articlesLeaseChild runs the articles' lease program (lab/articles, bugs
 // included) from a given instant, so that many processes tick together.
 // `coord articles lease` is the same program without the start line.
 func articlesLeaseChild(args []string) int {
 	fs := childFlags(childArticlesLease)
 	path := fs.String("path", "", "lock file")
-	at := fs.String("at", "", "start at this instant (RFC 3339)")
+	gate := fs.String("gate", "", "start line: a FIFO to wait on")
 	leaseFor := fs.Duration("lease", articles.LeaseDuration, "LEASE_DURATION")
 	renew := fs.Duration("renew", articles.RenewInterval, "RENEW_INTERVAL")
 	watch := fs.Duration("watch", articles.WatchInterval, "WATCH_INTERVAL")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	when, err := parseAt(*at)
-	if *path == "" || err != nil {
-		fmt.Fprintf(os.Stderr, "%s: --path is required, --at must be RFC 3339 (%v)\n", childArticlesLease, err)
+	if *path == "" {
+		fmt.Fprintf(os.Stderr, "%s: --path is required\n", childArticlesLease)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	waitUntilTime(ctx, when)
-	out := articles.Output{Lines: os.Stderr, Events: lease.NewEventWriter(os.Stdout, strconv.Itoa(os.Getpid()))}
-	err = articles.Lease(ctx, articles.LeaseConfig{Path: *path, LeaseDuration: *leaseFor, RenewInterval: *renew, WatchInterval: *watch, Out: out})
+	events := lease.NewEventWriter(os.Stdout, strconv.Itoa(os.Getpid()))
+	if err := waitAtGate(events, *gate); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", childArticlesLease, err)
+		return 1
+	}
+	out := articles.Output{Lines: os.Stderr, Events: events}
+	err := articles.Lease(ctx, articles.LeaseConfig{Path: *path, LeaseDuration: *leaseFor, RenewInterval: *renew, WatchInterval: *watch, Out: out})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", childArticlesLease, err)
 		return 1

@@ -28,11 +28,12 @@ counts how many declared themselves leader in each trial. Three ways:
   coord             coord's file backend: Acquire, a compare-and-swap under a
                     flock'd guard file.
 
-Each process is the coord binary (coord articles stat-create / exclusive, or
-coord's one-shot acquire) and stays alive until every process of the trial has
-decided. Processes start two ways: one after another, as a shell loop would
-start them, and all at one instant (each waits for a shared start time, then
-races). --trials sets the trials per way and method, --procs the processes
+Each process is the coord binary running one attempt (the articles' code from
+lab/articles, or coord's Acquire) and stays alive until every process of the
+trial has decided. Processes start two ways: one after another, as a shell loop
+would start them, each racing as soon as it is up; and all at one instant: each
+waits at a start line (a FIFO that the lab opens once every process is
+waiting, which the kernel answers by waking them all together). --trials sets the trials per way and method, --procs the processes
 per trial.
 
 Predict before running: how often will stat-then-create elect two leaders, and
@@ -102,31 +103,29 @@ func contend(ctx context.Context, env *lab.Env, dir, method string, together boo
 		return contendTrial{}, err
 	}
 	path := filepath.Join(dir, "leader.lock")
-	var at string
+	var line *startLine
 	if together {
-		// Late enough for every process to have started and be waiting.
-		start := time.Now().Add(400*time.Millisecond + time.Duration(env.Procs)*40*time.Millisecond)
-		at = start.Format(time.RFC3339Nano)
+		var err error
+		if line, err = newStartLine(dir); err != nil {
+			return contendTrial{}, err
+		}
+		defer line.close()
 	}
 	g := newGroup()
 	defer g.stop()
+	flag := map[string]string{methodStatCreate: "stat-create", methodExclusive: "exclusive", methodCoord: "coord"}[method]
 	for p := range env.Procs {
 		name := "p" + strconv.Itoa(p+1)
-		var args []string
-		switch method {
-		case methodStatCreate, methodExclusive:
-			sub := "stat-create"
-			if method == methodExclusive {
-				sub = "exclusive"
-			}
-			args = []string{"articles", sub, path, "--json", "--hold", "60s"}
-		case methodCoord:
-			args = []string{lab.ChildArg, childAcquire, "--store", "file://" + path, "--id", name, "--hold", "60s"}
+		args := []string{"--method", flag, "--path", path, "--id", name, "--hold", "60s"}
+		if line != nil {
+			args = append(args, "--gate", line.path)
 		}
-		if at != "" {
-			args = append(args, "--at", at)
+		if err := g.start(name, env.ChildCommand(ctx, childContend, args...)); err != nil {
+			return contendTrial{}, err
 		}
-		if err := g.start(name, env.Command(ctx, args...)); err != nil {
+	}
+	if line != nil {
+		if _, err := line.release(ctx, g, env.Procs); err != nil {
 			return contendTrial{}, err
 		}
 	}

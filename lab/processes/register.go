@@ -13,7 +13,7 @@ func init() {
 	lab.Register(emptyFileExperiment)
 	lab.Register(takeoverRaceExperiment)
 	// lab.Register(pausedLeaderExperiment)
-	lab.RegisterChild(childAcquire, acquireChild)
+	lab.RegisterChild(childContend, contendChild)
 	lab.RegisterChild(childArticlesLease, articlesLeaseChild)
 	lab.RegisterChild(childFencedLeader, fencedLeaderChild)
 }
