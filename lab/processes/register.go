@@ -12,7 +12,7 @@ func init() {
 	lab.Register(failoverExperiment)
 	lab.Register(emptyFileExperiment)
 	lab.Register(takeoverRaceExperiment)
-	// lab.Register(pausedLeaderExperiment)
+	lab.Register(pausedLeaderExperiment)
 	lab.RegisterChild(childContend, contendChild)
 	lab.RegisterChild(childArticlesLease, articlesLeaseChild)
 	lab.RegisterChild(childFencedLeader, fencedLeaderChild)
