@@ -190,17 +190,17 @@ func twoPlus(t contendTrial) bool { return t.Leaders > 1 }
 
 func exclusiveResult(d exclusiveData) *lab.Result {
 	res := &lab.Result{Data: d, Verdict: judgeExclusive(d)}
-	cell := func(method string, pred func(contendTrial) bool, what string) string {
-		var parts []string
-		for _, mode := range []string{startSequential, startTogether} {
-			ts := d.Trials[method][mode]
-			parts = append(parts, fmt.Sprintf("%d/%d", countTrials(ts, pred), len(ts)))
-		}
-		return fmt.Sprintf("%s %s (one after another / at one instant)", strings.Join(parts, " and "), what)
+	count := func(method, mode string, pred func(contendTrial) bool) (int, int) {
+		ts := d.Trials[method][mode]
+		return countTrials(ts, pred), len(ts)
 	}
-	res.Original = "stat-then-create: " + cell(methodStatCreate, twoPlus, "with 2+ leaders") +
-		"; O_EXCL: " + cell(methodExclusive, notOne, "not exactly one")
-	res.Coord = cell(methodCoord, notOne, "not exactly one")
+	seqDouble, seqN := count(methodStatCreate, startSequential, twoPlus)
+	togDouble, togN := count(methodStatCreate, startTogether, twoPlus)
+	exclOne := len(all(d, methodExclusive)) - countTrials(all(d, methodExclusive), notOne)
+	coordOne := len(all(d, methodCoord)) - countTrials(all(d, methodCoord), notOne)
+	res.Original = fmt.Sprintf("stat-then-create: 2+ leaders in %d/%d trials started one after another, %d/%d at one instant; O_EXCL: one leader in %d/%d",
+		seqDouble, seqN, togDouble, togN, exclOne, len(all(d, methodExclusive)))
+	res.Coord = fmt.Sprintf("one leader in %d/%d trials", coordOne, len(all(d, methodCoord)))
 	res.AddDetail("workload", "%d processes per trial, %d trials per method and start", d.Procs, len(d.Trials[methodCoord][startSequential]))
 	for _, method := range []string{methodStatCreate, methodExclusive, methodCoord} {
 		for _, mode := range []string{startSequential, startTogether} {
@@ -231,14 +231,16 @@ func exclusiveResult(d exclusiveData) *lab.Result {
 	return res
 }
 
+// all returns a method's trials of both start modes.
+func all(d exclusiveData, method string) []contendTrial {
+	return append(append([]contendTrial(nil), d.Trials[method][startSequential]...), d.Trials[method][startTogether]...)
+}
+
 // judgeExclusive: the articles' stat-then-create elects two leaders in some
 // trial and O_EXCL exactly one in every trial; coord exactly one in every
 // trial.
 func judgeExclusive(d exclusiveData) lab.Verdict {
-	all := func(method string) []contendTrial {
-		return append(append([]contendTrial(nil), d.Trials[method][startSequential]...), d.Trials[method][startTogether]...)
-	}
-	stat, excl, coord := all(methodStatCreate), all(methodExclusive), all(methodCoord)
+	stat, excl, coord := all(d, methodStatCreate), all(d, methodExclusive), all(d, methodCoord)
 	statDouble := countTrials(stat, twoPlus)
 	exclWrong := countTrials(excl, notOne)
 	coordWrong := countTrials(coord, notOne)

@@ -202,15 +202,20 @@ func pausedCoord(ctx context.Context, env *lab.Env, dir string, t *pausedTrial) 
 	// Let anything else the old leader would do arrive.
 	g.waitFor(ctx, 500*time.Millisecond, func([]event) bool { return false })
 	for _, e := range g.snapshot() {
-		if e.Member != old.Member || e.MonoNS <= next.MonoNS {
-			continue
-		}
-		switch {
-		case e.Event.Event == lease.EventRenewed:
+		if e.Member == old.Member && e.MonoNS > next.MonoNS && e.Event.Event == lease.EventRenewed {
 			t.CoordRenewedAfter = true
-		case e.Event.Event == eventWrite && e.Detail == "accepted":
+		}
+	}
+	// The resource's own history orders the writes as it received them:
+	// count the old token's writes after the new token's first.
+	successor := false
+	for _, w := range res.resource.Writes() {
+		switch {
+		case w.Token == next.Token && w.Accepted:
+			successor = true
+		case successor && w.Token < next.Token && w.Accepted:
 			t.CoordStaleAccepted++
-		case e.Event.Event == eventWrite:
+		case successor && w.Token < next.Token:
 			t.CoordStaleRejected++
 		}
 	}
