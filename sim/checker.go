@@ -58,7 +58,7 @@ func hashString(s string) uint64 { return hashBytes([]byte(s)) }
 
 // restarted is called when a node starts from its storage.
 func (c *checker) restarted(s *Sim, n *node) {
-	hs := n.storage.HardState()
+	hs, _, _ := n.storage.InitialState()
 	if hs.Term < c.terms[n.id] {
 		s.fail("durable term", "node %d restarted at term %d after persisting term %d", n.id, hs.Term, c.terms[n.id])
 	}
@@ -131,7 +131,8 @@ func (c *checker) logMatching(s *Sim, n *node, entries []raft.Entry) {
 // commitAdvanced records newly committed entries; a committed index must
 // never change its term (committed entries are never lost).
 func (c *checker) commitAdvanced(s *Sim, n *node) {
-	commit := n.storage.HardState().Commit
+	hs, _, _ := n.storage.InitialState()
+	commit := hs.Commit
 	for i := c.commits[n.id] + 1; i <= commit; i++ {
 		t, err := n.storage.Term(i)
 		if errors.Is(err, raft.ErrCompacted) {

@@ -112,6 +112,13 @@ type Config struct {
 	// SnapshotEntries is how many applied entries a node keeps before it
 	// snapshots and compacts its log.
 	SnapshotEntries uint64
+	// Disk puts each node's log on the durable storage (storage/raftstore:
+	// the write-ahead log and snapshot files) over a crashable in-memory
+	// file system: a crash keeps only what was synced (and maybe a torn
+	// part of the rest), and may strike in the middle of a write. Without
+	// it, storage is raft.MemoryStorage, where every completed write is
+	// durable.
+	Disk bool
 }
 
 // DefaultConfig returns coord's simulation settings: 5 nodes, every fault,
@@ -159,6 +166,16 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// TestReplayCommand returns the go test command that replays this run if it
+// is one of the test sweep's (TestSeed uses the sweep's configuration).
+func (c Config) TestReplayCommand() string {
+	cmd := fmt.Sprintf("go test ./sim -run 'TestSeed$' -seed %d", c.Seed)
+	if c.Disk {
+		cmd += " -disk"
+	}
+	return cmd + " -simtrace"
+}
+
 // ReplayCommand returns the command line that replays this run.
 func (c Config) ReplayCommand() string {
 	d := DefaultConfig()
@@ -171,6 +188,9 @@ func (c Config) ReplayCommand() string {
 	}
 	if !c.CheckQuorum {
 		cmd += " --check-quorum=false"
+	}
+	if c.Disk {
+		cmd += " --disk"
 	}
 	return cmd
 }

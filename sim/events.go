@@ -18,6 +18,7 @@ const (
 	eventClientWrite
 	eventClientRead
 	eventPhase
+	eventCrash
 )
 
 // event is one scheduled step. seq breaks ties so that the order never

@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
 	"time"
 
 	"coord/internal/assert"
+	shell "coord/node"
 	"coord/raft"
+	"coord/storage/raftstore"
+	"coord/storage/vfs"
 )
 
 // maxQueuedPerNode bounds the messages in flight to one node; past it the
@@ -53,11 +57,14 @@ type Violation struct {
 	Check  string        // which property failed
 	Detail string
 	Replay string // the command that replays the run
+	// TestReplay is the go test command that replays the run, for runs
+	// of the test sweep.
+	TestReplay string
 }
 
 func (v *Violation) Error() string {
-	return fmt.Sprintf("sim: seed %d at %v: %s: %s\nreplay: %s\n    or: go test ./sim -run TestSeed -seed %d",
-		v.Seed, v.At, v.Check, v.Detail, v.Replay, v.Seed)
+	return fmt.Sprintf("sim: seed %d at %v: %s: %s\nreplay: %s\n    or: %s",
+		v.Seed, v.At, v.Check, v.Detail, v.Replay, v.TestReplay)
 }
 
 // Is makes errors.Is(err, ErrViolation) true.
@@ -95,7 +102,9 @@ type Sim struct {
 type node struct {
 	id          uint64
 	core        *raft.Core // nil while down
-	storage     *raft.MemoryStorage
+	storage     shell.Storage
+	fs          *vfs.MemFS // the disk under storage, with Config.Disk
+	dying       bool       // a crash point is armed: the next writes crash it
 	incarnation int
 	phase       int64
 	retired     bool // removed from the cluster: stays down
@@ -218,11 +227,12 @@ func (s *Sim) fail(check, format string, args ...any) {
 		return
 	}
 	s.failure = &Violation{
-		Seed:   s.cfg.Seed,
-		At:     time.Duration(s.now) * time.Microsecond,
-		Check:  check,
-		Detail: fmt.Sprintf(format, args...),
-		Replay: s.cfg.ReplayCommand(),
+		Seed:       s.cfg.Seed,
+		At:         time.Duration(s.now) * time.Microsecond,
+		Check:      check,
+		Detail:     fmt.Sprintf(format, args...),
+		Replay:     s.cfg.ReplayCommand(),
+		TestReplay: s.cfg.TestReplayCommand(),
 	}
 	s.tracef("VIOLATION %s: %s", check, s.failure.Detail)
 }
@@ -254,15 +264,40 @@ func (s *Sim) start() {
 }
 
 func (s *Sim) addNode(id uint64) *node {
-	n := &node{id: id, storage: raft.NewMemoryStorage(), phase: s.rng.Int64N(s.us(s.cfg.Tick))}
+	n := &node{id: id, phase: s.rng.Int64N(s.us(s.cfg.Tick))}
+	if s.cfg.Disk {
+		n.fs = vfs.NewMemFS()
+	} else {
+		n.storage = shell.NewMemoryStorage()
+	}
 	s.nodes[id] = n
 	s.ids = append(s.ids, id)
 	return n
 }
 
+// diskDir is where a node's storage lives on its MemFS.
+const diskDir = "/data"
+
+var discard = slog.New(slog.DiscardHandler)
+
+// openDisk (re)opens a node's durable storage after a crash: the WAL is
+// replayed from what the crash left on its MemFS.
+func (s *Sim) openDisk(n *node) bool {
+	d, err := raftstore.Open(n.fs, diskDir, raftstore.Options{SegmentBytes: 64 << 10, Logger: discard})
+	if err != nil {
+		s.fail("storage recovery", "node %d: %v", n.id, err)
+		return false
+	}
+	n.storage = d
+	return true
+}
+
 // boot starts (or restarts) a node's core from its storage; everything
 // volatile is rebuilt from the snapshot and the log.
 func (s *Sim) boot(n *node, peers []uint64) {
+	if n.fs != nil && !s.openDisk(n) {
+		return
+	}
 	n.incarnation++
 	cfg := raft.DefaultConfig()
 	cfg.ID = n.id
@@ -309,6 +344,16 @@ func (s *Sim) crash(n *node) {
 		return
 	}
 	s.tracef("crash node %d (%v)", n.id, n.role)
+	if n.fs != nil {
+		// Power loss: only what was synced is sure to survive; some of
+		// the rest may, torn.
+		if d, ok := n.storage.(*raftstore.Disk); ok {
+			_ = d.Close()
+		}
+		n.fs.CrashTorn(s.rng)
+		n.storage = nil
+		n.dying = false
+	}
 	n.core = nil
 	n.role = 0
 	n.incarnation++
@@ -379,6 +424,12 @@ func (s *Sim) handle(e *event) {
 		}
 	case eventPhase:
 		s.endChaos()
+	case eventCrash:
+		// A crash point that no write reached in time: crash now.
+		if n := s.nodes[e.node]; n.dying && n.incarnation == e.incarnation {
+			n.fs.SetCrashPoint(0)
+			s.crash(n)
+		}
 	}
 	s.checkLiveness()
 }
@@ -437,20 +488,19 @@ func (s *Sim) process(n *node) {
 	for s.failure == nil && n.core != nil && n.core.HasReady() {
 		core := n.core
 		rd := core.Ready()
-		// 1. Persist. MemoryStorage is the durable state: whatever is in
-		// it survives a crash, and nothing else does.
-		if !rd.HardState.IsEmpty() {
-			_ = n.storage.SetHardState(rd.HardState)
-		}
+		// 1. Persist. The storage is the durable state: whatever it
+		// acknowledged survives a crash, and nothing else does.
 		if !rd.Snapshot.IsEmpty() {
 			if err := n.storage.ApplySnapshot(rd.Snapshot); err != nil {
-				s.fail("storage", "node %d: apply snapshot: %v", n.id, err)
+				s.storageFailed(n, "apply snapshot", err)
 				return
 			}
 		}
-		if err := n.storage.Append(rd.Entries); err != nil {
-			s.fail("storage", "node %d: append: %v", n.id, err)
-			return
+		if !rd.HardState.IsEmpty() || len(rd.Entries) > 0 {
+			if err := n.storage.Save(rd.HardState, rd.Entries); err != nil {
+				s.storageFailed(n, "save", err)
+				return
+			}
 		}
 		s.check.persisted(s, n, rd)
 		if rd.SoftState != nil {
@@ -565,15 +615,22 @@ func (s *Sim) maybeSnapshot(n *node) {
 		return
 	}
 	data := binary.BigEndian.AppendUint64(nil, n.hash)
-	if _, err := n.storage.CreateSnapshot(n.applied, n.conf, data); err != nil {
-		s.fail("storage", "node %d: create snapshot at %d: %v", n.id, n.applied, err)
-		return
-	}
-	if err := n.storage.Compact(n.applied); err != nil {
-		s.fail("storage", "node %d: compact to %d: %v", n.id, n.applied, err)
+	if err := n.storage.Compact(n.applied, data, n.conf); err != nil {
+		s.storageFailed(n, "compact", err)
 		return
 	}
 	s.stats.Snapshots++
+}
+
+// storageFailed handles a failed write: the crash point of a dying node
+// (the node crashes mid-Ready, before sending anything), or a bug.
+func (s *Sim) storageFailed(n *node, op string, err error) {
+	if n.dying && errors.Is(err, vfs.ErrCrashed) {
+		s.tracef("node %d crashes during %s", n.id, op)
+		s.crash(n)
+		return
+	}
+	s.fail("storage", "node %d: %s: %v", n.id, op, err)
 }
 
 // confApplied notes a committed configuration: nodes removed from it are
@@ -761,7 +818,15 @@ func (s *Sim) crashSome() {
 		victim = live[s.rng.IntN(len(live))]
 	}
 	s.stats.Crashes++
-	s.crash(victim)
+	if victim.fs != nil && s.rng.IntN(2) == 0 {
+		// Crash in the middle of a coming write: the storage's next few
+		// file operations are the last.
+		victim.dying = true
+		victim.fs.SetCrashPoint(1 + s.rng.IntN(6))
+		s.schedule(&event{at: s.now + s.us(100*time.Millisecond), kind: eventCrash, node: victim.id, incarnation: victim.incarnation})
+	} else {
+		s.crash(victim)
+	}
 	restartAt := s.now + s.us(50*time.Millisecond) + s.rng.Int64N(s.us(1500*time.Millisecond))
 	s.schedule(&event{at: restartAt, kind: eventRestart, node: victim.id, incarnation: victim.incarnation})
 }
@@ -819,6 +884,10 @@ func (s *Sim) endChaos() {
 	s.tracef("faults stop")
 	for _, id := range s.ids {
 		n := s.nodes[id]
+		if n.dying {
+			n.fs.SetCrashPoint(0)
+			n.dying = false
+		}
 		if !n.joined && !n.retired && s.leaderConfExcludes(id) {
 			// A learner whose addition never committed: give up on it.
 			n.retired = true

@@ -29,6 +29,7 @@ type simFlags struct {
 	checkQuorum bool
 	trace       bool
 	parallel    int
+	disk        bool
 }
 
 func newSimCmd() *cobra.Command {
@@ -43,6 +44,10 @@ After every step the checkers verify one leader per term, one vote per node per
 term, log matching, leader completeness, state machine safety, linearizable
 reads and that no acknowledged write is lost; once the faults stop, a leader
 must commit a new write within a bound (liveness).
+
+--disk keeps each node's log in the durable storage (write-ahead log and
+snapshot files) on a crashable in-memory file system, where a crash keeps only
+what was synced and can strike in the middle of a write.
 
 --seeds N runs seeds --seed .. --seed+N-1 (in parallel; each run is still
 deterministic). A failure prints the seed and the command that replays it;
@@ -60,6 +65,7 @@ deterministic). A failure prints the seed and the command that replays it;
 	fl.DurationVar(&f.chaos, "chaos", sim.DefaultConfig().Chaos, "simulated time during which faults are injected")
 	fl.BoolVar(&f.preVote, "pre-vote", true, "raft pre-vote")
 	fl.BoolVar(&f.checkQuorum, "check-quorum", true, "raft check-quorum")
+	fl.BoolVar(&f.disk, "disk", false, "keep each node's log in the durable storage (write-ahead log, snapshot files) on a crashable in-memory file system")
 	fl.BoolVar(&f.trace, "trace", false, "print the event trace of each run to stderr (use with one seed)")
 	fl.IntVar(&f.parallel, "parallel", runtime.GOMAXPROCS(0), "seeds run at once")
 	cmd.AddCommand(newSimElectionTimeCmd())
@@ -78,6 +84,7 @@ func (f simFlags) config(seed uint64) (sim.Config, error) {
 	cfg.Chaos = f.chaos
 	cfg.PreVote = f.preVote
 	cfg.CheckQuorum = f.checkQuorum
+	cfg.Disk = f.disk
 	if err := cfg.Validate(); err != nil {
 		return sim.Config{}, &usageError{err: err}
 	}
@@ -143,8 +150,12 @@ feed:
 		simulated += r.Stats.SimulatedTime
 	}
 	cfg, _ := f.config(f.seed)
-	fmt.Fprintf(stdout, "%d seeds passed (%d..%d), %d nodes, faults %s, %v of chaos each\n",
-		sent, f.seed, f.seed+uint64(sent)-1, cfg.Nodes, cfg.Faults, cfg.Chaos)
+	storage := "raft.MemoryStorage"
+	if cfg.Disk {
+		storage = "WAL on a crashable file system"
+	}
+	fmt.Fprintf(stdout, "%d seeds passed (%d..%d), %d nodes, faults %s, %v of chaos each, storage: %s\n",
+		sent, f.seed, f.seed+uint64(sent)-1, cfg.Nodes, cfg.Faults, cfg.Chaos, storage)
 	fmt.Fprintf(stdout, "%d steps, %v simulated in %v wall time: %.0f seeds/s, %.0f steps/s\n",
 		total.Steps, simulated.Round(time.Second), elapsed.Round(time.Millisecond),
 		float64(sent)/elapsed.Seconds(), float64(total.Steps)/elapsed.Seconds())
