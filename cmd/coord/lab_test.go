@@ -1,0 +1,96 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestLabList(t *testing.T) {
+	code, out, stderr := runCLI(t, "lab", "list")
+	if code != exitOK {
+		t.Fatalf("lab list: exit %d, stderr %q", code, stderr)
+	}
+	for _, name := range []string{"race", "mutex", "granularity", "semaphore", "prodcons", "deadlock",
+		"exclusive-create", "failover", "empty-file", "takeover-race", "paused-leader"} {
+		if !strings.Contains(out, "\n  "+name+" ") {
+			t.Errorf("lab list lacks %q:\n%s", name, out)
+		}
+	}
+	if strings.Index(out, "threads:") > strings.Index(out, "processes:") {
+		t.Errorf("rungs out of order:\n%s", out)
+	}
+}
+
+func TestLabRunHelpSaysWhatToPredict(t *testing.T) {
+	code, out, _ := runCLI(t, "lab", "run", "failover", "--help")
+	if code != exitOK || !strings.Contains(out, "Predict before running") || !strings.Contains(out, "--trials") || !strings.Contains(out, "9.53 s") {
+		t.Fatalf("lab run failover --help: exit %d\n%s", code, out)
+	}
+	_, out, _ = runCLI(t, "lab", "run", "prodcons", "--help")
+	if strings.Contains(out, "--procs") {
+		t.Errorf("prodcons has no --procs knob, but its help offers one:\n%s", out)
+	}
+}
+
+func TestLabUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"lab", "run"},
+		{"lab", "run", "no-such-experiment"},
+		{"lab", "run", "semaphore", "--trials", "-1"},
+		{"lab", "run", "semaphore", "--procs", "100000"},
+		{"lab", "run", "prodcons", "--procs", "3"},
+		{"lab", "run", "semaphore", "--trials", "many"},
+		{"lab", "extra"},
+	} {
+		code, _, stderr := runCLI(t, args...)
+		if code != exitUsage {
+			t.Errorf("%v: exit %d, want %d (stderr %q)", args, code, exitUsage, stderr)
+		}
+	}
+}
+
+// TestLabRunJSON runs one cheap experiment through the command and reads
+// its JSON document.
+func TestLabRunJSON(t *testing.T) {
+	code, out, stderr := runCLI(t, "lab", "run", "semaphore", "--trials", "2", "--json", "--seed", "7")
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	var doc struct {
+		Tool    string `json:"tool"`
+		Results []struct {
+			Experiment string `json:"experiment"`
+			Seed       uint64 `json:"seed"`
+			Params     struct {
+				Trials int `json:"trials"`
+			} `json:"params"`
+			Verdict struct {
+				Outcome string `json:"outcome"`
+			} `json:"verdict"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("not one JSON document: %v\n%s", err, out)
+	}
+	if doc.Tool != "coord lab" || len(doc.Results) != 1 || doc.Results[0].Experiment != "semaphore" ||
+		doc.Results[0].Seed != 7 || doc.Results[0].Params.Trials != 2 || doc.Results[0].Verdict.Outcome == "" {
+		t.Errorf("document = %+v", doc)
+	}
+}
+
+func TestLabRunTableAndFiles(t *testing.T) {
+	dir := t.TempDir()
+	code, out, stderr := runCLI(t, "lab", "run", "granularity", "--trials", "1", "--procs", "10", "--out", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	for _, want := range []string{"== granularity (threads)", "GOMAXPROCS", "verdict"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(stderr, "wrote 2 file(s)") {
+		t.Errorf("stderr %q: want lab.json and one chart", stderr)
+	}
+}

@@ -1,0 +1,37 @@
+package machines
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"coord/lab"
+	"coord/server/localcluster"
+)
+
+// selfServe is set by this package's tests, whose binary serves `server`
+// itself (localcluster.ServeIfChild) instead of being the coord command.
+var selfServe bool
+
+// startCluster starts a cluster of real coord server processes for an
+// experiment, with coord's default timing unless fast.
+func startCluster(ctx context.Context, env *lab.Env, nodes int, proxies bool, name string, args ...string) (*localcluster.Cluster, error) {
+	dir, err := os.MkdirTemp(env.Dir, name+"-")
+	if err != nil {
+		return nil, err
+	}
+	c, err := localcluster.Start(ctx, localcluster.Config{Nodes: nodes, Dir: dir, Binary: env.Binary,
+		SelfServe: selfServe, Proxies: proxies, Args: args})
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := c.WaitLeader(wctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%s: %w (logs in %s)", name, err, filepath.Join(dir, "node-*.log"))
+	}
+	return c, nil
+}
