@@ -217,12 +217,12 @@ func (c *contender) hold(ctx context.Context, tn *tenure) {
 }
 
 // write writes to the fenced resource. certain says the holder's lease is
-// known valid; a rejection then means someone else held it at the same time.
+// known valid; a rejection that comes back while it still is means someone
+// with a higher token wrote during this holder's lease.
 func (c *contender) write(tn *tenure, certain bool) {
-	before := time.Now()
 	err := c.resource.Write(tn.token, c.holder)
-	if certain && err != nil && before.Before(tn.validUntil) {
-		c.h.fail("%s: write with token %d rejected while its lease was valid for another %v: %v", c.holder, tn.token, tn.validUntil.Sub(before), err)
+	if after := time.Now(); certain && err != nil && after.Before(tn.validUntil) {
+		c.h.fail("%s: write with token %d rejected while its lease was valid for another %v: %v", c.holder, tn.token, tn.validUntil.Sub(after), err)
 	}
 }
 
