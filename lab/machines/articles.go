@@ -139,11 +139,7 @@ func (n *articlesNet) runNode(ctx context.Context, id int, rng *rand.Rand) {
 	inbox := n.inboxes[id]
 	electionTimeout := func() time.Duration { return n.seconds(3 + rng.IntN(3)) }
 	electionTimer := time.NewTimer(electionTimeout())
-	// A timer re-armed after each round rather than a time.Ticker: a
-	// ticker stays in the runtime's timer heap while its goroutine is
-	// blocked elsewhere, which hides the deadlock from the runtime's
-	// detector that the articles saw fire.
-	heartbeat := time.NewTimer(n.seconds(1))
+	heartbeat := time.NewTicker(n.seconds(1))
 	defer heartbeat.Stop()
 	sendHeartbeats := func() {
 		for peer := range n.inboxes {
@@ -160,7 +156,6 @@ func (n *articlesNet) runNode(ctx context.Context, id int, rng *rand.Rand) {
 			if node.role == leader {
 				sendHeartbeats()
 			}
-			heartbeat.Reset(n.seconds(1))
 		case <-electionTimer.C:
 			if node.role != leader {
 				node.currentTerm++

@@ -35,10 +35,12 @@ default, drops the message as a network drops a packet to a dead machine.
   articles  the articles' program, re-implemented faithfully (lab/machines,
             articles.go): 3 nodes, timeouts of 3 + rand.Intn(3) s, heartbeats
             every second, node 0 crashed at 10 s. One of the articles' seconds
-            is 25 ms here. The blocking variant runs in a child process
-            (coord lab-child articles-raft), ended after 60 of the articles'
-            seconds if the runtime has not reported the deadlock itself; the
-            non-blocking one the same way.
+            is 25 ms here. Each variant runs in a child process (coord
+            lab-child articles-raft) for 60 of the articles' seconds. A run is
+            wedged if nothing happens in its last 20 s; the Go runtime's
+            "all goroutines are asleep" report, which ended the articles' run,
+            is counted when it fires, but it does not in a binary that imports
+            package net (as coord does) under Go 1.26, so silence decides.
   coord     a 3-node coord cluster (real coord server processes): a follower
             is killed with SIGKILL, then the leader, while a client keeps
             writing. coord's TCP transport queues per peer and drops when a
