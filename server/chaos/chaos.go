@@ -195,7 +195,13 @@ func runClient(ctx context.Context, endpoints []string, id int, cfg Config, rec 
 			in.Kind = CAS
 			in.Prev = lastRev[key]
 		}
-		octx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		// Some operations give up early, so that the history holds writes
+		// of unknown outcome that the checker must place or drop.
+		timeout := 2 * time.Second
+		if rng.IntN(4) == 0 {
+			timeout = time.Duration(100+rng.IntN(400)) * time.Millisecond
+		}
+		octx, cancel := context.WithTimeout(context.Background(), timeout)
 		call := rec.now()
 		out, err := do(octx, cl, in)
 		ret := rec.now()
