@@ -214,19 +214,22 @@ func exclusiveResult(d exclusiveData) *lab.Result {
 				leadersPerTrial(ts), countTrials(ts, notOne), len(ts), maxLeaders, secs(lab.Summarize(spread).Median))
 		}
 	}
-	var series []lab.Series
+	var categories []string
+	none, one, more := lab.Series{Label: "no leader"}, lab.Series{Label: "one leader"}, lab.Series{Label: "two or more"}
 	for _, method := range []string{methodStatCreate, methodExclusive, methodCoord} {
 		for _, mode := range []string{startSequential, startTogether} {
-			label := method
-			if method != methodCoord {
-				label = "articles: " + method
-			}
-			series = append(series, lab.Series{Label: label + ", " + mode, Values: lab.Floats(leadersPerTrial(d.Trials[method][mode]))})
+			short := map[string]string{startSequential: "shell", startTogether: "instant"}[mode]
+			categories = append(categories, method+"\n"+short)
+			ts := d.Trials[method][mode]
+			none.Values = append(none.Values, float64(countTrials(ts, func(t contendTrial) bool { return t.Leaders == 0 })))
+			one.Values = append(one.Values, float64(countTrials(ts, func(t contendTrial) bool { return t.Leaders == 1 })))
+			more.Values = append(more.Values, float64(countTrials(ts, twoPlus)))
 		}
 	}
 	res.Charts = []lab.Chart{{
-		Name: "leaders", Title: fmt.Sprintf("exclusive-create: leaders per trial (%d processes)", d.Procs),
-		XLabel: "trial", YLabel: "leaders", Kind: lab.Trials, Series: series,
+		Name: "leaders", Title: fmt.Sprintf("exclusive-create: trials by leaders elected (%d processes)", d.Procs),
+		XLabel: "method, start", YLabel: "trials", Kind: lab.Bars, Categories: categories,
+		Series: []lab.Series{none, one, more},
 	}}
 	return res
 }

@@ -21,7 +21,7 @@ var ErrChart = errors.New("report: bad chart")
 
 // palette colours series in order: the articles' version first (a warm red),
 // coord's second (a blue), then others.
-var palette = []color.RGBA{
+var palette = []color.NRGBA{
 	{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 	{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
 	{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
@@ -29,7 +29,7 @@ var palette = []color.RGBA{
 	{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
 }
 
-func seriesColor(i int, alpha uint8) color.RGBA {
+func seriesColor(i int, alpha uint8) color.NRGBA {
 	c := palette[i%len(palette)]
 	c.A = alpha
 	return c
@@ -113,6 +113,8 @@ func Plot(c lab.Chart) (*plot.Plot, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Headroom above the data for the legend, which sits top right.
+	p.Y.Max += (p.Y.Max - p.Y.Min) * 0.08 * float64(len(c.Series)+1)
 	return p, nil
 }
 
