@@ -112,6 +112,10 @@ type Config struct {
 	// SnapshotEntries is how many applied entries a node keeps before it
 	// snapshots and compacts its log.
 	SnapshotEntries uint64
+	// AlignTicks makes every node tick at the same instants, as timers
+	// started by one broadcast do; otherwise each node ticks with its own
+	// random phase.
+	AlignTicks bool
 	// Disk puts each node's log on the durable storage (storage/raftstore:
 	// the write-ahead log and snapshot files) over a crashable in-memory
 	// file system: a crash keeps only what was synced (and maybe a torn

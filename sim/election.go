@@ -28,6 +28,9 @@ type ElectionConfig struct {
 	PreVote, CheckQuorum bool
 	// LatencyMin and LatencyMax bound one message's delivery delay.
 	LatencyMin, LatencyMax time.Duration
+	// AlignTicks makes all nodes tick at the same instants (see
+	// Config.AlignTicks).
+	AlignTicks bool
 	// Bound is how long a trial waits for a new leader before counting it
 	// as failed.
 	Bound time.Duration
@@ -49,6 +52,28 @@ func PaperElectionConfig() ElectionConfig {
 		LatencyMin:     1 * time.Millisecond,
 		LatencyMax:     5 * time.Millisecond,
 		Bound:          10 * time.Second,
+	}
+}
+
+// ArticlesElectionConfig returns the setting of the articles' teaching
+// simulation (Part 3): 3 nodes, election timeouts of 3, 4 or 5 s (3 +
+// rand.Intn(3) seconds), heartbeats every second, neither pre-vote nor
+// check-quorum. A 1 s tick with ElectionTicks 3 draws exactly those
+// timeouts, and aligned ticks make two equal timeouts expire at the same
+// instant, as the articles' timers, all started by the same heartbeat, do.
+// Messages take 0.1-1 ms (in-process channels).
+func ArticlesElectionConfig() ElectionConfig {
+	return ElectionConfig{
+		Trials:         1000,
+		Seed:           1,
+		Nodes:          3,
+		Tick:           time.Second,
+		ElectionTicks:  3,
+		HeartbeatTicks: 1,
+		LatencyMin:     100 * time.Microsecond,
+		LatencyMax:     time.Millisecond,
+		AlignTicks:     true,
+		Bound:          time.Minute,
 	}
 }
 
@@ -126,6 +151,7 @@ func electionTrial(ec ElectionConfig, seed uint64) (took time.Duration, terms ui
 	cfg.PreVote = ec.PreVote
 	cfg.CheckQuorum = ec.CheckQuorum
 	cfg.LatencyMin, cfg.LatencyMax = ec.LatencyMin, ec.LatencyMax
+	cfg.AlignTicks = ec.AlignTicks
 	cfg.WriteInterval = time.Hour // no client load
 	cfg.ReadInterval = time.Hour
 	s, err := New(cfg)

@@ -265,6 +265,9 @@ func (s *Sim) start() {
 
 func (s *Sim) addNode(id uint64) *node {
 	n := &node{id: id, phase: s.rng.Int64N(s.us(s.cfg.Tick))}
+	if s.cfg.AlignTicks {
+		n.phase = 0
+	}
 	if s.cfg.Disk {
 		n.fs = vfs.NewMemFS()
 	} else {

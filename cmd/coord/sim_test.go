@@ -39,7 +39,7 @@ func TestSimElectionTimeJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("output is not JSON rows: %v\n%s", err, out)
 	}
-	if len(rows) != 3 || rows[0].Trials != 20 || rows[0].Failed != 0 || rows[0].P50Ms < 75 {
+	if len(rows) != 4 || rows[0].Trials != 20 || rows[0].Failed != 0 || rows[0].P50Ms < 75 {
 		t.Errorf("unexpected rows: %+v", rows)
 	}
 }
