@@ -77,3 +77,59 @@ stop_servers() {
   done
   rm -rf "$COORD_TEST_TMP"
 }
+
+# The lease backends' servers (issue 7). Each start_* function installs its
+# server from Debian if needed, starts it on a free loopback port under
+# $COORD_TEST_TMP, and exports its URL for the tests. A variable that is
+# already set (a server of your own) is left alone and nothing is started.
+
+# start_redis exports COORD_TEST_REDIS: a redis-server without persistence.
+start_redis() {
+  [ -n "${COORD_TEST_REDIS:-}" ] && return 0
+  ensure_pkg redis-server
+  local port
+  port=$(free_port 16379)
+  start_server redis "$port" redis-server --port "$port" --bind 127.0.0.1 \
+    --save '' --appendonly no --dir "$COORD_TEST_TMP" --maxmemory-policy noeviction
+  export COORD_TEST_REDIS="redis://127.0.0.1:$port/0"
+}
+
+# start_etcd exports COORD_TEST_ETCD: a one-member etcd cluster.
+start_etcd() {
+  [ -n "${COORD_TEST_ETCD:-}" ] && return 0
+  ensure_pkg etcd-server
+  local port peer
+  port=$(free_port 12379)
+  peer=$(free_port $((port + 1)))
+  start_server etcd "$port" etcd --name coord-test --data-dir "$COORD_TEST_TMP/etcd" \
+    --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "coord-test=http://127.0.0.1:$peer" --log-level warn \
+    --heartbeat-interval 50 --election-timeout 500 # leases as short as 1 s (minimum TTL 1.5 election timeouts)
+  export COORD_TEST_ETCD="etcd://127.0.0.1:$port"
+}
+
+# start_postgres exports COORD_TEST_POSTGRES: a throwaway cluster made with
+# initdb, trusting local connections, without fsync. PostgreSQL refuses to
+# run as root, so as root it runs as the postgres user the package creates.
+start_postgres() {
+  [ -n "${COORD_TEST_POSTGRES:-}" ] && return 0
+  ensure_pkg postgresql
+  local bin data port as_pg=()
+  bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+  data="$COORD_TEST_TMP/postgres"
+  if [ "$(id -u)" -eq 0 ]; then
+    as_pg=(setpriv --reuid=postgres --regid=postgres --init-groups --)
+    chmod 711 "$COORD_TEST_TMP" # let postgres reach its data directory
+  fi
+  if [ ! -f "$data/PG_VERSION" ]; then
+    mkdir -p "$data"
+    [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$data"
+    "${as_pg[@]}" "$bin/initdb" -D "$data" -U postgres --auth=trust --no-sync -E UTF8 --locale=C.UTF-8 \
+      >"$COORD_TEST_TMP/initdb.log" 2>&1 || { tail -n 20 "$COORD_TEST_TMP/initdb.log" >&2; exit 1; }
+  fi
+  port=$(free_port 15432)
+  start_server postgres "$port" "${as_pg[@]}" "$bin/postgres" -D "$data" -p "$port" -k "$data" \
+    -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off
+  export COORD_TEST_POSTGRES="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+}

@@ -9,7 +9,12 @@ source scripts/lib.sh
 trap stop_servers EXIT
 
 # Servers the tests talk to: each one is started on loopback and announced to
-# the tests through an environment variable.
+# the tests through an environment variable. With COORD_TEST_REQUIRE_SERVERS
+# set, a test whose server is missing fails instead of skipping.
+export COORD_TEST_REQUIRE_SERVERS=1
+start_redis    # COORD_TEST_REDIS=redis://127.0.0.1:PORT/0
+start_etcd     # COORD_TEST_ETCD=etcd://127.0.0.1:PORT
+start_postgres # COORD_TEST_POSTGRES=postgres://postgres@127.0.0.1:PORT/postgres
 
 log "gofmt"
 unformatted=$(find . -name '*.go' -not -path './.git/*' -print0 | xargs -0 gofmt -l)
