@@ -57,11 +57,13 @@ func (e *Env) Command(ctx context.Context, args ...string) *exec.Cmd {
 
 // Command returns a command that runs the program at path with args, as
 // Env.Command does for the coord binary: in its own process group, killed
-// when ctx is done, output discarded unless the caller sets Stdout and
-// Stderr.
+// when ctx is done or when the lab's process dies, output discarded unless
+// the caller sets Stdout and Stderr.
 func Command(ctx context.Context, path string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: a lab killed with SIGKILL must not leave `coord elect`
+	// processes campaigning forever.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return cmd.Process.Kill() }
 	// A child that leaves a grandchild holding its stdout open must not
 	// hang Wait forever.

@@ -1,9 +1,30 @@
 package lab
 
 import (
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
+
+// LoadAverage returns the machine's one-minute load average, or -1 where it
+// cannot be read. Timing figures mean little without it on a shared machine.
+func LoadAverage() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) == 0 {
+		return -1
+	}
+	load, err := strconv.ParseFloat(fields[0], 64)
+	if err != nil {
+		return -1
+	}
+	return load
+}
 
 // Stats summarise a sample.
 type Stats struct {

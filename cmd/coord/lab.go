@@ -15,6 +15,7 @@ import (
 	"coord/lab/report"
 
 	// The rungs' experiments register themselves with lab.
+	_ "coord/lab/machines"
 	_ "coord/lab/processes"
 	_ "coord/lab/threads"
 )
@@ -161,8 +162,8 @@ func runLab(cmd *cobra.Command, experiments []lab.Experiment, cfg lab.Config, f 
 			mode = "quick mode"
 		}
 		m := report.ThisMachine()
-		fmt.Fprintf(stdout, "coord lab: %d experiment(s), %s (GOMAXPROCS %d, %d CPUs, %s %s/%s)\n\n",
-			len(experiments), mode, m.GOMAXPROCS, m.NumCPU, m.GoVersion, m.GOOS, m.GOARCH)
+		fmt.Fprintf(stdout, "coord lab: %d experiment(s), %s (GOMAXPROCS %d, %d CPUs, load average %.1f, %s %s/%s)\n\n",
+			len(experiments), mode, m.GOMAXPROCS, m.NumCPU, m.LoadAverage, m.GoVersion, m.GOOS, m.GOARCH)
 	}
 	results := lab.RunAll(ctx, experiments, cfg, func(r *lab.Result) {
 		switch {

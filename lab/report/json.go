@@ -34,13 +34,16 @@ type Machine struct {
 	GoVersion  string `json:"go_version"`
 	NumCPU     int    `json:"num_cpu"`
 	GOMAXPROCS int    `json:"gomaxprocs"`
+	// LoadAverage is the one-minute load average when the run began (-1
+	// where unknown): other work on the machine shapes every timing.
+	LoadAverage float64 `json:"load_average"`
 }
 
 // ThisMachine describes the running process's machine.
 func ThisMachine() Machine {
 	return Machine{
 		GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, GoVersion: runtime.Version(),
-		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), LoadAverage: lab.LoadAverage(),
 	}
 }
 

@@ -62,6 +62,9 @@ type raceData struct {
 	LongIncrements int   `json:"long_increments"`
 	LongTotals     []int `json:"long_totals"`
 
+	// LoadAverage is the machine's load when the counting ended.
+	LoadAverage float64 `json:"load_average"`
+
 	// Detector is "ran", or why the race detector could not be run.
 	Detector      string      `json:"detector"`
 	DetectorRacy  *raceReport `json:"detector_racy,omitempty"`
@@ -81,6 +84,7 @@ func runRace(ctx context.Context, env *lab.Env) (*lab.Result, error) {
 		env.Progress.Step()
 	}
 	d.Racy = lab.Summarize(lab.Floats(d.RacyTotals))
+	d.LoadAverage = lab.LoadAverage()
 	d.LongGoroutines, d.LongIncrements = runtime.GOMAXPROCS(0), longIncrements
 	for range longRuns {
 		d.LongTotals = append(d.LongTotals, racyCountTogether(d.LongGoroutines, d.LongIncrements))
@@ -144,8 +148,12 @@ func raceResult(d raceData) *lab.Result {
 		long := d.LongGoroutines * d.LongIncrements
 		res.AddDetail("long goroutines", "%d goroutines x %s increments (one per core, started together, each running for milliseconds): totals %s of %s, median loss %s",
 			d.LongGoroutines, commas(d.LongIncrements), joinInts(d.LongTotals), commas(long), percentOf(long-medianInt(d.LongTotals), long))
-		if countEqual(d.RacyTotals, d.Expected) > 0 && medianInt(d.LongTotals) < long {
+		switch {
+		case countEqual(d.RacyTotals, d.Expected) > 0 && medianInt(d.LongTotals) < long:
 			res.AddDetail("why", "each of the 1000 goroutines does its 1000 increments in about a microsecond, often before another core has woken up to run a second one at the same time; where they never overlap no update is lost, and the race is there all the same")
+		case countEqual(d.RacyTotals, d.Expected) > 0:
+			res.AddDetail("why", "not even one goroutine per core, started together and running for milliseconds, lost an update: the goroutines never ran at the same time, as when other work holds the other cores (load average %.1f on %d CPUs); the race detector sees the race all the same",
+				d.LoadAverage, runtime.NumCPU())
 		}
 	}
 	if d.DetectorRacy != nil {
