@@ -44,3 +44,19 @@ func TestBlockingSend(t *testing.T) {
 		t.Errorf("outcome %s, want reproduced: %s", r.Verdict.Outcome, r.Verdict.Reason)
 	}
 }
+
+func TestRaftFailover(t *testing.T) {
+	r := runSmall(t, "raft-failover", 8)
+	if len(r.Charts) != 3 {
+		t.Errorf("%d charts, want 3", len(r.Charts))
+	}
+}
+
+func TestPartition(t *testing.T) { runSmall(t, "partition", 1) }
+
+func TestQuorumSize(t *testing.T) {
+	r := runSmall(t, "quorum-size", 1)
+	if r.Verdict.Outcome != lab.Reproduced {
+		t.Errorf("outcome %s: %s", r.Verdict.Outcome, r.Verdict.Reason)
+	}
+}
