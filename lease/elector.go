@@ -133,7 +133,10 @@ func (e *Elector) waitForChance(ctx context.Context, held Record) {
 		// Expiry is measured from before the store acted, so the store
 		// may still hold the lease at that instant; the acquire then just
 		// fails and the retry timer tries again.
-		expiry = e.clock.After(max(held.Expiry.Sub(e.clock.Now()), 0))
+		// A store whose clock disagrees may report an expiry already past
+		// while it still holds the lease; waiting a little keeps the
+		// candidate from hammering it.
+		expiry = e.clock.After(max(held.Expiry.Sub(e.clock.Now()), e.cfg.RetryPeriod/16))
 	}
 	retry := e.clock.After(e.jitter(e.cfg.RetryPeriod))
 	for {
