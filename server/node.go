@@ -356,6 +356,7 @@ func (n *Node) run() {
 		case s := <-n.snapDone:
 			n.core.ReportSnapshot(s.id, s.failed)
 		}
+		n.drain()
 		for n.core.HasReady() {
 			if err := n.handleReady(); err != nil {
 				// The disk failed: a node that cannot persist must not
@@ -363,6 +364,35 @@ func (n *Node) run() {
 				n.log.Error("storage failed; stopping the node", "err", err)
 				return
 			}
+		}
+	}
+}
+
+// drainMax bounds the queued events taken in one batch, so that ticks are
+// not starved.
+const drainMax = 512
+
+// drain takes whatever else is queued (proposals, messages, reads) without
+// waiting, so that one Ready, and one fsync, covers all of it: proposals
+// that arrived during the last fsync are batched into the next.
+func (n *Node) drain() {
+	for range drainMax {
+		select {
+		case m := <-n.recv:
+			if err := n.core.Step(m); err != nil {
+				n.log.Debug("step", "msg", m.String(), "err", err)
+			}
+		case p := <-n.proposals:
+			n.propose(p)
+		case done := <-n.reads:
+			n.nextRead++
+			if err := n.core.ReadIndex(n.nextRead); err != nil {
+				done <- ErrNotLeader
+			} else {
+				n.readWaiters[n.nextRead] = done
+			}
+		default:
+			return
 		}
 	}
 }

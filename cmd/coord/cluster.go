@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,7 +29,7 @@ its state, add and remove nodes, and stop it. The cluster is described in
 DIR/cluster.json; every subcommand finds it through --dir.`,
 		Args: usageArgs(cobra.NoArgs),
 	}
-	cmd.AddCommand(newClusterUpCmd(), newClusterStatusCmd(), newClusterAddCmd(), newClusterRemoveCmd(), newClusterDownCmd())
+	cmd.AddCommand(newClusterUpCmd(), newClusterStatusCmd(), newClusterAddCmd(), newClusterRemoveCmd(), newClusterDownCmd(), newClusterBenchCmd())
 	return cmd
 }
 
@@ -263,3 +265,127 @@ func newClusterDownCmd() *cobra.Command {
 	addDirFlag(cmd, &dir)
 	return cmd
 }
+
+func newClusterBenchCmd() *cobra.Command {
+	var (
+		nodes        int
+		dir          string
+		concurrency  []int
+		duration     time.Duration
+		failovers    int
+		tick         time.Duration
+		jsonOut      bool
+		keepDir      bool
+		settleFactor int
+	)
+	cmd := &cobra.Command{
+		Use:   "bench [--nodes 3] [--concurrency 1,4,16,64] [--duration 5s] [--failovers 20]",
+		Short: "Measure a local cluster: write throughput and latency, failover times",
+		Long: `Start a fresh local cluster of real coord server processes (fsync on, coord's
+default timing unless --tick), then measure:
+
+  - committed writes per second and their p50/p99 latency, for each client
+    concurrency in --concurrency: each client writes 100-byte values in a
+    closed loop for --duration, through any node;
+  - the failover time distribution: the leader killed with SIGKILL
+    --failovers times, and the time until the other nodes agree on a new one.
+
+The figures in docs/BENCHMARKS.md come from this command.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if nodes < 1 || nodes > 9 || duration <= 0 || failovers < 0 || tick <= 0 {
+				return usagef("want 1 <= --nodes <= 9, a positive --duration and --tick, --failovers >= 0")
+			}
+			for _, c := range concurrency {
+				if c < 1 || c > 1024 {
+					return usagef("--concurrency %d: want 1 to 1024", c)
+				}
+			}
+			if dir == "" {
+				d, err := os.MkdirTemp("", "coord-bench-")
+				if err != nil {
+					return err
+				}
+				dir = d
+				if !keepDir {
+					defer os.RemoveAll(d)
+				}
+			}
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			c, err := localcluster.Start(ctx, localcluster.Config{Nodes: nodes, Dir: dir, Binary: self,
+				Args: []string{"--tick", tick.String()}})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			_, err = c.WaitLeader(wctx)
+			cancel()
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			rows, err := c.Bench(ctx, concurrency, duration)
+			if err != nil {
+				return err
+			}
+			times, err := c.Failovers(ctx, failovers, time.Duration(settleFactor)*tick*10)
+			if err != nil {
+				return err
+			}
+			if jsonOut {
+				return json.NewEncoder(out).Encode(map[string]any{"nodes": nodes, "tick": tick.String(), "writes": rows,
+					"failover_seconds": secondsOf(times)})
+			}
+			fmt.Fprintf(out, "%d-node cluster on loopback, fsync on, tick %v\n\n", nodes, tick)
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "clients\twrites/s\tp50\tp99\twrites\terrors\t")
+			for _, r := range rows {
+				fmt.Fprintf(tw, "%d\t%.0f\t%s\t%s\t%d\t%d\t\n", r.Concurrency, r.PerSecond, ms(r.P50), ms(r.P99), r.Ops, r.Errors)
+			}
+			tw.Flush()
+			if len(times) > 0 {
+				s := secondsOf(times)
+				sort.Float64s(s)
+				q := func(p float64) float64 { return s[min(len(s)-1, int(p*float64(len(s))))] }
+				fmt.Fprintf(out, "\nfailover (leader killed, %d times): min %.2f s, p50 %.2f s, p90 %.2f s, max %.2f s\n",
+					len(s), s[0], q(0.5), q(0.9), s[len(s)-1])
+				fmt.Fprintf(out, "  all: %v\n", fmtSeconds(s))
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&nodes, "nodes", 3, "number of nodes")
+	fl.IntSliceVar(&concurrency, "concurrency", []int{1, 4, 16, 64}, "client concurrencies to measure")
+	fl.DurationVar(&duration, "duration", 5*time.Second, "how long each concurrency runs")
+	fl.IntVar(&failovers, "failovers", 20, "leader kills to measure (0: none)")
+	fl.DurationVar(&tick, "tick", 100*time.Millisecond, "Raft tick of every node")
+	fl.BoolVar(&jsonOut, "json", false, "print the figures as JSON")
+	fl.StringVar(&dir, "dir", "", "directory for the cluster (default: a temporary one, removed after)")
+	fl.BoolVar(&keepDir, "keep", false, "keep the temporary directory (data and logs)")
+	fl.IntVar(&settleFactor, "settle", 3, "election timeouts to wait between failovers")
+	return cmd
+}
+
+func secondsOf(ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = d.Seconds()
+	}
+	return out
+}
+
+func fmtSeconds(s []float64) string {
+	parts := make([]string, len(s))
+	for i, v := range s {
+		parts[i] = fmt.Sprintf("%.2f", v)
+	}
+	return strings.Join(parts, " ")
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }

@@ -1,0 +1,117 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"coord/client"
+)
+
+// BenchRow is the write throughput and latency at one client concurrency.
+type BenchRow struct {
+	Concurrency int           `json:"concurrency"`
+	Ops         int           `json:"ops"`
+	Errors      int           `json:"errors"`
+	Seconds     float64       `json:"seconds"`
+	PerSecond   float64       `json:"per_second"`
+	P50         time.Duration `json:"p50_ns"`
+	P99         time.Duration `json:"p99_ns"`
+}
+
+// Bench measures committed writes: for each concurrency, that many
+// clients (each with its own session) write 100-byte values to their own
+// keys in a closed loop for d, through any node (requests to followers are
+// forwarded). Every write is acknowledged only once a majority has it on
+// disk (fsync).
+func (c *Cluster) Bench(ctx context.Context, concurrencies []int, d time.Duration) ([]BenchRow, error) {
+	var rows []BenchRow
+	value := make([]byte, 100)
+	for _, n := range concurrencies {
+		if n < 1 {
+			return nil, fmt.Errorf("%w: concurrency %d", ErrInvalid, n)
+		}
+		var mu sync.Mutex
+		var lat []time.Duration
+		errs := 0
+		start := time.Now()
+		end := start.Add(d)
+		var wg sync.WaitGroup
+		for w := range n {
+			cl, err := client.New(client.DefaultConfig(c.Endpoints()...))
+			if err != nil {
+				return nil, err
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				key := fmt.Sprintf("bench/%d/%d", n, w)
+				var mine []time.Duration
+				bad := 0
+				for time.Now().Before(end) && ctx.Err() == nil {
+					octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					t0 := time.Now()
+					_, err := cl.Put(octx, key, value)
+					cancel()
+					if err != nil {
+						bad++
+						continue
+					}
+					mine = append(mine, time.Since(t0))
+				}
+				mu.Lock()
+				lat = append(lat, mine...)
+				errs += bad
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		secs := time.Since(start).Seconds()
+		slices.Sort(lat)
+		row := BenchRow{Concurrency: n, Ops: len(lat), Errors: errs, Seconds: secs, PerSecond: float64(len(lat)) / secs}
+		if len(lat) > 0 {
+			row.P50 = lat[len(lat)/2]
+			row.P99 = lat[min(len(lat)-1, len(lat)*99/100)]
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// Failovers kills the leader n times (SIGKILL), each time measuring how
+// long until the other nodes agree on a new leader, then restarts the
+// killed node and lets the cluster settle.
+func (c *Cluster) Failovers(ctx context.Context, n int, settle time.Duration) ([]time.Duration, error) {
+	var times []time.Duration
+	for range n {
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		leader, err := c.WaitLeader(wctx)
+		if err != nil {
+			cancel()
+			return times, err
+		}
+		t0 := time.Now()
+		if err := c.Kill(leader); err != nil {
+			cancel()
+			return times, err
+		}
+		if _, err := c.WaitLeader(wctx); err != nil {
+			cancel()
+			return times, err
+		}
+		times = append(times, time.Since(t0))
+		err = c.Restart(wctx, leader)
+		cancel()
+		if err != nil {
+			return times, err
+		}
+		select {
+		case <-time.After(settle):
+		case <-ctx.Done():
+			return times, ctx.Err()
+		}
+	}
+	return times, nil
+}
