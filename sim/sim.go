@@ -32,6 +32,7 @@ type Stats struct {
 	Crashes         int
 	Partitions      int
 	ConfChanges     int // membership changes proposed and accepted
+	Transfers       int // leadership transfers started
 	Snapshots       int // snapshots created
 	Writes          int // client writes accepted by a leader
 	AckedWrites     int // client writes applied and acknowledged
@@ -748,8 +749,29 @@ func (s *Sim) injectFault() {
 	case FaultCrash:
 		s.crashSome()
 	case FaultMembership:
-		s.changeMembership()
+		if s.rng.IntN(3) == 0 {
+			s.transferLeadership()
+		} else {
+			s.changeMembership()
+		}
 	}
+}
+
+// transferLeadership asks the leader to hand over to a random voter
+// (§3.10); a transfer is membership's companion in operations.
+func (s *Sim) transferLeadership() {
+	l := s.leader()
+	if l == nil {
+		return
+	}
+	voters := l.core.Status().Conf.Voters
+	to := voters[s.rng.IntN(len(voters))]
+	if to == l.id || l.core.TransferLeadership(to) != nil {
+		return
+	}
+	s.stats.Transfers++
+	s.tracef("node %d transfers leadership to %d", l.id, to)
+	s.process(l)
 }
 
 func (s *Sim) activeIDs() []uint64 {
