@@ -82,15 +82,20 @@ stop_servers() {
 # server from Debian if needed, starts it on a free loopback port under
 # $COORD_TEST_TMP, and exports its URL for the tests. A variable that is
 # already set (a server of your own) is left alone and nothing is started.
+# Tests run the servers without fsync, for speed; COORD_SERVERS_DURABLE=1
+# (scripts/bench-backends.sh) makes every write durable, as in production.
 
-# start_redis exports COORD_TEST_REDIS: a redis-server without persistence.
+# start_redis exports COORD_TEST_REDIS: a redis-server without persistence
+# (durable: every write in the append-only file, fsynced).
 start_redis() {
   [ -n "${COORD_TEST_REDIS:-}" ] && return 0
   ensure_pkg redis-server
   local port
   port=$(free_port 16379)
+  local persistence=(--appendonly no)
+  [ -n "${COORD_SERVERS_DURABLE:-}" ] && persistence=(--appendonly yes --appendfsync always)
   start_server redis "$port" redis-server --port "$port" --bind 127.0.0.1 \
-    --save '' --appendonly no --dir "$COORD_TEST_TMP" --maxmemory-policy noeviction
+    --save '' "${persistence[@]}" --dir "$COORD_TEST_TMP" --maxmemory-policy noeviction
   export COORD_TEST_REDIS="redis://127.0.0.1:$port/0"
 }
 
@@ -110,12 +115,14 @@ start_etcd() {
 }
 
 # start_postgres exports COORD_TEST_POSTGRES: a throwaway cluster made with
-# initdb, trusting local connections, without fsync. PostgreSQL refuses to
-# run as root, so as root it runs as the postgres user the package creates.
+# initdb, trusting local connections, without fsync (durable: with). It
+# refuses to run as root, so as root it runs as the postgres user that the
+# package creates.
 start_postgres() {
   [ -n "${COORD_TEST_POSTGRES:-}" ] && return 0
   ensure_pkg postgresql
-  local bin data port as_pg=()
+  local bin data port as_pg=() nosync=(-c fsync=off -c synchronous_commit=off -c full_page_writes=off)
+  [ -n "${COORD_SERVERS_DURABLE:-}" ] && nosync=()
   bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
   data="$COORD_TEST_TMP/postgres"
   if [ "$(id -u)" -eq 0 ]; then
@@ -130,6 +137,6 @@ start_postgres() {
   fi
   port=$(free_port 15432)
   start_server postgres "$port" "${as_pg[@]}" "$bin/postgres" -D "$data" -p "$port" -k "$data" \
-    -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off
+    -c listen_addresses=127.0.0.1 "${nosync[@]}"
   export COORD_TEST_POSTGRES="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 }
