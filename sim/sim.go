@@ -63,6 +63,7 @@ type Violation struct {
 	TestReplay string
 }
 
+// Error says which check failed, when, and how to replay the run.
 func (v *Violation) Error() string {
 	return fmt.Sprintf("sim: seed %d at %v: %s: %s\nreplay: %s\n    or: %s",
 		v.Seed, v.At, v.Check, v.Detail, v.Replay, v.TestReplay)
