@@ -385,12 +385,37 @@ func (n *Node) run() {
 			n.end(ErrStopped)
 			return
 		}
+		n.drain()
 		if err := n.handleReadies(); err != nil {
 			n.log.Error("node: stopping", "node", n.id, "err", err)
 			n.end(err)
 			return
 		}
 		n.publishStatus()
+	}
+}
+
+// drainMax bounds the queued events one batch takes, so that ticks are not
+// starved.
+const drainMax = 512
+
+// drain takes whatever else is queued (messages, requests, reports)
+// without waiting, so that one Ready, and one fsync, covers all of it:
+// proposals that arrived during the last fsync share the next one.
+func (n *Node) drain() {
+	for range drainMax {
+		select {
+		case m := <-n.inbox:
+			if err := n.core.Step(m); err != nil {
+				n.log.Warn("node: invalid message", "node", n.id, "err", err)
+			}
+		case f := <-n.requests:
+			f()
+		case f := <-n.reports:
+			f()
+		default:
+			return
+		}
 	}
 }
 

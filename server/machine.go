@@ -94,6 +94,13 @@ func (m *Machine) Advance(index uint64) {
 // transport addresses of the nodes that joined, and the nodes that left.
 func (m *Machine) ApplyMembership(index uint64, joined map[uint64]string, left []uint64) {
 	m.Advance(index)
+	m.RecordMembership(joined, left)
+}
+
+// RecordMembership records a membership change without an index of its
+// own, for a caller that applies membership entries apart from commands
+// (node.Node). Replicas must call it at the same point of the log.
+func (m *Machine) RecordMembership(joined map[uint64]string, left []uint64) {
 	for id, addr := range joined {
 		if addr != "" {
 			m.peers[id] = addr

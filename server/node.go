@@ -12,8 +12,10 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"coord/node"
 	"coord/raft"
 	"coord/storage/raftstore"
 	"coord/storage/vfs"
@@ -104,70 +106,84 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Node is one member of a coord cluster: the Raft core, its durable
-// storage, the TCP transport and the state machine, driven by one
-// goroutine that owns the core (STYLE rule 3). It implements Replica.
+// Node is one member of a coord cluster: the node shell (package node:
+// one goroutine owns the raft core) over durable storage
+// (storage/raftstore), the TCP transport (transport/tcp) and the state
+// machine (Machine). It implements Replica.
 //
-// Node is safe for concurrent use: other goroutines talk to the loop by
-// message, and read the state machine under a read lock.
+// Node is safe for concurrent use.
 type Node struct {
-	cfg  Config
-	log  *slog.Logger
-	disk *raftstore.Disk
-	tr   *tcp.Transport
+	cfg   Config
+	log   *slog.Logger
+	disk  *raftstore.Disk
+	tr    *tcp.Transport
+	shell *node.Node
+	sm    *stateMachine
 
-	// Owned by the loop goroutine.
-	core        *raft.Core
-	waiters     map[uint64]waiter // by log index
-	readWaiters map[uint64]chan error
-	readQueue   []pendingRead
-	nextRead    uint64
-	appliedConf raft.ConfState
-	snapIndex   uint64
-	lead        uint64
+	stop      chan struct{}
+	watchDone chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
 
-	// Channels into the loop.
-	recv        chan raft.Message
-	proposals   chan proposal
-	reads       chan chan error
-	unreachable chan uint64
-	snapDone    chan snapReport
-	stop        chan struct{}
-	stopped     chan struct{}
-	closeOnce   sync.Once
+// stateMachine is the node.StateMachine: the Machine and the lessor, under
+// a lock so that HTTP handlers can read while the loop applies.
+type stateMachine struct {
+	id      uint64
+	metrics *Metrics
 
-	// Guarded by mu: what other goroutines read.
 	mu      sync.RWMutex
 	machine *Machine
 	lessor  *lessor
-	status  NodeStatus
+	leading bool
 	changed chan struct{}
+	conf    raft.ConfState // as of the last applied membership change
 }
 
-type waiter struct {
-	term uint64
-	done chan proposeResult
+var _ node.StateMachine = (*stateMachine)(nil)
+
+// Apply implements node.StateMachine. Malformed data is a result, never a
+// panic: every replica refuses the same bytes alike.
+func (s *stateMachine) Apply(index uint64, data []byte) any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notify()
+	cmd, err := UnmarshalCommand(data)
+	if err != nil {
+		s.machine.Advance(index)
+		return Result{Status: StatusInvalid, Reason: err.Error()}
+	}
+	res := s.machine.ApplyCommand(index, cmd)
+	switch cmd.Op {
+	case OpAcquire, OpRenew, OpRelease, OpExpire:
+		s.lessor.observe(s.machine.Lease(cmd.Key), time.Now())
+	}
+	return res
 }
 
-type proposeResult struct {
-	res Result
-	err error
+// Snapshot implements node.StateMachine.
+func (s *stateMachine) Snapshot() ([]byte, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.machine.Snapshot(), nil
 }
 
-type proposal struct {
-	data []byte
-	conf *raft.ConfChange
-	done chan proposeResult
+// Restore implements node.StateMachine.
+func (s *stateMachine) Restore(data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.machine.Restore(data); err != nil {
+		return err
+	}
+	s.lessor.reset(s.machine.HeldLeases(), time.Now())
+	s.notify()
+	return nil
 }
 
-type pendingRead struct {
-	index uint64
-	done  chan error
-}
-
-type snapReport struct {
-	id     uint64
-	failed bool
+// notify wakes the watches; s.mu is held.
+func (s *stateMachine) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
 }
 
 // NewNode opens the node's storage, restores its state machine, starts its
@@ -179,28 +195,41 @@ func NewNode(cfg Config) (*Node, error) {
 	if cfg.FS == nil {
 		cfg.FS = vfs.OS
 	}
-	n := &Node{
-		cfg: cfg, log: logger(cfg.Logger).With("node", cfg.ID),
-		waiters: map[uint64]waiter{}, readWaiters: map[uint64]chan error{},
-		recv:        make(chan raft.Message, 4096),
-		proposals:   make(chan proposal, 1024),
-		reads:       make(chan chan error, 1024),
-		unreachable: make(chan uint64, 256),
-		snapDone:    make(chan snapReport, 16),
-		stop:        make(chan struct{}),
-		stopped:     make(chan struct{}),
-		machine:     NewMachine(cfg.Limits),
-		lessor:      newLessor(time.Second),
-		changed:     make(chan struct{}),
-	}
+	n := &Node{cfg: cfg, log: logger(cfg.Logger).With("node", cfg.ID), stop: make(chan struct{}), watchDone: make(chan struct{})}
+	n.sm = &stateMachine{id: cfg.ID, metrics: cfg.Metrics, machine: NewMachine(cfg.Limits), lessor: newLessor(time.Second), changed: make(chan struct{})}
 	if err := n.open(); err != nil {
+		if n.tr != nil {
+			n.tr.Close()
+		}
 		if n.disk != nil {
 			n.disk.Close()
 		}
 		return nil, err
 	}
-	go n.run()
+	go n.watch()
 	return n, nil
+}
+
+func logger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.Default()
+	}
+	return l
+}
+
+// timedStorage times the durable writes for the append-latency metric.
+type timedStorage struct {
+	*raftstore.Disk
+	metrics *Metrics
+}
+
+func (t timedStorage) Save(hs raft.HardState, ents []raft.Entry) error {
+	start := time.Now()
+	err := t.Disk.Save(hs, ents)
+	if t.metrics != nil && len(ents) > 0 {
+		t.metrics.appendSeconds.Observe(time.Since(start).Seconds())
+	}
+	return err
 }
 
 func (n *Node) open() error {
@@ -217,425 +246,102 @@ func (n *Node) open() error {
 	if err != nil {
 		return fmt.Errorf("server: read snapshot: %w", err)
 	}
-	if !snap.IsEmpty() {
-		if err := n.machine.Restore(snap.Data); err != nil {
-			return fmt.Errorf("server: restore snapshot at %d: %w", snap.Metadata.Index, err)
-		}
-		n.snapIndex = snap.Metadata.Index
-	}
-	n.appliedConf = cs
 	last, err := disk.LastIndex()
 	if err != nil {
 		return err
 	}
+	n.sm.conf = cs
+	// The transport needs the peers' addresses: the initial ones from the
+	// configuration, then those that membership changes recorded in the
+	// snapshot (newer, so they win). Entries after the snapshot add the
+	// rest as they are applied (ConfChanged).
+	peers := map[uint64]string{}
+	for id, addr := range n.cfg.Peers {
+		peers[id] = addr
+	}
+	if !snap.IsEmpty() {
+		probe := NewMachine(n.cfg.Limits)
+		if err := probe.Restore(snap.Data); err == nil {
+			for id, addr := range probe.Peers() {
+				peers[id] = addr
+			}
+		}
+	}
+	var shell atomic.Pointer[node.Node]
+	tc := tcp.DefaultConfig()
+	tc.ID, tc.Listener, tc.ListenAddr, tc.Peers, tc.Meta = n.cfg.ID, n.cfg.PeerListener, n.cfg.Peers[n.cfg.ID], peers, n.cfg.HTTPAddr
+	tc.Logger = logger(n.cfg.Logger)
+	tc.Deliver = func(m raft.Message) {
+		if s := shell.Load(); s != nil {
+			s.Deliver(m)
+		}
+	}
+	tc.Unreachable = func(id uint64) {
+		if s := shell.Load(); s != nil {
+			s.ReportUnreachable(id)
+		}
+	}
+	tc.SnapshotDone = func(id uint64, failed bool) {
+		if s := shell.Load(); s != nil {
+			s.ReportSnapshot(id, failed)
+		}
+	}
+	if n.cfg.Metrics != nil {
+		tc.Dropped = n.cfg.Metrics.Dropped
+	}
+	if n.tr, err = tcp.New(tc); err != nil {
+		return err
+	}
+
 	seed := n.cfg.Seed
 	if seed == 0 {
 		var b [8]byte
 		_, _ = crand.Read(b[:])
 		seed = binary.LittleEndian.Uint64(b[:])
 	}
-	rc := raft.DefaultConfig()
-	rc.ID, rc.Storage, rc.Rand = n.cfg.ID, disk, rand.New(rand.NewPCG(seed, n.cfg.ID))
-	rc.ElectionTicks, rc.HeartbeatTicks = n.cfg.ElectionTicks, n.cfg.HeartbeatTicks
-	rc.Applied = n.machine.Applied()
-	fresh := hs.IsEmpty() && last == 0 && snap.IsEmpty()
-	if fresh && !n.cfg.Join {
+	nc := node.DefaultConfig()
+	nc.Raft.ID, nc.Raft.Rand = n.cfg.ID, rand.New(rand.NewPCG(seed, n.cfg.ID))
+	nc.Raft.ElectionTicks, nc.Raft.HeartbeatTicks = n.cfg.ElectionTicks, n.cfg.HeartbeatTicks
+	if fresh := hs.IsEmpty() && last == 0 && snap.IsEmpty(); fresh && !n.cfg.Join {
 		for id := range n.cfg.Peers {
-			rc.Peers = append(rc.Peers, id)
+			nc.Raft.Peers = append(nc.Raft.Peers, id)
 		}
-		slices.Sort(rc.Peers)
+		slices.Sort(nc.Raft.Peers)
 	}
-	core, err := raft.New(rc)
+	nc.Storage = timedStorage{disk, n.cfg.Metrics}
+	nc.Transport = n.tr
+	nc.StateMachine = n.sm
+	nc.TickInterval = n.cfg.TickInterval
+	nc.SnapshotEntries = n.cfg.SnapshotEntries
+	nc.ConfChanged = n.confChanged
+	nc.Logger = n.log
+	s, err := node.Start(nc)
 	if err != nil {
-		return fmt.Errorf("server: raft: %w", err)
+		return fmt.Errorf("server: %w", err)
 	}
-	n.core = core
-
-	// Peers: the initial ones from the configuration, then those the
-	// membership changes recorded (they win: they are newer).
-	peers := map[uint64]string{}
-	for id, addr := range n.cfg.Peers {
-		peers[id] = addr
-	}
-	for id, addr := range n.machine.Peers() {
-		peers[id] = addr
-	}
-	tc := tcp.DefaultConfig()
-	tc.ID, tc.Listener, tc.ListenAddr, tc.Peers, tc.Meta = n.cfg.ID, n.cfg.PeerListener, n.cfg.Peers[n.cfg.ID], peers, n.cfg.HTTPAddr
-	tc.Logger = logger(n.cfg.Logger)
-	tc.Deliver = n.deliver
-	tc.Unreachable = func(id uint64) {
-		select {
-		case n.unreachable <- id:
-		default:
-		}
-	}
-	tc.SnapshotDone = func(id uint64, failed bool) {
-		select {
-		case n.snapDone <- snapReport{id, failed}:
-		default:
-		}
-	}
-	if n.cfg.Metrics != nil {
-		tc.Dropped = n.cfg.Metrics.Dropped
-	}
-	tr, err := tcp.New(tc)
-	if err != nil {
-		return err
-	}
-	n.tr = tr
-	n.status = NodeStatus{ID: n.cfg.ID, Role: RoleFollower, Term: hs.Term, Commit: hs.Commit, Applied: n.machine.Applied()}
-	n.refreshMembers()
-	n.log.Info("node started", "term", hs.Term, "commit", hs.Commit, "applied", n.machine.Applied(),
-		"snapshot", n.snapIndex, "last_index", last, "bootstrap", len(rc.Peers) > 0)
+	shell.Store(s)
+	n.shell = s
+	n.log.Info("node started", "term", hs.Term, "commit", hs.Commit, "snapshot", snap.Metadata.Index,
+		"last_index", last, "bootstrap", len(nc.Raft.Peers) > 0)
 	return nil
 }
 
-func logger(l *slog.Logger) *slog.Logger {
-	if l == nil {
-		return slog.Default()
-	}
-	return l
-}
-
-// deliver is the transport's hand-off: it never blocks. A full inbox drops
-// the message, as an overloaded network would.
-func (n *Node) deliver(m raft.Message) {
-	select {
-	case n.recv <- m:
-	default:
-		if n.cfg.Metrics != nil {
-			n.cfg.Metrics.Dropped("inbox full")
-		}
-	}
-}
-
-// PeerAddr returns the address the Raft transport listens on.
-func (n *Node) PeerAddr() string { return n.tr.Addr().String() }
-
-// Close stops the node: the loop, the transport and the storage. Pending
-// proposals and reads fail with ErrStopped.
-func (n *Node) Close() error {
-	n.closeOnce.Do(func() { close(n.stop) })
-	<-n.stopped
-	err := n.tr.Close()
-	if derr := n.disk.Close(); err == nil {
-		err = derr
-	}
-	return err
-}
-
-// run is the node's loop: the only goroutine that touches the core.
-func (n *Node) run() {
-	defer close(n.stopped)
-	defer n.failAll(ErrStopped)
-	ticker := time.NewTicker(n.cfg.TickInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-ticker.C:
-			n.core.Tick()
-			n.expireLeases()
-		case m := <-n.recv:
-			if err := n.core.Step(m); err != nil {
-				n.log.Debug("step", "msg", m.String(), "err", err)
-			}
-		case p := <-n.proposals:
-			n.propose(p)
-		case done := <-n.reads:
-			n.nextRead++
-			if err := n.core.ReadIndex(n.nextRead); err != nil {
-				done <- ErrNotLeader
-			} else {
-				n.readWaiters[n.nextRead] = done
-			}
-		case id := <-n.unreachable:
-			n.core.ReportUnreachable(id)
-		case s := <-n.snapDone:
-			n.core.ReportSnapshot(s.id, s.failed)
-		}
-		n.drain()
-		for n.core.HasReady() {
-			if err := n.handleReady(); err != nil {
-				// The disk failed: a node that cannot persist must not
-				// answer anyone (its promises would be empty). Stop.
-				n.log.Error("storage failed; stopping the node", "err", err)
-				return
-			}
-		}
-	}
-}
-
-// drainMax bounds the queued events taken in one batch, so that ticks are
-// not starved.
-const drainMax = 512
-
-// drain takes whatever else is queued (proposals, messages, reads) without
-// waiting, so that one Ready, and one fsync, covers all of it: proposals
-// that arrived during the last fsync are batched into the next.
-func (n *Node) drain() {
-	for range drainMax {
-		select {
-		case m := <-n.recv:
-			if err := n.core.Step(m); err != nil {
-				n.log.Debug("step", "msg", m.String(), "err", err)
-			}
-		case p := <-n.proposals:
-			n.propose(p)
-		case done := <-n.reads:
-			n.nextRead++
-			if err := n.core.ReadIndex(n.nextRead); err != nil {
-				done <- ErrNotLeader
-			} else {
-				n.readWaiters[n.nextRead] = done
-			}
-		default:
-			return
-		}
-	}
-}
-
-func (n *Node) propose(p proposal) {
-	var index, term uint64
-	var err error
-	if p.conf != nil {
-		index, term, err = n.core.ProposeConfChange(*p.conf)
-	} else {
-		index, term, err = n.core.Propose(p.data)
-	}
-	switch {
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrProposalDropped):
-		p.done <- proposeResult{err: fmt.Errorf("%w: %v", ErrNotLeader, err)}
-	case err != nil:
-		p.done <- proposeResult{err: err}
-	default:
-		n.waiters[index] = waiter{term: term, done: p.done}
-	}
-}
-
-// expireLeases proposes the Expire commands the leader's lessor asks for.
-func (n *Node) expireLeases() {
-	if n.lead != n.cfg.ID {
-		return
-	}
-	n.mu.Lock()
-	cmds := n.lessor.expired(time.Now())
-	n.mu.Unlock()
-	for _, c := range cmds {
-		if _, _, err := n.core.Propose(c.Marshal()); err != nil {
-			n.log.Debug("propose expire", "lease", c.Key, "err", err)
-		}
-	}
-}
-
-// handleReady does one Ready's work in the order raft.Ready prescribes.
-func (n *Node) handleReady() error {
-	rd := n.core.Ready()
-	if rd.SoftState != nil {
-		n.softStateChanged(*rd.SoftState)
-	}
-	start := time.Now()
-	if !rd.Snapshot.IsEmpty() {
-		if err := n.disk.ApplySnapshot(rd.Snapshot); err != nil {
-			return fmt.Errorf("apply snapshot: %w", err)
-		}
-	}
-	if !rd.HardState.IsEmpty() || len(rd.Entries) > 0 {
-		if err := n.disk.Save(rd.HardState, rd.Entries); err != nil {
-			return fmt.Errorf("save: %w", err)
-		}
-		if n.cfg.Metrics != nil && rd.MustSync {
-			n.cfg.Metrics.appendSeconds.Observe(time.Since(start).Seconds())
-		}
-	}
-	// Only now: the messages may promise what was just made durable.
-	n.tr.Send(rd.Messages)
-	if !rd.Snapshot.IsEmpty() {
-		if err := n.installSnapshot(rd.Snapshot); err != nil {
-			return err
-		}
-	}
-	n.apply(rd.CommittedEntries)
-	for _, rs := range rd.ReadStates {
-		if done, ok := n.readWaiters[rs.ID]; ok {
-			delete(n.readWaiters, rs.ID)
-			n.readQueue = append(n.readQueue, pendingRead{index: rs.Index, done: done})
-		}
-	}
-	n.releaseReads()
-	if !rd.HardState.IsEmpty() {
-		n.mu.Lock()
-		n.status.Term, n.status.Commit = rd.HardState.Term, rd.HardState.Commit
-		n.mu.Unlock()
-	}
-	n.core.Advance(rd)
-	n.updateMetrics()
-	return n.maybeCompact()
-}
-
-func (n *Node) softStateChanged(s raft.SoftState) {
-	if s.Lead != n.lead && n.cfg.Metrics != nil {
-		n.cfg.Metrics.leaderChanges.Inc()
-	}
-	wasLeader := n.lead == n.cfg.ID
-	n.lead = s.Lead
-	n.mu.Lock()
-	n.status.Leader = s.Lead
-	n.status.Role = n.role(s.Role)
-	if s.Role == raft.Leader && !wasLeader {
-		// Give every held lease its full TTL from now: the old leader's
-		// deadlines are gone, and none may expire early (etcd's Promote).
-		n.lessor.promote(n.machine.HeldLeases(), time.Now())
-	}
-	n.mu.Unlock()
-	if s.Role != raft.Leader && wasLeader {
-		n.log.Info("lost leadership", "leader", s.Lead)
-		for idx, w := range n.waiters {
-			w.done <- proposeResult{err: ErrOutcomeUnknown}
-			delete(n.waiters, idx)
-		}
-		for id, done := range n.readWaiters {
-			done <- ErrNotLeader
-			delete(n.readWaiters, id)
-		}
-		for _, r := range n.readQueue {
-			r.done <- ErrNotLeader
-		}
-		n.readQueue = nil
-	}
-	if s.Role == raft.Leader {
-		n.log.Info("became leader", "term", n.core.Status().Term)
-	}
-}
-
-func (n *Node) role(r raft.Role) Role {
-	switch {
-	case !n.appliedConf.IsVoter(n.cfg.ID) && n.appliedConf.IsLearner(n.cfg.ID):
-		return RoleLearner
-	case r == raft.Leader:
-		return RoleLeader
-	case r == raft.Candidate || r == raft.PreCandidate:
-		return RoleCandidate
-	default:
-		return RoleFollower
-	}
-}
-
-func (n *Node) installSnapshot(s raft.Snapshot) error {
-	n.mu.Lock()
-	err := n.machine.Restore(s.Data)
-	if err == nil {
-		n.lessor.reset(n.machine.HeldLeases(), time.Now())
-		n.status.Applied = n.machine.Applied()
-	}
-	n.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("restore snapshot at %d: %w", s.Metadata.Index, err)
-	}
-	n.snapIndex = s.Metadata.Index
-	n.appliedConf = s.Metadata.ConfState
-	for id, addr := range n.machine.Peers() {
-		n.tr.AddPeer(id, addr)
-	}
-	n.refreshMembers()
-	n.notifyChanged()
-	return nil
-}
-
-// apply applies committed entries to the state machine and answers the
-// proposals waiting for them.
-func (n *Node) apply(entries []raft.Entry) {
-	if len(entries) == 0 {
-		return
-	}
-	now := time.Now()
-	type answer struct {
-		w   waiter
-		res proposeResult
-	}
-	var answers []answer
-	confChanged := false
-	n.mu.Lock()
-	for _, e := range entries {
-		if e.Index <= n.machine.Applied() {
-			continue // already in the restored snapshot
-		}
-		var res Result
-		switch e.Type {
-		case raft.EntryConfChange:
-			res = n.applyConfChange(e)
-			confChanged = true
-		default:
-			res = n.applyCommand(e, now)
-		}
-		if w, ok := n.waiters[e.Index]; ok {
-			delete(n.waiters, e.Index)
-			pr := proposeResult{res: res}
-			if w.term != e.Term {
-				// Another leader's entry took the index: ours was never
-				// committed, and never will be.
-				pr = proposeResult{err: ErrNotLeader}
-			}
-			answers = append(answers, answer{w, pr})
-		}
-	}
-	n.status.Applied = n.machine.Applied()
-	n.mu.Unlock()
-	for _, a := range answers {
-		a.w.done <- a.res
-	}
-	if confChanged {
-		n.refreshMembers()
-	}
-	n.notifyChanged()
-}
-
-// applyCommand applies one normal entry; n.mu is held.
-func (n *Node) applyCommand(e raft.Entry, now time.Time) Result {
-	if len(e.Data) == 0 {
-		n.machine.Advance(e.Index)
-		return Result{}
-	}
-	cmd, err := UnmarshalCommand(e.Data)
-	if err != nil {
-		n.machine.Advance(e.Index)
-		return Result{Status: StatusInvalid, Reason: err.Error()}
-	}
-	res := n.machine.ApplyCommand(e.Index, cmd)
-	switch cmd.Op {
-	case OpAcquire, OpRenew, OpRelease, OpExpire:
-		n.lessor.observe(n.machine.Lease(cmd.Key), now)
-	}
-	return res
-}
-
-// applyConfChange applies one membership change entry; n.mu is held.
-func (n *Node) applyConfChange(e raft.Entry) Result {
-	cc, err := raft.UnmarshalConfChange(e.Data)
-	if err != nil {
-		n.machine.Advance(e.Index)
-		return Result{Status: StatusInvalid, Reason: err.Error()}
-	}
-	next, err := raft.ApplyConfChange(n.appliedConf, cc)
-	if err != nil {
-		// The core refuses such changes before they reach the log; one
-		// that got there anyway is applied by nobody.
-		n.machine.Advance(e.Index)
-		return Result{Status: StatusInvalid, Reason: err.Error()}
-	}
-	n.appliedConf = next
-	// The context carries the address of the node that joins.
+// confChanged runs on the shell's loop after a membership change applies:
+// the state machine records the addresses (for restarts from a snapshot),
+// the transport learns or forgets the peers.
+func (n *Node) confChanged(cc raft.ConfChange, cs raft.ConfState) {
 	joined, left := map[uint64]string{}, []uint64(nil)
 	for _, c := range cc.Changes {
 		if c.Type == raft.ConfChangeRemove {
 			left = append(left, c.NodeID)
 		} else {
-			joined[c.NodeID] = string(cc.Context)
+			joined[c.NodeID] = string(cc.Context) // the joining node's address
 		}
 	}
-	n.machine.ApplyMembership(e.Index, joined, left)
+	n.sm.mu.Lock()
+	n.sm.machine.RecordMembership(joined, left)
+	n.sm.conf = cs
+	n.sm.mu.Unlock()
 	for id, addr := range joined {
 		if id != n.cfg.ID && addr != "" {
 			n.tr.AddPeer(id, addr)
@@ -646,184 +352,226 @@ func (n *Node) applyConfChange(e raft.Entry) Result {
 			n.tr.RemovePeer(id)
 		}
 	}
-	return Result{Revision: e.Index}
 }
 
-func (n *Node) notifyChanged() {
-	n.mu.Lock()
-	close(n.changed)
-	n.changed = make(chan struct{})
-	n.mu.Unlock()
-}
-
-// releaseReads answers the confirmed reads whose index is applied.
-func (n *Node) releaseReads() {
-	applied := n.machine.Applied() // only the loop writes it
-	kept := n.readQueue[:0]
-	for _, r := range n.readQueue {
-		if r.index <= applied {
-			r.done <- nil
-		} else {
-			kept = append(kept, r)
+// watch follows the shell's status: it promotes the lessor when this node
+// becomes leader, proposes the Expire commands the lessor asks for while it
+// leads, and keeps the metrics current.
+func (n *Node) watch() {
+	defer close(n.watchDone)
+	ticker := time.NewTicker(n.cfg.TickInterval)
+	defer ticker.Stop()
+	var lead uint64
+	var expiring sync.WaitGroup
+	defer expiring.Wait()
+	for {
+		changed := n.shell.Changed()
+		st := n.shell.Status()
+		leading := st.Role == raft.Leader && st.Lead == n.cfg.ID
+		now := time.Now()
+		n.sm.mu.Lock()
+		if leading && !n.sm.leading {
+			// Give every held lease its full TTL from now: the old
+			// leader's deadlines are gone, and none may expire early
+			// (etcd's lessor Promote does the same).
+			n.sm.lessor.promote(n.sm.machine.HeldLeases(), now)
+			n.log.Info("became leader", "term", st.Term)
+		}
+		n.sm.leading = leading
+		var expire []Command
+		if leading {
+			expire = n.sm.lessor.expired(now)
+		}
+		n.sm.mu.Unlock()
+		for _, c := range expire {
+			expiring.Add(1)
+			go func() {
+				defer expiring.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if _, err := n.shell.Propose(ctx, c.Marshal()); err != nil {
+					n.log.Debug("propose expire", "lease", c.Key, "err", err)
+				}
+			}()
+		}
+		if n.cfg.Metrics != nil {
+			if st.Lead != lead {
+				n.cfg.Metrics.leaderChanges.Inc()
+			}
+			n.cfg.Metrics.setState(n.status(st))
+		}
+		lead = st.Lead
+		select {
+		case <-n.stop:
+			return
+		case <-n.shell.Done():
+			return
+		case <-ticker.C:
+		case <-changed:
 		}
 	}
-	n.readQueue = kept
 }
 
-// maybeCompact snapshots the state machine and compacts the log every
-// SnapshotEntries applied entries.
-func (n *Node) maybeCompact() error {
-	applied := n.machine.Applied()
-	if applied < n.snapIndex+n.cfg.SnapshotEntries {
+// PeerAddr returns the address the Raft transport listens on.
+func (n *Node) PeerAddr() string { return n.tr.Addr().String() }
+
+// Done is closed when the node has stopped (Close, or a storage failure).
+func (n *Node) Done() <-chan struct{} { return n.shell.Done() }
+
+// Close stops the node: the loop, the transport and the storage. Pending
+// proposals and reads fail with ErrStopped.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		close(n.stop)
+		err := n.shell.Stop()
+		<-n.watchDone
+		if terr := n.tr.Close(); err == nil {
+			err = terr
+		}
+		if derr := n.disk.Close(); err == nil {
+			err = derr
+		}
+		n.closeErr = err
+	})
+	return n.closeErr
+}
+
+// mapErr turns the shell's and the core's errors into the Replica's.
+func mapErr(err error) error {
+	switch {
+	case err == nil:
 		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrProposalDropped):
+		return fmt.Errorf("%w: %v", ErrNotLeader, err)
+	case errors.Is(err, node.ErrProposalLost):
+		// Another leader's entry took the index: never applied, and it
+		// never will be. Safe to pass on.
+		return fmt.Errorf("%w: %v", ErrNotLeader, err)
+	case errors.Is(err, node.ErrOutcomeUnknown):
+		return fmt.Errorf("%w: %v", ErrOutcomeUnknown, err)
+	case errors.Is(err, node.ErrStopped):
+		return fmt.Errorf("%w: %v", ErrStopped, err)
 	}
-	n.mu.RLock()
-	data := n.machine.Snapshot()
-	n.mu.RUnlock()
-	if err := n.disk.Compact(applied, data, n.appliedConf); err != nil {
-		if errors.Is(err, raft.ErrSnapshotOutOfDate) {
-			return nil
-		}
-		return fmt.Errorf("compact at %d: %w", applied, err)
-	}
-	n.log.Debug("compacted", "index", applied, "snapshot_bytes", len(data))
-	n.snapIndex = applied
-	return nil
+	return err
 }
 
-func (n *Node) failAll(err error) {
-	for idx, w := range n.waiters {
-		w.done <- proposeResult{err: err}
-		delete(n.waiters, idx)
-	}
-	for id, done := range n.readWaiters {
-		done <- err
-		delete(n.readWaiters, id)
-	}
-	for _, r := range n.readQueue {
-		r.done <- err
-	}
-	n.readQueue = nil
-}
-
-// refreshMembers rebuilds the status's member list from the applied
-// membership; only the loop (and open) call it.
-func (n *Node) refreshMembers() {
-	peers := n.machine.Peers()
-	var members []Member
-	add := func(id uint64, voter bool) {
-		addr := peers[id]
-		if addr == "" {
-			addr = n.cfg.Peers[id]
-		}
-		members = append(members, Member{ID: id, Peer: addr, Voter: voter})
-	}
-	for _, id := range n.appliedConf.Voters {
-		add(id, true)
-	}
-	for _, id := range n.appliedConf.Learners {
-		add(id, false)
-	}
-	sort.Slice(members, func(i, j int) bool { return members[i].ID < members[j].ID })
-	n.mu.Lock()
-	n.status.Members = members
-	n.mu.Unlock()
-}
-
-func (n *Node) updateMetrics() {
-	if n.cfg.Metrics == nil {
-		return
-	}
-	n.cfg.Metrics.setState(n.Status())
-}
-
-// Propose implements Replica.
+// Propose implements Replica. If this node loses leadership while the
+// command waits, it returns ErrOutcomeUnknown at once rather than wait for
+// the new leader to decide.
 func (n *Node) Propose(ctx context.Context, cmd Command) (Result, error) {
 	start := time.Now()
-	r, err := n.submit(ctx, proposal{data: cmd.Marshal()})
-	if err == nil && n.cfg.Metrics != nil {
-		n.cfg.Metrics.proposeSecond.Observe(time.Since(start).Seconds())
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan proposeResult, 1)
+	go func() {
+		v, err := n.shell.Propose(pctx, cmd.Marshal())
+		r, _ := v.(Result)
+		done <- proposeResult{r, err}
+	}()
+	for {
+		changed := n.shell.Changed()
+		if st := n.shell.Status(); st.Role != raft.Leader {
+			select {
+			case r := <-done:
+				return r.res, mapErr(r.err)
+			default:
+			}
+			// Refused up front (not leader) comes back at once from the
+			// shell; a proposal already in the log waits, and is now
+			// of unknown outcome.
+		}
+		select {
+		case r := <-done:
+			if r.err == nil && n.cfg.Metrics != nil {
+				n.cfg.Metrics.proposeSecond.Observe(time.Since(start).Seconds())
+			}
+			return r.res, mapErr(r.err)
+		case <-changed:
+			if st := n.shell.Status(); st.Role != raft.Leader {
+				select {
+				case r := <-done:
+					return r.res, mapErr(r.err)
+				case <-time.After(n.cfg.TickInterval):
+					return Result{}, ErrOutcomeUnknown
+				}
+			}
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		}
 	}
-	return r, err
 }
 
-func (n *Node) submit(ctx context.Context, p proposal) (Result, error) {
-	p.done = make(chan proposeResult, 1)
-	select {
-	case n.proposals <- p:
-	case <-ctx.Done():
-		return Result{}, ctx.Err()
-	case <-n.stopped:
-		return Result{}, ErrStopped
-	}
-	select {
-	case r := <-p.done:
-		return r.res, r.err
-	case <-ctx.Done():
-		return Result{}, ctx.Err()
-	case <-n.stopped:
-		return Result{}, ErrStopped
-	}
+type proposeResult struct {
+	res Result
+	err error
 }
 
 // ReadBarrier implements Replica with the core's ReadIndex.
 func (n *Node) ReadBarrier(ctx context.Context) error {
-	done := make(chan error, 1)
-	select {
-	case n.reads <- done:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-n.stopped:
-		return ErrStopped
-	}
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-n.stopped:
-		return ErrStopped
-	}
+	return mapErr(n.shell.ReadIndex(ctx))
 }
 
-type nodeView struct{ n *Node }
+type nodeView struct{ s *stateMachine }
 
-func (v nodeView) Get(key string) (KeyValue, bool) { return v.n.machine.Get(key) }
-func (v nodeView) Lease(name string) Lease         { return v.n.machine.Lease(name) }
+func (v nodeView) Get(key string) (KeyValue, bool) { return v.s.machine.Get(key) }
+func (v nodeView) Lease(name string) Lease         { return v.s.machine.Lease(name) }
 func (v nodeView) Remaining(name string) (time.Duration, bool) {
-	left, ok := v.n.lessor.remaining(name, time.Now())
-	return left, ok && v.n.status.Leader == v.n.cfg.ID
+	left, ok := v.s.lessor.remaining(name, time.Now())
+	return left, ok && v.s.leading
 }
 
 // View implements Replica.
 func (n *Node) View(fn func(View)) {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	fn(nodeView{n})
+	n.sm.mu.RLock()
+	defer n.sm.mu.RUnlock()
+	fn(nodeView{n.sm})
 }
 
 // Changed implements Replica.
 func (n *Node) Changed() <-chan struct{} {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	return n.changed
+	n.sm.mu.RLock()
+	defer n.sm.mu.RUnlock()
+	return n.sm.changed
 }
 
 // Status implements Replica.
-func (n *Node) Status() NodeStatus {
-	n.mu.RLock()
-	st := n.status
-	st.Members = slices.Clone(st.Members)
-	n.mu.RUnlock()
-	for i := range st.Members {
-		m := &st.Members[i]
-		if m.ID == n.cfg.ID {
+func (n *Node) Status() NodeStatus { return n.status(n.shell.Status()) }
+
+func (n *Node) status(st raft.Status) NodeStatus {
+	out := NodeStatus{ID: n.cfg.ID, Term: st.Term, Leader: st.Lead, Commit: st.Commit, Applied: st.Applied}
+	switch {
+	case !st.Conf.IsVoter(n.cfg.ID) && st.Conf.IsLearner(n.cfg.ID):
+		out.Role = RoleLearner
+	case st.Role == raft.Leader:
+		out.Role = RoleLeader
+	case st.Role == raft.Candidate || st.Role == raft.PreCandidate:
+		out.Role = RoleCandidate
+	default:
+		out.Role = RoleFollower
+	}
+	n.sm.mu.RLock()
+	peers := n.sm.machine.Peers()
+	n.sm.mu.RUnlock()
+	add := func(id uint64, voter bool) {
+		m := Member{ID: id, Peer: peers[id], Voter: voter}
+		if m.Peer == "" {
+			m.Peer = n.cfg.Peers[id]
+		}
+		if id == n.cfg.ID {
 			m.HTTP = n.cfg.HTTPAddr
 		} else {
-			m.HTTP, _ = n.tr.PeerMeta(m.ID)
+			m.HTTP, _ = n.tr.PeerMeta(id)
 		}
+		out.Members = append(out.Members, m)
 	}
-	return st
+	for _, id := range st.Conf.Voters {
+		add(id, true)
+	}
+	for _, id := range st.Conf.Learners {
+		add(id, false)
+	}
+	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].ID < out.Members[j].ID })
+	return out
 }
 
 // AddMember implements Replica: the node joins as a learner, and is
@@ -850,7 +598,7 @@ func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
 // change is pending or a new voter catches up.
 func (n *Node) changeMembership(ctx context.Context, cc raft.ConfChange) error {
 	for {
-		res, err := n.submit(ctx, proposal{conf: &cc})
+		_, err := n.shell.ProposeConfChange(ctx, cc)
 		switch {
 		case errors.Is(err, raft.ErrConfChangePending), errors.Is(err, raft.ErrNotCaughtUp):
 			select {
@@ -861,11 +609,7 @@ func (n *Node) changeMembership(ctx context.Context, cc raft.ConfChange) error {
 			}
 		case errors.Is(err, raft.ErrInvalidConfChange):
 			return fmt.Errorf("%w: %v", ErrInvalid, err)
-		case err != nil:
-			return err
-		case res.Status == StatusInvalid:
-			return fmt.Errorf("%w: %s", ErrInvalid, res.Reason)
 		}
-		return nil
+		return mapErr(err)
 	}
 }

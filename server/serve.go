@@ -138,7 +138,7 @@ func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, ht
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
-	case <-node.stopped:
+	case <-node.Done():
 		err = errors.New("server: the node stopped (storage failure; see the log)")
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
