@@ -227,8 +227,21 @@ func (r *Core) hardState() HardState {
 
 func (r *Core) softState() SoftState { return SoftState{Lead: r.lead, Role: r.role} }
 
-// promotable reports whether this node may campaign: only voters may.
-func (r *Core) promotable() bool { return r.conf.IsVoter(r.id) }
+// promotable reports whether this node may campaign: a voter may, and so
+// may a node whose removal (or demotion) is still uncommitted. Without the
+// latter, a two-voter cluster whose leader removed itself and restarted
+// before the change reached the other node would deadlock: the old leader,
+// not a voter in its own log, would never campaign, and the other node,
+// whose log is behind, could never win its vote. Such a candidate counts
+// votes in its latest configuration, without itself, and leads only until
+// the change commits (dissertation §4.2.2).
+func (r *Core) promotable() bool {
+	if r.conf.IsVoter(r.id) {
+		return true
+	}
+	n := len(r.confPoints)
+	return n >= 2 && r.confPoints[n-1].index > r.log.committed && r.confPoints[n-2].conf.IsVoter(r.id)
+}
 
 // ---- Role transitions (a transition sets everything at once) ----
 
