@@ -14,6 +14,7 @@ import (
 
 	"coord/internal/faultproxy"
 	"coord/raft"
+	"coord/transport/transporttest"
 )
 
 const waitMax = 20 * time.Second
@@ -443,4 +444,33 @@ func TestConfigValidate(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestConformance(t *testing.T) {
+	transporttest.Run(t, func(t *testing.T) transporttest.Pair {
+		l1, l2 := listen(t), listen(t)
+		peers := map[uint64]string{1: l1.Addr().String(), 2: l2.Addr().String()}
+		ends := make([]transporttest.Endpoint, 2)
+		var trs []*Transport
+		for i, l := range []net.Listener{l1, l2} {
+			ch := make(chan raft.Message, 1<<16)
+			cfg := DefaultConfig()
+			cfg.ID, cfg.Listener, cfg.Peers = uint64(i+1), l, peers
+			cfg.Logger = slog.New(slog.DiscardHandler)
+			cfg.Deliver = func(m raft.Message) {
+				select {
+				case ch <- m:
+				default: // a full inbox drops, as the node shell's does
+				}
+			}
+			tr, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { tr.Close() })
+			trs = append(trs, tr)
+			ends[i] = transporttest.Endpoint{ID: uint64(i + 1), Transport: tr, Received: ch}
+		}
+		return transporttest.Pair{A: ends[0], B: ends[1], StopB: func() { trs[1].Close() }}
+	})
 }
