@@ -109,8 +109,9 @@ type node struct {
 	dying       bool       // a crash point is armed: the next writes crash it
 	incarnation int
 	phase       int64
-	retired     bool // removed from the cluster: stays down
-	joined      bool // seen in an applied configuration
+	retired     bool   // removed from the cluster: stays down
+	joined      bool   // seen in an applied configuration
+	memberSince uint64 // the index of the first applied configuration it is in
 
 	// The state machine (volatile): a hash chain over applied entries.
 	applied uint64
@@ -579,7 +580,7 @@ func (s *Sim) apply(n *node, e raft.Entry) {
 		}
 		if cs, err := raft.ApplyConfChange(n.conf, cc); err == nil {
 			n.conf = cs
-			s.confApplied(cs)
+			s.confApplied(cs, e.Index)
 		}
 	case raft.EntryNormal:
 		p, ok := n.proposals[e.Index]
@@ -638,16 +639,21 @@ func (s *Sim) storageFailed(n *node, op string, err error) {
 	s.fail("storage", "node %d: %s: %v", n.id, op, err)
 }
 
-// confApplied notes a committed configuration: nodes removed from it are
-// retired (stopped for good), nodes in it have joined.
-func (s *Sim) confApplied(cs raft.ConfState) {
+// confApplied notes a committed configuration, the one at index: nodes in
+// it have joined; nodes that had joined at an earlier index and are not in
+// it were removed, and are retired (stopped for good). A node catching up
+// applies old configurations that predate it; those say nothing.
+func (s *Sim) confApplied(cs raft.ConfState, index uint64) {
 	for _, id := range s.ids {
 		n := s.nodes[id]
 		member := cs.IsVoter(id) || cs.IsLearner(id)
 		switch {
 		case member:
+			if !n.joined || index < n.memberSince {
+				n.memberSince = index
+			}
 			n.joined = true
-		case n.joined && !n.retired:
+		case n.joined && !n.retired && index > n.memberSince:
 			n.retired = true
 			s.tracef("node %d retires: removed from the cluster", id)
 			s.crash(n)
