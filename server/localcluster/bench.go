@@ -80,38 +80,56 @@ func (c *Cluster) Bench(ctx context.Context, concurrencies []int, d time.Duratio
 	return rows, nil
 }
 
+// Failover is one leader kill: how long until the survivors agreed on a
+// new leader, and how many terms the election took (more than one: a split
+// vote).
+type Failover struct {
+	Took  time.Duration `json:"took_ns"`
+	Terms uint64        `json:"terms"`
+}
+
 // Failovers kills the leader n times (SIGKILL), each time measuring how
 // long until the other nodes agree on a new leader, then restarts the
 // killed node and lets the cluster settle.
-func (c *Cluster) Failovers(ctx context.Context, n int, settle time.Duration) ([]time.Duration, error) {
-	var times []time.Duration
+func (c *Cluster) Failovers(ctx context.Context, n int, settle time.Duration) ([]Failover, error) {
+	var out []Failover
 	for range n {
 		wctx, cancel := context.WithTimeout(ctx, time.Minute)
 		leader, err := c.WaitLeader(wctx)
 		if err != nil {
 			cancel()
-			return times, err
+			return out, err
+		}
+		before, err := c.Status(wctx, leader)
+		if err != nil {
+			cancel()
+			return out, err
 		}
 		t0 := time.Now()
 		if err := c.Kill(leader); err != nil {
 			cancel()
-			return times, err
+			return out, err
 		}
-		if _, err := c.WaitLeader(wctx); err != nil {
+		next, err := c.WaitLeader(wctx)
+		if err != nil {
 			cancel()
-			return times, err
+			return out, err
 		}
-		times = append(times, time.Since(t0))
+		f := Failover{Took: time.Since(t0)}
+		if st, err := c.Status(wctx, next); err == nil {
+			f.Terms = st.Term - before.Term
+		}
+		out = append(out, f)
 		err = c.Restart(wctx, leader)
 		cancel()
 		if err != nil {
-			return times, err
+			return out, err
 		}
 		select {
 		case <-time.After(settle):
 		case <-ctx.Done():
-			return times, ctx.Err()
+			return out, ctx.Err()
 		}
 	}
-	return times, nil
+	return out, nil
 }
