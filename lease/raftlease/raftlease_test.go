@@ -14,9 +14,29 @@ import (
 	"coord/server/localcluster"
 )
 
+// coordBin is the coord command built by TestMain, for the tests that run
+// real `coord elect` processes against the cluster.
+var coordBin string
+
 func TestMain(m *testing.M) {
 	localcluster.ServeIfChild()
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "coord-raftlease-test")
+	if err != nil {
+		panic(err)
+	}
+	if coordBin, err = leasetest.BuildCoord(dir); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// Real `coord elect --store raft://...` processes: the leader killed,
+// terminated, stopped.
+func TestProcesses(t *testing.T) {
+	c := startCluster(t)
+	leasetest.RunProcesses(t, coordBin, storeURL(c), leasetest.ProcessOptions{})
 }
 
 // startCluster starts a 3-node cluster of real server processes (this test
