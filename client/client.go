@@ -146,22 +146,42 @@ func New(cfg Config) (*Client, error) {
 }
 
 // ID returns the client's session id.
-func (c *Client) ID() uint64 { return c.id }
-
-// begin takes the next sequence number.
-func (c *Client) begin() uint64 {
+func (c *Client) ID() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	seq := c.nextSeq
-	c.nextSeq++
-	c.pending[seq] = true
-	return seq
+	return c.id
 }
 
-// ack returns the highest sequence number below which every write is done.
-func (c *Client) ack() uint64 {
+// begin takes the next sequence number of the current session.
+func (c *Client) begin() (id, seq uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	seq = c.nextSeq
+	c.nextSeq++
+	c.pending[seq] = true
+	return c.id, seq
+}
+
+// resetSession starts a new session: a new client id, sequence numbers
+// from 1. Writes in flight on the old one finish as they may.
+func (c *Client) resetSession() {
+	var b [8]byte
+	_, _ = crand.Read(b[:])
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.id = binary.BigEndian.Uint64(b[:]) | 1
+	c.nextSeq = 1
+	c.pending = map[uint64]bool{}
+}
+
+// ack returns the highest sequence number below which every write of
+// session id is done; 0 (forget nothing) for a session already replaced.
+func (c *Client) ack(id uint64) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if id != c.id {
+		return 0
+	}
 	low := c.nextSeq
 	for seq := range c.pending {
 		low = min(low, seq)
@@ -172,10 +192,12 @@ func (c *Client) ack() uint64 {
 // end marks a write done, answered or abandoned. An abandoned write that
 // reaches the cluster after a later write acknowledged it is refused, never
 // applied late.
-func (c *Client) end(seq uint64) {
+func (c *Client) end(id, seq uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.pending, seq)
+	if id == c.id {
+		delete(c.pending, seq)
+	}
 }
 
 // call is one API request, retried across endpoints.
@@ -193,11 +215,11 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 	if k.query == nil {
 		k.query = url.Values{}
 	}
-	var seq uint64
+	var id, seq uint64
 	if k.write {
-		seq = c.begin()
-		defer c.end(seq)
-		k.query.Set("client_id", strconv.FormatUint(c.id, 10))
+		id, seq = c.begin()
+		defer c.end(id, seq)
+		k.query.Set("client_id", strconv.FormatUint(id, 10))
 		k.query.Set("seq", strconv.FormatUint(seq, 10))
 	}
 	backoff := c.cfg.BackoffMin
@@ -210,9 +232,16 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 		for i := range n {
 			ep := (start + i) % n
 			if k.write {
-				k.query.Set("ack", strconv.FormatUint(c.ack(), 10))
+				k.query.Set("ack", strconv.FormatUint(c.ack(id), 10))
 			}
 			err := c.attempt(ctx, c.cfg.Endpoints[ep], k, out)
+			if k.write && errors.Is(err, ErrStaleSequence) {
+				// The cluster no longer knows this session (evicted): this
+				// write's fate is unknown, and later writes need a session
+				// it will accept.
+				c.resetSession()
+				return fmt.Errorf("%w: %w", ErrUnknown, err)
+			}
 			if err == nil || !retryable(err) {
 				if err == nil || isAnswer(err) {
 					c.mu.Lock()

@@ -118,3 +118,41 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestForgottenSessionStartsANewOne: a cluster that answers stale_sequence
+// (it evicted the session) leaves the write's fate unknown, and the client
+// moves to a new session for the next writes.
+func TestForgottenSessionStartsANewOne(t *testing.T) {
+	var mu sync.Mutex
+	var ids []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		ids = append(ids, r.URL.Query().Get("client_id")+"/"+r.URL.Query().Get("seq"))
+		w.Header().Set("Content-Type", "application/json")
+		if len(ids) == 1 {
+			w.WriteHeader(409)
+			fmt.Fprint(w, `{"error":"session unknown (evicted?)","code":"stale_sequence"}`)
+			return
+		}
+		fmt.Fprint(w, `{"revision":3}`)
+	}))
+	defer srv.Close()
+	c, err := New(DefaultConfig(strings.TrimPrefix(srv.URL, "http://")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := c.ID()
+	_, err = c.Put(context.Background(), "k", nil)
+	if !errors.Is(err, ErrStaleSequence) || !errors.Is(err, ErrUnknown) {
+		t.Fatalf("err %v, want stale sequence and unknown outcome", err)
+	}
+	if _, err := c.Put(context.Background(), "k", nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if c.ID() == first || ids[1] != fmt.Sprint(c.ID())+"/1" {
+		t.Fatalf("requests %v: the second write is not seq 1 of a new session (old id %d)", ids, first)
+	}
+}
