@@ -197,7 +197,16 @@ func TestServerRestart(t *testing.T) {
 	leasekittest.Unavailable(t, b, name, "a", a.Token, 300*time.Millisecond)
 
 	s.start()
-	r, err := b.Renew(ctx, name, "a", a.Token, time.Minute)
+	// The server accepts connections before it has loaded its append-only
+	// file, and answers LOADING (ErrUnavailable) until then.
+	var r lease.Record
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		r, err = b.Renew(ctx, name, "a", a.Token, time.Minute)
+		if err == nil || !errors.Is(err, lease.ErrUnavailable) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // a retry period, not a wait for a state
+	}
 	assert.That(err == nil && r.Token == a.Token, "Renew after restart: %+v, %v", r, err)
 	assert.That(b.Release(ctx, name, "a", a.Token) == nil, "Release failed")
 	c, err := b.Acquire(ctx, name, "c", time.Minute)
