@@ -320,3 +320,24 @@ func FuzzUnmarshalCommand(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRestore feeds arbitrary bytes to Restore: it must never panic, and
+// a state it accepts must survive another snapshot and restore unchanged.
+func FuzzRestore(f *testing.F) {
+	a := &applier{m: NewMachine(DefaultLimits())}
+	for _, c := range randomCommands(rand.New(rand.NewPCG(3, 3)), 40) {
+		a.do(c)
+	}
+	f.Add(a.m.Snapshot())
+	f.Add(NewMachine(DefaultLimits()).Snapshot())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m := NewMachine(DefaultLimits())
+		if m.Restore(data) != nil {
+			return
+		}
+		again := NewMachine(DefaultLimits())
+		if err := again.Restore(m.Snapshot()); err != nil || !bytes.Equal(again.Snapshot(), m.Snapshot()) {
+			t.Fatalf("a restored state does not survive another round trip: %v", err)
+		}
+	})
+}

@@ -284,7 +284,7 @@ func nemesis(ctx context.Context, c *localcluster.Cluster, cfg Config, logf func
 		victims := pick(rng, ids, 1+rng.IntN(max(tolerated, 1)))
 		hold := time.Duration(300+rng.IntN(1200)) * time.Millisecond
 		var what string
-		switch rng.IntN(5) {
+		switch rng.IntN(6) {
 		case 0: // kill -9, then restart from the data directory
 			for _, v := range victims {
 				_ = c.Kill(v)
@@ -310,6 +310,11 @@ func nemesis(ctx context.Context, c *localcluster.Cluster, cfg Config, logf func
 		case 2: // partition a minority away
 			_ = c.Partition(victims, without(ids, victims))
 			what = fmt.Sprintf("partition %v | %v for %v", victims, without(ids, victims), hold)
+			pause(hold)
+			c.Heal()
+		case 5: // a silent partition: connections stay up and carry nothing
+			_ = c.Blackhole(victims, without(ids, victims))
+			what = fmt.Sprintf("blackhole %v | %v for %v", victims, without(ids, victims), hold)
 			pause(hold)
 			c.Heal()
 		case 3: // isolate the leader

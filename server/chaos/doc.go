@@ -2,7 +2,8 @@
 // real server processes (server/localcluster), concurrent clients writing
 // and reading a few keys, and a nemesis that kills nodes (SIGKILL),
 // pauses them (SIGSTOP, then SIGCONT), restarts them from their data
-// directories, and partitions them through fault proxies between peers.
+// directories, and partitions them through fault proxies between peers
+// (connections cut and refused, or held silent as across a real partition).
 // It records every operation's invocation, completion and result, and
 // checks the history for linearizability with porcupine
 // (github.com/anishathalye/porcupine).

@@ -75,6 +75,7 @@ type Cluster struct {
 	nodes   map[uint64]*Node
 	proxies map[[2]uint64]*faultproxy.Proxy
 	cut     map[[2]uint64]bool
+	holed   map[[2]uint64]bool
 }
 
 // freeAddr returns a loopback address with a port nothing listens on now.
@@ -92,7 +93,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Nodes < 1 || cfg.Dir == "" || cfg.Binary == "" {
 		return nil, fmt.Errorf("%w: want Nodes >= 1, Dir and Binary (got %d, %q, %q)", ErrInvalid, cfg.Nodes, cfg.Dir, cfg.Binary)
 	}
-	c := &Cluster{cfg: cfg, nodes: map[uint64]*Node{}, proxies: map[[2]uint64]*faultproxy.Proxy{}, cut: map[[2]uint64]bool{}}
+	c := &Cluster{cfg: cfg, nodes: map[uint64]*Node{}, proxies: map[[2]uint64]*faultproxy.Proxy{}, cut: map[[2]uint64]bool{}, holed: map[[2]uint64]bool{}}
 	for id := uint64(1); id <= uint64(cfg.Nodes); id++ {
 		if _, err := c.newNode(id, false); err != nil {
 			c.Close()
@@ -381,6 +382,32 @@ func (c *Cluster) Partition(groups ...[]uint64) error {
 	return nil
 }
 
+// Blackhole partitions the groups as a silent network does: connections
+// between them stay open but carry nothing (bytes are held, as TCP holds
+// them across a partition, and arrive after Heal), so senders find out
+// only through their own timeouts.
+func (c *Cluster) Blackhole(groups ...[]uint64) error {
+	if !c.cfg.Proxies {
+		return fmt.Errorf("%w: the cluster was started without proxies", ErrInvalid)
+	}
+	group := map[uint64]int{}
+	for i, g := range groups {
+		for _, id := range g {
+			group[id] = i + 1
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, p := range c.proxies {
+		a, b := group[key[0]], group[key[1]]
+		if a != 0 && b != 0 && a != b {
+			p.Blackhole(true)
+			c.holed[key] = true
+		}
+	}
+	return nil
+}
+
 // Isolate partitions one node from all the others.
 func (c *Cluster) Isolate(id uint64) error {
 	var rest []uint64
@@ -399,6 +426,10 @@ func (c *Cluster) Heal() {
 	for key := range c.cut {
 		c.proxies[key].Reject(false)
 		delete(c.cut, key)
+	}
+	for key := range c.holed {
+		c.proxies[key].Blackhole(false)
+		delete(c.holed, key)
 	}
 }
 
