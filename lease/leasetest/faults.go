@@ -1,4 +1,10 @@
-package leasekittest
+package leasetest
+
+// Checks of a backend against faults between a client and its store, for
+// backends with a network between them (PostgreSQL, Redis, etcd, Raft).
+// The faults themselves come from the caller, typically an
+// internal/faultproxy between the Backend and its server: cut (Proxy.Cut),
+// isolate (Proxy.Blackhole(true)).
 
 import (
 	"context"
@@ -16,7 +22,7 @@ import (
 // tells a caller to do) starts from the current record. watcher reaches the
 // store through the fault; actor reaches it directly.
 func WatchAcrossCut(t *testing.T, watcher, actor lease.Backend, cut func()) {
-	ctx, name := ctxFor(t), Name(t)
+	ctx, name := faultCtx(t), NewName()
 	ch, err := watcher.Watch(ctx, name)
 	assert.That(err == nil, "Watch: %v", err)
 	first, ok := <-ch
@@ -70,26 +76,24 @@ func Unavailable(t *testing.T, b lease.Backend, name, holder string, token uint6
 		go func() { done <- op.call(ctx) }()
 		select {
 		case err := <-done:
-			assert.That(isUnavailable(err), "%s with the store unreachable: want ErrUnavailable, got %v", op.what, err)
-		case <-time.After(timeout + waitMax):
-			t.Fatalf("%s with the store unreachable did not return within %v of its %v deadline", op.what, waitMax, timeout)
+			assert.That(errors.Is(err, lease.ErrUnavailable), "%s with the store unreachable: want ErrUnavailable, got %v", op.what, err)
+		case <-time.After(timeout + faultWaitMax):
+			t.Fatalf("%s with the store unreachable did not return within %v of its %v deadline", op.what, faultWaitMax, timeout)
 		}
 		cancel()
 	}
 }
 
-// waitMax bounds every wait for a state in these checks. It is generous on
-// purpose: the machine is shared, and a check that fails only proves
-// something when it fails for a reason other than a slow machine.
-const waitMax = 30 * time.Second
+// faultWaitMax bounds every wait for a state in the fault checks. It is
+// generous on purpose: the machine is shared, and a check that fails only
+// proves something when it fails for a reason other than a slow machine.
+const faultWaitMax = 30 * time.Second
 
-func ctxFor(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), waitMax)
+func faultCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), faultWaitMax)
 	t.Cleanup(cancel)
 	return ctx
 }
-
-func isUnavailable(err error) bool { return errors.Is(err, lease.ErrUnavailable) }
 
 // StepsDownWhenUnreachable checks the promise that makes an unreachable
 // store safe: an Elector whose store stops answering (isolate cuts or
@@ -99,7 +103,7 @@ func isUnavailable(err error) bool { return errors.Is(err, lease.ErrUnavailable)
 // as the store lets it. The check is an order of events, not a timing: the
 // leader's OnLost must come before other's successful Acquire was sent.
 func StepsDownWhenUnreachable(t *testing.T, leader, other lease.Backend, isolate func(), ttl time.Duration) {
-	ctx, name := ctxFor(t), Name(t)
+	ctx, name := faultCtx(t), NewName()
 	cfg := lease.ScaledConfig(ttl)
 	cfg.Name, cfg.Holder = name, "isolated"
 	elected := make(chan uint64, 1)

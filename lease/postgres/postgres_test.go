@@ -124,7 +124,7 @@ func proxied(t *testing.T, params string) (lease.Backend, *faultproxy.Proxy) {
 func TestWatchAcrossCut(t *testing.T) {
 	watcher, p := proxied(t, "")
 	actor := open(t, withParams(t, ""))
-	leasekittest.WatchAcrossCut(t, watcher, actor, p.Cut)
+	leasetest.WatchAcrossCut(t, watcher, actor, p.Cut)
 }
 
 // A cut connection fails the operation in flight or the next one with
@@ -173,7 +173,7 @@ func TestBlackholeIsUnavailable(t *testing.T) {
 	a, err := b.Acquire(ctx, name, "a", time.Minute)
 	assert.That(err == nil, "Acquire: %v", err)
 	p.Blackhole(true)
-	leasekittest.Unavailable(t, b, name, "a", a.Token, 300*time.Millisecond)
+	leasetest.Unavailable(t, b, name, "a", a.Token, 300*time.Millisecond)
 	// Drop the requests the partition held (a Release among them, whose
 	// outcome the caller was told is unknown), then heal.
 	p.Cut()
@@ -190,7 +190,7 @@ func TestBlackholeIsUnavailable(t *testing.T) {
 func TestElectorStepsDownWhenBlackholed(t *testing.T) {
 	leader, p := proxied(t, "")
 	other := open(t, withParams(t, ""))
-	leasekittest.StepsDownWhenUnreachable(t, leader, other, func() { p.Blackhole(true) }, time.Second)
+	leasetest.StepsDownWhenUnreachable(t, leader, other, func() { p.Blackhole(true) }, time.Second)
 }
 
 func TestBadURLs(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"coord/internal/assert"
 	"coord/internal/leasekit/leasekittest"
 	"coord/lease"
+	"coord/lease/leasetest"
 )
 
 // server is a PostgreSQL server of the test's own, which it can crash and
@@ -137,7 +138,7 @@ func TestServerRestart(t *testing.T) {
 	assert.That(err == nil, "Acquire: %v", err)
 
 	s.stop(syscall.SIGQUIT)
-	leasekittest.Unavailable(t, b, name, "a", a.Token, 300*time.Millisecond)
+	leasetest.Unavailable(t, b, name, "a", a.Token, 300*time.Millisecond)
 
 	s.start()
 	var r lease.Record

@@ -80,7 +80,7 @@ func proxied(t *testing.T) (lease.Backend, *faultproxy.Proxy) {
 func TestWatchAcrossCut(t *testing.T) {
 	watcher, p := proxied(t)
 	actor := open(t, leasekittest.ServerURL(t, "COORD_TEST_REDIS"))
-	leasekittest.WatchAcrossCut(t, watcher, actor, p.Cut)
+	leasetest.WatchAcrossCut(t, watcher, actor, p.Cut)
 }
 
 func TestConnectionCut(t *testing.T) {
@@ -106,7 +106,7 @@ func TestBlackholeIsUnavailable(t *testing.T) {
 	a, err := b.Acquire(ctx, name, "a", time.Minute)
 	assert.That(err == nil, "Acquire: %v", err)
 	p.Blackhole(true)
-	leasekittest.Unavailable(t, b, name, "a", a.Token, 300*time.Millisecond)
+	leasetest.Unavailable(t, b, name, "a", a.Token, 300*time.Millisecond)
 	// Drop the requests the partition held (a Release among them, whose
 	// outcome the caller was told is unknown), then heal.
 	p.Cut()
@@ -194,7 +194,7 @@ func TestServerRestart(t *testing.T) {
 	assert.That(err == nil, "Acquire: %v", err)
 
 	s.kill()
-	leasekittest.Unavailable(t, b, name, "a", a.Token, 300*time.Millisecond)
+	leasetest.Unavailable(t, b, name, "a", a.Token, 300*time.Millisecond)
 
 	s.start()
 	// The server accepts connections before it has loaded its append-only
@@ -234,5 +234,5 @@ func TestBadURLs(t *testing.T) {
 func TestElectorStepsDownWhenBlackholed(t *testing.T) {
 	leader, p := proxied(t)
 	other := open(t, leasekittest.ServerURL(t, "COORD_TEST_REDIS"))
-	leasekittest.StepsDownWhenUnreachable(t, leader, other, func() { p.Blackhole(true) }, time.Second)
+	leasetest.StepsDownWhenUnreachable(t, leader, other, func() { p.Blackhole(true) }, time.Second)
 }
