@@ -60,6 +60,7 @@ type Error struct {
 	Token  uint64
 }
 
+// Error returns the server's explanation with the status and code.
 func (e *Error) Error() string {
 	return fmt.Sprintf("client: %s (%d %s)", e.Message, e.Status, e.Code)
 }
