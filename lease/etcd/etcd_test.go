@@ -146,7 +146,7 @@ func TestBlackholeIsUnavailable(t *testing.T) {
 func TestElectorStepsDownWhenBlackholed(t *testing.T) {
 	leader, p := proxied(t)
 	other := open(t, leasekittest.ServerURL(t, "COORD_TEST_ETCD"))
-	leasetest.StepsDownWhenUnreachable(t, leader, other, func() { p.Blackhole(true) }, 2*time.Second)
+	leasetest.StepsDownWhenUnreachable(t, leader, other, func() { p.Blackhole(true) }, 3*time.Second)
 }
 
 // server is a one-member etcd cluster of the test's own, which it can kill

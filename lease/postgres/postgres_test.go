@@ -190,7 +190,7 @@ func TestBlackholeIsUnavailable(t *testing.T) {
 func TestElectorStepsDownWhenBlackholed(t *testing.T) {
 	leader, p := proxied(t, "")
 	other := open(t, withParams(t, ""))
-	leasetest.StepsDownWhenUnreachable(t, leader, other, func() { p.Blackhole(true) }, time.Second)
+	leasetest.StepsDownWhenUnreachable(t, leader, other, func() { p.Blackhole(true) }, 3*time.Second)
 }
 
 func TestBadURLs(t *testing.T) {

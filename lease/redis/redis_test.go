@@ -234,5 +234,5 @@ func TestBadURLs(t *testing.T) {
 func TestElectorStepsDownWhenBlackholed(t *testing.T) {
 	leader, p := proxied(t)
 	other := open(t, leasekittest.ServerURL(t, "COORD_TEST_REDIS"))
-	leasetest.StepsDownWhenUnreachable(t, leader, other, func() { p.Blackhole(true) }, time.Second)
+	leasetest.StepsDownWhenUnreachable(t, leader, other, func() { p.Blackhole(true) }, 3*time.Second)
 }
