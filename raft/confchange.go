@@ -41,10 +41,14 @@ type ConfChangeSingle struct {
 }
 
 // ConfChange is a membership change: the Data of an EntryConfChange entry.
-// coord changes membership one voter at a time (dissertation §4.1): any
-// number of learner changes, but at most one node may join or leave the
-// voters, so that every majority of the old voters intersects every
-// majority of the new ones.
+//
+// A change that adds or removes at most one voter (and any number of
+// learners) takes effect directly: every majority of the old voters
+// intersects every majority of the new ones (dissertation §4.1). A change of
+// more voters at once goes through joint consensus (§4.3): the resulting
+// configuration keeps the old voters as VotersOutgoing, and decisions need
+// a majority of both; once that entry commits, the leader proposes the
+// empty ConfChange, which leaves the joint configuration.
 type ConfChange struct {
 	Changes []ConfChangeSingle
 	// Context is opaque to the core; the application can carry, say, the
@@ -113,12 +117,20 @@ func UnmarshalConfChange(data []byte) (ConfChange, error) {
 
 // ApplyConfChange returns the membership that results from applying cc to
 // cs, or an error wrapping ErrInvalidConfChange if the change is not
-// allowed: unknown type, node ID 0, more than one voter changing (except
-// when cs has no voters: bootstrap), or no voters left. It is pure; the core
-// and the application use it alike, so they agree on every membership.
+// allowed: unknown type, node ID 0, no voters left, an empty change outside
+// a joint configuration or a non-empty one inside it. If more than one
+// voter changes (outside bootstrap, when cs has no voters), the result is a
+// joint configuration. It is pure; the core and the application use it
+// alike, so they agree on every membership.
 func ApplyConfChange(cs ConfState, cc ConfChange) (ConfState, error) {
-	if len(cs.VotersOutgoing) != 0 {
-		return cs, fmt.Errorf("%w: joint configurations are not supported", ErrInvalidConfChange)
+	if cs.IsJoint() {
+		if len(cc.Changes) != 0 {
+			return cs, fmt.Errorf("%w: a joint configuration can only be left (the empty change), not changed", ErrInvalidConfChange)
+		}
+		return ConfState{Voters: slices.Clone(cs.Voters), Learners: slices.Clone(cs.Learners)}, nil
+	}
+	if len(cc.Changes) == 0 {
+		return cs, fmt.Errorf("%w: no change, and no joint configuration to leave", ErrInvalidConfChange)
 	}
 	voters, learners := slices.Clone(cs.Voters), slices.Clone(cs.Learners)
 	for _, c := range cc.Changes {
@@ -144,10 +156,20 @@ func ApplyConfChange(cs ConfState, cc ConfChange) (ConfState, error) {
 		return cs, fmt.Errorf("%w: no voters left", ErrInvalidConfChange)
 	}
 	if len(cs.Voters) > 0 && votersChanged(cs.Voters, out.Voters) > 1 {
-		return cs, fmt.Errorf("%w: %d voters change at once; change one at a time (dissertation §4.1)",
-			ErrInvalidConfChange, votersChanged(cs.Voters, out.Voters))
+		// Joint consensus: old and new voters decide together until the
+		// leader leaves the joint configuration (§4.3).
+		out.VotersOutgoing = slices.Clone(cs.Voters)
 	}
 	return out, nil
+}
+
+// IsJoint reports whether cs is a joint configuration (it has outgoing
+// voters).
+func (cs ConfState) IsJoint() bool { return len(cs.VotersOutgoing) > 0 }
+
+// IsMember reports whether id votes in either half of cs or is a learner.
+func (cs ConfState) IsMember(id uint64) bool {
+	return cs.IsVoter(id) || slices.Contains(cs.VotersOutgoing, id) || cs.IsLearner(id)
 }
 
 // votersChanged counts the IDs in exactly one of the two sets.
@@ -175,6 +197,9 @@ func (cs ConfState) Equal(other ConfState) bool {
 // String formats the configuration, e.g. "voters=(1 2 3) learners=(4)".
 func (cs ConfState) String() string {
 	s := fmt.Sprintf("voters=%v", fmtIDs(cs.Voters))
+	if cs.IsJoint() {
+		s += fmt.Sprintf("&&%v", fmtIDs(cs.VotersOutgoing))
+	}
 	if len(cs.Learners) > 0 {
 		s += fmt.Sprintf(" learners=%v", fmtIDs(cs.Learners))
 	}
@@ -192,7 +217,7 @@ func fmtIDs(ids []uint64) string {
 	return s + ")"
 }
 
-// IsVoter reports whether id is a voter in cs.
+// IsVoter reports whether id is an (incoming) voter in cs.
 func (cs ConfState) IsVoter(id uint64) bool { return slices.Contains(cs.Voters, id) }
 
 // IsLearner reports whether id is a learner in cs.

@@ -45,11 +45,16 @@ func TestApplyConfChange(t *testing.T) {
 		{"remove voter", base, change(ConfChangeSingle{ConfChangeRemove, 1}), ConfState{Voters: []uint64{2, 3}, Learners: []uint64{4}}, false},
 		{"add learners freely", base, change(ConfChangeSingle{ConfChangeAddLearner, 5}, ConfChangeSingle{ConfChangeAddLearner, 6}),
 			ConfState{Voters: []uint64{1, 2, 3}, Learners: []uint64{4, 5, 6}}, false},
-		{"two voters at once", base, change(ConfChangeSingle{ConfChangeAddVoter, 4}, ConfChangeSingle{ConfChangeRemove, 1}), base, true},
+		{"two voters at once: joint", base, change(ConfChangeSingle{ConfChangeAddVoter, 4}, ConfChangeSingle{ConfChangeRemove, 1}),
+			ConfState{Voters: []uint64{2, 3, 4}, VotersOutgoing: []uint64{1, 2, 3}}, false},
+		{"leave joint", ConfState{Voters: []uint64{2, 3, 4}, VotersOutgoing: []uint64{1, 2, 3}}, change(),
+			ConfState{Voters: []uint64{2, 3, 4}}, false},
+		{"change while joint", ConfState{Voters: []uint64{2, 3}, VotersOutgoing: []uint64{1, 2}}, change(ConfChangeSingle{ConfChangeAddLearner, 7}),
+			ConfState{Voters: []uint64{2, 3}, VotersOutgoing: []uint64{1, 2}}, true},
+		{"empty change outside joint", base, change(), base, true},
 		{"no voters left", ConfState{Voters: []uint64{1}}, change(ConfChangeSingle{ConfChangeRemove, 1}), ConfState{Voters: []uint64{1}}, true},
 		{"node 0", base, change(ConfChangeSingle{ConfChangeAddLearner, 0}), base, true},
 		{"unknown type", base, change(ConfChangeSingle{9, 5}), base, true},
-		{"joint refused", ConfState{Voters: []uint64{1}, VotersOutgoing: []uint64{2}}, change(), ConfState{Voters: []uint64{1}, VotersOutgoing: []uint64{2}}, true},
 	}
 	for _, tt := range tests {
 		got, err := ApplyConfChange(tt.from, tt.cc)

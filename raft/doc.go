@@ -1,7 +1,7 @@
 // Package raft is coord's consensus core: a pure, deterministic state
 // machine implementing the Raft protocol of the extended paper's Figure 2,
-// with log compaction (§7), membership changes one voter at a time
-// (dissertation §4.1) with learners, pre-vote and check-quorum (§9.6),
+// with log compaction (§7), membership changes (one voter at a time,
+// dissertation §4.1, or joint consensus, §4.3) with learners, pre-vote and check-quorum (§9.6),
 // leadership transfer (§3.10) and ReadIndex reads (§6.4).
 //
 // The core does no I/O: messages and ticks go in, a Ready comes out (hard
@@ -33,10 +33,12 @@
 // A configuration takes effect on a node as soon as its entry is in the
 // node's log, committed or not, and is rolled back if the entry is
 // truncated (dissertation §4.1). A leader proposes one change at a time, and
-// only after it has committed an entry of its own term. New voters must
-// first catch up as learners. A leader that removes itself leads until the
-// change commits, then steps down. Joint consensus (VotersOutgoing) is not
-// implemented: ApplyConfChange refuses joint configurations.
+// only after it has committed an entry of its own term. A change of at most
+// one voter applies directly; a change of more voters goes through joint
+// consensus (§4.3): old and new voters decide together until the leader,
+// once the joint entry commits, proposes leaving it. New voters must first
+// catch up as learners. A leader that removes itself leads until the change
+// commits, then steps down.
 //
 // # Storage
 //

@@ -33,8 +33,8 @@ type Core struct {
 	// entry not yet known committed, so a truncation can roll it back.
 	conf       ConfState
 	confPoints []confPoint
-	voters     quorum.Majority
-	members    []uint64 // voters and learners, sorted: the iteration order
+	voters     quorum.Joint
+	members    []uint64 // voters (both halves) and learners, sorted: the iteration order
 
 	// Leader state (Figure 2: nextIndex[], matchIndex[]).
 	progress map[uint64]*Progress
@@ -196,9 +196,10 @@ func (r *Core) appendToLog(entries []Entry) {
 // setConf makes cs the configuration in force.
 func (r *Core) setConf(cs ConfState) {
 	r.conf = cs
-	r.voters = quorum.Majority(cs.Voters)
-	r.members = append(slices.Clone(cs.Voters), cs.Learners...)
+	r.voters = quorum.Joint{Incoming: cs.Voters, Outgoing: cs.VotersOutgoing}
+	r.members = append(r.voters.IDs(), cs.Learners...)
 	slices.Sort(r.members)
+	r.members = slices.Compact(r.members)
 	if r.role != Leader {
 		return
 	}
@@ -236,11 +237,15 @@ func (r *Core) softState() SoftState { return SoftState{Lead: r.lead, Role: r.ro
 // votes in its latest configuration, without itself, and leads only until
 // the change commits (dissertation §4.2.2).
 func (r *Core) promotable() bool {
-	if r.conf.IsVoter(r.id) {
+	if r.voters.Contains(r.id) {
 		return true
 	}
 	n := len(r.confPoints)
-	return n >= 2 && r.confPoints[n-1].index > r.log.committed && r.confPoints[n-2].conf.IsVoter(r.id)
+	if n < 2 || r.confPoints[n-1].index <= r.log.committed {
+		return false
+	}
+	prev := r.confPoints[n-2].conf
+	return prev.IsVoter(r.id) || slices.Contains(prev.VotersOutgoing, r.id)
 }
 
 // ---- Role transitions (a transition sets everything at once) ----
@@ -347,7 +352,7 @@ func (r *Core) campaign(pre, transfer bool) {
 		return
 	}
 	lastIndex, lastTerm := r.log.lastIndex(), r.log.lastTerm()
-	for _, id := range r.conf.Voters {
+	for _, id := range r.voters.IDs() {
 		if id == r.id {
 			continue
 		}
@@ -408,7 +413,7 @@ func tickHeartbeat(r *Core) {
 // check, and starts a new round.
 func (r *Core) quorumActive() bool {
 	active := map[uint64]bool{}
-	for _, id := range r.conf.Voters {
+	for _, id := range r.voters.IDs() {
 		if pr := r.progress[id]; pr != nil {
 			active[id] = id == r.id || pr.RecentActive
 			if id != r.id {
@@ -722,9 +727,16 @@ func (r *Core) maybeCommit() bool {
 			r.startRead(id)
 		}
 	}
+	latest := r.confPoints[len(r.confPoints)-1].index
+	if r.conf.IsJoint() && r.log.committed >= latest && r.pendingConfIndex <= r.log.committed {
+		// The joint configuration is committed: now propose the new one
+		// alone (dissertation §4.3).
+		r.pendingConfIndex = r.appendEntry(Entry{Type: EntryConfChange, Data: ConfChange{}.Marshal()})
+		return true
+	}
 	// A leader that removed itself leads until the change commits, then
 	// steps down (dissertation §4.2.2), after telling followers the news.
-	if !r.conf.IsVoter(r.id) && r.log.committed >= r.confPoints[len(r.confPoints)-1].index {
+	if r.role == Leader && !r.conf.IsJoint() && !r.conf.IsVoter(r.id) && r.log.committed >= latest {
 		r.bcastAppend()
 		r.becomeFollower(r.term, 0)
 	}
@@ -853,7 +865,7 @@ func (r *Core) ProposeConfChange(cc ConfChange) (index, term uint64, err error) 
 
 func (r *Core) checkProposal(size uint64) error {
 	switch {
-	case r.role != Leader || !r.conf.IsVoter(r.id):
+	case r.role != Leader || !r.voters.Contains(r.id):
 		return fmt.Errorf("%w: node %d is %v, leader is %d", ErrNotLeader, r.id, r.role, r.lead)
 	case r.leadTransferee != 0:
 		return fmt.Errorf("%w: leadership transfer to %d in progress", ErrProposalDropped, r.leadTransferee)

@@ -1,7 +1,5 @@
 package raft
 
-import "coord/raft/quorum"
-
 // readIndex tracks linearizable reads on a leader (dissertation §6.4). A
 // read records the commit index when it arrives; it may be served once a
 // quorum confirms, by answering a heartbeat sent after it, that this node
@@ -41,7 +39,7 @@ func (r *Core) ReadIndex(id uint64) error {
 }
 
 func (r *Core) startRead(id uint64) {
-	if len(r.voters) == 1 && r.voters.Contains(r.id) {
+	if !r.voters.IsJoint() && len(r.voters.Incoming) == 1 && r.voters.Incoming[0] == r.id {
 		r.readStates = append(r.readStates, ReadState{ID: id, Index: r.log.committed})
 		return
 	}
@@ -56,7 +54,7 @@ func (r *Core) ackRead(id, round uint64) {
 		r.reads.acks = map[uint64]uint64{}
 	}
 	r.reads.acks[id] = max(r.reads.acks[id], round)
-	confirmed := quorum.Majority(r.conf.Voters).CommittedIndex(func(v uint64) uint64 { return r.reads.acks[v] })
+	confirmed := r.voters.CommittedIndex(func(v uint64) uint64 { return r.reads.acks[v] })
 	n := 0
 	for n < len(r.reads.pending) && r.reads.pending[n].round <= confirmed {
 		p := r.reads.pending[n]

@@ -32,6 +32,7 @@ type Stats struct {
 	Crashes         int
 	Partitions      int
 	ConfChanges     int // membership changes proposed and accepted
+	JointChanges    int // of which through joint consensus
 	Transfers       int // leadership transfers started
 	Snapshots       int // snapshots created
 	Writes          int // client writes accepted by a leader
@@ -646,7 +647,7 @@ func (s *Sim) storageFailed(n *node, op string, err error) {
 func (s *Sim) confApplied(cs raft.ConfState, index uint64) {
 	for _, id := range s.ids {
 		n := s.nodes[id]
-		member := cs.IsVoter(id) || cs.IsLearner(id)
+		member := cs.IsMember(id)
 		switch {
 		case member:
 			if !n.joined || index < n.memberSince {
@@ -873,31 +874,43 @@ func (s *Sim) changeMembership() {
 	}
 	st := l.core.Status()
 	conf := st.Conf
+	if conf.IsJoint() {
+		return // the leader leaves it by itself
+	}
 	minVoters, maxVoters := max(1, s.cfg.Nodes-1), s.cfg.Nodes+1
-	var options []raft.ConfChangeSingle
+	var options [][]raft.ConfChangeSingle
 	if len(conf.Learners) == 0 && len(s.activeIDs()) < 2*s.cfg.Nodes+2 {
-		options = append(options, raft.ConfChangeSingle{Type: raft.ConfChangeAddLearner, NodeID: s.nextID})
+		options = append(options, []raft.ConfChangeSingle{{Type: raft.ConfChangeAddLearner, NodeID: s.nextID}})
 	}
 	for _, id := range conf.Learners {
 		if len(conf.Voters) < maxVoters {
-			options = append(options, raft.ConfChangeSingle{Type: raft.ConfChangeAddVoter, NodeID: id})
+			options = append(options, []raft.ConfChangeSingle{{Type: raft.ConfChangeAddVoter, NodeID: id}})
 		}
-		options = append(options, raft.ConfChangeSingle{Type: raft.ConfChangeRemove, NodeID: id})
+		options = append(options, []raft.ConfChangeSingle{{Type: raft.ConfChangeRemove, NodeID: id}})
+		// Replace a voter with the learner in one change: two voters
+		// change, so it goes through joint consensus (§4.3).
+		out := conf.Voters[s.rng.IntN(len(conf.Voters))]
+		replace := []raft.ConfChangeSingle{{Type: raft.ConfChangeAddVoter, NodeID: id}, {Type: raft.ConfChangeRemove, NodeID: out}}
+		options = append(options, replace, replace) // twice: the rarer, subtler case
 	}
 	if len(conf.Voters) > minVoters {
 		id := conf.Voters[s.rng.IntN(len(conf.Voters))]
-		options = append(options, raft.ConfChangeSingle{Type: raft.ConfChangeRemove, NodeID: id})
+		options = append(options, []raft.ConfChangeSingle{{Type: raft.ConfChangeRemove, NodeID: id}})
 	}
 	if len(options) == 0 {
 		return
 	}
-	change := options[s.rng.IntN(len(options))]
-	_, _, err := l.core.ProposeConfChange(raft.ConfChange{Changes: []raft.ConfChangeSingle{change}})
+	changes := options[s.rng.IntN(len(options))]
+	_, _, err := l.core.ProposeConfChange(raft.ConfChange{Changes: changes})
 	if err != nil {
 		return // pending change, or a learner not caught up: try later
 	}
 	s.stats.ConfChanges++
-	s.tracef("node %d proposes %v %d", l.id, change.Type, change.NodeID)
+	if len(changes) > 1 {
+		s.stats.JointChanges++
+	}
+	s.tracef("node %d proposes %v", l.id, changes)
+	change := changes[0]
 	if change.Type == raft.ConfChangeAddLearner && change.NodeID == s.nextID {
 		s.nextID++
 		s.boot(s.addNode(change.NodeID), nil)
@@ -935,7 +948,7 @@ func (s *Sim) endChaos() {
 func (s *Sim) leaderConfExcludes(id uint64) bool {
 	for _, other := range s.ids {
 		if n := s.up(other); n != nil {
-			if cs := n.core.Status().Conf; cs.IsVoter(id) || cs.IsLearner(id) {
+			if cs := n.core.Status().Conf; cs.IsMember(id) {
 				return false
 			}
 		}
@@ -973,7 +986,7 @@ func (s *Sim) converged() bool {
 		return false
 	}
 	conf := l.core.Status().Conf
-	for _, id := range append(slices.Clone(conf.Voters), conf.Learners...) {
+	for _, id := range append(append(slices.Clone(conf.Voters), conf.VotersOutgoing...), conf.Learners...) {
 		n := s.nodes[id]
 		if n == nil || n.retired {
 			continue

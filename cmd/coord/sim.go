@@ -161,8 +161,8 @@ feed:
 		float64(sent)/elapsed.Seconds(), float64(total.Steps)/elapsed.Seconds())
 	fmt.Fprintf(stdout, "messages: %d delivered, %d dropped; leaders elected: %d; crashes: %d; partitions: %d\n",
 		total.Delivered, total.Dropped, total.Leaders, total.Crashes, total.Partitions)
-	fmt.Fprintf(stdout, "membership changes: %d; leadership transfers: %d; snapshots: %d; writes: %d accepted, %d acknowledged; reads confirmed: %d\n",
-		total.ConfChanges, total.Transfers, total.Snapshots, total.Writes, total.AckedWrites, total.Reads)
+	fmt.Fprintf(stdout, "membership changes: %d (%d joint); leadership transfers: %d; snapshots: %d; writes: %d accepted, %d acknowledged; reads confirmed: %d\n",
+		total.ConfChanges, total.JointChanges, total.Transfers, total.Snapshots, total.Writes, total.AckedWrites, total.Reads)
 	if ctx.Err() != nil {
 		return fmt.Errorf("interrupted after %d seeds: %w", sent, ctx.Err())
 	}
@@ -177,6 +177,7 @@ func addStats(a, b sim.Stats) sim.Stats {
 	a.Crashes += b.Crashes
 	a.Partitions += b.Partitions
 	a.ConfChanges += b.ConfChanges
+	a.JointChanges += b.JointChanges
 	a.Transfers += b.Transfers
 	a.Snapshots += b.Snapshots
 	a.Writes += b.Writes

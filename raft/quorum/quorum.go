@@ -113,3 +113,65 @@ func (m Majority) VoteResult(votes map[uint64]bool) VoteResult {
 		return VotePending
 	}
 }
+
+// Joint is the voter configuration during a joint-consensus change
+// (dissertation §4.3): every decision needs a majority of the incoming
+// voters and a majority of the outgoing ones. With no outgoing voters it is
+// a plain majority of the incoming ones.
+//
+// Joint is a value type: its methods do not modify it and are safe for
+// concurrent use.
+type Joint struct {
+	Incoming Majority
+	Outgoing Majority
+}
+
+// IsJoint reports whether there are outgoing voters.
+func (j Joint) IsJoint() bool { return len(j.Outgoing) > 0 }
+
+// Contains reports whether id votes in either configuration.
+func (j Joint) Contains(id uint64) bool { return j.Incoming.Contains(id) || j.Outgoing.Contains(id) }
+
+// IDs returns the voters of both configurations, ascending, without
+// duplicates.
+func (j Joint) IDs() []uint64 {
+	ids := append(slices.Clone(j.Incoming), j.Outgoing...)
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// String formats the configuration, e.g. "(1 2 3)&&(1 2 4)".
+func (j Joint) String() string {
+	if !j.IsJoint() {
+		return j.Incoming.String()
+	}
+	return j.Incoming.String() + "&&" + j.Outgoing.String()
+}
+
+// CommittedIndex returns the largest index acknowledged by a majority of
+// both configurations.
+func (j Joint) CommittedIndex(acked func(id uint64) uint64) uint64 {
+	c := j.Incoming.CommittedIndex(acked)
+	if !j.IsJoint() {
+		return c
+	}
+	return min(c, j.Outgoing.CommittedIndex(acked))
+}
+
+// VoteResult is won when both configurations are won, lost when either is
+// lost, pending otherwise.
+func (j Joint) VoteResult(votes map[uint64]bool) VoteResult {
+	a := j.Incoming.VoteResult(votes)
+	if !j.IsJoint() {
+		return a
+	}
+	b := j.Outgoing.VoteResult(votes)
+	switch {
+	case a == b:
+		return a
+	case a == VoteLost || b == VoteLost:
+		return VoteLost
+	default:
+		return VotePending
+	}
+}

@@ -85,3 +85,33 @@ func ExampleMajority_CommittedIndex() {
 	fmt.Println(voters.CommittedIndex(func(id uint64) uint64 { return match[id] }))
 	// Output: 9
 }
+
+func TestJoint(t *testing.T) {
+	j := Joint{Incoming: Majority{1, 2, 4}, Outgoing: Majority{1, 2, 3}}
+	acked := map[uint64]uint64{1: 9, 2: 3, 3: 8, 4: 2}
+	// Incoming (1 2 4): 9 3 2 → 3. Outgoing (1 2 3): 9 3 8 → 8. Both: 3.
+	if got := j.CommittedIndex(func(id uint64) uint64 { return acked[id] }); got != 3 {
+		t.Errorf("joint CommittedIndex = %d, want 3", got)
+	}
+	tests := []struct {
+		votes map[uint64]bool
+		want  VoteResult
+	}{
+		{map[uint64]bool{1: true, 2: true}, VoteWon},
+		{map[uint64]bool{1: true, 4: true}, VotePending}, // outgoing lacks a majority yet
+		{map[uint64]bool{1: true, 4: true, 3: true}, VoteWon},
+		{map[uint64]bool{1: true, 3: true, 2: false, 4: false}, VoteLost},
+	}
+	for _, tt := range tests {
+		if got := j.VoteResult(tt.votes); got != tt.want {
+			t.Errorf("joint VoteResult(%v) = %v, want %v", tt.votes, got, tt.want)
+		}
+	}
+	if ids := j.IDs(); len(ids) != 4 || !j.Contains(3) || !j.Contains(4) {
+		t.Errorf("IDs() = %v", ids)
+	}
+	plain := Joint{Incoming: Majority{1, 2, 3}}
+	if plain.IsJoint() || plain.VoteResult(map[uint64]bool{1: true, 2: true}) != VoteWon {
+		t.Error("a Joint without outgoing voters is not a plain majority")
+	}
+}

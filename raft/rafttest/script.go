@@ -29,7 +29,9 @@ const maxStabilizeRounds = 1000
 //	                        stabilize; deliveries are not printed
 //	campaign ID             start an election now
 //	propose ID DATA         propose a command
-//	conf ID OP NODE         propose add-voter, add-learner or remove
+//	conf ID OP NODE...      propose add-voter, add-learner or remove (pairs
+//	                        of OP NODE; two voters or more go through joint
+//	                        consensus)
 //	transfer ID TO          transfer leadership
 //	read ID RID             ReadIndex with request ID RID
 //	deliver [F->T...]       deliver queued messages (all, or matching links;
@@ -332,18 +334,22 @@ func confCommand(n *Network, args []string, one func() (*Node, error)) error {
 	if err != nil {
 		return err
 	}
-	if len(args) != 4 {
-		return fmt.Errorf("%w: conf ID add-voter|add-learner|remove NODE", errUsage)
+	usage := fmt.Errorf("%w: conf ID (add-voter|add-learner|remove NODE)...", errUsage)
+	if len(args) < 4 || len(args)%2 != 0 {
+		return usage
 	}
 	types := map[string]raft.ConfChangeType{
 		"add-voter": raft.ConfChangeAddVoter, "add-learner": raft.ConfChangeAddLearner, "remove": raft.ConfChangeRemove,
 	}
-	t, ok := types[args[2]]
-	target, err := strconv.ParseUint(args[3], 10, 64)
-	if !ok || err != nil {
-		return fmt.Errorf("%w: conf ID add-voter|add-learner|remove NODE", errUsage)
+	var cc raft.ConfChange
+	for i := 2; i < len(args); i += 2 {
+		t, ok := types[args[i]]
+		target, err := strconv.ParseUint(args[i+1], 10, 64)
+		if !ok || err != nil {
+			return usage
+		}
+		cc.Changes = append(cc.Changes, raft.ConfChangeSingle{Type: t, NodeID: target})
 	}
-	cc := raft.ConfChange{Changes: []raft.ConfChangeSingle{{Type: t, NodeID: target}}}
 	index, term, err := node.Core.ProposeConfChange(cc)
 	if err != nil {
 		return err
