@@ -138,9 +138,11 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("%s: %w: %v", prefix, lease.ErrInvalid, err)
 	}
 	b := &Backend{cfg: cfg, client: client, leases: map[string]tenure{}, done: make(chan struct{})}
-	if err := b.Ping(ctx); err != nil {
+	pctx, cancel := leasekit.Bound(ctx, cfg.Timeout)
+	defer cancel()
+	if _, err := client.Get(pctx, cfg.Prefix+"ping"); err != nil {
 		client.Close()
-		return nil, err
+		return nil, leasekit.Unavailable(prefix, "open", strings.Join(cfg.Endpoints, ","), err)
 	}
 	return b, nil
 }

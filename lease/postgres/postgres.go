@@ -176,7 +176,8 @@ func (b *Backend) createSchema(ctx context.Context) error {
 	err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = $1 AND tgrelid = to_regclass($2))`,
 		b.cfg.Table+"_notify", b.cfg.Table).Scan(&ready)
 	if err != nil {
-		return b.fail("open", b.cfg.Table, err)
+		cc := b.cfg.Pool.ConnConfig
+		return b.fail("open", fmt.Sprintf("%s:%d", cc.Host, cc.Port), err)
 	}
 	if ready {
 		return nil

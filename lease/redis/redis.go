@@ -19,7 +19,19 @@ import (
 
 const prefix = "lease/redis"
 
-func init() { lease.Register("redis", openURL) }
+func init() {
+	lease.Register("redis", openURL)
+	// go-redis logs dial failures to stderr from its own global logger; the
+	// backend reports them as errors, so they go to slog at debug level.
+	goredis.SetLogger(debugLogger{})
+}
+
+// debugLogger sends go-redis's internal log lines to slog at debug level.
+type debugLogger struct{}
+
+func (debugLogger) Printf(ctx context.Context, format string, v ...any) {
+	slog.DebugContext(ctx, "lease/redis: "+fmt.Sprintf(format, v...))
+}
 
 // Config configures a Backend. Start from DefaultConfig and set Options.
 type Config struct {

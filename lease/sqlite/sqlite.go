@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -113,6 +114,9 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	if info, err := os.Stat(filepath.Dir(cfg.Path)); err != nil || !info.IsDir() {
+		return nil, fmt.Errorf("%s: %w: directory of %s: not a directory or missing", prefix, lease.ErrInvalid, cfg.Path)
+	}
 	// busy_timeout comes first so that switching to WAL waits for a
 	// concurrent opener instead of failing. _txlock=immediate makes every
 	// BeginTx a BEGIN IMMEDIATE: the write lock is taken before the read,
@@ -130,6 +134,14 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	defer cancel()
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		db.Close()
+		var se *sqlitedriver.Error
+		if errors.As(err, &se) {
+			switch se.Code() & 0xff {
+			case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH:
+				// The caller's mistake (a path it may not write), not an outage.
+				return nil, fmt.Errorf("%s: %w: open %s: %v", prefix, lease.ErrInvalid, cfg.Path, err)
+			}
+		}
 		return nil, b.fail("open", cfg.Path, err)
 	}
 	return b, nil

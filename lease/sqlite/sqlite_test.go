@@ -138,5 +138,13 @@ func TestBadURLs(t *testing.T) {
 		assert.That(errors.Is(err, lease.ErrInvalid), "%s: want ErrInvalid, got %v", url, err)
 	}
 	_, err := lease.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "no", "such", "dir.db"))
-	assert.That(err != nil, "a database in a missing directory opened")
+	assert.That(errors.Is(err, lease.ErrInvalid), "a database in a missing directory: want ErrInvalid, got %v", err)
+	if os.Geteuid() != 0 { // root writes anywhere
+		ro := t.TempDir()
+		if err := os.Chmod(ro, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		_, err = lease.Open(context.Background(), "sqlite://"+filepath.Join(ro, "leases.db"))
+		assert.That(errors.Is(err, lease.ErrInvalid), "a database in a read-only directory: want ErrInvalid, got %v", err)
+	}
 }
