@@ -275,5 +275,5 @@ func limitSize(entries []Entry, maxBytes uint64) []Entry {
 			break
 		}
 	}
-	return entries[:n]
+	return entries[:n:n]
 }

@@ -57,7 +57,10 @@ func (ms *MemoryStorage) Entries(lo, hi, maxBytes uint64) ([]Entry, error) {
 	if lo >= hi {
 		return nil, nil
 	}
-	return limitSize(ms.entries[lo-ms.offset():hi-ms.offset()], maxBytes), nil
+	// The caller owns the result and may append to it: cap the slice so an
+	// append copies instead of overwriting the entries after hi.
+	a, b := lo-ms.offset(), hi-ms.offset()
+	return limitSize(ms.entries[a:b:b], maxBytes), nil
 }
 
 // Term implements Storage.

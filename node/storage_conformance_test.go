@@ -1,0 +1,15 @@
+package node_test
+
+import (
+	"testing"
+
+	"coord/node"
+	"coord/storage/storagetest"
+)
+
+// TestMemoryStorageConformance runs the storage conformance suite on the
+// in-memory Storage that tests and the simulator use, so that it behaves
+// like the durable one in everything but durability.
+func TestMemoryStorageConformance(t *testing.T) {
+	storagetest.Run(t, func(*testing.T) storagetest.Storage { return node.NewMemoryStorage() })
+}
