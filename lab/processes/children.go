@@ -18,7 +18,7 @@ import (
 
 	"coord/lab/articles"
 	"coord/lease"
-	"coord/lease/leasetest"
+	"coord/lease/fence"
 )
 
 // The lab children of this package: coord's one-shot acquire, the articles'
@@ -304,10 +304,10 @@ func writeWhileLeading(ctx context.Context, out *lease.EventWriter, socket, id s
 	}
 }
 
-// resourceServer serves a leasetest.FencedResource on a unix socket: each
+// resourceServer serves a fence.Resource on a unix socket: each
 // line "TOKEN HOLDER" is a write, answered "ok" or "stale".
 type resourceServer struct {
-	resource leasetest.FencedResource
+	resource fence.Resource
 	ln       net.Listener
 	done     chan struct{}
 }
