@@ -73,6 +73,15 @@ func (l *lessor) expired(now time.Time) []Command {
 	return cmds
 }
 
+// retrySoon forgets that an Expire for name was proposed, after the
+// proposal failed, so that the next check proposes it again.
+func (l *lessor) retrySoon(name string) {
+	if d, ok := l.deadlines[name]; ok {
+		d.proposed = time.Time{}
+		l.deadlines[name] = d
+	}
+}
+
 // remaining returns how long the lease has left by this node's clock, and
 // whether it has a deadline at all.
 func (l *lessor) remaining(name string, now time.Time) (time.Duration, bool) {

@@ -52,3 +52,19 @@ func TestLessorRenewRestartsAndPromoteExtends(t *testing.T) {
 		t.Fatalf("after promote left %v, want 3s", left)
 	}
 }
+
+func TestLessorRetriesAFailedProposalAtOnce(t *testing.T) {
+	l := newLessor(time.Hour)
+	t0 := time.Unix(1000, 0)
+	l.observe(Lease{Name: "L", Holder: "a", Token: 1, Renewed: 1, TTL: time.Second}, t0)
+	if len(l.expired(t0.Add(time.Second))) != 1 {
+		t.Fatal("not expired at its deadline")
+	}
+	if len(l.expired(t0.Add(2*time.Second))) != 0 {
+		t.Fatal("proposed again within the retry interval")
+	}
+	l.retrySoon("L")
+	if len(l.expired(t0.Add(2*time.Second))) != 1 {
+		t.Fatal("a failed proposal was not retried at the next check")
+	}
+}

@@ -356,7 +356,7 @@ func (n *Node) confChanged(cc raft.ConfChange, cs raft.ConfState) {
 
 // watch follows the shell's status: it promotes the lessor when this node
 // becomes leader, proposes the Expire commands the lessor asks for while it
-// leads, and keeps the metrics current.
+// leads (on every tick), and keeps the metrics current.
 func (n *Node) watch() {
 	defer close(n.watchDone)
 	ticker := time.NewTicker(n.cfg.TickInterval)
@@ -364,6 +364,7 @@ func (n *Node) watch() {
 	var lead uint64
 	var expiring sync.WaitGroup
 	defer expiring.Wait()
+	tick := true
 	for {
 		changed := n.shell.Changed()
 		st := n.shell.Status()
@@ -379,7 +380,7 @@ func (n *Node) watch() {
 		}
 		n.sm.leading = leading
 		var expire []Command
-		if leading {
+		if leading && tick {
 			expire = n.sm.lessor.expired(now)
 		}
 		n.sm.mu.Unlock()
@@ -391,23 +392,30 @@ func (n *Node) watch() {
 				defer cancel()
 				if _, err := n.shell.Propose(ctx, c.Marshal()); err != nil {
 					n.log.Debug("propose expire", "lease", c.Key, "err", err)
+					n.sm.mu.Lock()
+					n.sm.lessor.retrySoon(c.Key)
+					n.sm.mu.Unlock()
 				}
 			}()
 		}
-		if n.cfg.Metrics != nil {
-			if st.Lead != lead {
+		if st.Lead != lead {
+			if n.cfg.Metrics != nil {
 				n.cfg.Metrics.leaderChanges.Inc()
 			}
+			lead = st.Lead
+		}
+		if tick && n.cfg.Metrics != nil {
 			n.cfg.Metrics.setState(n.status(st))
 		}
-		lead = st.Lead
 		select {
 		case <-n.stop:
 			return
 		case <-n.shell.Done():
 			return
 		case <-ticker.C:
+			tick = true
 		case <-changed:
+			tick = false
 		}
 	}
 }

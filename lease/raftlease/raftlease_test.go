@@ -46,7 +46,7 @@ func startCluster(t *testing.T) *localcluster.Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := localcluster.Start(ctx, localcluster.Config{Nodes: 3, Dir: t.TempDir(), Binary: os.Args[0],
-		SelfServe: true, Args: []string{"--tick", "10ms"}})
+		SelfServe: true, Args: []string{"--tick", "50ms"}})
 	if err != nil {
 		t.Fatal(err)
 	}
