@@ -27,6 +27,13 @@
 // for Get, the time the leader reported left). Wall clocks play no part:
 // stepping any machine's clock changes nothing.
 //
+// A lease expires a little after its TTL: the leader checks once a tick
+// (100 ms by default), then commits the expiry. A holder paused past its
+// TTL may therefore still renew if nobody acquired the lease meanwhile,
+// and more easily so if the cluster changed leader during the pause; no
+// second holder can exist at any time, and the fencing token protects the
+// resource either way.
+//
 // # Watch
 //
 // Watch long-polls the cluster (GET /v1/watch/leases/NAME), which answers
