@@ -1,9 +1,58 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
+
+	"coord/server/localcluster"
 )
+
+// TestMain lets this test binary stand in for the coord command when a
+// test starts it as `server ...` (coord cluster up starts the executable
+// it runs in).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "server" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// TestClusterLifecycle drives a real local cluster through the CLI: up,
+// status, add, remove, down.
+func TestClusterLifecycle(t *testing.T) {
+	dir := t.TempDir()
+	t.Cleanup(func() { _, _ = localcluster.Down(dir) })
+	must := func(args ...string) string {
+		t.Helper()
+		code, out, stderr := runCLI(t, args...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, stderr)
+		}
+		return out
+	}
+	out := must("cluster", "up", "--detach", "--dir", dir, "--tick", "20ms")
+	if !strings.Contains(out, "cluster of 3 nodes") || !strings.Contains(out, "coord elect --store raft://") {
+		t.Fatalf("up printed:\n%s", out)
+	}
+	out = must("cluster", "status", "--dir", dir)
+	if strings.Count(out, "leader") < 1 || strings.Count(out, "1,2,3") != 3 {
+		t.Fatalf("status:\n%s", out)
+	}
+	must("cluster", "add", "--id", "4", "--dir", dir)
+	must("cluster", "remove", "--id", "2", "--dir", dir)
+	out = must("cluster", "status", "--dir", dir)
+	if strings.Count(out, "1,3,4") != 3 {
+		t.Fatalf("status after add 4 and remove 2:\n%s", out)
+	}
+	out = must("cluster", "down", "--dir", dir)
+	if !strings.Contains(out, "stopped 3 nodes") {
+		t.Fatalf("down: %s", out)
+	}
+	if code, _, _ := runCLI(t, "cluster", "status", "--dir", dir); code != exitFailure {
+		t.Fatalf("status after down: exit %d, want %d", code, exitFailure)
+	}
+}
 
 func TestClusterAndServerRefuseBadInput(t *testing.T) {
 	dir := t.TempDir()
