@@ -126,9 +126,11 @@ type Client struct {
 	id   uint64
 
 	mu        sync.Mutex
-	preferred int // index of the endpoint that answered last
+	preferred int // index of the endpoint to try first: the leader, if known
 	nextSeq   uint64
 	pending   map[uint64]bool
+	learning  bool      // a lookup of the leader's address is in flight
+	learnedAt time.Time // when the last one started
 }
 
 // New returns a client of the cluster.
@@ -310,6 +312,11 @@ func (c *Client) attempt(ctx context.Context, endpoint string, k call, out any) 
 	if err != nil {
 		return err
 	}
+	if node, leader := resp.Header.Get(server.HeaderNode), resp.Header.Get(server.HeaderLeader); leader != "" && node != leader {
+		// Answered through a follower, which forwarded: find the
+		// leader's own address, so that later requests go straight to it.
+		c.learnLeader(endpoint)
+	}
 	if resp.StatusCode/100 == 2 {
 		if out == nil {
 			return nil
@@ -332,6 +339,44 @@ func (c *Client) attempt(ctx context.Context, endpoint string, k call, out any) 
 	}
 	return &Error{Status: resp.StatusCode, Code: body.Code, Message: body.Error,
 		Revision: body.Revision, Holder: body.Holder, Token: body.Token}
+}
+
+// learnLeader asks endpoint, in the background and at most once a second,
+// which member leads and at what HTTP address, and prefers that endpoint
+// if the client knows it.
+func (c *Client) learnLeader(endpoint string) {
+	c.mu.Lock()
+	if c.learning || time.Since(c.learnedAt) < time.Second {
+		c.mu.Unlock()
+		return
+	}
+	c.learning, c.learnedAt = true, time.Now()
+	c.mu.Unlock()
+	go func() {
+		defer func() {
+			c.mu.Lock()
+			c.learning = false
+			c.mu.Unlock()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.AttemptTimeout)
+		defer cancel()
+		st, err := c.Status(ctx, endpoint)
+		if err != nil {
+			return
+		}
+		for _, m := range st.Members {
+			if m.ID != st.Leader || m.HTTP == "" {
+				continue
+			}
+			for i, ep := range c.cfg.Endpoints {
+				if ep == m.HTTP {
+					c.mu.Lock()
+					c.preferred = i
+					c.mu.Unlock()
+				}
+			}
+		}
+	}()
 }
 
 // KeyValue is a key as the cluster holds it.

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -154,5 +155,45 @@ func TestForgottenSessionStartsANewOne(t *testing.T) {
 	defer mu.Unlock()
 	if c.ID() == first || ids[1] != fmt.Sprint(c.ID())+"/1" {
 		t.Fatalf("requests %v: the second write is not seq 1 of a new session (old id %d)", ids, first)
+	}
+}
+
+// TestFindsTheLeader: a client that reached the cluster through a follower
+// learns the leader's address and goes straight to it afterwards.
+func TestFindsTheLeader(t *testing.T) {
+	var leaderHits atomic.Int64
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaderHits.Add(1)
+		w.Header().Set("Coord-Node", "1")
+		w.Header().Set("Coord-Leader", "1")
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"revision":5}`)
+	}))
+	defer leader.Close()
+	leaderAddr := strings.TrimPrefix(leader.URL, "http://")
+	follower := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Coord-Node", "2")
+		w.Header().Set("Coord-Leader", "1")
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/status" {
+			fmt.Fprintf(w, `{"id":2,"leader":1,"members":[{"id":1,"http":%q,"voter":true},{"id":2,"voter":true}]}`, leaderAddr)
+			return
+		}
+		fmt.Fprint(w, `{"revision":5}`) // as if forwarded
+	}))
+	defer follower.Close()
+	c, err := New(DefaultConfig(strings.TrimPrefix(follower.URL, "http://"), leaderAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for leaderHits.Load() == 0 && time.Now().Before(deadline) {
+		if _, err := c.Put(context.Background(), "k", nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond) // the lookup runs in the background
+	}
+	if leaderHits.Load() == 0 {
+		t.Fatal("the client never went to the leader directly")
 	}
 }
