@@ -2,8 +2,10 @@
 //
 // A Client knows the HTTP addresses of some or all of the cluster's nodes.
 // It needs no idea of which one leads: any node forwards a request to the
-// leader. When a node is down or has no leader, the client tries the next,
-// with backoff, until its context is done.
+// leader. When an answer says it was forwarded, the client asks that node
+// for the leader's address, in the background, and sends later requests
+// straight there. When a node is down or has no leader, the client tries
+// the next, with backoff, until its context is done.
 //
 // Writes are exactly-once: every Client has a random client id, every write
 // a sequence number, and a retry resends the same pair, so the cluster
