@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -229,11 +230,39 @@ func (a *API) forward(w http.ResponseWriter, r *request) error {
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		copyFlushing(w, resp.Body)
+		return nil
+	}
 	_, err = io.Copy(w, resp.Body)
 	if err != nil {
 		a.cfg.Logger.Debug("copy forwarded response", "err", err)
 	}
 	return nil
+}
+
+// copyFlushing relays an event stream, flushing after every read so that
+// each event reaches the client when the leader sends it.
+func copyFlushing(w http.ResponseWriter, r io.Reader) {
+	flusher, _ := w.(http.Flusher)
+	if flusher != nil {
+		flusher.Flush() // the headers, before the first event
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // sessionParams reads the exactly-once parameters client_id, seq and ack.
@@ -387,21 +416,27 @@ func keyResponse(kv KeyValue) KeyResponse {
 	return resp
 }
 
-// writeKey writes a key, or 404 with revision 0 when it does not exist.
-func (a *API) writeKey(w http.ResponseWriter, key string) error {
+// keyBody returns the answer about a key: 200 and the key, or 404 with
+// revision 0 when it does not exist.
+func (a *API) keyBody(key string) (int, any) {
 	var kv KeyValue
 	var ok bool
 	a.replica.View(func(v View) { kv, ok = v.Get(key) })
 	if !ok {
-		return &apiError{status: http.StatusNotFound, code: "not_found", msg: "key not found",
-			fields: map[string]any{"key": key, "revision": 0}}
+		return http.StatusNotFound, map[string]any{"error": "key not found", "code": "not_found", "key": key, "revision": 0}
 	}
-	return writeJSON(w, http.StatusOK, keyResponse(kv))
+	return http.StatusOK, keyResponse(kv)
 }
 
 func (a *API) getKey(w http.ResponseWriter, r *request) error {
 	key := r.PathValue("key")
-	return a.read(w, r, func() error { return a.writeKey(w, key) })
+	return a.read(w, r, func() error { return respond(w, func() (int, any) { return a.keyBody(key) }) })
+}
+
+// respond writes what body returns: a status and a JSON value.
+func respond(w http.ResponseWriter, body func() (int, any)) error {
+	status, b := body()
+	return writeJSON(w, status, b)
 }
 
 // condition reads prev_revision into a command.
@@ -432,8 +467,10 @@ func (a *API) deleteKey(w http.ResponseWriter, r *request) error {
 }
 
 // watch waits, up to timeout_ms, until current() differs from the revision
-// parameter, then serves. The first look is linearizable unless stale.
-func (a *API) watch(w http.ResponseWriter, r *request, current func() uint64, serve func() error) error {
+// parameter, then answers with body(). The first look is linearizable
+// unless stale. With stream=true it answers at once with a stream of
+// server-sent events instead, one per change, until the client goes away.
+func (a *API) watch(w http.ResponseWriter, r *request, current func() uint64, body func() (int, any)) error {
 	rev, _, err := uintParam(r, "revision")
 	if err != nil {
 		return err
@@ -442,9 +479,16 @@ func (a *API) watch(w http.ResponseWriter, r *request, current func() uint64, se
 	if err != nil {
 		return err
 	}
+	stream, err := boolParam(r, "stream")
+	if err != nil {
+		return err
+	}
 	timeout := min(time.Duration(timeoutMs)*time.Millisecond, watchTimeoutMax)
 	if !has {
 		timeout = 30 * time.Second
+	}
+	if stream {
+		return a.read(w, r, func() error { return a.stream(w, r, rev, current, body) })
 	}
 	return a.read(w, r, func() error {
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
@@ -452,7 +496,7 @@ func (a *API) watch(w http.ResponseWriter, r *request, current func() uint64, se
 		for {
 			changed := a.replica.Changed()
 			if current() != rev {
-				return serve()
+				return respond(w, body)
 			}
 			select {
 			case <-changed:
@@ -460,10 +504,54 @@ func (a *API) watch(w http.ResponseWriter, r *request, current func() uint64, se
 				if r.Context().Err() != nil {
 					return r.Context().Err()
 				}
-				return serve() // timed out: the state as it is
+				return respond(w, body) // timed out: the state as it is
 			}
 		}
 	})
+}
+
+// streamKeepAlive is how often an idle event stream sends a comment, so
+// that proxies and clients see the connection alive.
+const streamKeepAlive = 15 * time.Second
+
+// stream sends an event ("change", the same JSON as the long poll) each
+// time current() moves away from the last revision sent, starting from rev.
+func (a *API) stream(w http.ResponseWriter, r *request, rev uint64, current func() uint64, body func() (int, any)) error {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		return fmt.Errorf("server: streaming unsupported by this connection")
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	keepAlive := time.NewTicker(streamKeepAlive)
+	defer keepAlive.Stop()
+	for {
+		changed := a.replica.Changed()
+		if cur := current(); cur != rev {
+			rev = cur
+			_, b := body()
+			data, err := json.Marshal(b)
+			if err != nil {
+				return nil
+			}
+			if _, err := fmt.Fprintf(w, "event: change\nid: %d\ndata: %s\n\n", rev, data); err != nil {
+				return nil // the client went away
+			}
+			flusher.Flush()
+		}
+		select {
+		case <-changed:
+		case <-keepAlive.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return nil
+			}
+			flusher.Flush()
+		case <-r.Context().Done():
+			return nil
+		}
+	}
 }
 
 func (a *API) watchKey(w http.ResponseWriter, r *request) error {
@@ -475,7 +563,7 @@ func (a *API) watchKey(w http.ResponseWriter, r *request) error {
 		})
 		return rev
 	}
-	return a.watch(w, r, current, func() error { return a.writeKey(w, key) })
+	return a.watch(w, r, current, func() (int, any) { return a.keyBody(key) })
 }
 
 // LeaseRequest is the JSON body of acquire, renew and release.
@@ -536,7 +624,7 @@ func (a *API) acquire(w http.ResponseWriter, r *request) error { return a.leaseO
 func (a *API) renew(w http.ResponseWriter, r *request) error   { return a.leaseOp(w, r, OpRenew) }
 func (a *API) release(w http.ResponseWriter, r *request) error { return a.leaseOp(w, r, OpRelease) }
 
-func (a *API) writeLease(w http.ResponseWriter, name string) error {
+func (a *API) leaseBody(name string) (int, any) {
 	var resp LeaseResponse
 	a.replica.View(func(v View) {
 		l := v.Lease(name)
@@ -546,12 +634,12 @@ func (a *API) writeLease(w http.ResponseWriter, name string) error {
 			resp.RemainingMs = &ms
 		}
 	})
-	return writeJSON(w, http.StatusOK, resp)
+	return http.StatusOK, resp
 }
 
 func (a *API) getLease(w http.ResponseWriter, r *request) error {
 	name := r.PathValue("name")
-	return a.read(w, r, func() error { return a.writeLease(w, name) })
+	return a.read(w, r, func() error { return respond(w, func() (int, any) { return a.leaseBody(name) }) })
 }
 
 func (a *API) watchLease(w http.ResponseWriter, r *request) error {
@@ -560,7 +648,7 @@ func (a *API) watchLease(w http.ResponseWriter, r *request) error {
 		a.replica.View(func(v View) { rev = v.Lease(name).Revision })
 		return rev
 	}
-	return a.watch(w, r, current, func() error { return a.writeLease(w, name) })
+	return a.watch(w, r, current, func() (int, any) { return a.leaseBody(name) })
 }
 
 // MemberRequest is the JSON body of POST /v1/members.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -308,5 +309,44 @@ func TestAPIStatusAndMetrics(t *testing.T) {
 	raw, _ := io.ReadAll(resp.Body)
 	if !strings.Contains(string(raw), `coord_http_requests_total{code="200",route="kv_put"} 1`) {
 		t.Fatalf("metrics lack the request count:\n%s", raw)
+	}
+}
+
+// TestAPIWatchStream follows a key with server-sent events, through a
+// follower that relays the leader's stream.
+func TestAPIWatchStream(t *testing.T) {
+	p := newPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", p.followURL+"/v1/watch/kv/s?stream=true", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("content type %q", ct)
+	}
+	events := make(chan string, 10)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				events <- data
+			}
+		}
+		close(events)
+	}()
+	for i, v := range []string{"one", "two"} {
+		rev := call(t, "PUT", p.leaderURL+"/v1/kv/s", v).want(t, 200).num("revision")
+		select {
+		case data := <-events:
+			var kr KeyResponse
+			if err := json.Unmarshal([]byte(data), &kr); err != nil || kr.Value != v || kr.Revision != rev {
+				t.Fatalf("event %d: %s (%v), want %q at %d", i, data, err, v, rev)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no event for write %d", i)
+		}
 	}
 }
