@@ -42,10 +42,13 @@
 //
 // The holder also takes a session-level advisory lock for the name, on a
 // connection the Backend keeps for the purpose, and the row records that
-// (live). A contender that can take that advisory lock knows the holder's
+// (live). A client that can take that advisory lock knows the holder's
 // session has ended (PostgreSQL releases a session's locks when its
-// connection closes, as the kernel releases a dead process's flock) and may
-// take the lease over at once, without waiting for the TTL. The price: the
+// connection closes, as the kernel releases a dead process's flock): Get
+// reports such a lease free, and Acquire takes it over at once, without
+// waiting for the TTL, whether or not the client itself uses advisory=true.
+// (No notification announces a closed session: watchers learn of it at
+// their next read, and the Elector at its next retry.) The price: the
 // lease now also ends when the holder's connection does (a server restart,
 // pg_terminate_backend, a network cut that the server notices), and the
 // holder learns of it only at its next Renew, which then fails with

@@ -208,6 +208,7 @@ type row struct {
 	live      bool  // unexpired and held
 	remaining int64 // microseconds until expiry, on the server's clock
 	expiry    int64 // the server's expiry, unix microseconds (a version for Watch)
+	advisory  bool  // the holder took the advisory lock
 }
 
 // record converts a row to a Record, with Expiry measured from sent.
@@ -227,7 +228,7 @@ func (b *Backend) query(ctx context.Context, q querier, sql string, args ...any)
 	var r row
 	var holder *string
 	var token, remaining, expiry *int64
-	err := q.QueryRow(ctx, sql, args...).Scan(&r.won, &holder, &token, &r.live, &remaining, &expiry)
+	err := q.QueryRow(ctx, sql, args...).Scan(&r.won, &holder, &token, &r.live, &remaining, &expiry, &r.advisory)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return row{}, nil // a name never acquired
 	}
@@ -268,7 +269,7 @@ func (b *Backend) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 	if b.cfg.Advisory {
 		r, err = b.acquireLive(ctx, name, holder, ttl)
 	} else {
-		r, err = b.query(ctx, b.pool, b.sql.acquire, name, holder, micros(ttl), false, false)
+		r, err = b.query(ctx, b.pool, b.sql.acquire, name, holder, micros(ttl), false, false, false)
 	}
 	if err != nil {
 		return lease.Record{}, b.fail("acquire", name, err)
@@ -313,7 +314,7 @@ func (b *Backend) acquireLive(ctx context.Context, name, holder string, ttl time
 	// The row is marked live only if this session holds the lock: a
 	// tenure won while a stale session still holds it (its holder paused
 	// past the TTL) is protected by its TTL alone.
-	r, err := b.query(ctx, conn, b.sql.acquire, name, holder, micros(ttl), had || took, took)
+	r, err := b.query(ctx, conn, b.sql.acquire, name, holder, micros(ttl), had || took, took, had)
 	if err != nil {
 		b.dropLive()
 		return row{}, err
@@ -402,8 +403,10 @@ func (b *Backend) renewLive(ctx context.Context, name, holder string, token uint
 	}
 	rec, err := b.renew(ctx, b.liveConn, name, holder, token, ttl, sent)
 	switch {
+	case errors.Is(err, lease.ErrLost) && (rec.Free() || rec.Token != token):
+		b.unlock(ctx, name) // the tenure the lock protected is over
 	case errors.Is(err, lease.ErrLost):
-		b.unlock(ctx, name)
+		// A wrong holder for the current token: the tenure goes on.
 	case err != nil:
 		b.dropLive()
 		delete(b.liveLost, name)
@@ -440,7 +443,9 @@ func (b *Backend) Release(ctx context.Context, name, holder string, token uint64
 	if err != nil {
 		return b.fail("release", name, err)
 	}
-	if b.cfg.Advisory {
+	if over := r.won || !r.live || uint64(r.token) != token; b.cfg.Advisory && over {
+		// Only once the tenure the lock protects is over: a Release by a
+		// wrong holder changes nothing.
 		b.liveMu.Lock()
 		if b.liveLocks[name] == token {
 			b.unlock(ctx, name)

@@ -208,3 +208,31 @@ func TestBadURLs(t *testing.T) {
 	_, err := lease.Open(ctx, "postgres://127.0.0.1:1/db")
 	assert.That(errors.Is(err, lease.ErrUnavailable), "unreachable server: want ErrUnavailable, got %v", err)
 }
+
+// A holder with an advisory lock that dies is seen as gone by every
+// client, with advisory locks or not: Get reports the lease free, and a
+// plain Acquire takes it over, long before its TTL.
+func TestDeadAdvisoryHolderIsFreeForEveryone(t *testing.T) {
+	holder := open(t, withParams(t, "advisory=true"))
+	plain := open(t, withParams(t, ""))
+	ctx, name := context.Background(), leasekittest.Name(t)
+	a, err := holder.Acquire(ctx, name, "a", time.Hour)
+	assert.That(err == nil, "Acquire: %v", err)
+	got, err := plain.Get(ctx, name)
+	assert.That(err == nil && got.Holder == "a", "Get while the advisory holder lives: %+v, %v", got, err)
+	_, err = plain.Acquire(ctx, name, "b", time.Hour)
+	assert.That(errors.Is(err, lease.ErrHeld), "plain Acquire while the advisory holder lives: want ErrHeld, got %v", err)
+
+	assert.That(holder.Close() == nil, "Close failed") // its session ends, as with a crash
+	deadline := time.Now().Add(30 * time.Second)
+	for { // the server notices the closed session asynchronously
+		got, err = plain.Get(ctx, name)
+		if err == nil && got.Free() {
+			break
+		}
+		assert.That(err == nil && time.Now().Before(deadline), "Get after the holder's session ended (TTL 1h): %+v, %v", got, err)
+		time.Sleep(10 * time.Millisecond) // a retry period, not a wait for a state
+	}
+	c, err := plain.Acquire(ctx, name, "b", time.Hour)
+	assert.That(err == nil && c.Token > a.Token, "plain Acquire after the holder died: %+v, %v", c, err)
+}
