@@ -3,6 +3,8 @@ package server
 import (
 	"fmt"
 	"time"
+
+	"coord/internal/wire"
 )
 
 // Op says what a Command does.
@@ -103,21 +105,21 @@ const commandVersion = 1
 // Marshal encodes the command: a version byte, the op, then its fields as
 // uvarints and length-prefixed bytes.
 func (c Command) Marshal() []byte {
-	e := encoder{buf: make([]byte, 0, 32+len(c.Key)+len(c.Value)+len(c.Holder))}
-	e.byte(commandVersion)
-	e.byte(byte(c.Op))
-	e.uvarint(c.Client)
-	e.uvarint(c.Seq)
-	e.uvarint(c.Ack)
-	e.string(c.Key)
-	e.bytes(c.Value)
-	e.bool(c.HasPrev)
-	e.uvarint(c.PrevRevision)
-	e.string(c.Holder)
-	e.uvarint(c.Token)
-	e.varint(int64(c.TTL))
-	e.uvarint(c.Renewed)
-	return e.buf
+	e := wire.Encoder{Buf: make([]byte, 0, 32+len(c.Key)+len(c.Value)+len(c.Holder))}
+	e.Byte(commandVersion)
+	e.Byte(byte(c.Op))
+	e.Uvarint(c.Client)
+	e.Uvarint(c.Seq)
+	e.Uvarint(c.Ack)
+	e.String(c.Key)
+	e.Bytes(c.Value)
+	e.Bool(c.HasPrev)
+	e.Uvarint(c.PrevRevision)
+	e.String(c.Holder)
+	e.Uvarint(c.Token)
+	e.Varint(int64(c.TTL))
+	e.Uvarint(c.Renewed)
+	return e.Buf
 }
 
 // maxEncodedField bounds any length-prefixed field when decoding, whatever
@@ -127,24 +129,24 @@ const maxEncodedField = 64 << 20
 // UnmarshalCommand decodes what Command.Marshal encoded. Errors wrap
 // ErrMalformed.
 func UnmarshalCommand(data []byte) (Command, error) {
-	d := decoder{buf: data}
-	if v := d.byte("version"); d.err == nil && v != commandVersion {
+	d := wire.NewDecoder(data, ErrMalformed)
+	if v := d.Byte("version"); d.Err() == nil && v != commandVersion {
 		return Command{}, fmt.Errorf("%w: command version %d", ErrMalformed, v)
 	}
 	var c Command
-	c.Op = Op(d.byte("op"))
-	c.Client = d.uvarint("client")
-	c.Seq = d.uvarint("seq")
-	c.Ack = d.uvarint("ack")
-	c.Key = d.string("key", maxEncodedField)
-	c.Value = d.bytes("value", maxEncodedField)
-	c.HasPrev = d.bool("has prev")
-	c.PrevRevision = d.uvarint("prev revision")
-	c.Holder = d.string("holder", maxEncodedField)
-	c.Token = d.uvarint("token")
-	c.TTL = time.Duration(d.varint("ttl"))
-	c.Renewed = d.uvarint("renewed")
-	if err := d.done(); err != nil {
+	c.Op = Op(d.Byte("op"))
+	c.Client = d.Uvarint("client")
+	c.Seq = d.Uvarint("seq")
+	c.Ack = d.Uvarint("ack")
+	c.Key = d.String("key", maxEncodedField)
+	c.Value = d.Bytes("value", maxEncodedField)
+	c.HasPrev = d.Bool("has prev")
+	c.PrevRevision = d.Uvarint("prev revision")
+	c.Holder = d.String("holder", maxEncodedField)
+	c.Token = d.Uvarint("token")
+	c.TTL = time.Duration(d.Varint("ttl"))
+	c.Renewed = d.Uvarint("renewed")
+	if err := d.Done(); err != nil {
 		return Command{}, fmt.Errorf("command: %w", err)
 	}
 	if !c.Op.valid() {
@@ -208,25 +210,25 @@ type Result struct {
 	Reason string
 }
 
-func (r Result) encode(e *encoder) {
-	e.byte(byte(r.Status))
-	e.uvarint(r.Revision)
-	e.string(r.Holder)
-	e.uvarint(r.Token)
-	e.varint(int64(r.TTL))
-	e.string(r.Reason)
+func (r Result) encode(e *wire.Encoder) {
+	e.Byte(byte(r.Status))
+	e.Uvarint(r.Revision)
+	e.String(r.Holder)
+	e.Uvarint(r.Token)
+	e.Varint(int64(r.TTL))
+	e.String(r.Reason)
 }
 
-func decodeResult(d *decoder) Result {
+func decodeResult(d *wire.Decoder) Result {
 	var r Result
-	r.Status = Status(d.byte("status"))
-	r.Revision = d.uvarint("revision")
-	r.Holder = d.string("holder", maxEncodedField)
-	r.Token = d.uvarint("token")
-	r.TTL = time.Duration(d.varint("ttl"))
-	r.Reason = d.string("reason", maxEncodedField)
-	if d.err == nil && int(r.Status) >= len(statusNames) {
-		d.fail(fmt.Sprintf("status %d", r.Status))
+	r.Status = Status(d.Byte("status"))
+	r.Revision = d.Uvarint("revision")
+	r.Holder = d.String("holder", maxEncodedField)
+	r.Token = d.Uvarint("token")
+	r.TTL = time.Duration(d.Varint("ttl"))
+	r.Reason = d.String("reason", maxEncodedField)
+	if d.Err() == nil && int(r.Status) >= len(statusNames) {
+		d.Fail(fmt.Sprintf("status %d", r.Status))
 	}
 	return r
 }

@@ -6,6 +6,8 @@ import (
 	"hash/crc32"
 	"slices"
 	"time"
+
+	"coord/internal/wire"
 )
 
 // The snapshot format, all integers uvarint unless said otherwise:
@@ -31,49 +33,49 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Snapshot encodes the whole state, deterministically.
 func (m *Machine) Snapshot() []byte {
-	e := encoder{buf: make([]byte, 0, 4096)}
-	e.buf = append(e.buf, snapshotMagic...)
-	e.uvarint(m.applied)
+	e := wire.Encoder{Buf: make([]byte, 0, 4096)}
+	e.Buf = append(e.Buf, snapshotMagic...)
+	e.Uvarint(m.applied)
 
-	e.uvarint(uint64(len(m.keys)))
+	e.Uvarint(uint64(len(m.keys)))
 	for _, k := range sortedKeys(m.keys) {
 		kv := m.keys[k]
-		e.string(kv.Key)
-		e.bytes(kv.Value)
-		e.uvarint(kv.CreateRevision)
-		e.uvarint(kv.Revision)
-		e.uvarint(kv.Version)
+		e.String(kv.Key)
+		e.Bytes(kv.Value)
+		e.Uvarint(kv.CreateRevision)
+		e.Uvarint(kv.Revision)
+		e.Uvarint(kv.Version)
 	}
 
-	e.uvarint(uint64(len(m.leases)))
+	e.Uvarint(uint64(len(m.leases)))
 	for _, n := range sortedKeys(m.leases) {
 		l := m.leases[n]
-		e.string(l.Name)
-		e.string(l.Holder)
-		e.uvarint(l.Token)
-		e.varint(int64(l.TTL))
-		e.uvarint(l.Renewed)
-		e.uvarint(l.Revision)
+		e.String(l.Name)
+		e.String(l.Holder)
+		e.Uvarint(l.Token)
+		e.Varint(int64(l.TTL))
+		e.Uvarint(l.Renewed)
+		e.Uvarint(l.Revision)
 	}
 
-	e.uvarint(uint64(len(m.sessions)))
+	e.Uvarint(uint64(len(m.sessions)))
 	for _, id := range sortedKeys(m.sessions) {
 		s := m.sessions[id]
-		e.uvarint(id)
-		e.uvarint(s.acked)
-		e.uvarint(s.lastUsed)
-		e.uvarint(uint64(len(s.results)))
+		e.Uvarint(id)
+		e.Uvarint(s.acked)
+		e.Uvarint(s.lastUsed)
+		e.Uvarint(uint64(len(s.results)))
 		for _, seq := range sortedKeys(s.results) {
-			e.uvarint(seq)
+			e.Uvarint(seq)
 			s.results[seq].encode(&e)
 		}
 	}
-	e.uvarint(uint64(len(m.peers)))
+	e.Uvarint(uint64(len(m.peers)))
 	for _, id := range sortedKeys(m.peers) {
-		e.uvarint(id)
-		e.string(m.peers[id])
+		e.Uvarint(id)
+		e.String(m.peers[id])
 	}
-	return binary.BigEndian.AppendUint32(e.buf, crc32.Checksum(e.buf, castagnoli))
+	return binary.BigEndian.AppendUint32(e.Buf, crc32.Checksum(e.Buf, castagnoli))
 }
 
 func sortedKeys[K string | uint64, V any](m map[K]V) []K {
@@ -95,46 +97,46 @@ func (m *Machine) Restore(data []byte) error {
 	if crc32.Checksum(body, castagnoli) != sum {
 		return fmt.Errorf("%w: snapshot: checksum mismatch", ErrMalformed)
 	}
-	d := decoder{buf: body[len(snapshotMagic):]}
+	d := wire.NewDecoder(body[len(snapshotMagic):], ErrMalformed)
 	n := NewMachine(m.limits)
-	n.applied = d.uvarint("applied")
+	n.applied = d.Uvarint("applied")
 
-	for range d.count("key count", len(d.buf)) {
-		kv := &KeyValue{Key: d.string("key", maxEncodedField)}
-		kv.Value = d.bytes("value", maxEncodedField)
+	for range d.Count("key count", len(d.Rest())) {
+		kv := &KeyValue{Key: d.String("key", maxEncodedField)}
+		kv.Value = d.Bytes("value", maxEncodedField)
 		if len(kv.Value) == 0 {
 			kv.Value = nil
 		}
-		kv.CreateRevision = d.uvarint("create revision")
-		kv.Revision = d.uvarint("revision")
-		kv.Version = d.uvarint("version")
+		kv.CreateRevision = d.Uvarint("create revision")
+		kv.Revision = d.Uvarint("revision")
+		kv.Version = d.Uvarint("version")
 		n.keys[kv.Key] = kv
 	}
-	for range d.count("lease count", len(d.buf)) {
-		l := &Lease{Name: d.string("lease name", maxEncodedField)}
-		l.Holder = d.string("holder", maxEncodedField)
-		l.Token = d.uvarint("token")
-		l.TTL = time.Duration(d.varint("ttl"))
-		l.Renewed = d.uvarint("renewed")
-		l.Revision = d.uvarint("lease revision")
+	for range d.Count("lease count", len(d.Rest())) {
+		l := &Lease{Name: d.String("lease name", maxEncodedField)}
+		l.Holder = d.String("holder", maxEncodedField)
+		l.Token = d.Uvarint("token")
+		l.TTL = time.Duration(d.Varint("ttl"))
+		l.Renewed = d.Uvarint("renewed")
+		l.Revision = d.Uvarint("lease revision")
 		n.leases[l.Name] = l
 	}
-	for range d.count("session count", len(d.buf)) {
-		id := d.uvarint("client")
+	for range d.Count("session count", len(d.Rest())) {
+		id := d.Uvarint("client")
 		s := &session{results: map[uint64]Result{}}
-		s.acked = d.uvarint("acked")
-		s.lastUsed = d.uvarint("last used")
-		for range d.count("result count", len(d.buf)) {
-			seq := d.uvarint("sequence")
-			s.results[seq] = decodeResult(&d)
+		s.acked = d.Uvarint("acked")
+		s.lastUsed = d.Uvarint("last used")
+		for range d.Count("result count", len(d.Rest())) {
+			seq := d.Uvarint("sequence")
+			s.results[seq] = decodeResult(d)
 		}
 		n.sessions[id] = s
 	}
-	for range d.count("peer count", len(d.buf)) {
-		id := d.uvarint("peer id")
-		n.peers[id] = d.string("peer address", maxEncodedField)
+	for range d.Count("peer count", len(d.Rest())) {
+		id := d.Uvarint("peer id")
+		n.peers[id] = d.String("peer address", maxEncodedField)
 	}
-	if err := d.done(); err != nil {
+	if err := d.Done(); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	*m = *n

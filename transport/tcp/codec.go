@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 
+	"coord/internal/wire"
 	"coord/raft"
 )
 
@@ -85,22 +87,22 @@ const protocolVersion = 1
 const helloMagic = "coordtp"
 
 func (h hello) marshal() []byte {
-	e := encoder{}
-	e.buf = append(e.buf, helloMagic...)
-	e.uvarint(h.Version)
-	e.uvarint(h.From)
-	e.uvarint(h.To)
-	e.string(h.Meta)
-	return e.buf
+	e := wire.Encoder{}
+	e.Buf = append(e.Buf, helloMagic...)
+	e.Uvarint(h.Version)
+	e.Uvarint(h.From)
+	e.Uvarint(h.To)
+	e.String(h.Meta)
+	return e.Buf
 }
 
 func unmarshalHello(b []byte) (hello, error) {
 	if len(b) < len(helloMagic) || string(b[:len(helloMagic)]) != helloMagic {
 		return hello{}, fmt.Errorf("%w: hello: bad magic", ErrMalformed)
 	}
-	d := decoder{buf: b[len(helloMagic):]}
-	h := hello{Version: d.uvarint("version"), From: d.uvarint("from"), To: d.uvarint("to"), Meta: d.string("meta", 4096)}
-	return h, d.done("hello")
+	d := wire.NewDecoder(b[len(helloMagic):], ErrMalformed)
+	h := hello{Version: d.Uvarint("version"), From: d.Uvarint("from"), To: d.Uvarint("to"), Meta: d.String("meta", 4096)}
+	return h, done(d, "hello")
 }
 
 // Limits of decoding, whatever the frame size: a corrupt count must not
@@ -117,80 +119,80 @@ func marshalMessage(m raft.Message) []byte {
 	for _, e := range m.Entries {
 		size += 24 + len(e.Data)
 	}
-	e := encoder{buf: make([]byte, 0, size)}
-	e.byte(byte(m.Type))
-	e.uvarint(m.From)
-	e.uvarint(m.To)
-	e.uvarint(m.Term)
-	e.uvarint(m.LogIndex)
-	e.uvarint(m.LogTerm)
-	e.uvarint(m.Commit)
-	e.bool(m.Reject)
-	e.uvarint(m.HintIndex)
-	e.uvarint(m.HintTerm)
-	e.uvarint(m.ReadRound)
-	e.bool(m.Transfer)
-	e.uvarint(uint64(len(m.Entries)))
+	e := wire.Encoder{Buf: make([]byte, 0, size)}
+	e.Byte(byte(m.Type))
+	e.Uvarint(m.From)
+	e.Uvarint(m.To)
+	e.Uvarint(m.Term)
+	e.Uvarint(m.LogIndex)
+	e.Uvarint(m.LogTerm)
+	e.Uvarint(m.Commit)
+	e.Bool(m.Reject)
+	e.Uvarint(m.HintIndex)
+	e.Uvarint(m.HintTerm)
+	e.Uvarint(m.ReadRound)
+	e.Bool(m.Transfer)
+	e.Uvarint(uint64(len(m.Entries)))
 	for _, ent := range m.Entries {
-		e.uvarint(ent.Term)
-		e.uvarint(ent.Index)
-		e.byte(byte(ent.Type))
-		e.bytes(ent.Data)
+		e.Uvarint(ent.Term)
+		e.Uvarint(ent.Index)
+		e.Byte(byte(ent.Type))
+		e.Bytes(ent.Data)
 	}
 	md := m.Snapshot.Metadata
-	e.uvarint(md.Index)
-	e.uvarint(md.Term)
+	e.Uvarint(md.Index)
+	e.Uvarint(md.Term)
 	for _, ids := range [][]uint64{md.ConfState.Voters, md.ConfState.Learners, md.ConfState.VotersOutgoing} {
-		e.uvarint(uint64(len(ids)))
+		e.Uvarint(uint64(len(ids)))
 		for _, id := range ids {
-			e.uvarint(id)
+			e.Uvarint(id)
 		}
 	}
-	return e.buf
+	return e.Buf
 }
 
 // unmarshalMessage decodes what marshalMessage encoded, and checks what a
 // correct peer always sends: a known type, a sender, no unused entry types.
 func unmarshalMessage(b []byte) (raft.Message, error) {
-	d := decoder{buf: b}
+	d := wire.NewDecoder(b, ErrMalformed)
 	var m raft.Message
-	m.Type = raft.MessageType(d.byte("type"))
-	m.From = d.uvarint("from")
-	m.To = d.uvarint("to")
-	m.Term = d.uvarint("term")
-	m.LogIndex = d.uvarint("log index")
-	m.LogTerm = d.uvarint("log term")
-	m.Commit = d.uvarint("commit")
-	m.Reject = d.bool("reject")
-	m.HintIndex = d.uvarint("hint index")
-	m.HintTerm = d.uvarint("hint term")
-	m.ReadRound = d.uvarint("read round")
-	m.Transfer = d.bool("transfer")
-	if n := d.count("entries", maxEntriesPerMessage); n > 0 {
-		m.Entries = make([]raft.Entry, 0, min(n, len(d.buf)/3+1))
+	m.Type = raft.MessageType(d.Byte("type"))
+	m.From = d.Uvarint("from")
+	m.To = d.Uvarint("to")
+	m.Term = d.Uvarint("term")
+	m.LogIndex = d.Uvarint("log index")
+	m.LogTerm = d.Uvarint("log term")
+	m.Commit = d.Uvarint("commit")
+	m.Reject = d.Bool("reject")
+	m.HintIndex = d.Uvarint("hint index")
+	m.HintTerm = d.Uvarint("hint term")
+	m.ReadRound = d.Uvarint("read round")
+	m.Transfer = d.Bool("transfer")
+	if n := d.Count("entries", maxEntriesPerMessage); n > 0 {
+		m.Entries = make([]raft.Entry, 0, min(n, len(d.Rest())/3+1))
 		for range n {
-			ent := raft.Entry{Term: d.uvarint("entry term"), Index: d.uvarint("entry index")}
-			ent.Type = raft.EntryType(d.byte("entry type"))
-			ent.Data = d.bytes("entry data")
-			if d.err == nil && ent.Type != raft.EntryNormal && ent.Type != raft.EntryConfChange {
-				d.fail(fmt.Sprintf("entry type %d", ent.Type))
+			ent := raft.Entry{Term: d.Uvarint("entry term"), Index: d.Uvarint("entry index")}
+			ent.Type = raft.EntryType(d.Byte("entry type"))
+			ent.Data = d.Bytes("entry data", math.MaxInt)
+			if d.Err() == nil && ent.Type != raft.EntryNormal && ent.Type != raft.EntryConfChange {
+				d.Fail(fmt.Sprintf("entry type %d", ent.Type))
 			}
-			if d.err != nil {
+			if d.Err() != nil {
 				break
 			}
 			m.Entries = append(m.Entries, ent)
 		}
 	}
 	md := &m.Snapshot.Metadata
-	md.Index = d.uvarint("snapshot index")
-	md.Term = d.uvarint("snapshot term")
+	md.Index = d.Uvarint("snapshot index")
+	md.Term = d.Uvarint("snapshot term")
 	for _, ids := range []*[]uint64{&md.ConfState.Voters, &md.ConfState.Learners, &md.ConfState.VotersOutgoing} {
-		n := d.count("members", maxMembers)
+		n := d.Count("members", maxMembers)
 		for range n {
-			*ids = append(*ids, d.uvarint("member"))
+			*ids = append(*ids, d.Uvarint("member"))
 		}
 	}
-	if err := d.done("message"); err != nil {
+	if err := done(d, "message"); err != nil {
 		return raft.Message{}, err
 	}
 	switch {
@@ -202,112 +204,11 @@ func unmarshalMessage(b []byte) (raft.Message, error) {
 	return m, nil
 }
 
-// encoder appends primitive values.
-type encoder struct{ buf []byte }
-
-func (e *encoder) byte(b byte)      { e.buf = append(e.buf, b) }
-func (e *encoder) uvarint(v uint64) { e.buf = binary.AppendUvarint(e.buf, v) }
-func (e *encoder) bytes(b []byte)   { e.uvarint(uint64(len(b))); e.buf = append(e.buf, b...) }
-func (e *encoder) string(s string)  { e.uvarint(uint64(len(s))); e.buf = append(e.buf, s...) }
-
-func (e *encoder) bool(b bool) {
-	if b {
-		e.byte(1)
-	} else {
-		e.byte(0)
-	}
-}
-
-// decoder reads what encoder wrote; the first error sticks.
-type decoder struct {
-	buf []byte
-	err error
-}
-
-func (d *decoder) fail(what string) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: %s", ErrMalformed, what)
-	}
-}
-
-func (d *decoder) byte(what string) byte {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.buf) == 0 {
-		d.fail(what + ": truncated")
-		return 0
-	}
-	b := d.buf[0]
-	d.buf = d.buf[1:]
-	return b
-}
-
-func (d *decoder) uvarint(what string) uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.buf)
-	if n <= 0 {
-		d.fail(what + ": bad varint")
-		return 0
-	}
-	d.buf = d.buf[n:]
-	return v
-}
-
-func (d *decoder) bool(what string) bool {
-	switch d.byte(what) {
-	case 0:
-		return false
-	case 1:
-		return true
-	}
-	d.fail(what + ": not a boolean")
-	return false
-}
-
-func (d *decoder) count(what string, max int) int {
-	n := d.uvarint(what)
-	if d.err == nil && (n > uint64(max) || n > uint64(len(d.buf))) {
-		d.fail(fmt.Sprintf("%s: count %d over limit or input", what, n))
-		return 0
-	}
-	return int(n)
-}
-
-func (d *decoder) bytes(what string) []byte {
-	n := d.uvarint(what + " length")
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.buf)) {
-		d.fail(fmt.Sprintf("%s: length %d over input", what, n))
-		return nil
-	}
-	if n == 0 {
-		return nil
-	}
-	b := make([]byte, n)
-	copy(b, d.buf[:n])
-	d.buf = d.buf[n:]
-	return b
-}
-
-func (d *decoder) string(what string, max int) string {
-	b := d.bytes(what)
-	if d.err == nil && len(b) > max {
-		d.fail(fmt.Sprintf("%s: %d bytes over limit %d", what, len(b), max))
-	}
-	return string(b)
-}
-
-func (d *decoder) done(what string) error {
-	if d.err == nil && len(d.buf) != 0 {
-		d.fail(fmt.Sprintf("%d trailing bytes", len(d.buf)))
-	}
-	if d.err != nil {
-		return fmt.Errorf("%s: %w", what, d.err)
+// done returns the decoder's error, or an error for trailing input, naming
+// what was decoded.
+func done(d *wire.Decoder, what string) error {
+	if err := d.Done(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }
@@ -315,22 +216,22 @@ func (d *decoder) done(what string) error {
 // snapshotBegin is the payload of frameSnapshotBegin: the message (without
 // data) and the data's total size.
 func marshalSnapshotBegin(m raft.Message) []byte {
-	e := encoder{}
-	e.uvarint(uint64(len(m.Snapshot.Data)))
-	e.buf = append(e.buf, marshalMessage(m)...)
-	return e.buf
+	e := wire.Encoder{}
+	e.Uvarint(uint64(len(m.Snapshot.Data)))
+	e.Buf = append(e.Buf, marshalMessage(m)...)
+	return e.Buf
 }
 
 func unmarshalSnapshotBegin(b []byte, maxBytes int) (raft.Message, int, error) {
-	d := decoder{buf: b}
-	size := d.uvarint("snapshot size")
-	if d.err != nil {
-		return raft.Message{}, 0, d.err
+	d := wire.NewDecoder(b, ErrMalformed)
+	size := d.Uvarint("snapshot size")
+	if d.Err() != nil {
+		return raft.Message{}, 0, d.Err()
 	}
 	if size > uint64(maxBytes) {
 		return raft.Message{}, 0, fmt.Errorf("%w: snapshot of %d bytes over limit %d", ErrMalformed, size, maxBytes)
 	}
-	m, err := unmarshalMessage(d.buf)
+	m, err := unmarshalMessage(d.Rest())
 	if err != nil {
 		return raft.Message{}, 0, err
 	}
