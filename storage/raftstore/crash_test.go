@@ -337,6 +337,8 @@ func TestInjectedFaults(t *testing.T) {
 		context := fmt.Sprintf("seed %d (%v)", seed, err)
 		if seed%5 != 0 { // else no crash: the process restarts, the page cache survives
 			crash(m, int(seed%3), seed) // mode 0 is a strict crash; others torn
+		} else {
+			m.ReleaseLocks()
 		}
 		d, err = raftstore.Open(m, "/node", opts)
 		if err != nil {
@@ -365,6 +367,7 @@ func TestRestartWithoutCrash(t *testing.T) {
 		if err == nil {
 			continue
 		}
+		m.ReleaseLocks() // the process died; the machine did not
 		d, err = raftstore.Open(m, "/node", opts)
 		if err != nil {
 			t.Fatalf("seed %d: reopen failed: %v", seed, err)

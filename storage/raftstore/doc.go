@@ -35,6 +35,7 @@
 //
 //	dir/wal/   segments of the write-ahead log (format: package wal)
 //	dir/snap/  the current snapshot file (format: package snapshot)
+//	dir/LOCK   locked (vfs.FS.Lock) while a Disk has the directory open
 //
 // ApplySnapshot and Compact follow one protocol: write the snapshot file
 // atomically (tmp, fsync, rename, fsync dir); then start a log segment that

@@ -3,6 +3,7 @@ package raftstore
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
@@ -51,6 +52,7 @@ type Disk struct {
 	snapDir string
 	logger  *slog.Logger
 	wal     *wal.WAL
+	lock    io.Closer // the directory's LOCK file, held while open
 
 	hs       raft.HardState
 	snapMeta raft.SnapshotMetadata // Index 0: no snapshot
@@ -76,10 +78,21 @@ func Open(fsys vfs.FS, dir string, opts Options) (*Disk, error) {
 		logger = slog.Default()
 	}
 	d := &Disk{fs: fsys, snapDir: filepath.Join(dir, "snap"), logger: logger}
+	// Two processes appending to one log would interleave their records:
+	// the directory is locked for as long as the Disk is open.
+	if err := vfs.MkdirAllDurable(fsys, dir); err != nil {
+		return nil, fmt.Errorf("raftstore: open %s: %w", dir, err)
+	}
+	lock, err := fsys.Lock(filepath.Join(dir, "LOCK"))
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: open %s: %w (is another node using this directory?)", dir, err)
+	}
+	d.lock = lock
 	if err := d.recover(dir, opts); err != nil {
 		if d.wal != nil {
 			_ = d.wal.Close() // the recovery error is the one to report
 		}
+		_ = lock.Close()
 		if errors.Is(err, wal.ErrCorrupt) || errors.Is(err, snapshot.ErrCorrupt) {
 			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
@@ -393,7 +406,11 @@ func (d *Disk) Close() error {
 		return nil
 	}
 	d.closed = true
-	return d.wal.Close()
+	err := d.wal.Close()
+	if lerr := d.lock.Close(); err == nil {
+		err = lerr
+	}
+	return err
 }
 
 func cloneEntries(ents []raft.Entry) []raft.Entry {

@@ -133,6 +133,7 @@ func TestOpenRemovesLeftovers(t *testing.T) {
 	must(t, f.Close())
 	_, _, err = snapshot.Write(m, "/node/snap", raft.Snapshot{Metadata: raft.SnapshotMetadata{Index: 3, Term: 1}})
 	must(t, err)
+	must(t, d.Close())
 	d = open(t, m, "/node")
 	names, _ := m.List("/node/snap")
 	if len(names) != 1 || names[0] != snapshot.FileName(2, 1) {
@@ -287,6 +288,31 @@ func TestClosed(t *testing.T) {
 		if !errors.Is(err, raftstore.ErrClosed) {
 			t.Errorf("%s after Close: %v, want ErrClosed", what, err)
 		}
+	}
+}
+
+// TestSecondOpenIsRefused: two nodes appending to one log would interleave
+// their records, so a directory in use cannot be opened again, on a real
+// disk (flock) or in memory, until the first Disk is closed.
+func TestSecondOpenIsRefused(t *testing.T) {
+	for name, fsys := range map[string]vfs.FS{"OS": vfs.OS, "MemFS": vfs.NewMemFS()} {
+		t.Run(name, func(t *testing.T) {
+			dir := "/node"
+			if name == "OS" {
+				dir = t.TempDir()
+			}
+			d := open(t, fsys, dir)
+			must(t, d.Save(raft.HardState{Term: 2, Vote: 1}, []raft.Entry{{Term: 2, Index: 1}}))
+			if _, err := raftstore.Open(fsys, dir, raftstore.Options{}); !errors.Is(err, vfs.ErrLocked) {
+				t.Fatalf("second Open: %v, want ErrLocked", err)
+			}
+			must(t, d.Close())
+			d2 := open(t, fsys, dir)
+			if last, err := d2.LastIndex(); err != nil || last != 1 {
+				t.Fatalf("reopened: last index %d, %v", last, err)
+			}
+			must(t, d2.Close())
+		})
 	}
 }
 

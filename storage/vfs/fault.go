@@ -3,6 +3,7 @@ package vfs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -299,3 +300,7 @@ func (f *faultFile) Close() error {
 	}
 	return f.inner.Close()
 }
+
+// Lock implements FS. Faults are not injected into locks: a lock either is
+// held or is not, and the storage reports ErrLocked as it is.
+func (f *FaultFS) Lock(name string) (io.Closer, error) { return f.inner.Lock(name) }

@@ -28,6 +28,7 @@ type MemFS struct {
 	ops     int    // mutating operations performed so far
 	crashAt int    // the ops count at which the file system crashes; 0 for never
 	crashed bool
+	locks   map[string]uint64 // held locks: name -> generation taken in
 }
 
 // memNode is a file or a directory. The "synced" fields hold what a crash
@@ -121,6 +122,7 @@ func (m *MemFS) crash(rng *rand.Rand) {
 		}
 	}
 	walk(m.root)
+	m.locks = nil // the processes that held them died with the crash
 	m.gen++
 	m.crashAt = 0
 	m.crashed = false
@@ -514,5 +516,50 @@ func (f *memFile) Close() error {
 		return pathError("close", f.name, fs.ErrClosed)
 	}
 	f.closed = true
+	return nil
+}
+
+// Lock implements FS. Locks live in memory, not in files: a crash releases
+// them all, as the death of the processes holding them would.
+func (m *MemFS) Lock(name string) (io.Closer, error) {
+	name = memPath(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, held := m.locks[name]; held {
+		return nil, pathError("lock", name, ErrLocked)
+	}
+	if m.locks == nil {
+		m.locks = map[string]uint64{}
+	}
+	m.locks[name] = m.gen
+	return &memLock{m: m, name: name, gen: m.gen}, nil
+}
+
+// ReleaseLocks releases every lock, as the death of the processes holding
+// them would, without a crash: what they wrote stays, synced or not, as it
+// stays in a machine's page cache when only a process dies.
+func (m *MemFS) ReleaseLocks() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.locks = nil
+}
+
+// memLock is a lock held in a MemFS.
+type memLock struct {
+	m    *MemFS
+	name string
+	gen  uint64
+	once sync.Once
+}
+
+// Close releases the lock, unless a crash released it already.
+func (l *memLock) Close() error {
+	l.once.Do(func() {
+		l.m.mu.Lock()
+		defer l.m.mu.Unlock()
+		if gen, held := l.m.locks[l.name]; held && gen == l.gen {
+			delete(l.m.locks, l.name)
+		}
+	})
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 )
 
 // FS is the file system interface of the storage packages.
@@ -37,7 +38,16 @@ type FS interface {
 	// SyncDir makes the entries of dir durable: the creations, renames and
 	// removals done in it so far survive a crash.
 	SyncDir(dir string) error
+	// Lock takes an exclusive lock on the named file, creating it if
+	// needed, so that only one process at a time uses what it guards. It
+	// fails at once, with an error wrapping ErrLocked, if the lock is held.
+	// Closing the returned Closer releases it; so does the holder's death
+	// (or, for MemFS, a crash).
+	Lock(name string) (io.Closer, error)
 }
+
+// ErrLocked means FS.Lock found the lock held by someone else.
+var ErrLocked = errors.New("vfs: locked by another process")
 
 // File is an open file. Files opened with FS.Open are read-only; files
 // opened with FS.Create or FS.OpenAppend are write-only and append.
@@ -168,4 +178,21 @@ func (osFS) SyncDir(dir string) error {
 		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return nil
+}
+
+// Lock implements FS with flock(2): the kernel releases the lock when the
+// holder's descriptor closes, including when the process dies.
+func (osFS) Lock(name string) (io.Closer, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("lock %s: %w", name, ErrLocked)
+		}
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
+	return f, nil
 }
