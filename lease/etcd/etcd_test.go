@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
 	"coord/internal/assert"
-	"coord/internal/faultproxy"
 	"coord/internal/leasekit/leasekittest"
 	"coord/lease"
 	"coord/lease/leasetest"
@@ -27,32 +23,11 @@ const ttl = time.Second
 // real `coord elect` processes.
 var coordBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "coord-etcd-test")
-	if err != nil {
-		panic(err)
-	}
-	if coordBin, err = leasetest.BuildCoord(dir); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-func open(t *testing.T, url string) lease.Backend {
-	t.Helper()
-	b, err := lease.Open(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
-}
+func TestMain(m *testing.M) { os.Exit(leasekittest.MainWithCoord(m, &coordBin)) }
 
 func TestConformance(t *testing.T) {
 	url := leasekittest.ServerURL(t, "COORD_TEST_ETCD")
-	leasetest.RunWithOptions(t, func(t *testing.T) lease.Backend { return open(t, url) }, leasetest.Options{TTL: ttl, Duration: 5 * time.Second})
+	leasetest.RunWithOptions(t, func(t *testing.T) lease.Backend { return leasekittest.Open(t, url) }, leasetest.Options{TTL: ttl, Duration: 5 * time.Second})
 }
 
 // Real `coord elect` processes: the leader killed, terminated, stopped.
@@ -65,7 +40,7 @@ func TestProcesses(t *testing.T) {
 // the Record says so; a Renew asking for more moves the key to a longer
 // etcd lease, keeping its token.
 func TestWholeSecondTTLs(t *testing.T) {
-	b := open(t, leasekittest.ServerURL(t, "COORD_TEST_ETCD"))
+	b := leasekittest.Open(t, leasekittest.ServerURL(t, "COORD_TEST_ETCD"))
 	ctx, name := context.Background(), leasekittest.Name(t)
 	sent := time.Now()
 	a, err := b.Acquire(ctx, name, "a", 1500*time.Millisecond)
@@ -80,155 +55,44 @@ func TestWholeSecondTTLs(t *testing.T) {
 	assert.That(b.Release(ctx, name, "a", a.Token) == nil, "Release failed")
 }
 
-// proxied opens a Backend that reaches the test server through a fault
-// proxy.
-func proxied(t *testing.T) (lease.Backend, *faultproxy.Proxy) {
+// Cuts and partitions between a Backend and the server.
+func TestNetworkFaults(t *testing.T) {
+	leasekittest.RunFaults(t, leasekittest.ServerURL(t, "COORD_TEST_ETCD"))
+}
+
+// startServer starts a one-member etcd cluster of the test's own, which it
+// can kill and restart on the same ports and data directory, and returns
+// its URL. It is up once a client can open a Backend on it: a member
+// accepts connections before it has elected itself.
+func startServer(t *testing.T) (*leasekittest.Server, string) {
 	t.Helper()
-	u, err := url.Parse(leasekittest.ServerURL(t, "COORD_TEST_ETCD"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := faultproxy.New(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	u.Host = p.Addr()
-	return open(t, u.String()), p
-}
-
-func TestWatchAcrossCut(t *testing.T) {
-	watcher, p := proxied(t)
-	actor := open(t, leasekittest.ServerURL(t, "COORD_TEST_ETCD"))
-	leasetest.WatchAcrossCut(t, watcher, actor, p.Cut)
-}
-
-func TestConnectionCut(t *testing.T) {
-	b, p := proxied(t)
-	ctx, name := context.Background(), leasekittest.Name(t)
-	a, err := b.Acquire(ctx, name, "a", time.Minute)
-	assert.That(err == nil, "Acquire: %v", err)
-	p.Cut()
-	short, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	_, err = b.Renew(short, name, "a", a.Token, time.Minute)
-	if err != nil {
-		assert.That(errors.Is(err, lease.ErrUnavailable), "Renew over a cut connection: want ErrUnavailable, got %v", err)
-		_, err = b.Renew(ctx, name, "a", a.Token, time.Minute)
-	}
-	assert.That(err == nil, "Renew after reconnecting: %v", err)
-	assert.That(b.Release(ctx, name, "a", a.Token) == nil, "Release failed")
-}
-
-func TestBlackholeIsUnavailable(t *testing.T) {
-	b, p := proxied(t)
-	ctx, name := context.Background(), leasekittest.Name(t)
-	a, err := b.Acquire(ctx, name, "a", time.Minute)
-	assert.That(err == nil, "Acquire: %v", err)
-	p.Blackhole(true)
-	leasetest.Unavailable(t, b, name, "a", a.Token, 300*time.Millisecond)
-	// Drop the requests the partition held (a Release among them, whose
-	// outcome the caller was told is unknown), then heal.
-	p.Cut()
-	p.Blackhole(false)
-	// The client may have given up on its connection during the partition
-	// (keep-alive timeout); the first requests after the heal may fail
-	// while it reconnects.
-	for attempt := 0; ; attempt++ {
-		_, err = b.Renew(ctx, name, "a", a.Token, time.Minute)
-		if err == nil || !errors.Is(err, lease.ErrUnavailable) || attempt >= 20 {
-			break
-		}
-	}
-	assert.That(err == nil, "Renew after the partition healed: %v", err)
-}
-
-func TestElectorStepsDownWhenBlackholed(t *testing.T) {
-	leader, p := proxied(t)
-	other := open(t, leasekittest.ServerURL(t, "COORD_TEST_ETCD"))
-	leasetest.StepsDownWhenUnreachable(t, leader, other, func() { p.Blackhole(true) }, 3*time.Second)
-}
-
-// server is a one-member etcd cluster of the test's own, which it can kill
-// and restart on the same ports and data directory.
-type server struct {
-	t            *testing.T
-	dir          string
-	client, peer int
-	cmd          *exec.Cmd
-}
-
-func startServer(t *testing.T) *server {
-	t.Helper()
-	if _, err := exec.LookPath("etcd"); err != nil {
-		leasekittest.ServerURL(t, "COORD_TEST_ETCD") // skip or fail as for the shared server
-		t.Fatalf("etcd is not installed, though COORD_TEST_ETCD is set: %v", err)
-	}
-	s := &server{t: t, dir: t.TempDir(), client: freePort(t), peer: freePort(t)}
-	s.start()
-	t.Cleanup(s.kill)
-	return s
-}
-
-func (s *server) url() string { return fmt.Sprintf("etcd://127.0.0.1:%d", s.client) }
-
-func (s *server) start() {
-	s.t.Helper()
-	client, peer := fmt.Sprintf("http://127.0.0.1:%d", s.client), fmt.Sprintf("http://127.0.0.1:%d", s.peer)
-	s.cmd = exec.Command("etcd", "--name", "restart", "--data-dir", s.dir,
+	bin := leasekittest.LookPath(t, "COORD_TEST_ETCD", "etcd")
+	port, peerPort := leasekittest.FreePort(t), leasekittest.FreePort(t)
+	url := fmt.Sprintf("etcd://127.0.0.1:%d", port)
+	client, peer := fmt.Sprintf("http://127.0.0.1:%d", port), fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	s := leasekittest.StartServer(t, leasekittest.ServerOptions{Port: port, Ready: leasekittest.Opens(url)}, bin,
+		"--name", "restart", "--data-dir", t.TempDir(),
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 		"--initial-cluster", "restart="+peer, "--log-level", "error",
 		"--heartbeat-interval", "50", "--election-timeout", "500")
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		b, err := lease.Open(ctx, s.url())
-		cancel()
-		if err == nil {
-			b.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("etcd did not answer on port %d: %v", s.client, err)
-		}
-		time.Sleep(50 * time.Millisecond) // polling a server's start: nothing to wait on
-	}
-}
-
-func (s *server) kill() {
-	if s.cmd != nil && s.cmd.ProcessState == nil {
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
-	}
-}
-
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return s, url
 }
 
 // A member killed and restarted keeps the key, its lease and the revision:
 // while it is down, operations fail with ErrUnavailable; afterwards the
 // holder renews, and the next token is greater.
 func TestServerRestart(t *testing.T) {
-	s := startServer(t)
-	b := open(t, s.url())
+	s, url := startServer(t)
+	b := leasekittest.Open(t, url)
 	ctx, name := context.Background(), leasekittest.Name(t)
 	a, err := b.Acquire(ctx, name, "a", time.Minute)
 	assert.That(err == nil, "Acquire: %v", err)
 
-	s.kill()
+	s.Kill()
 	leasetest.Unavailable(t, b, name, "a", a.Token, 300*time.Millisecond)
 
-	s.start()
+	s.Restart()
 	long, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	r, err := b.Renew(long, name, "a", a.Token, time.Minute)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"coord/internal/assert"
-	"coord/internal/faultproxy"
 	"coord/internal/leasekit/leasekittest"
 	"coord/lease"
 	"coord/lease/leasetest"
@@ -19,28 +18,7 @@ import (
 // real `coord elect` processes.
 var coordBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "coord-postgres-test")
-	if err != nil {
-		panic(err)
-	}
-	if coordBin, err = leasetest.BuildCoord(dir); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-func open(t *testing.T, url string) lease.Backend {
-	t.Helper()
-	b, err := lease.Open(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
-}
+func TestMain(m *testing.M) { os.Exit(leasekittest.MainWithCoord(m, &coordBin)) }
 
 // withParams returns the test server's URL with extra query parameters.
 func withParams(t *testing.T, params string) string {
@@ -65,7 +43,7 @@ func TestConformance(t *testing.T) {
 	for _, mode := range []string{"listen=true", "listen=false&poll=20ms", "advisory=true"} {
 		t.Run(mode, func(t *testing.T) {
 			url := withParams(t, mode)
-			leasetest.Run(t, func(t *testing.T) lease.Backend { return open(t, url) })
+			leasetest.Run(t, func(t *testing.T) lease.Backend { return leasekittest.Open(t, url) })
 		})
 	}
 }
@@ -83,7 +61,7 @@ func TestProcesses(t *testing.T) {
 // long before its TTL: the server releases a dead session's locks.
 func TestAdvisoryReleasesDeadHolderAtOnce(t *testing.T) {
 	url := withParams(t, "advisory=true")
-	holder, other := open(t, url), open(t, url)
+	holder, other := leasekittest.Open(t, url), leasekittest.Open(t, url)
 	ctx, name := context.Background(), leasekittest.Name(t)
 	a, err := holder.Acquire(ctx, name, "a", time.Hour)
 	assert.That(err == nil, "Acquire: %v", err)
@@ -104,51 +82,16 @@ func TestAdvisoryReleasesDeadHolderAtOnce(t *testing.T) {
 	}
 }
 
-// proxied opens a Backend that reaches the test server through a fault
-// proxy.
-func proxied(t *testing.T, params string) (lease.Backend, *faultproxy.Proxy) {
-	t.Helper()
-	u, err := url.Parse(withParams(t, params))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := faultproxy.New(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	u.Host = p.Addr()
-	return open(t, u.String()), p
-}
-
-func TestWatchAcrossCut(t *testing.T) {
-	watcher, p := proxied(t, "")
-	actor := open(t, withParams(t, ""))
-	leasetest.WatchAcrossCut(t, watcher, actor, p.Cut)
-}
-
-// A cut connection fails the operation in flight or the next one with
-// ErrUnavailable; the one after reconnects.
-func TestConnectionCut(t *testing.T) {
-	b, p := proxied(t, "")
-	ctx, name := context.Background(), leasekittest.Name(t)
-	a, err := b.Acquire(ctx, name, "a", time.Minute)
-	assert.That(err == nil, "Acquire: %v", err)
-	p.Cut()
-	_, err = b.Renew(ctx, name, "a", a.Token, time.Minute)
-	if err != nil {
-		assert.That(errors.Is(err, lease.ErrUnavailable), "Renew over a cut connection: want ErrUnavailable, got %v", err)
-		_, err = b.Renew(ctx, name, "a", a.Token, time.Minute)
-	}
-	assert.That(err == nil, "Renew after reconnecting: %v", err)
-	assert.That(b.Release(ctx, name, "a", a.Token) == nil, "Release failed")
+// Cuts and partitions between a Backend and the server.
+func TestNetworkFaults(t *testing.T) {
+	leasekittest.RunFaults(t, withParams(t, ""))
 }
 
 // With advisory locks, a cut connection ends the holder's session, and so
 // its lease: its next Renew says ErrLost, and another may take over.
 func TestAdvisoryConnectionCutLosesLease(t *testing.T) {
-	b, p := proxied(t, "advisory=true")
-	other := open(t, withParams(t, "advisory=true"))
+	b, p := leasekittest.Proxied(t, withParams(t, "advisory=true"))
+	other := leasekittest.Open(t, withParams(t, "advisory=true"))
 	ctx, name := context.Background(), leasekittest.Name(t)
 	a, err := b.Acquire(ctx, name, "a", time.Hour)
 	assert.That(err == nil, "Acquire: %v", err)
@@ -165,32 +108,6 @@ func TestAdvisoryConnectionCutLosesLease(t *testing.T) {
 		assert.That(errors.Is(err, lease.ErrHeld) && time.Now().Before(deadline), "Acquire after the holder's session was cut (TTL 1h): %v", err)
 		time.Sleep(10 * time.Millisecond) // a retry period, not a wait for a state
 	}
-}
-
-func TestBlackholeIsUnavailable(t *testing.T) {
-	b, p := proxied(t, "")
-	ctx, name := context.Background(), leasekittest.Name(t)
-	a, err := b.Acquire(ctx, name, "a", time.Minute)
-	assert.That(err == nil, "Acquire: %v", err)
-	p.Blackhole(true)
-	leasetest.Unavailable(t, b, name, "a", a.Token, 300*time.Millisecond)
-	// Drop the requests the partition held (a Release among them, whose
-	// outcome the caller was told is unknown), then heal.
-	p.Cut()
-	p.Blackhole(false)
-	for attempt := 0; ; attempt++ { // the first requests may fail while the client reconnects
-		_, err = b.Renew(ctx, name, "a", a.Token, time.Minute)
-		if err == nil || !errors.Is(err, lease.ErrUnavailable) || attempt >= 20 {
-			break
-		}
-	}
-	assert.That(err == nil, "Renew after the partition healed: %v", err)
-}
-
-func TestElectorStepsDownWhenBlackholed(t *testing.T) {
-	leader, p := proxied(t, "")
-	other := open(t, withParams(t, ""))
-	leasetest.StepsDownWhenUnreachable(t, leader, other, func() { p.Blackhole(true) }, 3*time.Second)
 }
 
 func TestBadURLs(t *testing.T) {
@@ -213,8 +130,8 @@ func TestBadURLs(t *testing.T) {
 // client, with advisory locks or not: Get reports the lease free, and a
 // plain Acquire takes it over, long before its TTL.
 func TestDeadAdvisoryHolderIsFreeForEveryone(t *testing.T) {
-	holder := open(t, withParams(t, "advisory=true"))
-	plain := open(t, withParams(t, ""))
+	holder := leasekittest.Open(t, withParams(t, "advisory=true"))
+	plain := leasekittest.Open(t, withParams(t, ""))
 	ctx, name := context.Background(), leasekittest.Name(t)
 	a, err := holder.Acquire(ctx, name, "a", time.Hour)
 	assert.That(err == nil, "Acquire: %v", err)

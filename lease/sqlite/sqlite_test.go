@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"coord/internal/assert"
+	"coord/internal/leasekit/leasekittest"
 	"coord/lease"
 	"coord/lease/leasetest"
 )
@@ -18,18 +19,7 @@ import (
 // real `coord elect` processes.
 var coordBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "coord-sqlite-test")
-	if err != nil {
-		panic(err)
-	}
-	if coordBin, err = leasetest.BuildCoord(dir); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(leasekittest.MainWithCoord(m, &coordBin)) }
 
 // newFactory returns a function that opens a new Backend on one database
 // file per call of newFactory.
