@@ -7,10 +7,9 @@
 //     and lease names unique to a test (Name);
 //   - a TestMain that builds the coord command for leasetest.RunProcesses
 //     (MainWithCoord);
-//   - Backends closed when the test ends (Open), and reached through a
-//     fault proxy (Proxied), with the checks every networked backend runs
-//     against a cut connection (ConnectionCut) and a partition that heals
-//     (BlackholeHeals);
+//   - Backends closed when the test ends (Open), Backends reached through a
+//     fault proxy (Proxied), and the checks every networked backend runs
+//     against cut connections and partitions (RunFaults);
 //   - a server process of the test's own, to crash and restart on the same
 //     port and data (StartServer, Server, FreePort, LookPath).
 //
