@@ -77,10 +77,7 @@ type Backend struct {
 	leasesMu sync.Mutex
 	leases   map[string]tenure
 
-	mu     sync.Mutex
-	closed bool
-	done   chan struct{} // closed by Close: ends every watch
-	wg     sync.WaitGroup
+	life leasekit.Lifecycle // closed by Close, which ends every watch
 }
 
 // tenure is what Renew and Release need of an acquisition.
@@ -137,7 +134,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %v", prefix, lease.ErrInvalid, err)
 	}
-	b := &Backend{cfg: cfg, client: client, leases: map[string]tenure{}, done: make(chan struct{})}
+	b := &Backend{cfg: cfg, client: client, leases: map[string]tenure{}}
 	pctx, cancel := leasekit.Bound(ctx, cfg.Timeout)
 	defer cancel()
 	if _, err := client.Get(pctx, cfg.Prefix+"ping"); err != nil {
@@ -180,7 +177,7 @@ func (b *Backend) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 	if err := leasekit.CheckAcquire(prefix, name, holder, ttl); err != nil {
 		return lease.Record{}, err
 	}
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.Check(prefix); err != nil {
 		return lease.Record{}, err
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.cfg.Timeout)
@@ -227,7 +224,7 @@ func (b *Backend) Renew(ctx context.Context, name, holder string, token uint64, 
 	if err := leasekit.CheckToken(prefix, name, holder, token, ttl); err != nil {
 		return lease.Record{}, err
 	}
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.Check(prefix); err != nil {
 		return lease.Record{}, err
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.cfg.Timeout)
@@ -309,7 +306,7 @@ func (b *Backend) Release(ctx context.Context, name, holder string, token uint64
 	if err := leasekit.CheckToken(prefix, name, holder, token, time.Nanosecond); err != nil {
 		return err
 	}
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.Check(prefix); err != nil {
 		return err
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.cfg.Timeout)
@@ -348,7 +345,7 @@ func (b *Backend) Get(ctx context.Context, name string) (lease.Record, error) {
 
 // get reads name's record and the revision it was read at.
 func (b *Backend) get(ctx context.Context, name string) (lease.Record, int64, error) {
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.Check(prefix); err != nil {
 		return lease.Record{}, 0, err
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.cfg.Timeout)
@@ -368,7 +365,7 @@ func (b *Backend) get(ctx context.Context, name string) (lease.Record, int64, er
 // Ping makes one plain round trip to the cluster (a Get), the reference
 // beside which `coord bench latency` reports the lease operations.
 func (b *Backend) Ping(ctx context.Context) error {
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.Check(prefix); err != nil {
 		return err
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.cfg.Timeout)
@@ -383,26 +380,11 @@ func (b *Backend) Ping(ctx context.Context) error {
 // client. It revokes nothing: a holder that closes without Release keeps
 // its lease until the TTL.
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.life.Close() {
 		return nil
 	}
-	b.closed = true
-	close(b.done)
-	b.mu.Unlock()
-	b.wg.Wait()
 	if err := b.client.Close(); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%s: close: %w", prefix, err)
-	}
-	return nil
-}
-
-func (b *Backend) checkOpen() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return fmt.Errorf("%s: %w", prefix, lease.ErrClosed)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package etcd
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -27,27 +26,14 @@ func (b *Backend) Watch(ctx context.Context, name string) (<-chan lease.Record, 
 	feed := leasekit.NewFeed()
 	feed.Send(rec, rev)
 
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil, fmt.Errorf("%s: %w", prefix, lease.ErrClosed)
-	}
-	wctx, cancelWatch := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-b.done:
-			cancelWatch()
-		case <-wctx.Done():
-		}
-	}()
-	events := b.client.Watch(clientv3.WithRequireLeader(wctx), b.key(name), clientv3.WithRev(rev+1))
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
+	err = b.life.Go(ctx, prefix, func(ctx context.Context) {
 		defer feed.Close()
-		defer cancelWatch()
-		b.watch(wctx, name, events, feed)
-	}()
+		events := b.client.Watch(clientv3.WithRequireLeader(ctx), b.key(name), clientv3.WithRev(rev+1))
+		b.watch(ctx, name, events, feed)
+	})
+	if err != nil {
+		return nil, err
+	}
 	return feed.C(), nil
 }
 

@@ -99,10 +99,7 @@ type Backend struct {
 	liveLocks map[string]uint64
 	liveLost  map[string]uint64
 
-	mu     sync.Mutex
-	closed bool
-	done   chan struct{} // closed by Close: ends every watch
-	wg     sync.WaitGroup
+	life leasekit.Lifecycle // closed by Close, which ends every watch
 }
 
 var _ lease.Backend = (*Backend)(nil)
@@ -160,7 +157,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %v", prefix, lease.ErrInvalid, err)
 	}
-	b := &Backend{cfg: cfg, pool: pool, sql: newStatements(cfg.Table), liveLocks: map[string]uint64{}, liveLost: map[string]uint64{}, done: make(chan struct{})}
+	b := &Backend{cfg: cfg, pool: pool, sql: newStatements(cfg.Table), liveLocks: map[string]uint64{}, liveLost: map[string]uint64{}}
 	if err := b.createSchema(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -258,7 +255,7 @@ func (b *Backend) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 	if err := leasekit.CheckAcquire(prefix, name, holder, ttl); err != nil {
 		return lease.Record{}, err
 	}
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.Check(prefix); err != nil {
 		return lease.Record{}, err
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.cfg.Timeout)
@@ -377,7 +374,7 @@ func (b *Backend) Renew(ctx context.Context, name, holder string, token uint64, 
 	if err := leasekit.CheckToken(prefix, name, holder, token, ttl); err != nil {
 		return lease.Record{}, err
 	}
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.Check(prefix); err != nil {
 		return lease.Record{}, err
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.cfg.Timeout)
@@ -434,7 +431,7 @@ func (b *Backend) Release(ctx context.Context, name, holder string, token uint64
 	if err := leasekit.CheckToken(prefix, name, holder, token, time.Nanosecond); err != nil {
 		return err
 	}
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.Check(prefix); err != nil {
 		return err
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.cfg.Timeout)
@@ -473,7 +470,7 @@ func (b *Backend) Get(ctx context.Context, name string) (lease.Record, error) {
 
 // get reads name's record through q, and the server's expiry as a version.
 func (b *Backend) get(ctx context.Context, q querier, name string) (lease.Record, int64, error) {
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.Check(prefix); err != nil {
 		return lease.Record{}, 0, err
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.cfg.Timeout)
@@ -493,7 +490,7 @@ func (b *Backend) get(ctx context.Context, q querier, name string) (lease.Record
 // Ping makes one plain round trip to the server (SELECT 1), the reference
 // beside which `coord bench latency` reports the lease operations.
 func (b *Backend) Ping(ctx context.Context) error {
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.Check(prefix); err != nil {
 		return err
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.cfg.Timeout)
@@ -509,15 +506,9 @@ func (b *Backend) Ping(ctx context.Context) error {
 // connection, the advisory-lock one included (so, with Advisory, the
 // leases this Backend held may be taken over at once).
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.life.Close() {
 		return nil
 	}
-	b.closed = true
-	close(b.done)
-	b.mu.Unlock()
-	b.wg.Wait()
 	b.liveMu.Lock()
 	b.dropLive()
 	b.liveMu.Unlock()
@@ -535,15 +526,6 @@ func (b *Backend) Close() error {
 
 // closeWait bounds how long Close waits for the pool's connections to close.
 const closeWait = time.Second
-
-func (b *Backend) checkOpen() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return fmt.Errorf("%s: %w", prefix, lease.ErrClosed)
-	}
-	return nil
-}
 
 // fail wraps a database error: the outcome of the operation is unknown,
 // lease.ErrUnavailable. (A decoding failure is already lease.ErrCorrupt.)

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,7 +22,7 @@ func (b *Backend) Watch(ctx context.Context, name string) (<-chan lease.Record, 
 	if err := leasekit.CheckName(prefix, name); err != nil {
 		return nil, err
 	}
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.Check(prefix); err != nil {
 		return nil, err
 	}
 	var conn *pgx.Conn
@@ -43,28 +42,15 @@ func (b *Backend) Watch(ctx context.Context, name string) (<-chan lease.Record, 
 	feed := leasekit.NewFeed()
 	feed.Send(rec, version)
 
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		closeConn(conn)
-		return nil, fmt.Errorf("%s: %w", prefix, lease.ErrClosed)
-	}
-	wctx, cancelWatch := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-b.done:
-			cancelWatch()
-		case <-wctx.Done():
-		}
-	}()
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
+	err = b.life.Go(ctx, prefix, func(ctx context.Context) {
 		defer feed.Close()
-		defer cancelWatch()
 		defer closeConn(conn)
-		b.watch(wctx, name, conn, q, feed, rec)
-	}()
+		b.watch(ctx, name, conn, q, feed, rec)
+	})
+	if err != nil {
+		closeConn(conn)
+		return nil, err
+	}
 	return feed.C(), nil
 }
 

@@ -89,10 +89,7 @@ type Backend struct {
 
 	keyspaceOnce sync.Once
 
-	mu     sync.Mutex
-	closed bool
-	done   chan struct{} // closed by Close: ends every watch
-	wg     sync.WaitGroup
+	life leasekit.Lifecycle // closed by Close, which ends every watch
 }
 
 var _ lease.Backend = (*Backend)(nil)
@@ -138,7 +135,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	opts.MaxRetries = -1
 	opts.ContextTimeoutEnabled = true
 	opts.DisableIdentity = true // CLIENT SETINFO is Redis 7.2+; Debian 12 has 7.0
-	b := &Backend{cfg: cfg, client: goredis.NewClient(&opts), done: make(chan struct{})}
+	b := &Backend{cfg: cfg, client: goredis.NewClient(&opts)}
 	b.cfg.Options = &opts
 	ctx, cancel := leasekit.Bound(ctx, cfg.Timeout)
 	defer cancel()
@@ -180,7 +177,7 @@ func (b *Backend) record(name string, r reply, sent time.Time) (lease.Record, er
 
 // run runs one script and decodes its reply.
 func (b *Backend) run(ctx context.Context, op, name string, s *goredis.Script, args ...any) (reply, error) {
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.Check(prefix); err != nil {
 		return reply{}, err
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.cfg.Timeout)
@@ -297,7 +294,7 @@ func (b *Backend) Get(ctx context.Context, name string) (lease.Record, error) {
 // Ping makes one plain round trip to the server (a GET), the reference
 // beside which `coord bench latency` reports the lease operations.
 func (b *Backend) Ping(ctx context.Context) error {
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.Check(prefix); err != nil {
 		return err
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.cfg.Timeout)
@@ -311,25 +308,10 @@ func (b *Backend) Ping(ctx context.Context) error {
 // Close implements lease.Backend: it ends every watch and closes the
 // connections.
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.life.Close() {
 		return nil
 	}
-	b.closed = true
-	close(b.done)
-	b.mu.Unlock()
-	b.wg.Wait()
 	return b.client.Close()
-}
-
-func (b *Backend) checkOpen() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return fmt.Errorf("%s: %w", prefix, lease.ErrClosed)
-	}
-	return nil
 }
 
 // enableKeyspaceEvents adds "Ex" (expired-key events) to the server's

@@ -26,7 +26,7 @@ func (b *Backend) Watch(ctx context.Context, name string) (<-chan lease.Record, 
 	if err := leasekit.CheckName(prefix, name); err != nil {
 		return nil, err
 	}
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.Check(prefix); err != nil {
 		return nil, err
 	}
 	b.enableKeyspaceEvents(ctx)
@@ -54,30 +54,17 @@ func (b *Backend) Watch(ctx context.Context, name string) (<-chan lease.Record, 
 	feed := leasekit.NewFeed()
 	feed.Send(rec, rec.Expiry.UnixNano())
 
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		ps.Close()
-		return nil, fmt.Errorf("%s: %w", prefix, lease.ErrClosed)
-	}
 	// The watch ends when ctx is done, when the Backend closes, or when
 	// listen returns; closing ps unblocks listen's receive.
-	wctx, cancelWatch := context.WithCancel(ctx)
-	context.AfterFunc(wctx, func() { ps.Close() })
-	go func() {
-		select {
-		case <-b.done:
-			cancelWatch()
-		case <-wctx.Done():
-		}
-	}()
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
+	err = b.life.Go(ctx, prefix, func(ctx context.Context) {
+		context.AfterFunc(ctx, func() { ps.Close() })
 		defer feed.Close()
-		defer cancelWatch()
-		b.listen(wctx, name, ps, feed, rec)
-	}()
+		b.listen(ctx, name, ps, feed, rec)
+	})
+	if err != nil {
+		ps.Close()
+		return nil, err
+	}
 	return feed.C(), nil
 }
 

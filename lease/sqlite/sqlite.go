@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	sqlitedriver "modernc.org/sqlite"
@@ -73,10 +72,7 @@ type Backend struct {
 	db   *sql.DB
 	boot string
 
-	mu     sync.Mutex
-	closed bool
-	done   chan struct{} // closed by Close: ends every watch
-	wg     sync.WaitGroup
+	life leasekit.Lifecycle // closed by Close, which ends every watch
 }
 
 var _ lease.Backend = (*Backend)(nil)
@@ -129,7 +125,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	}
 	db.SetMaxOpenConns(4)
 	db.SetMaxIdleConns(4)
-	b := &Backend{cfg: cfg, db: db, boot: boot, done: make(chan struct{})}
+	b := &Backend{cfg: cfg, db: db, boot: boot}
 	ctx, cancel := leasekit.Bound(ctx, cfg.BusyTimeout)
 	defer cancel()
 	if _, err := db.ExecContext(ctx, schema); err != nil {
@@ -255,7 +251,7 @@ func (b *Backend) Get(ctx context.Context, name string) (lease.Record, error) {
 // get reads the record without a write transaction (WAL readers never wait
 // for the writer) and also returns the store's expiry, for Watch.
 func (b *Backend) get(ctx context.Context, name string) (lease.Record, int64, error) {
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.Check(prefix); err != nil {
 		return lease.Record{}, 0, err
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.cfg.BusyTimeout)
@@ -274,7 +270,7 @@ func (b *Backend) get(ctx context.Context, name string) (lease.Record, int64, er
 // Ping makes one plain round trip to the database (SELECT 1), the reference
 // beside which `coord bench latency` reports the lease operations.
 func (b *Backend) Ping(ctx context.Context) error {
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.Check(prefix); err != nil {
 		return err
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.cfg.BusyTimeout)
@@ -289,25 +285,10 @@ func (b *Backend) Ping(ctx context.Context) error {
 // Close implements lease.Backend: it ends every watch and closes the
 // database.
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.life.Close() {
 		return nil
 	}
-	b.closed = true
-	close(b.done)
-	b.mu.Unlock()
-	b.wg.Wait()
 	return b.db.Close()
-}
-
-func (b *Backend) checkOpen() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return fmt.Errorf("%s: %w", prefix, lease.ErrClosed)
-	}
-	return nil
 }
 
 // querier is what read needs of a *sql.DB or a *sql.Tx.
@@ -340,7 +321,7 @@ func (b *Backend) read(ctx context.Context, q querier, name string) (row, int64,
 // returns nil. An error of fn that wraps ErrHeld or ErrLost rolls back and
 // is returned as is; any other failure wraps lease.ErrUnavailable.
 func (b *Backend) tx(ctx context.Context, op, name string, fn func(*sql.Tx) error) error {
-	if err := b.checkOpen(); err != nil {
+	if err := b.life.Check(prefix); err != nil {
 		return err
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.cfg.BusyTimeout)

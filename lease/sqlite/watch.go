@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"coord/internal/leasekit"
@@ -23,17 +22,13 @@ func (b *Backend) Watch(ctx context.Context, name string) (<-chan lease.Record, 
 	}
 	feed := leasekit.NewFeed()
 	feed.Send(rec, expiry)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil, fmt.Errorf("%s: %w", prefix, lease.ErrClosed)
-	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
+	err = b.life.Go(ctx, prefix, func(ctx context.Context) {
 		defer feed.Close()
 		b.poll(ctx, name, feed, rec)
-	}()
+	})
+	if err != nil {
+		return nil, err
+	}
 	return feed.C(), nil
 }
 
@@ -47,9 +42,7 @@ func (b *Backend) poll(ctx context.Context, name string, feed *leasekit.Feed, re
 		}
 		timer.Reset(max(wait, time.Millisecond))
 		select {
-		case <-ctx.Done():
-			return
-		case <-b.done:
+		case <-ctx.Done(): // the caller's, or the Backend closed
 			return
 		case <-timer.C:
 		}
