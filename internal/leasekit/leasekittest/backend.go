@@ -135,3 +135,34 @@ func blackholeHeals(t *testing.T, b lease.Backend, p *faultproxy.Proxy) {
 	}
 	assert.That(err == nil, "Renew after the partition healed: %v", err)
 }
+
+// Reconnect is how a backend's holder renews after its server restarts:
+// it calls renew (one Renew of the held lease) as often as the backend's
+// client needs to reconnect, within bounds of its own, and returns the
+// last result.
+type Reconnect func(ctx context.Context, renew func(context.Context) (lease.Record, error)) (lease.Record, error)
+
+// RestartKeepsLease checks that the server s keeps a lease and its token
+// across a crash: a holder acquires through b (a Backend on s); s is
+// killed, and every operation fails with lease.ErrUnavailable, none hangs
+// (leasetest.Unavailable); s restarts, and the holder renews (through
+// reconnect) with the same token; after its Release, the next Acquire
+// gets a greater token.
+func RestartKeepsLease(t *testing.T, s *Server, b lease.Backend, reconnect Reconnect) {
+	t.Helper()
+	ctx, name := context.Background(), Name(t)
+	a, err := b.Acquire(ctx, name, "a", time.Minute)
+	assert.That(err == nil, "Acquire: %v", err)
+
+	s.Kill()
+	leasetest.Unavailable(t, b, name, "a", a.Token, 300*time.Millisecond)
+
+	s.Restart()
+	r, err := reconnect(ctx, func(ctx context.Context) (lease.Record, error) {
+		return b.Renew(ctx, name, "a", a.Token, time.Minute)
+	})
+	assert.That(err == nil && r.Token == a.Token, "Renew after restart: %+v, %v", r, err)
+	assert.That(b.Release(ctx, name, "a", a.Token) == nil, "Release failed")
+	c, err := b.Acquire(ctx, name, "c", time.Minute)
+	assert.That(err == nil && c.Token > a.Token, "Acquire after restart: token %d after %d, %v", c.Token, a.Token, err)
+}

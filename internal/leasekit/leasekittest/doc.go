@@ -11,18 +11,18 @@
 //     fault proxy (Proxied), and the checks every networked backend runs
 //     against cut connections and partitions (RunFaults);
 //   - a server process of the test's own, to crash and restart on the same
-//     port and data (StartServer, Server, FreePort, LookPath).
+//     port and data (StartServer, Server, FreePort, LookPath), and the check
+//     that a lease survives such a restart (RestartKeepsLease).
 //
 // A backend's restart test reads:
 //
 //	port := leasekittest.FreePort(t)
 //	url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
-//	s := leasekittest.StartServer(t, leasekittest.ServerOptions{Port: port},
-//		leasekittest.LookPath(t, "COORD_TEST_REDIS", "redis-server"), "--port", strconv.Itoa(port), ...)
-//	b := leasekittest.Open(t, url)
-//	... // acquire
-//	s.Kill()
-//	... // every operation fails with lease.ErrUnavailable
-//	s.Restart()
-//	... // the holder renews; the next token is greater
+//	bin := leasekittest.LookPath(t, "COORD_TEST_REDIS", "redis-server")
+//	s := leasekittest.StartServer(t, leasekittest.ServerOptions{Port: port}, bin,
+//		"--port", strconv.Itoa(port), "--dir", t.TempDir(), "--appendonly", "yes", "--appendfsync", "always")
+//	leasekittest.RestartKeepsLease(t, s, leasekittest.Open(t, url), reconnect)
+//
+// where reconnect retries the holder's Renew as the backend's client needs
+// while it reconnects.
 package leasekittest
