@@ -12,12 +12,9 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
-	"time"
 
-	"coord/internal/assert"
 	"coord/internal/leasekit/leasekittest"
 	"coord/lease"
-	"coord/lease/leasetest"
 )
 
 // startServer starts a PostgreSQL server of the test's own, in a data
@@ -86,26 +83,14 @@ func postgresCredential(t *testing.T, dir, data string) *syscall.Credential {
 // renews, and the next token is greater.
 func TestServerRestart(t *testing.T) {
 	s, url := startServer(t)
-	b := leasekittest.Open(t, url)
-	ctx, name := context.Background(), leasekittest.Name(t)
-	a, err := b.Acquire(ctx, name, "a", time.Minute)
-	assert.That(err == nil, "Acquire: %v", err)
-
-	s.Kill()
-	leasetest.Unavailable(t, b, name, "a", a.Token, 300*time.Millisecond)
-
-	s.Restart()
-	var r lease.Record
-	for attempt := 0; ; attempt++ {
-		// The pool may still hold connections from before the crash; each
-		// fails once, with ErrUnavailable, and is replaced.
-		r, err = b.Renew(ctx, name, "a", a.Token, time.Minute)
-		if err == nil || !errors.Is(err, lease.ErrUnavailable) || attempt > 10 {
-			break
+	leasekittest.RestartKeepsLease(t, s, leasekittest.Open(t, url), func(ctx context.Context, renew func(context.Context) (lease.Record, error)) (lease.Record, error) {
+		for attempt := 0; ; attempt++ {
+			// The pool may still hold connections from before the crash;
+			// each fails once, with ErrUnavailable, and is replaced.
+			r, err := renew(ctx)
+			if err == nil || !errors.Is(err, lease.ErrUnavailable) || attempt > 10 {
+				return r, err
+			}
 		}
-	}
-	assert.That(err == nil && r.Token == a.Token, "Renew after restart: %+v, %v", r, err)
-	assert.That(b.Release(ctx, name, "a", a.Token) == nil, "Release failed")
-	c, err := b.Acquire(ctx, name, "c", time.Minute)
-	assert.That(err == nil && c.Token > a.Token, "Acquire after restart: token %d after %d, %v", c.Token, a.Token, err)
+	})
 }
