@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -10,25 +11,27 @@ import (
 	_ "coord/lease/postgres"
 )
 
-// An Elector over a postgres store: the work runs only while this process
-// holds the lease, with the fencing token to present to the resource it
-// changes. (Not run: it needs a server.)
+// Acquire and release a lease directly, with advisory locks on, so that a
+// holder whose database session dies is replaced at once instead of at
+// expiry. The token goes to the resource the holder changes, which rejects
+// writes with a lower one. (Not run: it needs a server.)
 func Example() {
 	ctx := context.Background()
-	store, err := lease.Open(ctx, "postgres://app@127.0.0.1:5432/app?sslmode=disable")
+	store, err := lease.Open(ctx, "postgres://app@127.0.0.1:5432/app?sslmode=disable&advisory=true")
 	if err != nil {
 		log.Fatal(err) // lease.ErrUnavailable if the server does not answer
 	}
 	defer store.Close()
-	cfg := lease.ScaledConfig(9 * time.Second)
-	cfg.Name, cfg.Holder = "scheduler", "host-a"
-	cfg.Callbacks.OnElected = func(ctx context.Context, token uint64) {
-		fmt.Println("leading with token", token)
-		<-ctx.Done() // cancelled before anyone else can acquire the lease
+	rec, err := store.Acquire(ctx, "nightly-report", "host-a", 30*time.Second)
+	if errors.Is(err, lease.ErrHeld) {
+		fmt.Println("already running on", rec.Holder)
+		return
 	}
-	e, err := lease.NewElector(store, cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
-	_ = e.Run(ctx)
+	fmt.Println("running with fencing token", rec.Token)
+	if err := store.Release(ctx, "nightly-report", "host-a", rec.Token); err != nil {
+		log.Print(err) // lease.ErrLost: it expired and someone else took it
+	}
 }

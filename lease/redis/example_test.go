@@ -4,31 +4,31 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"time"
 
 	"coord/lease"
 	_ "coord/lease/redis"
 )
 
-// An Elector over a redis store: the work runs only while this process
-// holds the lease, with the fencing token to present to the resource it
-// changes. (Not run: it needs a server.)
+// Follow who leads without campaigning: Redis pushes every change (pub/sub,
+// and expired-key events where the server allows them), so the watcher
+// learns of a new holder within a round trip. (Not run: it needs a server.)
 func Example() {
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	store, err := lease.Open(ctx, "redis://127.0.0.1:6379/0")
-	if err != nil {
-		log.Fatal(err) // lease.ErrUnavailable if the server does not answer
-	}
-	defer store.Close()
-	cfg := lease.ScaledConfig(9 * time.Second)
-	cfg.Name, cfg.Holder = "scheduler", "host-a"
-	cfg.Callbacks.OnElected = func(ctx context.Context, token uint64) {
-		fmt.Println("leading with token", token)
-		<-ctx.Done() // cancelled before anyone else can acquire the lease
-	}
-	e, err := lease.NewElector(store, cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
-	_ = e.Run(ctx)
+	defer store.Close()
+	changes, err := store.Watch(ctx, "scheduler")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for rec := range changes {
+		if rec.Free() {
+			fmt.Println("nobody leads")
+			continue
+		}
+		fmt.Printf("%s leads with token %d until %s\n", rec.Holder, rec.Token, rec.Expiry.Format("15:04:05.000"))
+	}
 }
