@@ -256,7 +256,7 @@ func (b *Backend) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 			t.end()
 			return err
 		}
-		b.removeStaleSockets(name, token)
+		b.removeLeftovers(name, token)
 		b.addTenure(name, token, t)
 		rec = lease.Record{Name: name, Holder: holder, Token: token, Expiry: start.Add(ttl)}
 		return nil
@@ -506,8 +506,17 @@ func writeSlot(g *os.File, off int64, slot []byte, sync bool) error {
 }
 
 // writeRecord replaces the lock file atomically: write a temporary file,
-// rename it over the lock file. Other processes see the old record or the
-// new one, never an empty or partial one.
+// swap it with the lock file, remove the temporary name (which then holds
+// the old record). Other processes see the old record or the new one, never
+// an empty or partial one. Callers hold the guard.
+//
+// The swap is renameat2(RENAME_EXCHANGE), not a rename over the lock file:
+// ext4 treats a rename that replaces a file as an application's
+// replace-via-rename and writes the new file's data back first
+// (auto_da_alloc), which cost 0.3 ms at the median and several ms under
+// load on every record here, against 15 us for an exchange and an unlink.
+// Where there is nothing to exchange with (the first record) or the file
+// system cannot exchange, it falls back to rename.
 //
 // Neither the file nor the directory is fsynced, on purpose: a lock file
 // matters only within one boot (after a reboot its boot id makes it
@@ -530,13 +539,28 @@ func (b *Backend) writeRecord(r fileRecord) error {
 		werr = cerr
 	}
 	if werr == nil {
-		werr = os.Rename(tmp.Name(), b.lockPath(r.Name))
+		werr = replace(tmp.Name(), b.lockPath(r.Name))
 	}
+	os.Remove(tmp.Name()) // the old record after an exchange; nothing after a rename
 	if werr != nil {
-		os.Remove(tmp.Name())
 		return fmt.Errorf("lease/file: write record of %q: %w: %v", r.Name, lease.ErrUnavailable, werr)
 	}
 	return nil
+}
+
+// replace puts the file at tmp in place of the file at path, atomically: by
+// exchanging the two where the file system can, else by renaming.
+func replace(tmp, path string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EOPNOTSUPP):
+		// No lock file yet, or no RENAME_EXCHANGE here.
+		return os.Rename(tmp, path)
+	default:
+		return err
+	}
 }
 
 // repair rewrites the lock file when v says it is damaged or stale, and

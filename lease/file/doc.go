@@ -46,11 +46,14 @@
 //
 // For a lease NAME in directory DIR:
 //
-//	DIR/NAME                 the lock file: the current record (replaced by rename)
+//	DIR/NAME                 the lock file: the current record (replaced
+//	                         atomically: renameat2 RENAME_EXCHANGE, or rename)
 //	DIR/.NAME.guard          flock target for every compare-and-swap; two slots
 //	                         holding the token high-water mark; never deleted
 //	DIR/.NAME.TOKEN.sock     the tenure socket of the holder of TOKEN
-//	DIR/.NAME.tmp-*          a record being written (renamed or removed at once)
+//	DIR/.NAME.tmp-*          a record being written, or the one just replaced
+//	                         (removed at once; one left by a writer that died
+//	                         is removed by the next acquisition)
 //
 // # Formats
 //

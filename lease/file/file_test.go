@@ -258,3 +258,90 @@ func TestOpenRejectsBadInput(t *testing.T) {
 		t.Errorf("DefaultName = %q, want leader.lock", name)
 	}
 }
+
+// Leftovers of writers that died (temporary records) are removed by the
+// next acquisition, and only they: the files of a lease whose name starts
+// like a temporary record are kept.
+func TestLeftoverTemporaryRecordsAreRemoved(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b, err := file.Open(filepath.Join(dir, "leader.lock"), file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	leftover := filepath.Join(dir, ".leader.lock.tmp-12345")
+	if err := os.WriteFile(leftover, []byte("coord-lease/v1 half a rec"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Another lease whose name begins like a temporary record.
+	other, err := b.Acquire(ctx, "leader.lock.tmp-7", "bob", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(ctx, "leader.lock", "alice", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("leftover temporary record still there: %v", err)
+	}
+	got, err := b.Get(ctx, "leader.lock.tmp-7")
+	if err != nil || got.Holder != "bob" || got.Token != other.Token {
+		t.Errorf("the other lease after the cleanup: %+v, %v", got, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp-") && !strings.HasPrefix(e.Name(), ".leader.lock.tmp-7.") && e.Name() != "leader.lock.tmp-7" {
+			t.Errorf("stray file %s", e.Name())
+		}
+	}
+}
+
+// Records are replaced by an exchange: a reader polling the lock file while
+// a holder renews as fast as it can never sees it missing, empty or partial.
+func TestReadersNeverSeeAPartialRecord(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "leader.lock")
+	b, err := file.Open(path, file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	rec, err := b.Acquire(ctx, "leader.lock", "alice", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var renewErr error
+	go func() {
+		defer close(done)
+		for range 500 {
+			if _, err := b.Renew(ctx, "leader.lock", "alice", rec.Token, time.Minute); err != nil {
+				renewErr = err
+				return
+			}
+		}
+	}()
+	reads := 0
+	for {
+		select {
+		case <-done:
+			if renewErr != nil {
+				t.Fatal(renewErr)
+			}
+			if reads == 0 {
+				t.Fatal("the reader never read")
+			}
+			return
+		default:
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("read %d: %v", reads, err)
+		}
+		if !bytes.HasPrefix(data, []byte("coord-lease/v1 ")) || !bytes.HasSuffix(data, []byte("}\n")) {
+			t.Fatalf("read %d saw a partial record: %q", reads, data)
+		}
+		reads++
+	}
+}

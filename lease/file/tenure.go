@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -237,19 +238,20 @@ func (b *Backend) alive(name string, token uint64) bool {
 // maxSocketToken returns the highest token among the tenure socket files of
 // name: a floor for the token high-water mark when the guard is damaged.
 func (b *Backend) maxSocketToken(name string) uint64 {
+	entries, err := os.ReadDir(b.dir)
+	if err != nil {
+		return 0
+	}
 	var maxToken uint64
-	for _, token := range b.socketTokens(name) {
+	for _, token := range socketTokens(name, entries) {
 		maxToken = max(maxToken, token)
 	}
 	return maxToken
 }
 
-// socketTokens lists the tokens of name's tenure socket files.
-func (b *Backend) socketTokens(name string) []uint64 {
-	entries, err := os.ReadDir(b.dir)
-	if err != nil {
-		return nil
-	}
+// socketTokens lists the tokens of name's tenure socket files among the
+// directory entries.
+func socketTokens(name string, entries []os.DirEntry) []uint64 {
 	prefix := "." + name + "."
 	var tokens []uint64
 	for _, e := range entries {
@@ -268,14 +270,30 @@ func (b *Backend) socketTokens(name string) []uint64 {
 	return tokens
 }
 
-// removeStaleSockets removes the socket files of earlier tenures whose
-// processes are dead (crashed holders leave them behind), a bounded number
-// per call. A live one (a stopped holder that lost its lease) stays until
+// removeLeftovers removes what dead processes left behind: the socket files
+// of earlier tenures whose processes are dead (crashed holders), and
+// temporary records (a writer that died between writing one and replacing
+// the lock file; every writer holds the guard, so under the guard any
+// temporary record is a leftover). It removes a bounded number of sockets
+// per call. A live socket (a stopped holder that lost its lease) stays until
 // its process closes it. Callers hold the guard.
-func (b *Backend) removeStaleSockets(name string, current uint64) {
+func (b *Backend) removeLeftovers(name string, current uint64) {
 	const maxPerCall = 16
 	removed := 0
-	for _, token := range b.socketTokens(name) {
+	entries, err := os.ReadDir(b.dir)
+	if err != nil {
+		return
+	}
+	tmpPrefix := "." + name + ".tmp-"
+	for _, e := range entries {
+		// os.CreateTemp's suffix is all digits: the files of a lease named
+		// "NAME.tmp-x" (".NAME.tmp-x.guard", say) never match.
+		suffix, ok := strings.CutPrefix(e.Name(), tmpPrefix)
+		if ok && suffix != "" && strings.Trim(suffix, "0123456789") == "" {
+			os.Remove(filepath.Join(b.dir, e.Name()))
+		}
+	}
+	for _, token := range socketTokens(name, entries) {
 		if token >= current || removed == maxPerCall {
 			continue
 		}
