@@ -197,15 +197,10 @@ func TestPipelinedAppendsKeepOrder(t *testing.T) {
 }
 
 func TestSnapshotsStreamInChunks(t *testing.T) {
-	var mu sync.Mutex
-	var reports []string
+	reports := make(chan string, 10)
 	a, b := startPair(t, func(c *Config) {
 		c.SnapshotChunkBytes = 1000
-		c.SnapshotDone = func(id uint64, failed bool) {
-			mu.Lock()
-			reports = append(reports, fmt.Sprint(id, failed))
-			mu.Unlock()
-		}
+		c.SnapshotDone = func(id uint64, failed bool) { reports <- fmt.Sprint(id, failed) }
 	})
 	waitConnected(t, a, 2)
 	data := bytes.Repeat([]byte("snapshot-"), 5000) // 45 chunks
@@ -227,10 +222,20 @@ func TestSnapshotsStreamInChunks(t *testing.T) {
 	if gotSnap == nil || !reflect.DeepEqual(*gotSnap, snap) {
 		t.Fatal("snapshot did not arrive intact")
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if fmt.Sprint(reports) != "[2 false]" {
-		t.Fatalf("snapshot reports %v, want one success", reports)
+	// The sender reports after its last write returns, which may be after
+	// the receiver has delivered the snapshot: wait for the report.
+	select {
+	case r := <-reports:
+		if r != "2 false" {
+			t.Fatalf("snapshot report %q, want a success for node 2", r)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no snapshot report")
+	}
+	select {
+	case r := <-reports:
+		t.Fatalf("a second snapshot report %q, want one", r)
+	default:
 	}
 }
 
