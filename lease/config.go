@@ -48,8 +48,9 @@ type Config struct {
 	RenewInterval time.Duration
 
 	// RetryPeriod is how long a failed request waits before it is retried,
-	// and how often a candidate tries to acquire when no watch event wakes
-	// it sooner (a fallback: watch events make it acquire at once).
+	// and how often a candidate tries to acquire when it has no open watch
+	// (with one, watch events make it try at once, and it retries on its
+	// own only once a TTL, in case an event was missed).
 	RetryPeriod time.Duration
 
 	// Clock is the source of time. Nil means the system's monotonic clock;

@@ -138,7 +138,15 @@ func (e *Elector) waitForChance(ctx context.Context, held Record) {
 		// candidate from hammering it.
 		expiry = e.clock.After(max(held.Expiry.Sub(e.clock.Now()), e.cfg.RetryPeriod/16))
 	}
-	retry := e.clock.After(e.jitter(e.cfg.RetryPeriod))
+	// With a watch open, the store pushes every change and the expiry timer
+	// covers a holder that stops renewing: the retry is then only a safety
+	// net against a missed event, once a TTL rather than once a retry
+	// period, so that waiting candidates do not poll the store.
+	retryAfter := e.cfg.RetryPeriod
+	if e.ensureWatch(ctx) != nil && expiry != nil {
+		retryAfter = e.cfg.TTL
+	}
+	retry := e.clock.After(e.jitter(retryAfter))
 	for {
 		watch := e.ensureWatch(ctx)
 		select {
@@ -154,7 +162,10 @@ func (e *Elector) waitForChance(ctx context.Context, held Record) {
 			return
 		case rec, ok := <-watch:
 			if !ok {
+				// The watch failed: events may have been missed until it
+				// is reopened, so fall back to the retry period.
 				e.watch = nil
+				retry = e.clock.After(e.jitter(e.cfg.RetryPeriod))
 				continue
 			}
 			e.observe(rec)

@@ -235,3 +235,77 @@ func ExampleElector() {
 	// elected with fencing token 1
 	// released token 1 error: <nil>
 }
+
+// countingBackend counts a candidate's Acquire calls; with noWatch set it
+// has no watch, like a store that cannot push.
+type countingBackend struct {
+	lease.Backend
+	mu       sync.Mutex
+	acquires int
+	noWatch  bool
+}
+
+func (c *countingBackend) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (lease.Record, error) {
+	c.mu.Lock()
+	c.acquires++
+	c.mu.Unlock()
+	return c.Backend.Acquire(ctx, name, holder, ttl)
+}
+
+func (c *countingBackend) Watch(ctx context.Context, name string) (<-chan lease.Record, error) {
+	if c.noWatch {
+		return nil, errors.New("no watch here")
+	}
+	return c.Backend.Watch(ctx, name)
+}
+
+func (c *countingBackend) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.acquires
+}
+
+// A candidate with an open watch waits for the store to push a change (or
+// for the holder's expiry) instead of polling every retry period; without a
+// watch it polls.
+func TestCandidatePollsOnlyWithoutAWatch(t *testing.T) {
+	for _, noWatch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noWatch=%v", noWatch), func(t *testing.T) {
+			dir := t.TempDir()
+			holder := openFile(t, dir)
+			ctx := context.Background()
+			// A holder that renews (by hand, below) keeps the lease for
+			// the whole test.
+			rec, err := holder.Acquire(ctx, "leader.lock", "alice", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			counting := &countingBackend{Backend: openFile(t, dir), noWatch: noWatch}
+			cfg := testConfig("bob")
+			cfg.TTL, cfg.RenewDeadline, cfg.RenewInterval, cfg.RetryPeriod = time.Minute, 40*time.Second, 20*time.Second, 20*time.Millisecond
+			e, err := lease.NewElector(counting, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runCtx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- e.Run(runCtx) }()
+			// Twenty retry periods, with renewals pushed to the watch.
+			for range 10 {
+				time.Sleep(2 * cfg.RetryPeriod) // the span being measured, not a wait for a state
+				if _, err := holder.Renew(ctx, "leader.lock", "alice", rec.Token, time.Minute); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cancel()
+			wait(t, done, "Run to return")
+			n := counting.count()
+			if noWatch && n < 3 {
+				t.Errorf("without a watch the candidate tried %d times in 20 retry periods; want it to poll", n)
+			}
+			if !noWatch && n > 2 {
+				t.Errorf("with a watch the candidate tried %d times in 20 retry periods; want it to wait for events", n)
+			}
+		})
+	}
+}
