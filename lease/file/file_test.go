@@ -345,3 +345,49 @@ func TestReadersNeverSeeAPartialRecord(t *testing.T) {
 		reads++
 	}
 }
+
+// A watcher sees a renewal: the record replaced by an exchange is reported
+// by inotify as it was by a rename (nothing else would wake the watcher
+// here: the holder's socket stays open and the lease has a minute to run).
+func TestWatchSeesExchangedRecords(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := t.TempDir()
+	holder, err := file.Open(filepath.Join(dir, "leader.lock"), file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	watcher, err := file.Open(filepath.Join(dir, "leader.lock"), file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close()
+	rec, err := holder.Acquire(ctx, "leader.lock", "alice", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := watcher.Watch(ctx, "leader.lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := <-ch
+	if first.Holder != "alice" {
+		t.Fatalf("first record %+v", first)
+	}
+	renewed, err := holder.Renew(ctx, "leader.lock", "alice", rec.Token, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case r := <-ch:
+			if r.Expiry.After(first.Expiry.Add(30 * time.Second)) {
+				return // the renewal to two minutes
+			}
+		case <-timeout:
+			t.Fatalf("the watcher never saw the renewal to %v", renewed.Expiry)
+		}
+	}
+}
