@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -93,18 +92,5 @@ func usageArgs(validate cobra.PositionalArgs) cobra.PositionalArgs {
 			return &usageError{err: err}
 		}
 		return nil
-	}
-}
-
-// notBuilt returns a command for a group that does not exist yet. It says so
-// in one line and fails; it never prints made-up output.
-func notBuilt(name, short, issue string) *cobra.Command {
-	return &cobra.Command{
-		Use:                name,
-		Short:              short + " (not built yet)",
-		DisableFlagParsing: true,
-		RunE: func(*cobra.Command, []string) error {
-			return fmt.Errorf("%s is not built yet (%s)", name, issue)
-		},
 	}
 }
