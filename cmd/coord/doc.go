@@ -11,7 +11,7 @@
 //	coord lab                       run every experiment in quick mode
 //	coord elect --store file:///tmp/leader.lock
 //	coord run --store URL -- CMD [ARGS...]
-//	coord server --id 1 --listen ADDR --peers ...
+//	coord server --id 1 --peers 1=ADDR,2=ADDR,3=ADDR --data DIR
 //	coord cluster up
 //	coord sim --seeds 100
 //	coord bench failover

@@ -37,7 +37,7 @@ type labFlags struct {
 func (f *labFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.BoolVar(&f.jsonOut, "json", false, "write one JSON document to stdout instead of tables")
-	fl.StringVar(&f.outDir, "out", "", "also write lab.json and one PNG chart per experiment into `DIR`")
+	fl.StringVar(&f.outDir, "out", "", "also write lab.json and a PNG of each experiment's charts into `DIR`")
 	fl.Uint64Var(&f.seed, "seed", 0, "seed for the experiments' random choices (0: from the clock; the seed used is reported)")
 }
 
