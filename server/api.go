@@ -154,18 +154,19 @@ func (a *API) writeError(w http.ResponseWriter, err error) {
 	case errors.As(err, &ae):
 	case errors.Is(err, ErrInvalid):
 		ae = &apiError{status: http.StatusBadRequest, code: "invalid", msg: err.Error()}
-	case errors.Is(err, ErrNotLeader):
+	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrStopped):
 		ae = &apiError{status: http.StatusServiceUnavailable, code: "unavailable", msg: err.Error()}
-		w.Header().Set("Retry-After", "1")
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		ae = &apiError{status: http.StatusServiceUnavailable, code: "timeout", msg: "outcome unknown: " + err.Error()}
 	case errors.Is(err, ErrOutcomeUnknown):
 		ae = &apiError{status: http.StatusServiceUnavailable, code: "unknown_outcome", msg: err.Error()}
-		w.Header().Set("Retry-After", "1")
-	case errors.Is(err, ErrStopped):
-		ae = &apiError{status: http.StatusServiceUnavailable, code: "unavailable", msg: err.Error()}
 	default:
 		ae = &apiError{status: http.StatusInternalServerError, code: "internal", msg: err.Error()}
+	}
+	// Another node, or this one a moment later, may answer; a timeout is
+	// the request's own deadline, which a retry does not change.
+	if ae.status == http.StatusServiceUnavailable && ae.code != "timeout" {
+		w.Header().Set("Retry-After", "1")
 	}
 	body := map[string]any{"error": ae.msg, "code": ae.code}
 	for k, v := range ae.fields {
@@ -202,7 +203,6 @@ func (a *API) forward(w http.ResponseWriter, r *request) error {
 		}
 	}
 	if target == "" {
-		w.Header().Set("Retry-After", "1")
 		return &apiError{status: http.StatusServiceUnavailable, code: "unavailable",
 			msg:    fmt.Sprintf("node %d knows no leader to forward to (leader %d)", st.ID, st.Leader),
 			fields: map[string]any{"leader": st.Leader}}
@@ -219,12 +219,13 @@ func (a *API) forward(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		a.cfg.Logger.Debug("forward to leader failed", "leader", st.Leader, "addr", target, "err", err)
 		// The leader may have received the request: the outcome is unknown.
-		w.Header().Set("Retry-After", "1")
 		return &apiError{status: http.StatusServiceUnavailable, code: "unavailable",
 			msg: fmt.Sprintf("forward to leader %d at %s: %v", st.Leader, target, err), fields: map[string]any{"leader": st.Leader}}
 	}
 	defer resp.Body.Close()
-	for _, h := range []string{"Content-Type", "Retry-After", HeaderNode, HeaderLeader} {
+	// Coord-Node stays this node's: a client that sees it differ from
+	// Coord-Leader knows its request was forwarded, and looks the leader up.
+	for _, h := range []string{"Content-Type", "Retry-After", HeaderLeader} {
 		if v := resp.Header.Get(h); v != "" {
 			w.Header().Set(h, v)
 		}

@@ -110,8 +110,9 @@ func newPair(t *testing.T) *pair {
 }
 
 type reply struct {
-	code int
-	body map[string]any
+	code   int
+	header http.Header
+	body   map[string]any
 }
 
 func call(t *testing.T, method, url, body string) reply {
@@ -126,7 +127,7 @@ func call(t *testing.T, method, url, body string) reply {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	r := reply{code: resp.StatusCode}
+	r := reply{code: resp.StatusCode, header: resp.Header}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		if err := json.Unmarshal(raw, &r.body); err != nil {
 			t.Fatalf("%s %s: bad JSON %q: %v", method, url, raw, err)
@@ -171,8 +172,14 @@ func TestAPIForwardsToTheLeader(t *testing.T) {
 	u := p.followURL + "/v1/kv/k"
 	call(t, "PUT", u, "v").want(t, 200)
 	// A linearizable read on the follower is answered by the leader...
-	if got := call(t, "GET", u, "").want(t, 200); got.body["value"] != "v" {
+	got := call(t, "GET", u, "").want(t, 200)
+	if got.body["value"] != "v" {
 		t.Fatalf("forwarded get %v", got.body)
+	}
+	// ...and says so: the node asked, and the leader it forwarded to, as a
+	// client needs to find the leader.
+	if n, l := got.header.Get(HeaderNode), got.header.Get(HeaderLeader); n != "2" || l != "1" {
+		t.Fatalf("forwarded answer: %s %q, %s %q; want 2 and 1", HeaderNode, n, HeaderLeader, l)
 	}
 	// ...while a stale read is the follower's own state, which this fake
 	// never replicates to.
@@ -187,8 +194,8 @@ func TestAPIForwardsOnlyOnce(t *testing.T) {
 	p.leader.leader = 2
 	p.leader.mu.Unlock()
 	r := call(t, "PUT", p.followURL+"/v1/kv/k", "v").want(t, 503)
-	if r.body["code"] != "unavailable" {
-		t.Fatalf("body %v", r.body)
+	if r.body["code"] != "unavailable" || r.header.Get("Retry-After") == "" {
+		t.Fatalf("body %v, headers %v", r.body, r.header)
 	}
 }
 
@@ -197,7 +204,9 @@ func TestAPINoLeaderIsUnavailable(t *testing.T) {
 	p.follower.mu.Lock()
 	p.follower.leader = 0
 	p.follower.mu.Unlock()
-	call(t, "PUT", p.followURL+"/v1/kv/k", "v").want(t, 503)
+	if r := call(t, "PUT", p.followURL+"/v1/kv/k", "v").want(t, 503); r.header.Get("Retry-After") == "" {
+		t.Fatalf("no Retry-After: %v", r.header)
+	}
 }
 
 func TestAPISessionsMakeRetriesExactlyOnce(t *testing.T) {
