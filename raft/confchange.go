@@ -2,9 +2,11 @@ package raft
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
+
+	"coord/internal/wire"
+	"coord/raft/quorum"
 )
 
 // ConfChangeType says what a ConfChangeSingle does to one node.
@@ -60,57 +62,38 @@ type ConfChange struct {
 const confChangeVersion = 1
 
 // errMalformedConfChange is wrapped in decoding errors.
-var errMalformedConfChange = errors.New("malformed")
+var errMalformedConfChange = fmt.Errorf("%w: malformed", ErrInvalidConfChange)
 
-// Marshal encodes the change: a version byte, the number of changes, each
-// change as a type byte and a uvarint node ID, then the context's length
-// and bytes.
+// Marshal encodes the change with the project's binary encoding
+// (internal/wire): a version byte, the number of changes, each change as a
+// type byte and a uvarint node ID, then the context, length-prefixed.
 func (cc ConfChange) Marshal() []byte {
-	buf := make([]byte, 0, 2+len(cc.Changes)*(1+binary.MaxVarintLen64)+binary.MaxVarintLen64+len(cc.Context))
-	buf = append(buf, confChangeVersion)
-	buf = binary.AppendUvarint(buf, uint64(len(cc.Changes)))
+	e := wire.Encoder{Buf: make([]byte, 0, 2+len(cc.Changes)*(1+binary.MaxVarintLen64)+binary.MaxVarintLen64+len(cc.Context))}
+	e.Byte(confChangeVersion)
+	e.Uvarint(uint64(len(cc.Changes)))
 	for _, c := range cc.Changes {
-		buf = append(buf, byte(c.Type))
-		buf = binary.AppendUvarint(buf, c.NodeID)
+		e.Byte(byte(c.Type))
+		e.Uvarint(c.NodeID)
 	}
-	buf = binary.AppendUvarint(buf, uint64(len(cc.Context)))
-	return append(buf, cc.Context...)
+	e.Bytes(cc.Context)
+	return e.Buf
 }
 
 // UnmarshalConfChange decodes what ConfChange.Marshal encoded. Errors wrap
 // ErrInvalidConfChange.
 func UnmarshalConfChange(data []byte) (ConfChange, error) {
-	fail := func(what string) (ConfChange, error) {
-		return ConfChange{}, fmt.Errorf("%w: %w: %s", ErrInvalidConfChange, errMalformedConfChange, what)
+	d := wire.NewDecoder(data, errMalformedConfChange)
+	if d.Byte("version") != confChangeVersion {
+		d.Fail("unknown version")
 	}
-	if len(data) == 0 || data[0] != confChangeVersion {
-		return fail("unknown version")
-	}
-	rest := data[1:]
-	n, k := binary.Uvarint(rest)
-	if k <= 0 || n > uint64(len(rest)) {
-		return fail("change count")
-	}
-	rest = rest[k:]
 	var cc ConfChange
-	for range n {
-		if len(rest) == 0 {
-			return fail("truncated change")
-		}
-		t := ConfChangeType(rest[0])
-		id, k := binary.Uvarint(rest[1:])
-		if k <= 0 {
-			return fail("node ID")
-		}
-		cc.Changes = append(cc.Changes, ConfChangeSingle{Type: t, NodeID: id})
-		rest = rest[1+k:]
+	for range d.Count("change count", len(data)) {
+		t := ConfChangeType(d.Byte("change type"))
+		cc.Changes = append(cc.Changes, ConfChangeSingle{Type: t, NodeID: d.Uvarint("node ID")})
 	}
-	size, k := binary.Uvarint(rest)
-	if k <= 0 || size != uint64(len(rest)-k) {
-		return fail("context length")
-	}
-	if size > 0 {
-		cc.Context = slices.Clone(rest[k:])
+	cc.Context = d.Bytes("context", len(data))
+	if err := d.Done(); err != nil {
+		return ConfChange{}, err
 	}
 	return cc, nil
 }
@@ -196,25 +179,14 @@ func (cs ConfState) Equal(other ConfState) bool {
 
 // String formats the configuration, e.g. "voters=(1 2 3) learners=(4)".
 func (cs ConfState) String() string {
-	s := fmt.Sprintf("voters=%v", fmtIDs(cs.Voters))
+	s := "voters=" + quorum.Majority(cs.Voters).String()
 	if cs.IsJoint() {
-		s += fmt.Sprintf("&&%v", fmtIDs(cs.VotersOutgoing))
+		s += "&&" + quorum.Majority(cs.VotersOutgoing).String()
 	}
 	if len(cs.Learners) > 0 {
-		s += fmt.Sprintf(" learners=%v", fmtIDs(cs.Learners))
+		s += " learners=" + quorum.Majority(cs.Learners).String()
 	}
 	return s
-}
-
-func fmtIDs(ids []uint64) string {
-	s := "("
-	for i, id := range ids {
-		if i > 0 {
-			s += " "
-		}
-		s += fmt.Sprint(id)
-	}
-	return s + ")"
 }
 
 // IsVoter reports whether id is an (incoming) voter in cs.

@@ -17,7 +17,7 @@ func TestCoreImportsOnlyAllowedPackages(t *testing.T) {
 	allowed := map[string]bool{
 		"encoding/binary": true, "errors": true, "fmt": true, "slices": true,
 		"strconv": true, "strings": true,
-		"coord/internal/assert": true, "coord/raft/quorum": true,
+		"coord/internal/assert": true, "coord/internal/wire": true, "coord/raft/quorum": true,
 	}
 	for _, dir := range []string{".", "quorum"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
