@@ -53,10 +53,6 @@ func (l *lessor) promote(held []Lease, now time.Time) {
 	}
 }
 
-// reset forgets all deadlines, after a snapshot replaced the state; held
-// leases are observed again from the restored machine.
-func (l *lessor) reset(held []Lease, now time.Time) { l.promote(held, now) }
-
 // expired returns the Expire commands the leader should propose at now:
 // one per lease whose deadline passed and for which no Expire was proposed
 // within the retry interval.
@@ -90,15 +86,4 @@ func (l *lessor) remaining(name string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	return max(d.at.Sub(now), 0), true
-}
-
-// next returns the earliest deadline, or false when no lease is held.
-func (l *lessor) next() (time.Time, bool) {
-	var first time.Time
-	for _, d := range l.deadlines {
-		if first.IsZero() || d.at.Before(first) {
-			first = d.at
-		}
-	}
-	return first, !first.IsZero()
 }

@@ -25,7 +25,7 @@ func TestLessorExpiresAfterTTLAndRetries(t *testing.T) {
 	}
 	lease.Holder = ""
 	l.observe(lease, t0.Add(5*time.Second))
-	if _, ok := l.next(); ok {
+	if _, ok := l.remaining("L", t0.Add(5*time.Second)); ok {
 		t.Fatal("a released lease still has a deadline")
 	}
 }

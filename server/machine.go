@@ -90,16 +90,10 @@ func (m *Machine) Advance(index uint64) {
 	m.applied = index
 }
 
-// ApplyMembership records the membership change entry at index: the
-// transport addresses of the nodes that joined, and the nodes that left.
-func (m *Machine) ApplyMembership(index uint64, joined map[uint64]string, left []uint64) {
-	m.Advance(index)
-	m.RecordMembership(joined, left)
-}
-
-// RecordMembership records a membership change without an index of its
-// own, for a caller that applies membership entries apart from commands
-// (node.Node). Replicas must call it at the same point of the log.
+// RecordMembership records a membership change: the transport addresses of
+// the nodes that joined, and the nodes that left. The membership entries
+// are applied apart from commands (node.Node), so this takes no index;
+// replicas must call it at the same point of the log.
 func (m *Machine) RecordMembership(joined map[uint64]string, left []uint64) {
 	for id, addr := range joined {
 		if addr != "" {

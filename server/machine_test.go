@@ -254,8 +254,10 @@ func TestSnapshotRestoreIsExactAndDeterministic(t *testing.T) {
 				b.index++
 				joined := map[uint64]string{uint64(i%5 + 1): fmt.Sprintf("10.0.0.%d:7000", i)}
 				left := []uint64{uint64(i%3 + 1)}
-				a.m.ApplyMembership(a.index, joined, left)
-				b.m.ApplyMembership(b.index, joined, left)
+				a.m.Advance(a.index)
+				b.m.Advance(b.index)
+				a.m.RecordMembership(joined, left)
+				b.m.RecordMembership(joined, left)
 			}
 		}
 		// b restarts from a's snapshot, then both apply the rest.

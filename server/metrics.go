@@ -64,9 +64,6 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
 
-// Registry returns the registry, for callers that add their own metrics.
-func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
-
 func (m *Metrics) observeRequest(route string, code int, d time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
 	m.requestSecond.WithLabelValues(route).Observe(d.Seconds())

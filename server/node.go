@@ -129,15 +129,11 @@ type Node struct {
 // stateMachine is the node.StateMachine: the Machine and the lessor, under
 // a lock so that HTTP handlers can read while the loop applies.
 type stateMachine struct {
-	id      uint64
-	metrics *Metrics
-
 	mu      sync.RWMutex
 	machine *Machine
 	lessor  *lessor
 	leading bool
 	changed chan struct{}
-	conf    raft.ConfState // as of the last applied membership change
 }
 
 var _ node.StateMachine = (*stateMachine)(nil)
@@ -175,7 +171,9 @@ func (s *stateMachine) Restore(data []byte) error {
 	if err := s.machine.Restore(data); err != nil {
 		return err
 	}
-	s.lessor.reset(s.machine.HeldLeases(), time.Now())
+	// The old deadlines described another state: every held lease gets its
+	// full TTL from now, as on a promotion.
+	s.lessor.promote(s.machine.HeldLeases(), time.Now())
 	s.notify()
 	return nil
 }
@@ -196,7 +194,7 @@ func NewNode(cfg Config) (*Node, error) {
 		cfg.FS = vfs.OS
 	}
 	n := &Node{cfg: cfg, log: logger(cfg.Logger).With("node", cfg.ID), stop: make(chan struct{}), watchDone: make(chan struct{})}
-	n.sm = &stateMachine{id: cfg.ID, metrics: cfg.Metrics, machine: NewMachine(cfg.Limits), lessor: newLessor(time.Second), changed: make(chan struct{})}
+	n.sm = &stateMachine{machine: NewMachine(cfg.Limits), lessor: newLessor(time.Second), changed: make(chan struct{})}
 	if err := n.open(); err != nil {
 		if n.tr != nil {
 			n.tr.Close()
@@ -238,7 +236,7 @@ func (n *Node) open() error {
 		return fmt.Errorf("server: open storage: %w", err)
 	}
 	n.disk = disk
-	hs, cs, err := disk.InitialState()
+	hs, _, err := disk.InitialState()
 	if err != nil {
 		return fmt.Errorf("server: storage state: %w", err)
 	}
@@ -250,7 +248,6 @@ func (n *Node) open() error {
 	if err != nil {
 		return err
 	}
-	n.sm.conf = cs
 	// The transport needs the peers' addresses: the initial ones from the
 	// configuration, then those that membership changes recorded in the
 	// snapshot (newer, so they win). Entries after the snapshot add the
@@ -329,7 +326,7 @@ func (n *Node) open() error {
 // confChanged runs on the shell's loop after a membership change applies:
 // the state machine records the addresses (for restarts from a snapshot),
 // the transport learns or forgets the peers.
-func (n *Node) confChanged(cc raft.ConfChange, cs raft.ConfState) {
+func (n *Node) confChanged(cc raft.ConfChange, _ raft.ConfState) {
 	joined, left := map[uint64]string{}, []uint64(nil)
 	for _, c := range cc.Changes {
 		if c.Type == raft.ConfChangeRemove {
@@ -340,7 +337,6 @@ func (n *Node) confChanged(cc raft.ConfChange, cs raft.ConfState) {
 	}
 	n.sm.mu.Lock()
 	n.sm.machine.RecordMembership(joined, left)
-	n.sm.conf = cs
 	n.sm.mu.Unlock()
 	for id, addr := range joined {
 		if id != n.cfg.ID && addr != "" {
