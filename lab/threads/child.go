@@ -48,6 +48,32 @@ func (c childRun) Completed() bool { return c.ExitCode == 0 && !c.Hung }
 // or hung until the timeout.
 func (c childRun) Deadlocked() bool { return c.RuntimeDeadlock || c.Hung }
 
+// describe says how the run ended, for a detail line: the runtime's report,
+// a hang caught by the timeout, or an end of its own.
+func (c childRun) describe() string {
+	switch {
+	case c.RuntimeDeadlock:
+		return fmt.Sprintf("%q after %s, exit status %d; goroutines: %s", deadlockMessage, millis(c.Seconds), c.ExitCode, describeStates(c.Goroutines))
+	case c.Hung:
+		return fmt.Sprintf("hung with no runtime report; killed after %s; goroutines: %s", millis(c.Seconds), describeStates(c.Goroutines))
+	}
+	return fmt.Sprintf("ended by itself, exit status %d, printed %q", c.ExitCode, c.Stdout)
+}
+
+// countRuns counts the runs for which pred holds.
+func countRuns(runs []childRun, pred func(childRun) bool) int {
+	n := 0
+	for _, r := range runs {
+		if pred(r) {
+			n++
+		}
+	}
+	return n
+}
+
+// runtimeReported says the runtime reported the deadlock itself.
+func runtimeReported(c childRun) bool { return c.RuntimeDeadlock }
+
 // runProcess starts cmd, waits for it up to timeout, and reads how it ended.
 // A process still running at the timeout is sent SIGQUIT, which makes a Go
 // program print every goroutine's stack and exit, then killed if it does not.

@@ -154,22 +154,14 @@ func runDeadlock(ctx context.Context, env *lab.Env) (*lab.Result, error) {
 
 func deadlockResult(d deadlockData) *lab.Result {
 	res := &lab.Result{Data: d, Verdict: judgeDeadlock(d)}
-	reported := countRuns(d.WithSleep, func(r childRun) bool { return r.RuntimeDeadlock })
+	reported := countRuns(d.WithSleep, runtimeReported)
 	hid := countRuns(d.NoSleep, childRun.Completed)
 	res.Original = fmt.Sprintf("with Sleep: runtime deadlock in %d/%d; without: hid in %d/%d runs",
 		reported, len(d.WithSleep), hid, len(d.NoSleep))
 	res.Coord = fmt.Sprintf("one lock order: %d/%d runs finished", d.OrderedDone, d.OrderedDone+d.OrderedHung)
 	res.AddDetail("articles' program ran as", "%s", d.Harness.How)
 	for i, r := range d.WithSleep {
-		label := fmt.Sprintf("with Sleep, run %d", i+1)
-		switch {
-		case r.RuntimeDeadlock:
-			res.AddDetail(label, "%q after %s, exit status %d; goroutines: %s", deadlockMessage, millis(seconds(r.Seconds)), r.ExitCode, describeStates(r.Goroutines))
-		case r.Hung:
-			res.AddDetail(label, "hung with no runtime report; killed after %s; goroutines: %s", millis(seconds(r.Seconds)), describeStates(r.Goroutines))
-		default:
-			res.AddDetail(label, "finished, exit status %d", r.ExitCode)
-		}
+		res.AddDetail(fmt.Sprintf("with Sleep, run %d", i+1), "%s", r.describe())
 	}
 	bit := countRuns(d.NoSleep, childRun.Deadlocked)
 	res.AddDetail("without Sleep", "completed %d, deadlocked %d, other %d of %d runs", hid, bit, len(d.NoSleep)-hid-bit, len(d.NoSleep))
@@ -190,21 +182,11 @@ func deadlockResult(d deadlockData) *lab.Result {
 // and without it the bug hides in at least one run; coord's ordered version
 // finishes every run.
 func judgeDeadlock(d deadlockData) lab.Verdict {
-	reported := countRuns(d.WithSleep, func(r childRun) bool { return r.RuntimeDeadlock })
+	reported := countRuns(d.WithSleep, runtimeReported)
 	hid := countRuns(d.NoSleep, childRun.Completed)
 	asArticles := len(d.WithSleep) > 0 && reported == len(d.WithSleep) && hid > 0
 	coordOK := d.OrderedDone > 0 && d.OrderedHung == 0
 	reason := fmt.Sprintf("the runtime reported the inversion in %d of %d runs with the Sleep; without it the bug hid in %d of %d; one lock order finished %d of %d",
 		reported, len(d.WithSleep), hid, len(d.NoSleep), d.OrderedDone, d.OrderedDone+d.OrderedHung)
 	return lab.Judge(asArticles, coordOK, reason)
-}
-
-func countRuns(runs []childRun, pred func(childRun) bool) int {
-	n := 0
-	for _, r := range runs {
-		if pred(r) {
-			n++
-		}
-	}
-	return n
 }

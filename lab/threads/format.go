@@ -3,7 +3,6 @@ package threads
 import (
 	"fmt"
 	"strconv"
-	"time"
 )
 
 // commas formats n with thousands separators: 1,000,000.
@@ -26,9 +25,9 @@ func commas(n int) string {
 	return string(out)
 }
 
-// millis formats a duration in milliseconds with sensible precision.
-func millis(d time.Duration) string {
-	ms := float64(d) / float64(time.Millisecond)
+// millis formats a time in seconds as milliseconds with sensible precision.
+func millis(seconds float64) string {
+	ms := seconds * 1000
 	switch {
 	case ms >= 100:
 		return fmt.Sprintf("%.0f ms", ms)

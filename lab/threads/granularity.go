@@ -95,14 +95,14 @@ func runGranularity(ctx context.Context, env *lab.Env) (*lab.Result, error) {
 func granularityResult(d granularityData) *lab.Result {
 	fine, coarse := lab.Summarize(d.FineSeconds), lab.Summarize(d.CoarseSeconds)
 	res := &lab.Result{Data: d, Verdict: judgeGranularity(d)}
-	res.Original = fmt.Sprintf("lock per increment: median %s", millis(seconds(fine.Median)))
-	res.Coord = fmt.Sprintf("lock per loop: median %s, %.0fx faster (GOMAXPROCS %d)", millis(seconds(coarse.Median)), d.Ratio, d.GOMAXPROCS)
+	res.Original = fmt.Sprintf("lock per increment: median %s", millis(fine.Median))
+	res.Coord = fmt.Sprintf("lock per loop: median %s, %.0fx faster (GOMAXPROCS %d)", millis(coarse.Median), d.Ratio, d.GOMAXPROCS)
 	res.AddDetail("machine", "GOMAXPROCS %d, %d CPUs", d.GOMAXPROCS, d.NumCPU)
 	res.AddDetail("workload", "%s goroutines x %s increments, %d runs each", commas(d.Goroutines), commas(d.Increments), len(d.FineSeconds))
 	res.AddDetail("lock per increment", "min %s, median %s, max %s (%s lock/unlock pairs)",
-		millis(seconds(fine.Min)), millis(seconds(fine.Median)), millis(seconds(fine.Max)), commas(d.Expected))
+		millis(fine.Min), millis(fine.Median), millis(fine.Max), commas(d.Expected))
 	res.AddDetail("lock per loop", "min %s, median %s, max %s (%s lock/unlock pairs)",
-		millis(seconds(coarse.Min)), millis(seconds(coarse.Median)), millis(seconds(coarse.Max)), commas(d.Goroutines))
+		millis(coarse.Min), millis(coarse.Median), millis(coarse.Max), commas(d.Goroutines))
 	res.AddDetail("ratio", "%.1fx (articles: 60-90x on an M-series Mac)", d.Ratio)
 	res.Charts = []lab.Chart{{
 		Name: "time", Title: fmt.Sprintf("granularity: time per run (GOMAXPROCS %d)", d.GOMAXPROCS),

@@ -31,13 +31,13 @@ million lock/unlock pairs or a million atomic adds, and by how much?`,
 
 // mutexData is what the mutex experiment measured.
 type mutexData struct {
-	Goroutines   int       `json:"goroutines"`
-	Increments   int       `json:"increments"`
-	Expected     int       `json:"expected"`
-	MutexTotals  []int     `json:"mutex_totals"`
-	MutexSeconds []float64 `json:"mutex_seconds"`
-	AtomicTotals []int     `json:"atomic_totals"`
-	AtomicSecond []float64 `json:"atomic_seconds"`
+	Goroutines    int       `json:"goroutines"`
+	Increments    int       `json:"increments"`
+	Expected      int       `json:"expected"`
+	MutexTotals   []int     `json:"mutex_totals"`
+	MutexSeconds  []float64 `json:"mutex_seconds"`
+	AtomicTotals  []int     `json:"atomic_totals"`
+	AtomicSeconds []float64 `json:"atomic_seconds"`
 
 	// Detector is "ran", or why the race detector could not be run.
 	Detector      string      `json:"detector"`
@@ -57,7 +57,7 @@ func runMutex(ctx context.Context, env *lab.Env) (*lab.Result, error) {
 		env.Progress.Step()
 		start = time.Now()
 		d.AtomicTotals = append(d.AtomicTotals, atomicCount(d.Goroutines, d.Increments))
-		d.AtomicSecond = append(d.AtomicSecond, time.Since(start).Seconds())
+		d.AtomicSeconds = append(d.AtomicSeconds, time.Since(start).Seconds())
 		env.Progress.Step()
 	}
 	d.Detector = "ran"
@@ -83,21 +83,21 @@ func runMutex(ctx context.Context, env *lab.Env) (*lab.Result, error) {
 func mutexResult(d mutexData) *lab.Result {
 	res := &lab.Result{Data: d, Verdict: judgeMutex(d)}
 	mutexTime := lab.Summarize(d.MutexSeconds)
-	atomicTime := lab.Summarize(d.AtomicSecond)
+	atomicTime := lab.Summarize(d.AtomicSeconds)
 	res.Original = fmt.Sprintf("%s in %d/%d runs, median %s",
-		commas(d.Expected), countEqual(d.MutexTotals, d.Expected), len(d.MutexTotals), millis(seconds(mutexTime.Median)))
+		commas(d.Expected), countEqual(d.MutexTotals, d.Expected), len(d.MutexTotals), millis(mutexTime.Median))
 	if d.DetectorMutex != nil {
 		res.Original += "; -race " + silentOr(d.DetectorMutex.Races)
 	} else {
 		res.Original += "; -race not run"
 	}
 	res.Coord = fmt.Sprintf("atomic add: %s in %d/%d runs, median %s",
-		commas(d.Expected), countEqual(d.AtomicTotals, d.Expected), len(d.AtomicTotals), millis(seconds(atomicTime.Median)))
+		commas(d.Expected), countEqual(d.AtomicTotals, d.Expected), len(d.AtomicTotals), millis(atomicTime.Median))
 	res.AddDetail("workload", "%s goroutines x %s increments, %d runs each", commas(d.Goroutines), commas(d.Increments), len(d.MutexTotals))
 	res.AddDetail("mutex per increment", "min %s, median %s, max %s per run",
-		millis(seconds(mutexTime.Min)), millis(seconds(mutexTime.Median)), millis(seconds(mutexTime.Max)))
+		millis(mutexTime.Min), millis(mutexTime.Median), millis(mutexTime.Max))
 	res.AddDetail("atomic per increment", "min %s, median %s, max %s per run",
-		millis(seconds(atomicTime.Min)), millis(seconds(atomicTime.Median)), millis(seconds(atomicTime.Max)))
+		millis(atomicTime.Min), millis(atomicTime.Median), millis(atomicTime.Max))
 	if atomicTime.Median > 0 {
 		res.AddDetail("mutex / atomic", "%.1fx", mutexTime.Median/atomicTime.Median)
 	}
@@ -111,7 +111,7 @@ func mutexResult(d mutexData) *lab.Result {
 		Kind: lab.Trials,
 		Series: []lab.Series{
 			{Label: "articles: value and mutex in one struct", Values: d.MutexSeconds},
-			{Label: "coord: atomic add", Values: d.AtomicSecond},
+			{Label: "coord: atomic add", Values: d.AtomicSeconds},
 		},
 	}}
 	return res
@@ -136,5 +136,3 @@ func judgeMutex(d mutexData) lab.Verdict {
 	}
 	return lab.Judge(asArticles, coordOK, reason)
 }
-
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -174,17 +174,8 @@ func runProdcons(ctx context.Context, env *lab.Env) (*lab.Result, error) {
 
 func prodconsResult(d prodconsData) *lab.Result {
 	res := &lab.Result{Data: d, Verdict: judgeProdcons(d)}
-	deadlocks, reported := 0, 0
-	for _, r := range d.OneWaitGroup {
-		if r.Deadlocked() {
-			deadlocks++
-		}
-		if r.RuntimeDeadlock {
-			reported++
-		}
-	}
-	res.Original = fmt.Sprintf("one WaitGroup: deadlocked in %d/%d runs", deadlocks, len(d.OneWaitGroup))
-	if reported > 0 {
+	res.Original = fmt.Sprintf("one WaitGroup: deadlocked in %d/%d runs", countRuns(d.OneWaitGroup, childRun.Deadlocked), len(d.OneWaitGroup))
+	if countRuns(d.OneWaitGroup, runtimeReported) > 0 {
 		res.Original += ", runtime: \"all goroutines are asleep\""
 	}
 	clean := cleanRuns(d)
@@ -192,20 +183,12 @@ func prodconsResult(d prodconsData) *lab.Result {
 	res.AddDetail("workload", "%d producers x %d items, %d consumers, queue of %d", producers, itemsPerProducer, consumers, queueSize)
 	res.AddDetail("one WaitGroup ran as", "%s", d.Harness.How)
 	for i, r := range d.OneWaitGroup {
-		label := "one WaitGroup, run " + strconv.Itoa(i+1)
-		switch {
-		case r.RuntimeDeadlock:
-			res.AddDetail(label, "%q after %s, exit status %d; goroutines: %s", deadlockMessage, millis(seconds(r.Seconds)), r.ExitCode, describeStates(r.Goroutines))
-		case r.Hung:
-			res.AddDetail(label, "hung with no runtime report; killed after %s; goroutines: %s", millis(seconds(r.Seconds)), describeStates(r.Goroutines))
-		default:
-			res.AddDetail(label, "ended by itself, exit status %d, printed %q", r.ExitCode, r.Stdout)
-		}
+		res.AddDetail("one WaitGroup, run "+strconv.Itoa(i+1), "%s", r.describe())
 	}
 	if len(d.TwoSeconds) > 0 {
 		t := lab.Summarize(d.TwoSeconds)
 		res.AddDetail("two WaitGroups", "%d of %d runs consumed every item once (sum %s) and exited; median %s",
-			clean, len(d.TwoCounts)+d.TwoHung, commas(expectedSum()), millis(seconds(t.Median)))
+			clean, len(d.TwoCounts)+d.TwoHung, commas(expectedSum()), millis(t.Median))
 	}
 	if d.TwoHung > 0 {
 		res.AddDetail("two WaitGroups, hung", "%d runs did not finish within %s", d.TwoHung, shutdownTimeout)
@@ -226,12 +209,7 @@ func cleanRuns(d prodconsData) int {
 // judgeProdcons: the collapsed shutdown deadlocks in every run and the
 // runtime says so; coord's shutdown delivers every item and ends every run.
 func judgeProdcons(d prodconsData) lab.Verdict {
-	reported := 0
-	for _, r := range d.OneWaitGroup {
-		if r.RuntimeDeadlock {
-			reported++
-		}
-	}
+	reported := countRuns(d.OneWaitGroup, runtimeReported)
 	clean := cleanRuns(d)
 	runs := len(d.TwoCounts) + d.TwoHung
 	asArticles := len(d.OneWaitGroup) > 0 && reported == len(d.OneWaitGroup)
