@@ -140,14 +140,13 @@ func (l *raftLog) findConflictByTerm(index, term uint64) (uint64, uint64) {
 
 // append adds entries after truncating any conflicting suffix. It never
 // touches committed entries (Leader Completeness would be lost).
-func (l *raftLog) append(entries ...Entry) uint64 {
+func (l *raftLog) append(entries ...Entry) {
 	if len(entries) == 0 {
-		return l.lastIndex()
+		return
 	}
 	after := entries[0].Index - 1
 	assert.That(after >= l.committed, "append after index %d would truncate committed index %d", after, l.committed)
 	l.unstable.truncateAndAppend(entries)
-	return l.lastIndex()
 }
 
 // commitTo raises the commit index. Commit never decreases.

@@ -127,7 +127,7 @@ func (ms *MemoryStorage) Compact(i uint64) error {
 		return fmt.Errorf("raft: compact %d past snapshot index %d", i, ms.snapshot.Metadata.Index)
 	}
 	kept := ms.entries[i-ms.offset():]
-	entries := make([]Entry, 1, 1+len(kept)-1)
+	entries := make([]Entry, 1, len(kept))
 	entries[0] = Entry{Index: kept[0].Index, Term: kept[0].Term}
 	ms.entries = append(entries, kept[1:]...)
 	return nil

@@ -686,8 +686,8 @@ func (r *Core) handleAppendResponse(m Message, pr *Progress) {
 	case ProgressProbe:
 		pr.becomeReplicate()
 	case ProgressSnapshot:
+		// The follower caught up past the compacted prefix: appends suffice.
 		if pr.Match+1 >= r.log.firstIndex() {
-			pr.becomeProbe()
 			pr.becomeReplicate()
 		}
 	case ProgressReplicate:

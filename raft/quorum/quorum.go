@@ -64,8 +64,8 @@ func (m Majority) CommittedIndex(acked func(id uint64) uint64) uint64 {
 	if len(m) == 0 {
 		return 0
 	}
-	// Sort the acknowledged indexes in descending order; the value at
-	// position Size()-1 is stored on at least Size() voters.
+	// Sort the acknowledged indexes; the Size()-th largest is stored on at
+	// least Size() voters.
 	var stack [7]uint64
 	indexes := stack[:0]
 	if len(m) > len(stack) {
@@ -74,16 +74,8 @@ func (m Majority) CommittedIndex(acked func(id uint64) uint64) uint64 {
 	for _, id := range m {
 		indexes = append(indexes, acked(id))
 	}
-	slices.SortFunc(indexes, func(a, b uint64) int {
-		switch {
-		case a > b:
-			return -1
-		case a < b:
-			return 1
-		}
-		return 0
-	})
-	return indexes[m.Size()-1]
+	slices.Sort(indexes)
+	return indexes[len(indexes)-m.Size()]
 }
 
 // VoteResult tallies votes (true: granted, false: refused; absent: not yet
