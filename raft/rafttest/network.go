@@ -104,7 +104,7 @@ func (n *Network) start(id uint64, peers []uint64, storage *raft.MemoryStorage) 
 // Crash stops node id: its core and undelivered messages to it are lost,
 // its storage is kept.
 func (n *Network) Crash(id uint64) error {
-	node, err := n.node(id)
+	node, err := n.Node(id)
 	if err != nil {
 		return err
 	}
@@ -122,7 +122,8 @@ func (n *Network) Restart(id uint64) error {
 	return n.start(id, nil, node.Storage)
 }
 
-func (n *Network) node(id uint64) (*Node, error) {
+// Node returns the running node id, or an error.
+func (n *Network) Node(id uint64) (*Node, error) {
 	node, ok := n.Nodes[id]
 	if !ok {
 		return nil, fmt.Errorf("no node %d", id)
@@ -132,9 +133,6 @@ func (n *Network) node(id uint64) (*Node, error) {
 	}
 	return node, nil
 }
-
-// Node returns the running node id, or an error.
-func (n *Network) Node(id uint64) (*Node, error) { return n.node(id) }
 
 // IDs returns the IDs of all nodes, running or not, in order.
 func (n *Network) IDs() []uint64 {
@@ -317,7 +315,7 @@ func (n *Network) Stabilize(maxRounds int) error {
 
 // Tick ticks node id count times, processing its Ready after each tick.
 func (n *Network) Tick(id uint64, count int) error {
-	node, err := n.node(id)
+	node, err := n.Node(id)
 	if err != nil {
 		return err
 	}
@@ -381,7 +379,7 @@ func (n *Network) LogLine(id uint64) string {
 // Compact takes a snapshot of node id at its applied index and discards the
 // log up to it. The snapshot's data lists the applied commands.
 func (n *Network) Compact(id uint64) error {
-	node, err := n.node(id)
+	node, err := n.Node(id)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -54,7 +55,7 @@ func RunScript(text string) string {
 	overrides := map[string]string{}
 	n.Config = func(id uint64) raft.Config {
 		cfg := DefaultConfig(id)
-		applyOverrides(&cfg, overrides)
+		_ = applyOverrides(&cfg, overrides) // checked by the config command
 		return cfg
 	}
 	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
@@ -120,7 +121,7 @@ func runCommand(n *Network, overrides map[string]string, args []string) error {
 		if err != nil {
 			return nil, fmt.Errorf("%w: node ID %q", errUsage, args[1])
 		}
-		return n.node(id)
+		return n.Node(id)
 	}
 	count := func(i int) (int, error) {
 		if len(args) <= i {
@@ -130,15 +131,19 @@ func runCommand(n *Network, overrides map[string]string, args []string) error {
 	}
 	switch args[0] {
 	case "config":
+		next := maps.Clone(overrides)
 		for _, kv := range args[1:] {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok {
 				return fmt.Errorf("%w: %q is not KEY=VALUE", errUsage, kv)
 			}
-			overrides[k] = v
+			next[k] = v
 		}
 		cfg := DefaultConfig(1)
-		applyOverrides(&cfg, overrides)
+		if err := applyOverrides(&cfg, next); err != nil {
+			return err
+		}
+		maps.Copy(overrides, next)
 		return nil
 	case "bootstrap":
 		if idErr != nil {
@@ -413,23 +418,31 @@ func parseLinks(args []string) (func(raft.Message) bool, error) {
 	}, nil
 }
 
-func applyOverrides(cfg *raft.Config, overrides map[string]string) {
+// applyOverrides sets the configuration fields that overrides name. An
+// unknown key or a value that does not parse is an error, so that a
+// transcript cannot silently run with a setting it did not ask for.
+func applyOverrides(cfg *raft.Config, overrides map[string]string) error {
 	for k, v := range overrides {
-		i, _ := strconv.Atoi(v)
-		b := v == "true"
+		var err error
 		switch k {
 		case "election":
-			cfg.ElectionTicks = i
+			cfg.ElectionTicks, err = strconv.Atoi(v)
 		case "heartbeat":
-			cfg.HeartbeatTicks = i
+			cfg.HeartbeatTicks, err = strconv.Atoi(v)
 		case "prevote":
-			cfg.PreVote = b
+			cfg.PreVote, err = strconv.ParseBool(v)
 		case "checkquorum":
-			cfg.CheckQuorum = b
+			cfg.CheckQuorum, err = strconv.ParseBool(v)
 		case "inflight":
-			cfg.MaxInflightMsgs = i
+			cfg.MaxInflightMsgs, err = strconv.Atoi(v)
 		case "maxsize":
-			cfg.MaxSizePerMsg = uint64(i)
+			cfg.MaxSizePerMsg, err = strconv.ParseUint(v, 10, 64)
+		default:
+			return fmt.Errorf("%w: unknown config key %q", errUsage, k)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: config %s=%s: %v", errUsage, k, v, err)
 		}
 	}
+	return nil
 }

@@ -30,8 +30,9 @@ func TestTranscripts(t *testing.T) {
 }
 
 func TestScriptErrors(t *testing.T) {
-	got := RunScript("> frobnicate\n> tick 9\n> bootstrap x\n")
-	for _, want := range []string{`unknown command "frobnicate"`, "no node 9", `node ID "x"`} {
+	got := RunScript("> frobnicate\n> tick 9\n> bootstrap x\n> config elect=5\n> config prevote=maybe\n")
+	for _, want := range []string{`unknown command "frobnicate"`, "no node 9", `node ID "x"`,
+		`unknown config key "elect"`, "config prevote=maybe"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
