@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"coord/client"
@@ -60,8 +59,7 @@ func Open(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %v", prefix, lease.ErrInvalid, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Backend{c: c, timeout: opts.Timeout, ctx: ctx, cancel: cancel}, nil
+	return &Backend{c: c, timeout: opts.Timeout}, nil
 }
 
 // Backend is a lease.Backend on a coord cluster.
@@ -71,21 +69,10 @@ type Backend struct {
 	c       *client.Client
 	timeout time.Duration
 
-	// ctx ends at Close, ending watches.
-	ctx    context.Context
-	cancel context.CancelFunc
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
+	life leasekit.Lifecycle // closed by Close, which ends every watch
 }
 
 var _ lease.Backend = (*Backend)(nil)
-
-func (b *Backend) isClosed() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.closed
-}
 
 // record turns a client lease into a lease.Record, with Expiry measured
 // from sent.
@@ -94,10 +81,9 @@ func record(name string, l client.Lease, sent time.Time, remaining bool) lease.R
 	if r.Holder == "" {
 		return r
 	}
-	switch {
-	case remaining && l.Remaining >= 0:
+	if remaining && l.Remaining >= 0 {
 		r.Expiry = sent.Add(l.Remaining)
-	default:
+	} else {
 		r.Expiry = sent.Add(l.TTL)
 	}
 	return r
@@ -127,8 +113,8 @@ func (b *Backend) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 	if err := leasekit.CheckAcquire(prefix, name, holder, ttl); err != nil {
 		return lease.Record{}, err
 	}
-	if b.isClosed() {
-		return lease.Record{}, lease.ErrClosed
+	if err := b.life.Check(prefix); err != nil {
+		return lease.Record{}, err
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.timeout)
 	defer cancel()
@@ -150,8 +136,8 @@ func (b *Backend) Renew(ctx context.Context, name, holder string, token uint64, 
 	if err := leasekit.CheckToken(prefix, name, holder, token, ttl); err != nil {
 		return lease.Record{}, err
 	}
-	if b.isClosed() {
-		return lease.Record{}, lease.ErrClosed
+	if err := b.life.Check(prefix); err != nil {
+		return lease.Record{}, err
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.timeout)
 	defer cancel()
@@ -168,8 +154,8 @@ func (b *Backend) Release(ctx context.Context, name, holder string, token uint64
 	if err := leasekit.CheckToken(prefix, name, holder, token, time.Nanosecond); err != nil {
 		return err
 	}
-	if b.isClosed() {
-		return lease.ErrClosed
+	if err := b.life.Check(prefix); err != nil {
+		return err
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.timeout)
 	defer cancel()
@@ -185,8 +171,8 @@ func (b *Backend) Get(ctx context.Context, name string) (lease.Record, error) {
 	if err := leasekit.CheckName(prefix, name); err != nil {
 		return lease.Record{}, err
 	}
-	if b.isClosed() {
-		return lease.Record{}, lease.ErrClosed
+	if err := b.life.Check(prefix); err != nil {
+		return lease.Record{}, err
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.timeout)
 	defer cancel()
@@ -206,65 +192,50 @@ func (b *Backend) Watch(ctx context.Context, name string) (<-chan lease.Record, 
 	if err := leasekit.CheckName(prefix, name); err != nil {
 		return nil, err
 	}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil, lease.ErrClosed
+	if err := b.life.Check(prefix); err != nil {
+		return nil, err
 	}
-	b.wg.Add(1)
-	b.mu.Unlock()
 	gctx, gcancel := leasekit.Bound(ctx, b.timeout)
 	sent := time.Now()
 	l, err := b.c.Lease(gctx, name)
 	gcancel()
 	if err != nil {
-		b.wg.Done()
 		_, err = b.fail("watch", name, err)
 		return nil, err
 	}
-	first, rev := record(name, l, sent, true), l.Revision
 	feed := leasekit.NewFeed()
-	go func() {
-		defer b.wg.Done()
+	feed.Send(record(name, l, sent, true), l.Revision)
+	err = b.life.Go(ctx, prefix, func(ctx context.Context) {
 		defer feed.Close()
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		go func() {
-			select {
-			case <-b.ctx.Done():
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		feed.Send(first, rev)
-		for ctx.Err() == nil {
-			pctx, pcancel := context.WithTimeout(ctx, watchWait+b.timeout)
-			sent := time.Now()
-			l, err := b.c.WatchLease(pctx, name, rev, watchWait)
-			pcancel()
-			if err != nil {
-				return // the caller watches again if it still cares
-			}
-			if l.Revision != rev {
-				rev = l.Revision
-				feed.Send(record(name, l, sent, true), rev)
-			}
-		}
-	}()
+		b.watch(ctx, name, l.Revision, feed)
+	})
+	if err != nil {
+		return nil, err
+	}
 	return feed.C(), nil
+}
+
+// watch long-polls the cluster from revision rev, sending every new
+// revision of the lease, until a poll fails or ctx is done.
+func (b *Backend) watch(ctx context.Context, name string, rev uint64, feed *leasekit.Feed) {
+	for ctx.Err() == nil {
+		pctx, pcancel := context.WithTimeout(ctx, watchWait+b.timeout)
+		sent := time.Now()
+		l, err := b.c.WatchLease(pctx, name, rev, watchWait)
+		pcancel()
+		if err != nil {
+			return // the caller watches again if it still cares
+		}
+		if l.Revision != rev {
+			rev = l.Revision
+			feed.Send(record(name, l, sent, true), rev)
+		}
+	}
 }
 
 // Close implements lease.Backend: watches end, later calls fail with
 // lease.ErrClosed. Leases held stay held until they expire.
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil
-	}
-	b.closed = true
-	b.mu.Unlock()
-	b.cancel()
-	b.wg.Wait()
+	b.life.Close()
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"coord/internal/leasekit/leasekittest"
 	"coord/lease"
 	"coord/lease/leasetest"
 	"coord/server/localcluster"
@@ -20,16 +21,7 @@ var coordBin string
 
 func TestMain(m *testing.M) {
 	localcluster.ServeIfChild()
-	dir, err := os.MkdirTemp("", "coord-raftlease-test")
-	if err != nil {
-		panic(err)
-	}
-	if coordBin, err = leasetest.BuildCoord(dir); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(leasekittest.MainWithCoord(m, &coordBin))
 }
 
 // Real `coord elect --store raft://...` processes: the leader killed,
@@ -64,13 +56,8 @@ func storeURL(c *localcluster.Cluster) string {
 func TestConformance(t *testing.T) {
 	c := startCluster(t)
 	u := storeURL(c)
-	leasetest.RunWithOptions(t, func(t *testing.T) lease.Backend {
-		b, err := lease.Open(context.Background(), u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}, leasetest.Options{TTL: 400 * time.Millisecond})
+	leasetest.RunWithOptions(t, func(t *testing.T) lease.Backend { return leasekittest.Open(t, u) },
+		leasetest.Options{TTL: 400 * time.Millisecond})
 }
 
 // TestLeaderCrashExtendsLeases kills the cluster's leader while a lease is
@@ -80,11 +67,7 @@ func TestLeaderCrashExtendsLeases(t *testing.T) {
 	c := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b, err := lease.Open(ctx, storeURL(c))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := leasekittest.Open(t, storeURL(c))
 	rec, err := b.Acquire(ctx, "L", "a", 3*time.Second)
 	if err != nil {
 		t.Fatal(err)
