@@ -15,10 +15,11 @@
 //     an exclusive flock(2) of a guard file that is never deleted or
 //     replaced, so exactly one of any number of racing contenders wins.
 //   - Create-then-write leaves an empty file that wedges everyone. Here the
-//     record is written to a temporary file and renamed over the lock file:
-//     the lock file either holds a complete record or the previous one. A lock file that is empty, truncated or
-//     garbage anyway (touch, an editor, a disk) is repaired under the guard
-//     and the repair is logged; nobody is wedged.
+//     record is written to a temporary file that then takes the lock file's
+//     place atomically (an exchange of the two names): the lock file holds
+//     either the complete new record or the previous one. A lock file that is
+//     empty, truncated or garbage anyway (touch, an editor, a disk) is
+//     repaired under the guard and the repair is logged; nobody is wedged.
 //   - A dead holder costs a whole TTL plus a watch interval. Here a holder
 //     listens on a unix socket for its tenure (".NAME.TOKEN.sock"); the
 //     kernel closes it when the process dies, however it dies. Watchers
@@ -39,7 +40,7 @@
 //     and steps down.
 //
 // Watchers wake on changes, not on a poll: inotify on the directory (the
-// rename of the lock file), EOF on the tenure socket (death or release),
+// lock file replaced), EOF on the tenure socket (death or release),
 // and a timer at the expiry they last read.
 //
 // # Files
@@ -95,7 +96,8 @@
 // held, return ErrHeld. Otherwise take the next token (fsyncing a new
 // reservation first if it is beyond the current one), listen on the new
 // tenure's socket, write the tenure slot, write the lock file (temporary
-// file, rename), and remove the sockets of dead earlier tenures. A crash at
+// file, exchanged into place), and remove what dead processes left behind
+// (sockets of earlier tenures, temporary records). A crash at
 // any step leaves either the old tenure current or a new one whose socket
 // is dead, that is, a free lease.
 //
@@ -109,7 +111,7 @@
 // Only the guard's reservation slots are fsynced (before a token they cover
 // is used). The lock file is not: its record means nothing after a reboot (the
 // boot id marks it expired), and within a boot every process reads the
-// page cache, where rename is atomic. A machine crash may leave the lock
+// page cache, where replacing a name is atomic. A machine crash may leave the lock
 // file stale, empty or garbage; the next operation repairs it from the
 // guard. So a renewal or a release costs no fsync, and an acquisition one
 // in 1024 times.

@@ -9,13 +9,15 @@ import (
 	"sync"
 	"time"
 
+	"coord/internal/leasekit"
 	"coord/lease"
 
 	"github.com/fsnotify/fsnotify"
 )
 
 // Watch implements lease.Backend. Nothing is polled. A watcher wakes when:
-//   - the lock file is replaced (inotify on the directory sees the rename):
+//   - the lock file is replaced (inotify on the directory reports the
+//     exchange, or the rename, as a move):
 //     acquire, renew, release, repair;
 //   - the holder's process dies or releases: the watcher keeps a connection
 //     to the tenure socket, and the kernel ends it (EOF) when the socket
@@ -30,29 +32,21 @@ func (b *Backend) Watch(ctx context.Context, name string) (<-chan lease.Record, 
 	if err != nil {
 		return nil, err
 	}
-	out := make(chan lease.Record, 1)
+	feed := leasekit.NewFeed()
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
 		defer unsubscribe()
-		defer close(out)
-		b.watch(ctx, name, out, wake)
+		defer feed.Close()
+		b.watch(ctx, name, feed, wake)
 	}()
-	return out, nil
+	return feed.C(), nil
 }
 
-// watchKey is what a watcher compares to decide whether a record changed.
-type watchKey struct {
-	holder      string
-	token       uint64
-	expiresMono int64
-}
-
-// watch is the loop of one Watch call.
-func (b *Backend) watch(ctx context.Context, name string, out chan lease.Record, wake <-chan struct{}) {
+// watch is the loop of one Watch call. It sends the record when its holder,
+// token or expiry changed.
+func (b *Backend) watch(ctx context.Context, name string, feed *leasekit.Feed, wake <-chan struct{}) {
 	var (
-		sent      bool
-		last      watchKey
 		deathConn net.Conn
 		deathTok  uint64
 		death     = make(chan net.Conn, 1)
@@ -68,10 +62,7 @@ func (b *Backend) watch(ctx context.Context, name string, out chan lease.Record,
 			b.log.Debug("lease/file: watch ends", "lease", name, "err", err)
 			return
 		}
-		if key := (watchKey{v.holder, v.token, v.expiresMono}); !sent || key != last {
-			sendLatest(out, v.record(name))
-			sent, last = true, key
-		}
+		feed.Send(v.record(name), v.expiresMono)
 		if deathConn != nil && (!v.held() || v.token != deathTok) {
 			deathConn.Close()
 			deathConn, deathTok = nil, 0
@@ -118,23 +109,6 @@ func (b *Backend) watch(ctx context.Context, name string, out chan lease.Record,
 			reason = "expiry"
 		}
 		b.log.Debug("lease/file: watch woke", "lease", name, "reason", reason, "token", v.token, "status", v.status)
-	}
-}
-
-// sendLatest puts r in ch (capacity 1), replacing an unread older value, so
-// that a slow receiver sees the latest state and the sender never blocks.
-// Only the watch goroutine sends on ch.
-func sendLatest(ch chan lease.Record, r lease.Record) {
-	for {
-		select {
-		case ch <- r:
-			return
-		default:
-			select {
-			case <-ch:
-			default:
-			}
-		}
 	}
 }
 
