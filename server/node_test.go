@@ -141,6 +141,26 @@ func (c *testCluster) follower(leader uint64) *testNode {
 	return nil
 }
 
+// waitApplied waits until cond holds of n's state machine, looking again
+// at each change the node applies.
+func waitApplied(t *testing.T, n *testNode, wait time.Duration, what string, cond func(View) bool) {
+	t.Helper()
+	deadline := time.After(wait)
+	for {
+		changed := n.Changed()
+		var ok bool
+		n.View(func(v View) { ok = cond(v) })
+		if ok {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("node %d: %s within %v", n.id, what, wait)
+		}
+	}
+}
+
 func ctx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -195,16 +215,10 @@ func TestClusterReplicatesAndSurvivesLeaderCrash(t *testing.T) {
 
 	// The old leader restarts from its directory and catches up.
 	back := c.restart(leader, dir)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		var got KeyValue
-		back.View(func(v View) { got, _ = v.Get("x") })
-		if got.Revision == after.Revision {
-			return
-		}
-		time.Sleep(10 * time.Millisecond) // catching up happens on the node's loop
-	}
-	t.Fatal("restarted node did not catch up")
+	waitApplied(t, back, 30*time.Second, "restarted node did not catch up", func(v View) bool {
+		got, _ := v.Get("x")
+		return got.Revision == after.Revision
+	})
 }
 
 func TestLeaseExpiresOnTheLeaderClock(t *testing.T) {
@@ -292,14 +306,8 @@ func TestLaggingNodeCatchesUpBySnapshot(t *testing.T) {
 		}
 	}
 	back := c.restart(lagging.id, dir)
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		var kv KeyValue
-		back.View(func(v View) { kv, _ = v.Get("big119") })
-		if kv.Revision == last.Revision && len(kv.Value) == len(value) && kv.Value[0] == 119 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond) // catching up happens on the node's loop
-	}
-	t.Fatal("lagging node did not catch up")
+	waitApplied(t, back, 60*time.Second, "lagging node did not catch up", func(v View) bool {
+		kv, _ := v.Get("big119")
+		return kv.Revision == last.Revision && len(kv.Value) == len(value) && kv.Value[0] == 119
+	})
 }
