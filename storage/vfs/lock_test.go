@@ -37,22 +37,31 @@ func TestLock(t *testing.T) {
 	}
 }
 
-// TestMemFSCrashReleasesLocks: a crash is the death of every process that
-// used the file system, and the kernel would have released their locks.
+// TestMemFSCrashReleasesLocks: a crash, or ReleaseLocks, is the death of
+// the processes that used the file system, and the kernel would have
+// released their locks. A dead holder's handle must not release the lock of
+// the next holder.
 func TestMemFSCrashReleasesLocks(t *testing.T) {
-	m := vfs.NewMemFS()
-	old, err := m.Lock("/d/LOCK")
-	if err != nil {
-		t.Fatal(err)
+	for name, release := range map[string]func(*vfs.MemFS){
+		"Crash":        (*vfs.MemFS).Crash,
+		"ReleaseLocks": (*vfs.MemFS).ReleaseLocks,
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := vfs.NewMemFS()
+			old, err := m.Lock("/d/LOCK")
+			if err != nil {
+				t.Fatal(err)
+			}
+			release(m)
+			l, err := m.Lock("/d/LOCK")
+			if err != nil {
+				t.Fatalf("Lock after %s: %v", name, err)
+			}
+			old.Close() // the dead holder's handle must not release the new lock
+			if _, err := m.Lock("/d/LOCK"); !errors.Is(err, vfs.ErrLocked) {
+				t.Fatalf("Lock after a stale Close: %v, want ErrLocked", err)
+			}
+			l.Close()
+		})
 	}
-	m.Crash()
-	l, err := m.Lock("/d/LOCK")
-	if err != nil {
-		t.Fatalf("Lock after a crash: %v", err)
-	}
-	old.Close() // the dead holder's handle must not release the new lock
-	if _, err := m.Lock("/d/LOCK"); !errors.Is(err, vfs.ErrLocked) {
-		t.Fatalf("Lock after a stale Close: %v, want ErrLocked", err)
-	}
-	l.Close()
 }

@@ -28,7 +28,8 @@ type MemFS struct {
 	ops     int    // mutating operations performed so far
 	crashAt int    // the ops count at which the file system crashes; 0 for never
 	crashed bool
-	locks   map[string]uint64 // held locks: name -> generation taken in
+	locks   map[string]uint64 // held locks: name -> the holder's token
+	lockSeq uint64            // the last token handed out
 }
 
 // memNode is a file or a directory. The "synced" fields hold what a crash
@@ -531,8 +532,9 @@ func (m *MemFS) Lock(name string) (io.Closer, error) {
 	if m.locks == nil {
 		m.locks = map[string]uint64{}
 	}
-	m.locks[name] = m.gen
-	return &memLock{m: m, name: name, gen: m.gen}, nil
+	m.lockSeq++
+	m.locks[name] = m.lockSeq
+	return &memLock{m: m, name: name, token: m.lockSeq}, nil
 }
 
 // ReleaseLocks releases every lock, as the death of the processes holding
@@ -544,20 +546,22 @@ func (m *MemFS) ReleaseLocks() {
 	m.locks = nil
 }
 
-// memLock is a lock held in a MemFS.
+// memLock is a lock held in a MemFS. Its token tells it from a later
+// holder's lock of the same name.
 type memLock struct {
-	m    *MemFS
-	name string
-	gen  uint64
-	once sync.Once
+	m     *MemFS
+	name  string
+	token uint64
+	once  sync.Once
 }
 
-// Close releases the lock, unless a crash released it already.
+// Close releases the lock, unless a crash or ReleaseLocks released it
+// already (it then leaves a later holder's lock alone).
 func (l *memLock) Close() error {
 	l.once.Do(func() {
 		l.m.mu.Lock()
 		defer l.m.mu.Unlock()
-		if gen, held := l.m.locks[l.name]; held && gen == l.gen {
+		if token, held := l.m.locks[l.name]; held && token == l.token {
 			delete(l.m.locks, l.name)
 		}
 	})
