@@ -246,11 +246,11 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 				return fmt.Errorf("%w: %w", ErrUnknown, err)
 			}
 			if err == nil || !retryable(err) {
-				if err == nil || isAnswer(err) {
-					c.mu.Lock()
-					c.preferred = ep
-					c.mu.Unlock()
-				}
+				// Answered (a non-retryable error is always the cluster's
+				// answer): this endpoint serves, so try it first next time.
+				c.mu.Lock()
+				c.preferred = ep
+				c.mu.Unlock()
 				return err
 			}
 			last = err
@@ -278,14 +278,9 @@ func (c *Client) giveUp(k call, ctxErr, last error) error {
 func retryable(err error) bool {
 	var e *Error
 	if errors.As(err, &e) {
-		return e.Status == http.StatusServiceUnavailable || e.Status >= 500
+		return e.Status >= 500
 	}
 	return true // transport errors: connection refused, reset, timeout
-}
-
-func isAnswer(err error) bool {
-	var e *Error
-	return errors.As(err, &e)
 }
 
 func (c *Client) attempt(ctx context.Context, endpoint string, k call, out any) error {
@@ -414,42 +409,29 @@ func keyPath(key string) string { return "/v1/kv/" + url.PathEscape(key) }
 
 // Put sets key to value and returns the new revision.
 func (c *Client) Put(ctx context.Context, key string, value []byte) (uint64, error) {
-	return c.put(ctx, key, value, nil)
+	return c.writeKey(ctx, "PUT", key, value, nil)
 }
 
 // PutIf sets key to value only if its revision is prev (0: the key must
 // not exist). On a mismatch the error matches ErrConflict and, as an
 // *Error, carries the current revision.
 func (c *Client) PutIf(ctx context.Context, key string, value []byte, prev uint64) (uint64, error) {
-	return c.put(ctx, key, value, &prev)
-}
-
-func (c *Client) put(ctx context.Context, key string, value []byte, prev *uint64) (uint64, error) {
-	if key == "" {
-		return 0, fmt.Errorf("%w: empty key", ErrInvalid)
-	}
-	q := url.Values{}
-	if prev != nil {
-		q.Set("prev_revision", strconv.FormatUint(*prev, 10))
-	}
-	var out struct {
-		Revision uint64 `json:"revision"`
-	}
-	err := c.do(ctx, call{method: "PUT", path: keyPath(key), query: q, body: value, write: true}, &out)
-	return out.Revision, err
+	return c.writeKey(ctx, "PUT", key, value, &prev)
 }
 
 // Delete removes key. ErrNotFound if it does not exist.
 func (c *Client) Delete(ctx context.Context, key string) (uint64, error) {
-	return c.delete(ctx, key, nil)
+	return c.writeKey(ctx, "DELETE", key, nil, nil)
 }
 
 // DeleteIf removes key only if its revision is prev.
 func (c *Client) DeleteIf(ctx context.Context, key string, prev uint64) (uint64, error) {
-	return c.delete(ctx, key, &prev)
+	return c.writeKey(ctx, "DELETE", key, nil, &prev)
 }
 
-func (c *Client) delete(ctx context.Context, key string, prev *uint64) (uint64, error) {
+// writeKey puts or deletes key, on condition that its revision is *prev
+// if prev is not nil, and returns the revision of the write.
+func (c *Client) writeKey(ctx context.Context, method, key string, value []byte, prev *uint64) (uint64, error) {
 	if key == "" {
 		return 0, fmt.Errorf("%w: empty key", ErrInvalid)
 	}
@@ -460,7 +442,7 @@ func (c *Client) delete(ctx context.Context, key string, prev *uint64) (uint64, 
 	var out struct {
 		Revision uint64 `json:"revision"`
 	}
-	err := c.do(ctx, call{method: "DELETE", path: keyPath(key), query: q, write: true}, &out)
+	err := c.do(ctx, call{method: method, path: keyPath(key), query: q, body: value, write: true}, &out)
 	return out.Revision, err
 }
 
