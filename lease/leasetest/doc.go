@@ -22,8 +22,8 @@
 // RunProcesses adds the checks that need real OS processes (a leader
 // killed, terminated, stopped), driving the built coord binary
 // (`coord elect --store URL --json`) against any store URL; BuildCoord
-// builds it once from TestMain. Group starts and observes such processes
-// for other tests and for the lab.
+// builds it once from TestMain. Group, which starts and observes such
+// processes, is exported for tests that need other scenarios.
 //
 // FencedResource is the resource of Kleppmann's fencing argument, usable on
 // its own: it rejects writes whose token is lower than one it has accepted.

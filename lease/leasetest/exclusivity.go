@@ -180,11 +180,9 @@ func (c *contender) hold(ctx context.Context, tn *tenure) {
 		case err == nil:
 			tn.validUntil = sent.Add(c.ttl)
 		case errors.Is(err, lease.ErrLost):
-			if time.Now().Before(tn.validUntil) {
-				// Possible only if the store's clock ran faster than
-				// ours; the overlap check decides whether it matters.
-				return
-			}
+			// Lost before validUntil is possible only if the store's clock
+			// ran faster than ours; the overlap check decides whether it
+			// matters.
 			return
 		case errors.Is(err, lease.ErrUnavailable):
 		default:

@@ -6,6 +6,3 @@ import "coord/lease/fence"
 // it lives in package fence so that non-test code (the lab) can use it
 // without linking package testing.
 type FencedResource = fence.Resource
-
-// ErrStaleToken is fence.ErrStaleToken.
-var ErrStaleToken = fence.ErrStaleToken

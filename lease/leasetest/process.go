@@ -279,6 +279,3 @@ func (g *Group) Signal(t *testing.T, id string, sig syscall.Signal) {
 		t.Fatalf("signal %v to %s: %v", sig, id, err)
 	}
 }
-
-// PID returns the process id of participant id.
-func (g *Group) PID(id string) int { return g.procs[id].Process.Pid }

@@ -420,8 +420,13 @@ func testElector(t *testing.T, open func(*testing.T) lease.Backend, o Options) {
 	if second.holder == first.holder || second.token <= first.token {
 		t.Errorf("after %v resigned, elected %v; want the other holder with a greater token", first, second)
 	}
-	if l := <-lost; l != first {
-		t.Errorf("lost %v, want %v", l, first)
+	select {
+	case l := <-lost:
+		if l != first {
+			t.Errorf("lost %v, want %v", l, first)
+		}
+	case <-timeout:
+		t.Fatalf("%v resigned and its OnLost never came", first)
 	}
 	electors[second.holder].Resign()
 	for range 2 {
