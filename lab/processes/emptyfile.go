@@ -128,14 +128,14 @@ func emptyOnce(ctx context.Context, env *lab.Env, dir string) (emptyTrial, error
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		elected, ok := groups[implCoord].waitEvent(ctx, window, func(e event) bool { return e.Event.Event == lease.EventElected })
+		elected, ok := groups[implCoord].waitEvent(ctx, window, isElected)
 		if ok {
 			t.CoordElected, t.CoordSeconds = true, monoSeconds(elected.MonoNS-started)
 		}
 	})
 	// The articles' side is watched for the whole window: never electing
 	// is the finding.
-	groups[implArticles].waitFor(ctx, window, func([]event) bool { return false })
+	sleep(ctx, window)
 	wg.Wait()
 	if ctx.Err() != nil {
 		return t, ctx.Err()

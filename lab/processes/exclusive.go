@@ -33,8 +33,8 @@ lab/articles, or coord's Acquire) and stays alive until every process of the
 trial has decided. Processes start two ways: one after another, as a shell loop
 would start them, each racing as soon as it is up; and all at one instant: each
 waits at a start line (a FIFO that the lab opens once every process is
-waiting, which the kernel answers by waking them all together). --trials sets the trials per way and method, --procs the processes
-per trial.
+waiting, which the kernel answers by waking them all together). --trials sets
+the trials per way and method, --procs the processes per trial.
 
 Predict before running: how often will stat-then-create elect two leaders, and
 does starting the processes at one instant change that? Can O_EXCL or coord
@@ -82,9 +82,9 @@ func runExclusiveCreate(ctx context.Context, env *lab.Env) (*lab.Result, error) 
 	for i := range env.Trials {
 		// Interleave methods and modes so that a burst of load on the
 		// machine hits all of them alike.
-		for _, mode := range modes {
+		for m, mode := range modes {
 			for _, method := range methods {
-				dir := filepath.Join(env.Dir, fmt.Sprintf("%s-%d-%d", strings.ReplaceAll(method, "_", ""), i, len(mode)))
+				dir := filepath.Join(env.Dir, fmt.Sprintf("%s-%d-%d", strings.ReplaceAll(method, "_", ""), i, m))
 				t, err := contend(ctx, env, dir, method, mode == startTogether)
 				if err != nil {
 					return nil, err

@@ -35,9 +35,10 @@ another process announces that it leads.
 
 Each trial waits 3 to 6 s after the first election (a random phase against the
 renewals, from --seed), then sends kill -9 or SIGTERM. --trials sets the trials
-per signal and program, --procs the processes per trial. The articles' trials
-run concurrently (each takes up to 20 s); the figures are seconds, so sharing
-the cores does not blur them.
+per signal and program, --procs the processes per trial. Trials run
+concurrently (all at once in quick mode, six at a time at full size; an
+articles' trial takes up to 20 s); the figures are seconds, so sharing the
+cores does not blur them.
 
 Predict before running: the articles' gap after kill -9 is at least the lease
 time left since the last renewal plus part of a watch interval; how long can
@@ -143,14 +144,13 @@ func failoverOnce(ctx context.Context, env *lab.Env, dir, impl string, sig sysca
 			return t, err
 		}
 	}
-	first, ok := g.waitEvent(ctx, 30*time.Second, func(e event) bool { return e.Event.Event == lease.EventElected })
+	first, ok := g.waitEvent(ctx, 30*time.Second, isElected)
 	if !ok {
 		return t, fmt.Errorf("failover: %s: no leader within 30 s", impl)
 	}
-	select {
-	case <-ctx.Done():
+	sleep(ctx, delay)
+	if ctx.Err() != nil {
 		return t, ctx.Err()
-	case <-time.After(delay):
 	}
 	killedAt, err := g.signal(first.Member, sig)
 	if err != nil {

@@ -3,12 +3,14 @@ package processes
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -177,16 +179,6 @@ func (g *group) stderr(name string) string {
 	return m.stderr.String()
 }
 
-// pid returns participant name's process id.
-func (g *group) pid(name string) int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if m, ok := g.members[name]; ok {
-		return m.cmd.Process.Pid
-	}
-	return 0
-}
-
 // exitTimes returns, for each participant that has exited, the monotonic
 // time the lab saw it exit.
 func (g *group) exitTimes() map[string]int64 {
@@ -275,13 +267,8 @@ func maxLeaders(events []event, exited map[string]int64) int {
 			changes = append(changes, change{at, -1})
 		}
 	}
-	sortChanges := func(i, j int) bool {
-		if changes[i].at != changes[j].at {
-			return changes[i].at < changes[j].at
-		}
-		return changes[i].delta < changes[j].delta // ends before starts at the same instant
-	}
-	sortSlice(changes, sortChanges)
+	// Ends sort before starts at the same instant.
+	slices.SortFunc(changes, func(a, b change) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.delta, b.delta)) })
 	best, now := 0, 0
 	for _, c := range changes {
 		now += c.delta

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -49,10 +48,12 @@ group have a second later?`,
 
 // pausedTrial is one stop-and-continue of each side's leader.
 type pausedTrial struct {
-	// ArticlesOverwrote says the woken leader renewed after its successor
-	// was elected; ArticlesFileHolder whose pid the lock file named right
-	// after; ArticlesLeadersAfter how many believed they led a renew
-	// interval later.
+	// ArticlesTakeover says another process was elected while the leader
+	// was stopped; ArticlesOverwrote that the woken leader renewed after
+	// its successor was elected; ArticlesFileIsOld that the lock file
+	// named the woken leader right after that renew; ArticlesLeadersAfter
+	// the most processes that believed at once that they led, over the
+	// whole trial; ArticlesNote why the trial stopped short.
 	ArticlesTakeover     bool   `json:"articles_takeover"`
 	ArticlesOverwrote    bool   `json:"articles_overwrote"`
 	ArticlesFileIsOld    bool   `json:"articles_file_is_old_leader"`
@@ -60,8 +61,9 @@ type pausedTrial struct {
 	ArticlesNote         string `json:"articles_note,omitempty"`
 
 	// CoordTakeover says another was elected with a greater token;
-	// CoordSteppedDown that the woken leader reported lost and never
-	// renewed after; CoordStaleAccepted and CoordStaleRejected count the
+	// CoordSteppedDown that the woken leader reported lost;
+	// CoordRenewedAfter that it renewed after its successor's first
+	// accepted write; CoordStaleAccepted and CoordStaleRejected count the
 	// old leader's writes after its successor's first accepted write;
 	// CoordCheck lists fencing violations the resource found.
 	CoordTakeover      bool     `json:"coord_takeover"`
@@ -81,17 +83,12 @@ func runPausedLeader(ctx context.Context, env *lab.Env) (*lab.Result, error) {
 	d := pausedData{Procs: env.Procs}
 	env.Progress.Start("paused-leader", env.Trials)
 	for i := range env.Trials {
-		dir := filepath.Join(env.Dir, "trial-"+strconv.Itoa(i))
 		var t pausedTrial
-		var artErr, coordErr error
-		var wg sync.WaitGroup
-		wg.Go(func() { artErr = pausedArticles(ctx, env, filepath.Join(dir, "articles"), &t) })
-		wg.Go(func() { coordErr = pausedCoord(ctx, env, filepath.Join(dir, "coord"), &t) })
-		wg.Wait()
-		for _, err := range []error{artErr, coordErr} {
-			if err != nil {
-				return nil, err
-			}
+		err := bothSides(filepath.Join(env.Dir, "trial-"+strconv.Itoa(i)),
+			func(dir string) error { return pausedArticles(ctx, env, dir, &t) },
+			func(dir string) error { return pausedCoord(ctx, env, dir, &t) })
+		if err != nil {
+			return nil, err
 		}
 		d.Trials = append(d.Trials, t)
 		env.Progress.Step()
@@ -113,7 +110,7 @@ func pausedArticles(ctx context.Context, env *lab.Env, dir string, t *pausedTria
 			return err
 		}
 	}
-	old, ok := g.waitEvent(ctx, 30*time.Second, func(e event) bool { return e.Event.Event == lease.EventElected })
+	old, ok := g.waitEvent(ctx, 30*time.Second, isElected)
 	if !ok {
 		return fmt.Errorf("paused-leader: no articles leader within 30 s")
 	}
@@ -147,7 +144,7 @@ func pausedArticles(ctx context.Context, env *lab.Env, dir string, t *pausedTria
 			}
 		}
 	}
-	g.waitFor(ctx, renew+watch, func([]event) bool { return false })
+	sleep(ctx, renew+watch)
 	t.ArticlesLeadersAfter = maxLeaders(g.snapshot(), g.exitTimes())
 	return ctx.Err()
 }
@@ -200,7 +197,7 @@ func pausedCoord(ctx context.Context, env *lab.Env, dir string, t *pausedTrial) 
 		return e.Event.Event == lease.EventLost && e.Member == old.Member && e.MonoNS > next.MonoNS
 	})
 	// Let anything else the old leader would do arrive.
-	g.waitFor(ctx, 500*time.Millisecond, func([]event) bool { return false })
+	sleep(ctx, 500*time.Millisecond)
 	for _, e := range g.snapshot() {
 		if e.Member == old.Member && e.MonoNS > next.MonoNS && e.Event.Event == lease.EventRenewed {
 			t.CoordRenewedAfter = true

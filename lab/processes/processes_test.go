@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"coord/internal/leasekit/leasekittest"
 	"coord/lab"
 	"coord/lease"
-	"coord/lease/leasetest"
 )
 
 // coordBin is the coord binary the experiments re-execute, built once.
@@ -20,20 +20,7 @@ var coordBin string
 
 func TestMain(m *testing.M) {
 	lab.ServeChild()
-	dir, err := os.MkdirTemp("", "coord-lab-processes-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	coordBin, err = leasetest.BuildCoord(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(leasekittest.MainWithCoord(m, &coordBin))
 }
 
 // runSmall runs an experiment at a small size with real coord processes.

@@ -7,12 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"coord/lab"
 	"coord/lab/articles"
-	"coord/lease"
 )
 
 var takeoverRaceExperiment = lab.Experiment{
@@ -69,21 +67,18 @@ func runTakeoverRace(ctx context.Context, env *lab.Env) (*lab.Result, error) {
 	d := takeoverData{Procs: env.Procs}
 	env.Progress.Start("takeover-race", env.Trials)
 	for i := range env.Trials {
-		dir := filepath.Join(env.Dir, "trial-"+strconv.Itoa(i))
 		var t takeoverTrial
-		var articlesErr, coordErr error
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			t.ArticlesLeaders, t.ArticlesLostRace, articlesErr = articlesTakeover(ctx, env, filepath.Join(dir, "articles"))
-		})
-		wg.Go(func() {
-			t.CoordLeaders, t.CoordTokenGrew, coordErr = coordTakeover(ctx, env, filepath.Join(dir, "coord"))
-		})
-		wg.Wait()
-		for _, err := range []error{articlesErr, coordErr} {
-			if err != nil {
-				return nil, err
-			}
+		err := bothSides(filepath.Join(env.Dir, "trial-"+strconv.Itoa(i)),
+			func(dir string) (err error) {
+				t.ArticlesLeaders, t.ArticlesLostRace, err = articlesTakeover(ctx, env, dir)
+				return err
+			},
+			func(dir string) (err error) {
+				t.CoordLeaders, t.CoordTokenGrew, err = coordTakeover(ctx, env, dir)
+				return err
+			})
+		if err != nil {
+			return nil, err
 		}
 		d.Trials = append(d.Trials, t)
 		env.Progress.Step()
@@ -121,7 +116,7 @@ func articlesTakeover(ctx context.Context, env *lab.Env, dir string) (leaders, l
 	}
 	// Every watcher ticks once a watch interval after the start line;
 	// wait past a second tick.
-	g.waitFor(ctx, watch*5/2, func([]event) bool { return false })
+	sleep(ctx, watch*5/2)
 	if ctx.Err() != nil {
 		return 0, 0, ctx.Err()
 	}
@@ -147,7 +142,7 @@ func coordTakeover(ctx context.Context, env *lab.Env, dir string) (leaders int, 
 	if err := holder.start("holder", env.ChildCommand(ctx, childContend, "--method", "coord", "--path", path, "--id", "holder", "--ttl", coordStaleTTL.String(), "--hold", "60s")); err != nil {
 		return 0, false, err
 	}
-	held, ok := holder.waitEvent(ctx, 30*time.Second, func(e event) bool { return e.Event.Event == lease.EventElected })
+	held, ok := holder.waitEvent(ctx, 30*time.Second, isElected)
 	if !ok {
 		return 0, false, fmt.Errorf("takeover-race: the coord holder did not acquire within 30 s")
 	}
@@ -161,12 +156,12 @@ func coordTakeover(ctx context.Context, env *lab.Env, dir string) (leaders int, 
 			return 0, false, err
 		}
 	}
-	winner, ok := g.waitEvent(ctx, 30*time.Second, func(e event) bool { return e.Event.Event == lease.EventElected })
+	winner, ok := g.waitEvent(ctx, 30*time.Second, isElected)
 	if !ok {
 		return 0, false, fmt.Errorf("takeover-race: no coord watcher took over within 30 s")
 	}
 	// Give any second winner time to show itself.
-	g.waitFor(ctx, 2*time.Second, func([]event) bool { return false })
+	sleep(ctx, 2*time.Second)
 	if ctx.Err() != nil {
 		return 0, false, ctx.Err()
 	}

@@ -1,18 +1,48 @@
 package processes
 
 import (
+	"cmp"
+	"context"
+	"errors"
 	"fmt"
-	"sort"
+	"path/filepath"
+	"slices"
+	"sync"
 	"time"
-)
 
-func sortSlice[T any](xs []T, less func(i, j int) bool) { sort.SliceStable(xs, less) }
+	"coord/lease"
+)
 
 // sortedByMono returns the events ordered by their monotonic stamps.
 func sortedByMono(events []event) []event {
-	out := append([]event(nil), events...)
-	sort.SliceStable(out, func(i, j int) bool { return out[i].MonoNS < out[j].MonoNS })
+	out := slices.Clone(events)
+	slices.SortStableFunc(out, func(a, b event) int { return cmp.Compare(a.MonoNS, b.MonoNS) })
 	return out
+}
+
+// isElected says the event is a participant's election.
+func isElected(e event) bool { return e.Event.Event == lease.EventElected }
+
+// sleep waits for d, or until ctx is done: the time the participants are
+// given to show what they do, when no event marks its end.
+func sleep(ctx context.Context, d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+	case <-timer.C:
+	}
+}
+
+// bothSides runs a trial's two sides at the same time, the articles' in
+// dir/articles and coord's in dir/coord, and returns their errors.
+func bothSides(dir string, articles, coord func(dir string) error) error {
+	var articlesErr, coordErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { articlesErr = articles(filepath.Join(dir, implArticles)) })
+	wg.Go(func() { coordErr = coord(filepath.Join(dir, implCoord)) })
+	wg.Wait()
+	return errors.Join(articlesErr, coordErr)
 }
 
 // secs formats seconds for reading: "9.53 s", "0.012 s".

@@ -173,7 +173,7 @@ func read(t *testing.T, d *raftstore.Disk) state {
 	must(t, err)
 	snap, err := d.Snapshot()
 	must(t, err)
-	if !sameConfState(cs, snap.Metadata.ConfState) {
+	if !cs.Equal(snap.Metadata.ConfState) {
 		t.Fatalf("InitialState's ConfState %+v differs from the snapshot's %+v", cs, snap.Metadata.ConfState)
 	}
 	first, err := d.FirstIndex()
@@ -188,14 +188,9 @@ func read(t *testing.T, d *raftstore.Disk) state {
 	return state{hs: hs, snap: snap, ents: ents}
 }
 
-func sameConfState(a, b raft.ConfState) bool {
-	return slices.Equal(a.Voters, b.Voters) && slices.Equal(a.Learners, b.Learners) &&
-		slices.Equal(a.VotersOutgoing, b.VotersOutgoing)
-}
-
 func sameState(a, b state) bool {
 	return a.hs == b.hs && a.snap.Metadata.Index == b.snap.Metadata.Index && a.snap.Metadata.Term == b.snap.Metadata.Term &&
-		sameConfState(a.snap.Metadata.ConfState, b.snap.Metadata.ConfState) && bytes.Equal(a.snap.Data, b.snap.Data) &&
+		a.snap.Metadata.ConfState.Equal(b.snap.Metadata.ConfState) && bytes.Equal(a.snap.Data, b.snap.Data) &&
 		slices.EqualFunc(a.ents, b.ents, func(x, y raft.Entry) bool {
 			return x.Term == y.Term && x.Index == y.Index && x.Type == y.Type && bytes.Equal(x.Data, y.Data)
 		})

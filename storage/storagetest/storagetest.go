@@ -8,34 +8,13 @@ import (
 	"slices"
 	"testing"
 
+	"coord/node"
 	"coord/raft"
 )
 
-// Storage is a raft.Storage with the write side that a node shell uses and
-// the suite drives.
-type Storage interface {
-	raft.Storage
-
-	// Save stores hs, unless it is empty, and appends ents. Entries from
-	// ents[0].Index on are replaced (Raft's conflict truncation). ents must
-	// be contiguous and ents[0].Index at most LastIndex()+1; entries at or
-	// below the snapshot's index are ignored. Durable implementations say
-	// when the data is durable.
-	Save(hs raft.HardState, ents []raft.Entry) error
-
-	// ApplySnapshot installs snap (one received from a leader): the whole
-	// log is replaced by it, so that FirstIndex() is snap's index + 1 and
-	// LastIndex() its index. ErrSnapshotOutOfDate if snap is not newer
-	// than the current snapshot. It may raise the hard state's Commit to
-	// snap's index (a snapshot holds only committed entries).
-	ApplySnapshot(snap raft.Snapshot) error
-
-	// Compact records a snapshot of the application's state (data) as of
-	// log index index, with membership cs, and discards the entries up to
-	// index. ErrSnapshotOutOfDate if index is not above the current
-	// snapshot's index; ErrUnavailable if it is above LastIndex().
-	Compact(index uint64, data []byte, cs raft.ConfState) error
-}
+// Storage is the interface the suite checks: node.Storage, whose method
+// docs are the contract.
+type Storage = node.Storage
 
 // Run runs the conformance suite, each test on a new, empty Storage from
 // newStorage.
@@ -83,11 +62,6 @@ func equalEntries(a, b []raft.Entry) bool {
 	return slices.EqualFunc(a, b, func(x, y raft.Entry) bool {
 		return x.Term == y.Term && x.Index == y.Index && x.Type == y.Type && bytes.Equal(x.Data, y.Data)
 	})
-}
-
-func equalConfState(a, b raft.ConfState) bool {
-	return slices.Equal(a.Voters, b.Voters) && slices.Equal(a.Learners, b.Learners) &&
-		slices.Equal(a.VotersOutgoing, b.VotersOutgoing)
 }
 
 func indexes(es []raft.Entry) []string {
@@ -145,7 +119,7 @@ func testEmpty(t *testing.T, s Storage) {
 	checkErr(t, "Entries(1, 2) of an empty log", err, raft.ErrUnavailable)
 	hs, cs, err := s.InitialState()
 	must(t, err)
-	if !hs.IsEmpty() || !equalConfState(cs, raft.ConfState{}) {
+	if !hs.IsEmpty() || !cs.Equal(raft.ConfState{}) {
 		t.Fatalf("InitialState of a new storage = %+v, %+v", hs, cs)
 	}
 	snap, err := s.Snapshot()
@@ -264,12 +238,12 @@ func testCompact(t *testing.T, s Storage) {
 	snap, err := s.Snapshot()
 	must(t, err)
 	if snap.Metadata.Index != 4 || snap.Metadata.Term != 2 || string(snap.Data) != "state@4" ||
-		!equalConfState(snap.Metadata.ConfState, cs123) {
+		!snap.Metadata.ConfState.Equal(cs123) {
 		t.Fatalf("Snapshot() = %+v %q", snap.Metadata, snap.Data)
 	}
 	hs, cs, err := s.InitialState()
 	must(t, err)
-	if !equalConfState(cs, cs123) || hs.Term != 2 {
+	if !cs.Equal(cs123) || hs.Term != 2 {
 		t.Fatalf("InitialState() = %+v, %+v", hs, cs)
 	}
 	// The log goes on after the snapshot; compacting everything leaves an
@@ -319,7 +293,7 @@ func testApplySnapshotPastLog(t *testing.T, s Storage) {
 	}
 	hs, cs, err := s.InitialState()
 	must(t, err)
-	if hs.Term != 3 || hs.Vote != 2 || !equalConfState(cs, cs123) {
+	if hs.Term != 3 || hs.Vote != 2 || !cs.Equal(cs123) {
 		t.Fatalf("InitialState() = %+v, %+v", hs, cs)
 	}
 	must(t, s.Save(raft.HardState{}, ents(11, 2, 3)))
@@ -457,7 +431,7 @@ func compare(t *testing.T, s Storage, m *model, step int, what string) {
 	if hs.Term != m.hs.Term || hs.Vote != m.hs.Vote || hs.Commit < m.hs.Commit || hs.Commit > max(m.hs.Commit, snapIndex) {
 		fail("InitialState().HardState = %+v, want %+v (Commit at most raised to %d)", hs, m.hs, snapIndex)
 	}
-	if !equalConfState(cs, m.snap.Metadata.ConfState) {
+	if !cs.Equal(m.snap.Metadata.ConfState) {
 		fail("InitialState().ConfState = %+v, want %+v", cs, m.snap.Metadata.ConfState)
 	}
 	snap, err := s.Snapshot()
