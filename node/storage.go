@@ -3,19 +3,26 @@ package node
 import "coord/raft"
 
 // Storage is the core's read interface plus the writes the Ready contract
-// needs. The node calls it from its loop goroutine only.
+// needs. The node calls it from its loop goroutine only. Every
+// implementation runs the conformance suite, storage/storagetest.
 type Storage interface {
 	raft.Storage
-	// Save appends entries (replacing any stored entries at the same or
-	// later indexes) and records hs if it is not empty. Both must be
-	// durable when Save returns.
+	// Save stores hs, unless it is empty, and appends entries. Entries
+	// from entries[0].Index on are replaced (Raft's conflict truncation).
+	// entries must be contiguous and entries[0].Index at most
+	// LastIndex()+1; entries at or below the snapshot's index are ignored.
+	// Both must be durable when Save returns.
 	Save(hs raft.HardState, entries []raft.Entry) error
-	// ApplySnapshot replaces the log with a snapshot from the leader,
-	// durably.
+	// ApplySnapshot installs snap (one received from the leader), durably:
+	// the whole log is replaced by it, so that FirstIndex() is snap's index
+	// + 1 and LastIndex() its index. ErrSnapshotOutOfDate (raft) if snap is
+	// not newer than the current snapshot. It may raise the hard state's
+	// Commit to snap's index (a snapshot holds only committed entries).
 	ApplySnapshot(snap raft.Snapshot) error
 	// Compact stores the state machine's snapshot data as of applied index
-	// index, with the membership at that index, and discards the log up
-	// to it.
+	// index, with the membership cs at that index, and discards the log up
+	// to it. ErrSnapshotOutOfDate (raft) if index is not above the current
+	// snapshot's index; ErrUnavailable (raft) if it is above LastIndex().
 	Compact(index uint64, data []byte, cs raft.ConfState) error
 }
 

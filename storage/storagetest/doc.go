@@ -1,6 +1,6 @@
-// Package storagetest is the conformance suite for raft.Storage
-// implementations that also have the write side a node needs (Storage in
-// this package): every implementation runs it,
+// Package storagetest is the conformance suite for node.Storage, a
+// raft.Storage with the write side a node needs: every implementation runs
+// it,
 //
 //	func TestConformance(t *testing.T) {
 //		storagetest.Run(t, func(t *testing.T) storagetest.Storage { return NewMemoryStorage() })
