@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -150,7 +149,7 @@ func newEnv(e Experiment, c Config, params Params, seed uint64) (*Env, func(), e
 		env.Progress = c.Progress(e.Name)
 	}
 	if env.Logger == nil {
-		env.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		env.Logger = slog.New(slog.DiscardHandler)
 	}
 	env.Logger = env.Logger.With("experiment", e.Name)
 	return env, func() { os.RemoveAll(dir) }, nil
