@@ -90,15 +90,21 @@ func (c Config) Validate() error {
 	case c.InboxMessages <= 0:
 		return fmt.Errorf("%w: InboxMessages %d must be positive", ErrInvalidConfig, c.InboxMessages)
 	}
-	rc := c.Raft
-	rc.Storage = c.Storage
-	if rc.Rand == nil {
-		rc.Rand = rand.New(rand.NewPCG(1, 1))
-	}
-	if err := rc.Validate(); err != nil {
+	if err := c.coreConfig().Validate(); err != nil {
 		return fmt.Errorf("%w: Raft: %w", ErrInvalidConfig, err)
 	}
 	return nil
+}
+
+// coreConfig returns the core's configuration: Raft with Storage set and,
+// if Raft.Rand is nil, a randomly seeded source.
+func (c Config) coreConfig() raft.Config {
+	rc := c.Raft
+	rc.Storage = c.Storage
+	if rc.Rand == nil {
+		rc.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	return rc
 }
 
 // Node runs one raft core on its own goroutine.
@@ -155,11 +161,7 @@ func Start(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	rc := cfg.Raft
-	rc.Storage = cfg.Storage
-	if rc.Rand == nil {
-		rc.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	}
+	rc := cfg.coreConfig()
 	n := &Node{
 		id:        rc.ID,
 		cfg:       cfg,
@@ -374,9 +376,7 @@ func (n *Node) run() {
 		case <-ticker.C:
 			n.core.Tick()
 		case m := <-n.inbox:
-			if err := n.core.Step(m); err != nil {
-				n.log.Warn("node: invalid message", "node", n.id, "err", err)
-			}
+			n.step(m)
 		case f := <-n.requests:
 			f()
 		case f := <-n.reports:
@@ -406,9 +406,7 @@ func (n *Node) drain() {
 	for range drainMax {
 		select {
 		case m := <-n.inbox:
-			if err := n.core.Step(m); err != nil {
-				n.log.Warn("node: invalid message", "node", n.id, "err", err)
-			}
+			n.step(m)
 		case f := <-n.requests:
 			f()
 		case f := <-n.reports:
@@ -416,6 +414,14 @@ func (n *Node) drain() {
 		default:
 			return
 		}
+	}
+}
+
+// step feeds a peer's message to the core. A message no correct peer sends
+// is logged and dropped: it must not stop the node.
+func (n *Node) step(m raft.Message) {
+	if err := n.core.Step(m); err != nil {
+		n.log.Warn("node: invalid message", "node", n.id, "err", err)
 	}
 }
 

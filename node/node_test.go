@@ -56,7 +56,7 @@ func (s *kv) get(k string) string {
 
 type member struct {
 	node    *Node
-	storage MemoryStorage
+	storage Storage
 	sm      *kv
 }
 
@@ -64,7 +64,7 @@ type testCluster struct {
 	t       *testing.T
 	net     *MemoryNetwork
 	members map[uint64]*member
-	wrap    func(id uint64, tr Transport, s MemoryStorage) Transport
+	wrap    func(id uint64, tr Transport, s Storage) Transport
 }
 
 func newTestCluster(t *testing.T, ids ...uint64) *testCluster {
@@ -76,7 +76,7 @@ func newTestCluster(t *testing.T, ids ...uint64) *testCluster {
 	return c
 }
 
-func (c *testCluster) start(id uint64, storage MemoryStorage, peers []uint64) *member {
+func (c *testCluster) start(id uint64, storage Storage, peers []uint64) *member {
 	c.t.Helper()
 	cfg := DefaultConfig()
 	cfg.Raft.ID = id
@@ -189,7 +189,7 @@ func TestMessagesLeaveOnlyAfterPersisting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var checked sync.Map
 		c := &testCluster{t: t, net: NewMemoryNetwork(), members: map[uint64]*member{}}
-		c.wrap = func(id uint64, tr Transport, s MemoryStorage) Transport {
+		c.wrap = func(id uint64, tr Transport, s Storage) Transport {
 			return checkingTransport{t: t, inner: tr, storage: s, checked: &checked}
 		}
 		for _, id := range []uint64{1, 2, 3} {
@@ -220,7 +220,7 @@ func TestMessagesLeaveOnlyAfterPersisting(t *testing.T) {
 type checkingTransport struct {
 	t       *testing.T
 	inner   Transport
-	storage MemoryStorage
+	storage Storage
 	checked *sync.Map
 }
 
@@ -229,7 +229,7 @@ func (ct checkingTransport) Send(msgs []raft.Message) {
 	for _, m := range msgs {
 		switch {
 		case m.Type == raft.MsgVoteResponse && !m.Reject:
-			if hs := ct.storage.HardState(); hs.Term != m.Term || hs.Vote != m.To {
+			if hs, _, _ := ct.storage.InitialState(); hs.Term != m.Term || hs.Vote != m.To {
 				ct.t.Errorf("node %d grants its term-%d vote to %d before persisting it (stored %+v)", m.From, m.Term, m.To, hs)
 			}
 			count(ct.checked, raft.MsgVoteResponse)

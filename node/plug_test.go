@@ -35,27 +35,8 @@ func TestDurableStorageSurvivesPowerLoss(t *testing.T) {
 			return d
 		}
 		c := &testCluster{t: t, net: NewMemoryNetwork(), members: map[uint64]*member{}}
-		start := func(id uint64, peers []uint64) *member {
-			cfg := DefaultConfig()
-			cfg.Raft.ID, cfg.Raft.Peers = id, peers
-			cfg.Storage = open(id)
-			cfg.Transport = c.net.Transport(id)
-			m := &member{sm: newKV()}
-			cfg.StateMachine = m.sm
-			cfg.TickInterval = 10 * time.Millisecond
-			cfg.SnapshotEntries = 4
-			cfg.Logger = discard
-			n, err := Start(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m.node = n
-			c.members[id] = m
-			c.net.Attach(n)
-			return m
-		}
 		for _, id := range []uint64{1, 2, 3} {
-			start(id, []uint64{1, 2, 3})
+			c.start(id, open(id), []uint64{1, 2, 3})
 		}
 		t.Cleanup(c.stopAll)
 		leader := c.waitLeader(0)
@@ -75,7 +56,7 @@ func TestDurableStorageSurvivesPowerLoss(t *testing.T) {
 		}
 		c.stop(victim)
 		disks[victim].Crash()
-		restarted := start(victim, nil)
+		restarted := c.start(victim, open(victim), nil)
 		for restarted.sm.get("k9") != "9" {
 			select {
 			case <-restarted.node.Changed():
