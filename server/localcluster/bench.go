@@ -94,37 +94,11 @@ type Failover struct {
 func (c *Cluster) Failovers(ctx context.Context, n int, settle time.Duration) ([]Failover, error) {
 	var out []Failover
 	for range n {
-		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		leader, err := c.WaitLeader(wctx)
+		f, err := c.failover(ctx)
 		if err != nil {
-			cancel()
 			return out, err
-		}
-		before, err := c.Status(wctx, leader)
-		if err != nil {
-			cancel()
-			return out, err
-		}
-		t0 := time.Now()
-		if err := c.Kill(leader); err != nil {
-			cancel()
-			return out, err
-		}
-		next, err := c.WaitLeader(wctx)
-		if err != nil {
-			cancel()
-			return out, err
-		}
-		f := Failover{Took: time.Since(t0)}
-		if st, err := c.Status(wctx, next); err == nil {
-			f.Terms = st.Term - before.Term
 		}
 		out = append(out, f)
-		err = c.Restart(wctx, leader)
-		cancel()
-		if err != nil {
-			return out, err
-		}
 		select {
 		case <-time.After(settle):
 		case <-ctx.Done():
@@ -132,4 +106,32 @@ func (c *Cluster) Failovers(ctx context.Context, n int, settle time.Duration) ([
 		}
 	}
 	return out, nil
+}
+
+// failover kills the leader, measures the time until the others agree on
+// a new one, and restarts the killed node, all within a minute.
+func (c *Cluster) failover(ctx context.Context) (Failover, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		return Failover{}, err
+	}
+	before, err := c.Status(ctx, leader)
+	if err != nil {
+		return Failover{}, err
+	}
+	t0 := time.Now()
+	if err := c.Kill(leader); err != nil {
+		return Failover{}, err
+	}
+	next, err := c.WaitLeader(ctx)
+	if err != nil {
+		return Failover{}, err
+	}
+	f := Failover{Took: time.Since(t0)}
+	if st, err := c.Status(ctx, next); err == nil {
+		f.Terms = st.Term - before.Term
+	}
+	return f, c.Restart(ctx, leader)
 }

@@ -137,16 +137,22 @@ func (c *Cluster) newNode(id uint64, join bool) (*Node, error) {
 	return n, nil
 }
 
+// directPeers returns every node's own Raft address; c.mu is held.
+func (c *Cluster) directPeers() map[uint64]string {
+	peers := map[uint64]string{}
+	for _, m := range c.nodes {
+		peers[m.ID] = m.Peer
+	}
+	return peers
+}
+
 // wirePeers gives every node its view of the others' addresses, through a
 // proxy per pair when asked.
 func (c *Cluster) wirePeers() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, n := range c.nodes {
-		n.peers = map[uint64]string{}
-		for _, m := range c.nodes {
-			n.peers[m.ID] = m.Peer
-		}
+		n.peers = c.directPeers()
 	}
 	if !c.cfg.Proxies {
 		return nil
@@ -360,26 +366,11 @@ func (c *Cluster) Restart(ctx context.Context, id uint64) error {
 // different groups loses its connection, and reconnections are refused,
 // until Heal. Nodes not named in any group keep all their links.
 func (c *Cluster) Partition(groups ...[]uint64) error {
-	if !c.cfg.Proxies {
-		return fmt.Errorf("%w: the cluster was started without proxies", ErrInvalid)
-	}
-	group := map[uint64]int{}
-	for i, g := range groups {
-		for _, id := range g {
-			group[id] = i + 1
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for key, p := range c.proxies {
-		a, b := group[key[0]], group[key[1]]
-		if a != 0 && b != 0 && a != b {
-			p.Reject(true)
-			p.Cut()
-			c.cut[key] = true
-		}
-	}
-	return nil
+	return c.split(groups, func(key [2]uint64, p *faultproxy.Proxy) {
+		p.Reject(true)
+		p.Cut()
+		c.cut[key] = true
+	})
 }
 
 // Blackhole partitions the groups as a silent network does: connections
@@ -387,6 +378,15 @@ func (c *Cluster) Partition(groups ...[]uint64) error {
 // them across a partition, and arrive after Heal), so senders find out
 // only through their own timeouts.
 func (c *Cluster) Blackhole(groups ...[]uint64) error {
+	return c.split(groups, func(key [2]uint64, p *faultproxy.Proxy) {
+		p.Blackhole(true)
+		c.holed[key] = true
+	})
+}
+
+// split calls fault, with c.mu held, on the proxy of every pair of nodes in
+// different groups.
+func (c *Cluster) split(groups [][]uint64, fault func(key [2]uint64, p *faultproxy.Proxy)) error {
 	if !c.cfg.Proxies {
 		return fmt.Errorf("%w: the cluster was started without proxies", ErrInvalid)
 	}
@@ -401,8 +401,7 @@ func (c *Cluster) Blackhole(groups ...[]uint64) error {
 	for key, p := range c.proxies {
 		a, b := group[key[0]], group[key[1]]
 		if a != 0 && b != 0 && a != b {
-			p.Blackhole(true)
-			c.holed[key] = true
+			fault(key, p)
 		}
 	}
 	return nil
@@ -410,13 +409,18 @@ func (c *Cluster) Blackhole(groups ...[]uint64) error {
 
 // Isolate partitions one node from all the others.
 func (c *Cluster) Isolate(id uint64) error {
+	return c.Partition([]uint64{id}, c.Except(id))
+}
+
+// Except returns the members' IDs, in order, without the ones given.
+func (c *Cluster) Except(ids ...uint64) []uint64 {
 	var rest []uint64
-	for _, other := range c.IDs() {
-		if other != id {
-			rest = append(rest, other)
+	for _, id := range c.IDs() {
+		if !slices.Contains(ids, id) {
+			rest = append(rest, id)
 		}
 	}
-	return c.Partition([]uint64{id}, rest)
+	return rest
 }
 
 // Heal ends every partition.
@@ -510,10 +514,7 @@ func (c *Cluster) Add(ctx context.Context, id uint64) (*Node, error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	n.peers = map[uint64]string{}
-	for _, m := range c.nodes {
-		n.peers[m.ID] = m.Peer
-	}
+	n.peers = c.directPeers()
 	c.mu.Unlock()
 	if err := c.spawn(n); err != nil {
 		return nil, err
@@ -544,17 +545,7 @@ type Info struct {
 	Nodes []Node `json:"nodes"`
 }
 
-func (c *Cluster) save() error {
-	b, err := json.MarshalIndent(Info{Nodes: c.Nodes()}, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(c.cfg.Dir, File+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("localcluster: %w", err)
-	}
-	return os.Rename(tmp, filepath.Join(c.cfg.Dir, File))
-}
+func (c *Cluster) save() error { return writeInfo(c.cfg.Dir, Info{Nodes: c.Nodes()}) }
 
 // Load reads the cluster.json of a cluster started in dir.
 func Load(dir string) (Info, error) {

@@ -2,7 +2,9 @@ package localcluster
 
 import (
 	"context"
+	"errors"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -69,12 +71,7 @@ func TestClusterOfProcessesSurvivesKillPauseAndPartition(t *testing.T) {
 	if err := c.Isolate(cur); err != nil {
 		t.Fatal(err)
 	}
-	var rest []uint64
-	for _, id := range c.IDs() {
-		if id != cur {
-			rest = append(rest, id)
-		}
-	}
+	rest := c.Except(cur)
 	if _, err := c.WaitLeader(ctx, rest...); err != nil {
 		t.Fatal(err)
 	}
@@ -100,5 +97,43 @@ func TestClusterOfProcessesSurvivesKillPauseAndPartition(t *testing.T) {
 			t.Fatalf("isolated node never caught up to %d: %+v %v", rev, st, err)
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+}
+
+// TestClearRemovesOnlyAClustersFiles: a stopped cluster's directory is
+// cleared for a new one; a directory with anything else in it is refused
+// and left as it was.
+func TestClearRemovesOnlyAClustersFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"node-1/wal", "node-1.log", "node-12.log", File} {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := Clear(dir); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("left %d entries", len(entries))
+	}
+	if err := Clear(filepath.Join(dir, "absent")); err != nil {
+		t.Fatalf("a missing directory: %v", err)
+	}
+	for _, foreign := range []string{"notes.txt", "node-x", "node-"} {
+		os.WriteFile(filepath.Join(dir, "node-2.log"), []byte("x"), 0o644)
+		os.WriteFile(filepath.Join(dir, foreign), []byte("keep"), 0o644)
+		if err := Clear(dir); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err %v, want ErrInvalid", foreign, err)
+		}
+		for _, name := range []string{"node-2.log", foreign} {
+			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+				t.Errorf("%s: a refused Clear removed %s: %v", foreign, name, err)
+			}
+		}
+		os.Remove(filepath.Join(dir, foreign))
 	}
 }

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,6 +36,7 @@ func ownsPID(n Node) bool {
 	return bytes.Contains(cmdline, []byte(n.Data))
 }
 
+// writeInfo replaces dir's cluster.json by info, atomically.
 func writeInfo(dir string, info Info) error {
 	b, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
@@ -40,7 +44,7 @@ func writeInfo(dir string, info Info) error {
 	}
 	tmp := filepath.Join(dir, File+".tmp")
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
+		return fmt.Errorf("localcluster: %w", err)
 	}
 	return os.Rename(tmp, filepath.Join(dir, File))
 }
@@ -173,11 +177,39 @@ func StatusAll(ctx context.Context, endpoints []string) ([]server.NodeStatus, []
 	return sts, errs
 }
 
-// ParseID parses a node ID flag value.
-func ParseID(s string) (uint64, error) {
-	id, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || id == 0 {
-		return 0, fmt.Errorf("%w: node id %q: want a positive integer", ErrInvalid, s)
+// Clear removes a stopped cluster's files from dir (cluster.json, and each
+// node's data directory and log), so that a new cluster can start there.
+// It refuses, and removes nothing, if dir holds anything else: such a
+// directory is not a cluster's, and its files are not ours to delete. A
+// dir that does not exist is clear.
+func Clear(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
 	}
-	return id, nil
+	if err != nil {
+		return fmt.Errorf("localcluster: %w", err)
+	}
+	for _, e := range entries {
+		if !clusterFile(e.Name()) {
+			return fmt.Errorf("%w: %s holds %q, which no cluster wrote: choose an empty or a cluster's directory", ErrInvalid, dir, e.Name())
+		}
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("localcluster: %w", err)
+		}
+	}
+	return nil
+}
+
+// clusterFile reports whether name is one a Cluster writes in its Dir:
+// cluster.json (and its temporary), node-N, node-N.log.
+func clusterFile(name string) bool {
+	if name == File || name == File+".tmp" {
+		return true
+	}
+	id, ok := strings.CutPrefix(strings.TrimSuffix(name, ".log"), "node-")
+	_, err := strconv.ParseUint(id, 10, 64)
+	return ok && err == nil
 }
