@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"coord/lab"
 	"coord/server/localcluster"
 
 	"github.com/spf13/cobra"
@@ -52,9 +53,11 @@ func newClusterUpCmd() *cobra.Command {
 		Long: `Start a cluster of --nodes 'coord server' processes on loopback, wait for a
 leader, and print the nodes' addresses and what to try. Without --detach it
 runs until interrupted, then stops the nodes; with --detach it leaves them
-running ('coord cluster down' stops them). Data survives in --dir: a
-cluster started again in the same directory with the same node count
-would need the same addresses, so 'up' refuses a directory that holds one.`,
+running ('coord cluster down' stops them). A new cluster gets new
+addresses, and old data with new addresses would be a different cluster
+that believes it is the old one: so 'up' refuses a --dir where a cluster
+is running, removes what a stopped one left there (its node-N data and
+logs), and refuses a --dir that holds anything else.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if nodes < 1 || nodes > 9 {
@@ -70,12 +73,8 @@ would need the same addresses, so 'up' refuses a directory that holds one.`,
 					}
 				}
 			}
-			if entries, _ := os.ReadDir(dir); len(entries) > 0 {
-				// Old data with new addresses would be a different cluster
-				// that believes it is the old one.
-				if err := os.RemoveAll(dir); err != nil {
-					return err
-				}
+			if err := localcluster.Clear(dir); err != nil {
+				return err
 			}
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
@@ -347,7 +346,7 @@ The figures in docs/BENCHMARKS.md come from this command.`,
 			}
 			if jsonOut {
 				return json.NewEncoder(out).Encode(map[string]any{"nodes": nodes, "tick": tick.String(), "writes": rows,
-					"failover_seconds": secondsOf(times), "failovers": fos})
+					"failover_seconds": lab.Seconds(times), "failovers": fos})
 			}
 			fmt.Fprintf(out, "%d-node cluster on loopback, fsync on, tick %v\n\n", nodes, tick)
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
@@ -357,7 +356,7 @@ The figures in docs/BENCHMARKS.md come from this command.`,
 			}
 			tw.Flush()
 			if len(times) > 0 {
-				s := secondsOf(times)
+				s := lab.Seconds(times)
 				sort.Float64s(s)
 				q := func(p float64) float64 { return s[min(len(s)-1, int(p*float64(len(s))))] }
 				fmt.Fprintf(out, "\nfailover (leader killed, %d times): min %.2f s, p50 %.2f s, p90 %.2f s, max %.2f s; %d needed more than one election\n",
@@ -378,14 +377,6 @@ The figures in docs/BENCHMARKS.md come from this command.`,
 	fl.BoolVar(&keepDir, "keep", false, "keep the temporary directory (data and logs)")
 	fl.IntVar(&settleFactor, "settle", 3, "election timeouts to wait between failovers")
 	return cmd
-}
-
-func secondsOf(ds []time.Duration) []float64 {
-	out := make([]float64, len(ds))
-	for i, d := range ds {
-		out[i] = d.Seconds()
-	}
-	return out
 }
 
 func fmtSeconds(s []float64) string {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -56,6 +57,13 @@ func TestClusterLifecycle(t *testing.T) {
 
 func TestClusterAndServerRefuseBadInput(t *testing.T) {
 	dir := t.TempDir()
+	// A directory no cluster made: up must neither use nor clear it.
+	foreign := t.TempDir()
+	notes := filepath.Join(foreign, "notes.txt")
+	if err := os.WriteFile(notes, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = localcluster.Down(foreign) })
 	for _, tt := range []struct {
 		args []string
 		code int
@@ -63,6 +71,7 @@ func TestClusterAndServerRefuseBadInput(t *testing.T) {
 	}{
 		{[]string{"cluster", "up", "--nodes", "0", "--dir", dir}, exitUsage, "--nodes 0"},
 		{[]string{"cluster", "up", "--tick", "0s", "--dir", dir}, exitUsage, "--tick"},
+		{[]string{"cluster", "up", "--detach", "--dir", foreign}, exitFailure, "which no cluster wrote"},
 		{[]string{"cluster", "add", "--dir", dir}, exitUsage, "--id is required"},
 		{[]string{"cluster", "remove", "--dir", dir}, exitUsage, "--id is required"},
 		{[]string{"cluster", "status", "--dir", dir}, exitFailure, "no cluster in"},
@@ -76,5 +85,8 @@ func TestClusterAndServerRefuseBadInput(t *testing.T) {
 		if code != tt.code || !strings.Contains(stderr, tt.has) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tt.args, code, stderr, tt.code, tt.has)
 		}
+	}
+	if _, err := os.Stat(notes); err != nil {
+		t.Fatalf("cluster up removed a file it did not write: %v", err)
 	}
 }
