@@ -205,7 +205,6 @@ type row struct {
 	live      bool  // unexpired and held
 	remaining int64 // microseconds until expiry, on the server's clock
 	expiry    int64 // the server's expiry, unix microseconds (a version for Watch)
-	advisory  bool  // the holder took the advisory lock
 }
 
 // record converts a row to a Record, with Expiry measured from sent.
@@ -225,7 +224,7 @@ func (b *Backend) query(ctx context.Context, q querier, sql string, args ...any)
 	var r row
 	var holder *string
 	var token, remaining, expiry *int64
-	err := q.QueryRow(ctx, sql, args...).Scan(&r.won, &holder, &token, &r.live, &remaining, &expiry, &r.advisory)
+	err := q.QueryRow(ctx, sql, args...).Scan(&r.won, &holder, &token, &r.live, &remaining, &expiry)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return row{}, nil // a name never acquired
 	}

@@ -69,15 +69,23 @@ func TestAdvisoryReleasesDeadHolderAtOnce(t *testing.T) {
 	assert.That(errors.Is(err, lease.ErrHeld), "Acquire of a live holder's lease: want ErrHeld, got %v", err)
 
 	assert.That(holder.Close() == nil, "Close failed") // its session ends, as with a crash
-	// The server notices the closed session asynchronously: retry briefly.
+	takesOver(t, other, name, a.Token, "the holder's session ended")
+}
+
+// takesOver checks that other acquires name (for an hour, as "b") with a
+// token greater than after, long before the TTL of the holder whose session
+// ended (why). The server notices an ended session asynchronously, so
+// Acquire is retried while it says ErrHeld, for at most 30 s.
+func takesOver(t *testing.T, other lease.Backend, name string, after uint64, why string) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		c, err := other.Acquire(ctx, name, "b", time.Hour)
+		c, err := other.Acquire(context.Background(), name, "b", time.Hour)
 		if err == nil {
-			assert.That(c.Token > a.Token, "token %d after %d", c.Token, a.Token)
-			break
+			assert.That(c.Token > after, "token %d after %d", c.Token, after)
+			return
 		}
-		assert.That(errors.Is(err, lease.ErrHeld) && time.Now().Before(deadline), "Acquire after the holder's session ended (TTL 1h): %v", err)
+		assert.That(errors.Is(err, lease.ErrHeld) && time.Now().Before(deadline), "Acquire after %s (TTL 1h): %v", why, err)
 		time.Sleep(10 * time.Millisecond) // a retry period, not a wait for a state
 	}
 }
@@ -98,16 +106,7 @@ func TestAdvisoryConnectionCutLosesLease(t *testing.T) {
 	p.Cut()
 	_, err = b.Renew(ctx, name, "a", a.Token, time.Hour)
 	assert.That(errors.Is(err, lease.ErrLost), "Renew after the advisory session was cut: want ErrLost, got %v", err)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := other.Acquire(ctx, name, "b", time.Hour)
-		if err == nil {
-			assert.That(c.Token > a.Token, "token %d after %d", c.Token, a.Token)
-			break
-		}
-		assert.That(errors.Is(err, lease.ErrHeld) && time.Now().Before(deadline), "Acquire after the holder's session was cut (TTL 1h): %v", err)
-		time.Sleep(10 * time.Millisecond) // a retry period, not a wait for a state
-	}
+	takesOver(t, other, name, a.Token, "the holder's session was cut")
 }
 
 func TestBadURLs(t *testing.T) {

@@ -8,9 +8,8 @@ import (
 )
 
 // statements are the SQL texts for one table. Every statement returns one
-// row (won, holder, token, held, remaining_us, expiry_us, advisory), or none
-// for a name never acquired: held is true while the lease is unexpired and
-// held; advisory says that its holder took the advisory lock.
+// row (won, holder, token, held, remaining_us, expiry_us), or none for a
+// name never acquired: held is true while the lease is unexpired and held.
 type statements struct {
 	schema, acquire, renew, release, get string
 }
@@ -20,8 +19,7 @@ type statements struct {
 const returning = `l.holder, l.token,
 	(l.holder <> '' AND l.expiry > clock_timestamp()),
 	(extract(epoch FROM l.expiry - clock_timestamp()) * 1000000)::bigint,
-	(extract(epoch FROM l.expiry) * 1000000)::bigint,
-	l.live`
+	(extract(epoch FROM l.expiry) * 1000000)::bigint`
 
 // returningGet is returning for Get, which also reports a holder whose
 // advisory lock is free (its session ended) as not holding: taking the lock
@@ -34,8 +32,7 @@ const returningGet = `l.holder, l.token,
 		WHEN l.live THEN NOT pg_try_advisory_xact_lock_shared($K, hashtext(l.name))
 		ELSE true END,
 	(extract(epoch FROM l.expiry - clock_timestamp()) * 1000000)::bigint,
-	(extract(epoch FROM l.expiry) * 1000000)::bigint,
-	l.live`
+	(extract(epoch FROM l.expiry) * 1000000)::bigint`
 
 func newStatements(table string) statements {
 	t := pgx.Identifier{table}.Sanitize()

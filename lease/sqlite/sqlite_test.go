@@ -21,37 +21,25 @@ var coordBin string
 
 func TestMain(m *testing.M) { os.Exit(leasekittest.MainWithCoord(m, &coordBin)) }
 
-// newFactory returns a function that opens a new Backend on one database
-// file per call of newFactory.
-func newFactory(t *testing.T) (string, func(t *testing.T) lease.Backend) {
-	url := "sqlite://" + filepath.Join(t.TempDir(), "leases.db")
-	return url, func(t *testing.T) lease.Backend {
-		b, err := lease.Open(context.Background(), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-}
+// tempURL returns the URL of a new database file of the test's own.
+func tempURL(t *testing.T) string { return "sqlite://" + filepath.Join(t.TempDir(), "leases.db") }
 
 func TestConformance(t *testing.T) {
-	_, newBackend := newFactory(t)
-	leasetest.Run(t, newBackend)
+	url := tempURL(t)
+	leasetest.Run(t, func(t *testing.T) lease.Backend { return leasekittest.Open(t, url) })
 }
 
 // Real `coord elect` processes: the leader killed, terminated, stopped.
 func TestProcesses(t *testing.T) {
-	url, _ := newFactory(t)
-	leasetest.RunProcesses(t, coordBin, url, leasetest.ProcessOptions{})
+	leasetest.RunProcesses(t, coordBin, tempURL(t), leasetest.ProcessOptions{})
 }
 
 // A database whose write lock another process holds makes every write
 // wait; the wait ends with ErrUnavailable when the caller's context is done,
 // not at the (longer) busy timeout.
 func TestLockedDatabaseIsUnavailable(t *testing.T) {
-	url, newBackend := newFactory(t)
-	b := newBackend(t)
-	defer b.Close()
+	url := tempURL(t)
+	b := leasekittest.Open(t, url)
 	ctx := context.Background()
 	if _, err := b.Get(ctx, "x"); err != nil {
 		t.Fatal(err)
@@ -78,20 +66,15 @@ func TestLockedDatabaseIsUnavailable(t *testing.T) {
 }
 
 func TestTokensSurviveReopen(t *testing.T) {
-	url, newBackend := newFactory(t)
+	url := tempURL(t)
 	ctx := context.Background()
-	b := newBackend(t)
-	defer b.Close()
+	b := leasekittest.Open(t, url)
 	a, err := b.Acquire(ctx, "n", "a", time.Minute)
 	assert.That(err == nil, "Acquire: %v", err)
 	assert.That(b.Release(ctx, "n", "a", a.Token) == nil, "Release failed")
 	assert.That(b.Close() == nil, "Close failed")
 
-	b2, err := lease.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b2.Close()
+	b2 := leasekittest.Open(t, url)
 	got, err := b2.Get(ctx, "n")
 	assert.That(err == nil && got.Free() && got.Token == a.Token, "Get after reopen: %+v, %v", got, err)
 	c, err := b2.Acquire(ctx, "n", "c", time.Minute)
@@ -101,10 +84,8 @@ func TestTokensSurviveReopen(t *testing.T) {
 // A lease written during an earlier boot is expired: its holder died with
 // that boot, and CLOCK_BOOTTIME restarted from zero.
 func TestLeaseFromEarlierBootIsExpired(t *testing.T) {
-	_, newBackend := newFactory(t)
 	ctx := context.Background()
-	b := newBackend(t).(*Backend)
-	defer b.Close()
+	b := leasekittest.Open(t, tempURL(t)).(*Backend)
 	a, err := b.Acquire(ctx, "n", "a", time.Hour)
 	assert.That(err == nil, "Acquire: %v", err)
 	if _, err := b.db.ExecContext(ctx, `UPDATE coord_lease SET boot = 'an-earlier-boot' WHERE name = 'n'`); err != nil {
