@@ -43,11 +43,7 @@ func (fs Faults) String() string {
 	if len(fs) == len(AllFaults) {
 		return "all"
 	}
-	parts := make([]string, len(fs))
-	for i, f := range fs {
-		parts[i] = string(f)
-	}
-	return strings.Join(parts, ",")
+	return fs.Names()
 }
 
 // ParseFaults reads "all", "none" or a comma-separated list of fault names.
@@ -62,7 +58,7 @@ func ParseFaults(s string) (Faults, error) {
 	for _, name := range strings.Split(s, ",") {
 		f := Fault(strings.TrimSpace(name))
 		if !slices.Contains(AllFaults, f) {
-			return nil, fmt.Errorf("%w: unknown fault %q (want all, none, or a list of %v)", ErrInvalidConfig, name, Faults(AllFaults).names())
+			return nil, fmt.Errorf("%w: unknown fault %q (want all, none, or a list of %v)", ErrInvalidConfig, name, Faults(AllFaults).Names())
 		}
 		if !fs.Has(f) {
 			fs = append(fs, f)
@@ -73,12 +69,14 @@ func ParseFaults(s string) (Faults, error) {
 	return fs, nil
 }
 
-func (fs Faults) names() string {
+// Names lists the faults comma-separated, without String's "all" and
+// "none" shorthands.
+func (fs Faults) Names() string {
 	parts := make([]string, len(fs))
 	for i, f := range fs {
 		parts[i] = string(f)
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(parts, ",")
 }
 
 // Config describes one simulated run. Durations are simulated time.

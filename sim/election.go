@@ -161,8 +161,8 @@ func electionTrial(ec ElectionConfig, seed uint64) (took time.Duration, terms ui
 	s.start()
 	// Settle: several election timeouts, then crash the leader at a
 	// uniformly random moment within its heartbeat interval.
-	settle := time.Duration(6*ec.ElectionTicks) * ec.Tick
-	heartbeat := time.Duration(ec.HeartbeatTicks) * ec.Tick
+	settle := ticks(ec, 6*ec.ElectionTicks)
+	heartbeat := ticks(ec, ec.HeartbeatTicks)
 	s.advance(settle + time.Duration(s.rng.Int64N(int64(heartbeat))))
 	if s.failure != nil {
 		return 0, 0, false, s.failure
@@ -176,9 +176,7 @@ func electionTrial(ec ElectionConfig, seed uint64) (took time.Duration, terms ui
 	s.crash(old)
 	deadline := crashedAt + s.us(ec.Bound)
 	for s.failure == nil && len(s.events) > 0 && s.events[0].at <= deadline {
-		e := s.next()
-		s.now = e.at
-		s.handle(e)
+		s.step(s.next())
 		if l := s.leader(); l != nil {
 			term := l.core.Status().Term
 			return time.Duration(s.now-crashedAt) * time.Microsecond, term - oldTerm, true, nil

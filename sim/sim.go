@@ -137,7 +137,6 @@ type readRequest struct {
 type ackedWrite struct {
 	index uint64
 	data  string
-	at    int64
 }
 
 // New returns a simulator for cfg.
@@ -189,14 +188,12 @@ func (s *Sim) Run() (res Result) {
 		}
 	}()
 	s.start()
-	for s.failure == nil {
+	for s.failure == nil && !s.livenessDone {
 		e := s.next()
-		if e == nil || s.livenessDone {
+		if e == nil {
 			break
 		}
-		s.now = e.at
-		s.stats.Steps++
-		s.handle(e)
+		s.step(e)
 	}
 	if s.failure == nil {
 		s.finalChecks()
@@ -209,12 +206,16 @@ func (s *Sim) Run() (res Result) {
 func (s *Sim) advance(d time.Duration) {
 	until := s.us(d)
 	for s.failure == nil && len(s.events) > 0 && s.events[0].at <= until {
-		e := s.next()
-		s.now = e.at
-		s.stats.Steps++
-		s.handle(e)
+		s.step(s.next())
 	}
 	s.now = max(s.now, until)
+}
+
+// step moves the clock to e and handles it.
+func (s *Sim) step(e *event) {
+	s.now = e.at
+	s.stats.Steps++
+	s.handle(e)
 }
 
 func (s *Sim) us(d time.Duration) int64 { return int64(d / time.Microsecond) }
@@ -443,7 +444,7 @@ func (s *Sim) handle(e *event) {
 
 // ---- The network ----
 
-func (s *Sim) send(from *node, m raft.Message) {
+func (s *Sim) send(m raft.Message) {
 	s.check.sent(s, m)
 	if s.queued[m.To] >= maxQueuedPerNode {
 		s.stats.Dropped++
@@ -515,7 +516,7 @@ func (s *Sim) process(n *node) {
 		}
 		// 2. Send, only after persisting.
 		for _, m := range rd.Messages {
-			s.send(n, m)
+			s.send(m)
 		}
 		// 3. Apply.
 		if !rd.Snapshot.IsEmpty() {
@@ -590,7 +591,7 @@ func (s *Sim) apply(n *node, e raft.Entry) {
 		}
 		delete(n.proposals, e.Index)
 		if p.term == e.Term && p.data == string(e.Data) {
-			s.acked = append(s.acked, ackedWrite{index: e.Index, data: p.data, at: s.now})
+			s.acked = append(s.acked, ackedWrite{index: e.Index, data: p.data})
 			s.maxAcked = max(s.maxAcked, e.Index)
 			s.stats.AckedWrites++
 			if s.healedAt > 0 && p.at >= s.healedAt && !s.livenessMet {
@@ -670,6 +671,11 @@ func (s *Sim) pickNode() *node {
 			return l
 		}
 	}
+	return s.randomLiveNode()
+}
+
+// randomLiveNode returns a running node chosen by the seed, or nil.
+func (s *Sim) randomLiveNode() *node {
 	var live []*node
 	for _, id := range s.ids {
 		if n := s.up(id); n != nil {
@@ -835,20 +841,12 @@ func (s *Sim) crashSome() {
 	if 2*(down+1) >= len(s.activeIDs()) && s.rng.IntN(4) != 0 {
 		return
 	}
-	var victim *node
-	if l := s.leader(); l != nil && s.rng.IntN(2) == 0 {
-		victim = l
-	} else {
-		var live []*node
-		for _, id := range s.ids {
-			if n := s.up(id); n != nil {
-				live = append(live, n)
-			}
-		}
-		if len(live) == 0 {
-			return
-		}
-		victim = live[s.rng.IntN(len(live))]
+	victim := s.leader()
+	if victim == nil || s.rng.IntN(2) != 0 {
+		victim = s.randomLiveNode()
+	}
+	if victim == nil {
+		return
 	}
 	s.stats.Crashes++
 	if victim.fs != nil && s.rng.IntN(2) == 0 {
@@ -1019,7 +1017,7 @@ func (s *Sim) describe() string {
 // finalChecks runs after the last step: every acknowledged write is in the
 // agreed history, and every running member holds it.
 func (s *Sim) finalChecks() {
-	if s.cfg.LivenessBound > 0 && !s.livenessDone && s.healedAt != 0 {
+	if !s.livenessDone && s.healedAt != 0 {
 		s.fail("liveness", "the run ended before the cluster converged; %s", s.describe())
 		return
 	}
