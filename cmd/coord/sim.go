@@ -11,11 +11,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"coord/lab"
+	"coord/lab/report"
 	"coord/sim"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 )
 
 // simFlags configure coord sim.
@@ -61,7 +61,7 @@ deterministic). A failure prints the seed and the command that replays it;
 	fl.IntVar(&f.seeds, "seeds", 1, "how many seeds to run")
 	fl.Uint64Var(&f.seed, "seed", 1, "the first seed")
 	fl.IntVar(&f.nodes, "nodes", 5, "voters the cluster starts with (1-9)")
-	fl.StringVar(&f.faults, "faults", "all", "faults to inject: all, none, or a list of "+sim.Faults(sim.AllFaults).String())
+	fl.StringVar(&f.faults, "faults", "all", "faults to inject: all, none, or a comma-separated list of "+sim.Faults(sim.AllFaults).Names())
 	fl.DurationVar(&f.chaos, "chaos", sim.DefaultConfig().Chaos, "simulated time during which faults are injected")
 	fl.BoolVar(&f.preVote, "pre-vote", true, "raft pre-vote")
 	fl.BoolVar(&f.checkQuorum, "check-quorum", true, "raft check-quorum")
@@ -101,7 +101,7 @@ func runSim(ctx context.Context, stdout, stderr io.Writer, f simFlags) error {
 	if _, err := f.config(f.seed); err != nil {
 		return err
 	}
-	bar := newProgressBar(stderr, f.seeds, "seeds")
+	bar := newProgress(stderr, f.seeds, "seeds")
 	start := time.Now()
 	results := make([]sim.Result, f.seeds)
 	next := make(chan int)
@@ -121,7 +121,7 @@ func runSim(ctx context.Context, stdout, stderr io.Writer, f simFlags) error {
 					s.SetTrace(stderr)
 				}
 				results[i] = s.Run()
-				bar.add()
+				bar.Step()
 			}
 		}()
 	}
@@ -136,7 +136,7 @@ feed:
 	}
 	close(next)
 	wg.Wait()
-	bar.finish()
+	bar.Finish()
 	elapsed := time.Since(start)
 
 	var total sim.Stats
@@ -187,41 +187,18 @@ func addStats(a, b sim.Stats) sim.Stats {
 	return a
 }
 
-// progressBar draws on stderr only when it is a terminal; otherwise it is
-// silent, so that logs and CI output stay clean.
-type progressBar struct {
-	mu  sync.Mutex
-	bar *progressbar.ProgressBar
-}
-
-func newProgressBar(w io.Writer, total int, what string) *progressBar {
-	f, ok := w.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) || total < 2 {
-		return &progressBar{}
+// newProgress returns lab/report's progress bar on w when w is a terminal
+// and there is more than one step to show; otherwise one that shows nothing,
+// so that logs and CI output stay clean.
+func newProgress(w io.Writer, total int, what string) lab.Progress {
+	f, _ := w.(*os.File)
+	bar := report.Progress(f)
+	if bar == nil || total < 2 {
+		return lab.NopProgress{}
 	}
-	return &progressBar{bar: progressbar.NewOptions(total,
-		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription(what),
-		progressbar.OptionShowCount(),
-		progressbar.OptionSetItsString(what),
-		progressbar.OptionShowIts(),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionClearOnFinish(),
-	)}
-}
-
-func (p *progressBar) add() {
-	if p.bar != nil {
-		p.mu.Lock()
-		_ = p.bar.Add(1)
-		p.mu.Unlock()
-	}
-}
-
-func (p *progressBar) finish() {
-	if p.bar != nil {
-		_ = p.bar.Finish()
-	}
+	p := bar(what)
+	p.Start(what, total)
+	return p
 }
 
 // electionFlags configure coord sim election-time.
@@ -296,10 +273,10 @@ func runElectionTime(stdout, stderr io.Writer, f electionFlags) error {
 		{"coord defaults 100-200 ms, pre-vote", defaults},
 		{"articles 3/4/5 s, 3 nodes, no pre-vote", articles},
 	}
-	bar := newProgressBar(stderr, f.trials*len(settings), "trials")
+	bar := newProgress(stderr, f.trials*len(settings), "trials")
 	var rows []electionRow
 	for _, s := range settings {
-		res, err := sim.MeasureElections(s.ec, bar.add)
+		res, err := sim.MeasureElections(s.ec, bar.Step)
 		if err != nil {
 			return err
 		}
@@ -316,7 +293,7 @@ func runElectionTime(stdout, stderr io.Writer, f electionFlags) error {
 			SplitVotes: res.SplitVotes, SplitVoteRate: res.SplitVoteRate(), Failed: res.Failed,
 		})
 	}
-	bar.finish()
+	bar.Finish()
 	if f.jsonOut {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

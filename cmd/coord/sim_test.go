@@ -43,3 +43,13 @@ func TestSimElectionTimeJSON(t *testing.T) {
 		t.Errorf("unexpected rows: %+v", rows)
 	}
 }
+
+func TestSimHelpListsFaults(t *testing.T) {
+	code, out, stderr := runCLI(t, "sim", "--help")
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if !strings.Contains(out, "list of loss,delay,reorder,duplicate,partition,crash,membership") {
+		t.Errorf("--help does not name the faults:\n%s", out)
+	}
+}
