@@ -333,7 +333,7 @@ func (e *Elector) release(ctx context.Context, t *tenure) {
 		e.log.Warn("lease: release failed; the lease will expire", "token", t.token, "err", err)
 	}
 	if cb := e.cfg.Callbacks.OnLost; cb != nil {
-		if err != nil && errors.Is(err, ErrLost) {
+		if errors.Is(err, ErrLost) {
 			cb(t.token, err)
 		} else {
 			cb(t.token, nil)

@@ -79,7 +79,8 @@ func StatCreate(ctx context.Context, cfg OneShotConfig) (bool, error) {
 		fmt.Fprintf(linesOrDiscard(cfg.Out), "[%d] I AM THE LEADER\n", pid)
 		leader = true
 	}
-	return leader, finishOneShot(ctx, cfg, leader)
+	finishOneShot(ctx, cfg, leader)
+	return leader, nil
 }
 
 // Exclusive is the articles' second leader: create the lock file with
@@ -97,7 +98,8 @@ func Exclusive(ctx context.Context, cfg OneShotConfig) (bool, error) {
 	} else if !errors.Is(err, os.ErrExist) {
 		return false, fmt.Errorf("articles: create %s: %w", cfg.Path, err)
 	}
-	return leader, finishOneShot(ctx, cfg, leader)
+	finishOneShot(ctx, cfg, leader)
+	return leader, nil
 }
 
 func linesOrDiscard(o Output) io.Writer {
@@ -108,7 +110,7 @@ func linesOrDiscard(o Output) io.Writer {
 }
 
 // finishOneShot reports the decision and holds for cfg.Hold.
-func finishOneShot(ctx context.Context, cfg OneShotConfig, leader bool) error {
+func finishOneShot(ctx context.Context, cfg OneShotConfig, leader bool) {
 	self := strconv.Itoa(os.Getpid())
 	if leader {
 		cfg.Out.event(lease.Event{Event: lease.EventElected, Holder: self})
@@ -121,7 +123,6 @@ func finishOneShot(ctx context.Context, cfg OneShotConfig, leader bool) error {
 		case <-time.After(cfg.Hold):
 		}
 	}
-	return nil
 }
 
 // waitUntil sleeps until t (if it is in the future) or ctx ends.
