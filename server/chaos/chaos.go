@@ -60,7 +60,8 @@ type Report struct {
 	// Visualization is an HTML file showing the history when it is not
 	// linearizable.
 	Visualization string
-	// Diverged lists nodes whose final state differs from the leader's.
+	// Diverged lists the nodes whose final state differs from the first
+	// node's, key by key.
 	Diverged []string
 }
 
@@ -107,26 +108,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	runCtx, stop := context.WithTimeout(ctx, cfg.Duration)
 	defer stop()
 	var wg sync.WaitGroup
-	var failedReads, unknown, acked sync.Map
+	counts := make([]clientCounts, cfg.Clients) // one slot per client goroutine
 	for i := range cfg.Clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f, u, a := runClient(runCtx, c.Endpoints(), i, cfg, rec)
-			failedReads.Store(i, f)
-			unknown.Store(i, u)
-			acked.Store(i, a)
+			counts[i] = runClient(runCtx, c.Endpoints(), i, cfg, rec)
 		}()
 	}
 	rep.Faults = nemesis(runCtx, c, cfg, logf)
 	wg.Wait()
-	for i := range cfg.Clients {
-		f, _ := failedReads.Load(i)
-		u, _ := unknown.Load(i)
-		a, _ := acked.Load(i)
-		rep.Failed += f.(int)
-		rep.Unknown += u.(int)
-		rep.Acked += a.(int)
+	for _, n := range counts {
+		rep.Failed += n.failed
+		rep.Unknown += n.unknown
+		rep.Acked += n.acked
 	}
 
 	// Heal everything, then read every key once more: these reads are part
@@ -171,16 +166,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
+// clientCounts is what one client saw: reads unanswered, writes of
+// unknown outcome, writes acknowledged.
+type clientCounts struct{ failed, unknown, acked int }
+
 // runClient performs random operations until ctx ends. Each operation has
 // its own deadline; a write that misses it has an unknown outcome.
-func runClient(ctx context.Context, endpoints []string, id int, cfg Config, rec *recorder) (failed, unknown, acked int) {
+func runClient(ctx context.Context, endpoints []string, id int, cfg Config, rec *recorder) (counts clientCounts) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(id)+1))
 	ccfg := client.DefaultConfig(endpoints...)
 	ccfg.AttemptTimeout = 500 * time.Millisecond
 	ccfg.BackoffMax = 100 * time.Millisecond
 	cl, err := client.New(ccfg)
 	if err != nil {
-		return 0, 0, 0
+		return counts
 	}
 	lastRev := map[string]uint64{}
 	for n := 0; ctx.Err() == nil; n++ {
@@ -208,20 +207,20 @@ func runClient(ctx context.Context, endpoints []string, id int, cfg Config, rec 
 		cancel()
 		switch {
 		case err != nil && in.Kind == Get:
-			failed++
+			counts.failed++
 			continue
 		case err != nil:
 			out = Output{Unknown: true}
-			unknown++
+			counts.unknown++
 		case in.Kind != Get && out.OK:
-			acked++
+			counts.acked++
 		}
 		if out.Rev != 0 {
 			lastRev[key] = out.Rev
 		}
 		rec.add(id, in, call, out, ret)
 	}
-	return failed, unknown, acked
+	return counts
 }
 
 // do performs one operation. A definite answer (success, not found, a
@@ -308,13 +307,8 @@ func nemesis(ctx context.Context, c *localcluster.Cluster, cfg Config, logf func
 				_ = c.Resume(v)
 			}
 		case 2: // partition a minority away
-			_ = c.Partition(victims, without(ids, victims))
-			what = fmt.Sprintf("partition %v | %v for %v", victims, without(ids, victims), hold)
-			pause(hold)
-			c.Heal()
-		case 5: // a silent partition: connections stay up and carry nothing
-			_ = c.Blackhole(victims, without(ids, victims))
-			what = fmt.Sprintf("blackhole %v | %v for %v", victims, without(ids, victims), hold)
+			_ = c.Partition(victims, c.Except(victims...))
+			what = fmt.Sprintf("partition %v | %v for %v", victims, c.Except(victims...), hold)
 			pause(hold)
 			c.Heal()
 		case 3: // isolate the leader
@@ -326,7 +320,12 @@ func nemesis(ctx context.Context, c *localcluster.Cluster, cfg Config, logf func
 			what = fmt.Sprintf("isolate leader %d for %v", l, hold)
 			pause(hold)
 			c.Heal()
-		default: // kill the leader
+		case 5: // a silent partition: connections stay up and carry nothing
+			_ = c.Blackhole(victims, c.Except(victims...))
+			what = fmt.Sprintf("blackhole %v | %v for %v", victims, c.Except(victims...), hold)
+			pause(hold)
+			c.Heal()
+		default: // 4: kill the leader
 			l := leader()
 			if l == 0 {
 				continue
@@ -351,16 +350,6 @@ func pick(rng *rand.Rand, ids []uint64, n int) []uint64 {
 	rng.Shuffle(len(s), func(i, j int) { s[i], s[j] = s[j], s[i] })
 	out := s[:n]
 	slices.Sort(out)
-	return out
-}
-
-func without(ids, remove []uint64) []uint64 {
-	var out []uint64
-	for _, id := range ids {
-		if !slices.Contains(remove, id) {
-			out = append(out, id)
-		}
-	}
 	return out
 }
 
@@ -414,14 +403,16 @@ func converged(ctx context.Context, c *localcluster.Cluster, cfg Config) ([]stri
 	}
 	var diverged []string
 	nodes := c.Nodes()
+	clients := make([]*client.Client, len(nodes)) // one per node: stale reads ask it alone
+	for i, n := range nodes {
+		if clients[i], err = client.New(client.DefaultConfig(n.HTTP)); err != nil {
+			return nil, err
+		}
+	}
 	var want []string
 	for k := range cfg.Keys {
 		for i, n := range nodes {
-			cl, err := client.New(client.DefaultConfig(n.HTTP))
-			if err != nil {
-				return nil, err
-			}
-			kv, err := cl.Get(wctx, fmt.Sprintf("k%d", k), client.Stale())
+			kv, err := clients[i].Get(wctx, fmt.Sprintf("k%d", k), client.Stale())
 			got := fmt.Sprintf("%q@%d", kv.Value, kv.Revision)
 			if errors.Is(err, client.ErrNotFound) {
 				got = "absent"
