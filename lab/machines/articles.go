@@ -19,7 +19,7 @@ import (
 // one of the articles' seconds (Unit), so that a run of a minute of the
 // articles' time takes a second here.
 
-// MessageKind says what an articlesMessage carries (the articles'
+// messageKind says what an articlesMessage carries (the articles'
 // messages.go).
 type messageKind int
 
@@ -47,7 +47,7 @@ const (
 	leader
 )
 
-// NodeState is the articles' node.go.
+// nodeState is the articles' node.go.
 type nodeState struct {
 	id          string
 	role        role

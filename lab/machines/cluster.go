@@ -16,7 +16,8 @@ import (
 var selfServe bool
 
 // startCluster starts a cluster of real coord server processes for an
-// experiment, with coord's default timing unless fast.
+// experiment, each given args as extra flags (fastArgs for short ticks;
+// none for coord's default timing), and waits for a leader.
 func startCluster(ctx context.Context, env *lab.Env, nodes int, proxies bool, name string, args ...string) (*localcluster.Cluster, error) {
 	dir, err := os.MkdirTemp(env.Dir, name+"-")
 	if err != nil {

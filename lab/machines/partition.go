@@ -95,10 +95,10 @@ func partitionTrialRun(ctx context.Context, env *lab.Env) (partitionTrial, error
 	if err != nil {
 		return t, err
 	}
-	others := without(c.IDs(), []uint64{leader})
+	others := c.Except(leader)
 	t.Minority = []uint64{leader, others[env.Rand.IntN(len(others))]}
 	slices.Sort(t.Minority)
-	t.Majority = without(c.IDs(), t.Minority)
+	t.Majority = c.Except(t.Minority...)
 	minority := newClient(endpointsOf(c, t.Minority), 300*time.Millisecond)
 	majority := newClient(endpointsOf(c, t.Majority), 300*time.Millisecond)
 
@@ -168,16 +168,6 @@ func partitionTrialRun(ctx context.Context, env *lab.Env) (partitionTrial, error
 		}
 	}
 	return t, nil
-}
-
-func without(ids, remove []uint64) []uint64 {
-	var out []uint64
-	for _, id := range ids {
-		if !slices.Contains(remove, id) {
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 func runPartition(ctx context.Context, env *lab.Env) (*lab.Result, error) {

@@ -51,7 +51,6 @@ func quorumRun(ctx context.Context, env *lab.Env, n int) (quorumTrial, error) {
 	}
 	defer c.Close()
 	cl := newClient(c.Endpoints(), 300*time.Millisecond)
-	var dead []uint64
 	for f := 0; f <= n/2+1 && f < n; f++ {
 		if f > 0 {
 			// Kill a follower (the leader only when nothing else is left).
@@ -71,7 +70,6 @@ func quorumRun(ctx context.Context, env *lab.Env, n int) (quorumTrial, error) {
 			if err := c.Kill(victim); err != nil {
 				return t, err
 			}
-			dead = append(dead, victim)
 		}
 		wctx, cancel := context.WithTimeout(ctx, quorumWait)
 		_, err := cl.Put(wctx, "x", []byte(fmt.Sprint(f)))
