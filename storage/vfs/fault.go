@@ -159,35 +159,23 @@ func injected(kind OpKind, name string) error {
 func fails(fault Fault) bool { return fault == FaultError || fault == FaultShortWrite }
 
 // Create implements FS.
-func (f *FaultFS) Create(name string) (File, error) {
-	if fails(f.decide(OpCreate, name)) {
-		return nil, injected(OpCreate, name)
-	}
-	file, err := f.inner.Create(name)
-	if err != nil {
-		return nil, err
-	}
-	return &faultFile{fs: f, inner: file, name: name}, nil
-}
+func (f *FaultFS) Create(name string) (File, error) { return f.open(OpCreate, name, f.inner.Create) }
 
 // OpenAppend implements FS.
 func (f *FaultFS) OpenAppend(name string) (File, error) {
-	if fails(f.decide(OpOpenAppend, name)) {
-		return nil, injected(OpOpenAppend, name)
-	}
-	file, err := f.inner.OpenAppend(name)
-	if err != nil {
-		return nil, err
-	}
-	return &faultFile{fs: f, inner: file, name: name}, nil
+	return f.open(OpOpenAppend, name, f.inner.OpenAppend)
 }
 
 // Open implements FS.
-func (f *FaultFS) Open(name string) (File, error) {
-	if fails(f.decide(OpOpen, name)) {
-		return nil, injected(OpOpen, name)
+func (f *FaultFS) Open(name string) (File, error) { return f.open(OpOpen, name, f.inner.Open) }
+
+// open injects into an operation that opens a file, and wraps the file so
+// that its reads, writes and syncs see faults too.
+func (f *FaultFS) open(kind OpKind, name string, open func(string) (File, error)) (File, error) {
+	if fails(f.decide(kind, name)) {
+		return nil, injected(kind, name)
 	}
-	file, err := f.inner.Open(name)
+	file, err := open(name)
 	if err != nil {
 		return nil, err
 	}

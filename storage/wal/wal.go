@@ -29,9 +29,6 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultOptions returns the default options.
-func DefaultOptions() Options { return Options{SegmentBytes: DefaultSegmentBytes} }
-
 // Validate reports an option out of range, naming the field.
 func (o Options) Validate() error {
 	if o.SegmentBytes != 0 && o.SegmentBytes < MinSegmentBytes {
