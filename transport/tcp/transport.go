@@ -239,9 +239,13 @@ func (t *Transport) RemovePeer(id uint64) {
 	p := t.peers[id]
 	delete(t.peers, id)
 	t.mu.Unlock()
-	if p == nil {
-		return
+	if p != nil {
+		p.shutdown()
 	}
+}
+
+// shutdown stops the peer's writer and dialer and closes its connection.
+func (p *peer) shutdown() {
 	close(p.stop)
 	p.mu.Lock()
 	if p.current != nil {
@@ -321,12 +325,7 @@ func (t *Transport) Close() error {
 	close(t.done)
 	err := t.listener.Close()
 	for _, p := range peers {
-		close(p.stop)
-		p.mu.Lock()
-		if p.current != nil {
-			p.current.close()
-		}
-		p.mu.Unlock()
+		p.shutdown()
 	}
 	t.wg.Wait()
 	return err
@@ -574,6 +573,27 @@ func (t *Transport) write(p *peer) {
 	defer t.wg.Done()
 	var cur *conn
 	var w *bufio.Writer
+	use := func(c *conn) {
+		if cur != nil && cur != c {
+			cur.close()
+		}
+		cur, w = c, bufio.NewWriterSize(c, 64<<10)
+	}
+	// connected makes sure there is an open connection to write m on,
+	// taking one that arrived since; with none, m is dropped.
+	connected := func(m raft.Message) bool {
+		if cur != nil && !isClosed(cur) {
+			return true
+		}
+		select {
+		case c := <-p.conns:
+			use(c)
+			return true
+		default:
+			t.drop("not connected", m)
+			return false
+		}
+	}
 	fail := func(err error) {
 		t.log.Debug("write failed", "peer", p.id, "err", err)
 		cur.close()
@@ -586,31 +606,18 @@ func (t *Transport) write(p *peer) {
 		case <-p.stop:
 			return
 		case c := <-p.conns:
-			if cur != nil && cur != c {
-				cur.close()
-			}
-			cur, w = c, bufio.NewWriterSize(c, 64<<10)
+			use(c)
 		case m := <-p.queue:
-			if cur == nil || isClosed(cur) {
-				cur = t.pickConn(p, cur)
-				if cur == nil {
-					t.drop("not connected", m)
-					continue
-				}
-				w = bufio.NewWriterSize(cur, 64<<10)
+			if !connected(m) {
+				continue
 			}
 			if err := t.writeBatch(cur, w, p, m); err != nil {
 				fail(err)
 				t.drop("write failed", m)
 			}
 		case m := <-p.snapshot:
-			if cur == nil || isClosed(cur) {
-				cur = t.pickConn(p, cur)
-				if cur == nil {
-					t.drop("not connected", m)
-					continue
-				}
-				w = bufio.NewWriterSize(cur, 64<<10)
+			if !connected(m) {
+				continue
 			}
 			err := t.writeSnapshot(cur, w, p, m)
 			if t.cfg.SnapshotDone != nil {
@@ -629,19 +636,6 @@ func isClosed(c *conn) bool {
 		return true
 	default:
 		return false
-	}
-}
-
-// pickConn takes a newer connection if one arrived, else nil.
-func (t *Transport) pickConn(p *peer, cur *conn) *conn {
-	select {
-	case c := <-p.conns:
-		return c
-	default:
-		if cur != nil && !isClosed(cur) {
-			return cur
-		}
-		return nil
 	}
 }
 
