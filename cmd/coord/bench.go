@@ -168,8 +168,7 @@ func runFailoverBench(ctx context.Context, stdout, stderr io.Writer, f failoverF
 		return usagef("--contenders %d: want at least 2", f.contenders)
 	case f.baseline.lease <= 0 || f.baseline.renew <= 0 || f.baseline.watch <= 0:
 		return usagef("the articles' timings must be positive")
-	}
-	if f.ttl <= 0 {
+	case f.ttl <= 0:
 		return usagef("--ttl %v is not positive", f.ttl)
 	}
 	self, err := os.Executable()
@@ -222,13 +221,17 @@ func runFailoverBench(ctx context.Context, stdout, stderr io.Writer, f failoverF
 	if f.jsonOut {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{
+		err := enc.Encode(map[string]any{
 			"command": "coord bench failover " + strings.Join(os.Args[min(3, len(os.Args)):], " "),
 			"machine": machineSummary(), "ttl": f.ttl.String(), "contenders": f.contenders, "results": results,
 		})
+		if err != nil {
+			return err
+		}
+	} else {
+		printFailover(stdout, f, results)
 	}
-	printFailover(stdout, f, results)
-	return ctx.Err()
+	return ctx.Err() // an interrupted run printed what it measured, and fails
 }
 
 // runBaseline measures the articles' lease program: f.parallel groups, each
@@ -274,8 +277,11 @@ func runBaseline(ctx context.Context, self, dir string, sig syscall.Signal, f fa
 }
 
 func printFailover(w io.Writer, f failoverFlags, results []gapStats) {
-	fmt.Fprintf(w, "Leaderless gap after the leader is signalled (%d contenders; coord TTL %v; articles %v/%v/%v)\n",
-		f.contenders, f.ttl, f.baseline.lease, f.baseline.renew, f.baseline.watch)
+	articles := ""
+	if f.baselineTrials > 0 {
+		articles = fmt.Sprintf("; articles %v/%v/%v", f.baseline.lease, f.baseline.renew, f.baseline.watch)
+	}
+	fmt.Fprintf(w, "Leaderless gap after the leader is signalled (%d contenders; coord TTL %v%s)\n", f.contenders, f.ttl, articles)
 	fmt.Fprintf(w, "machine: %s\n\n", machineSummary())
 	fmt.Fprintf(w, "%-9s %-8s %7s %10s %10s %10s %10s\n", "impl", "signal", "trials", "min", "median", "p99", "max")
 	median := map[string]float64{}
