@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -151,10 +150,7 @@ func runLab(cmd *cobra.Command, experiments []lab.Experiment, cfg lab.Config, f 
 		cfg.Progress = report.Progress(file)
 	}
 	cfg.Logger = slog.Default()
-	ctx := cmd.Context()
-	if ctx == nil {
-		ctx = context.Background()
-	}
+	ctx := cmd.Context() // never nil: cobra sets one before running a command
 	started := time.Now()
 	if !f.jsonOut {
 		mode := "full size"
