@@ -10,12 +10,12 @@
 //		lab.Register(lab.Experiment{
 //			Name:     "quorum-size",
 //			Rung:     lab.Machines,
-//			Short:    "how many nodes a cluster can lose",
+//			Short:    "how many failures 3, 4 and 5 nodes survive",
 //			Help:     "What it shows ... Predict before running: ...",
-//			Articles: "3 nodes survive 1 failure",
-//			Quick:    lab.Params{Trials: 3, Procs: 3},
-//			Full:     lab.Params{Trials: 30, Procs: 5},
-//			Run:      runQuorumSize,
+//			Articles: "3 and 4 nodes tolerate 1 failure; 5 tolerate 2",
+//			Quick:    lab.Params{Trials: 1},
+//			Full:     lab.Params{Trials: 3},
+//			Run:      runQuorum,
 //		})
 //	}
 //
