@@ -525,18 +525,6 @@ func (c *Cluster) Add(ctx context.Context, id uint64) (*Node, error) {
 	return n, c.save()
 }
 
-// Forget stops a node (SIGTERM) and drops it from the cluster's list; its
-// data directory stays.
-func (c *Cluster) Forget(id uint64) error {
-	if err := c.Stop(id); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	delete(c.nodes, id)
-	c.mu.Unlock()
-	return c.save()
-}
-
 // File is the name of the file in Dir that describes a running cluster.
 const File = "cluster.json"
 

@@ -14,9 +14,6 @@ import (
 	"coord/raft"
 )
 
-// ErrClosed means the transport was closed.
-var ErrClosed = errors.New("transport/tcp: closed")
-
 // ErrInvalidConfig wraps every Config.Validate failure.
 var ErrInvalidConfig = errors.New("transport/tcp: invalid config")
 
