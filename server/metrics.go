@@ -17,16 +17,16 @@ import (
 type Metrics struct {
 	registry *prometheus.Registry
 
-	term          prometheus.Gauge
-	role          *prometheus.GaugeVec
-	commitIndex   prometheus.Gauge
-	appliedIndex  prometheus.Gauge
-	leaderChanges prometheus.Counter
-	appendSeconds prometheus.Histogram
-	proposeSecond prometheus.Histogram
-	requests      *prometheus.CounterVec
-	requestSecond *prometheus.HistogramVec
-	dropped       *prometheus.CounterVec
+	term           prometheus.Gauge
+	role           *prometheus.GaugeVec
+	commitIndex    prometheus.Gauge
+	appliedIndex   prometheus.Gauge
+	leaderChanges  prometheus.Counter
+	appendSeconds  prometheus.Histogram
+	proposeSeconds prometheus.Histogram
+	requests       *prometheus.CounterVec
+	requestSeconds *prometheus.HistogramVec
+	dropped        *prometheus.CounterVec
 }
 
 // NewMetrics returns a fresh set of metrics, with the Go runtime's and the
@@ -44,17 +44,17 @@ func NewMetrics() *Metrics {
 			Help: "Times this node saw the leader change (including to no leader)."}),
 		appendSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "coord_raft_append_seconds",
 			Help: "Time to make one Ready durable: entries and hard state written and fsynced.", Buckets: latency}),
-		proposeSecond: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "coord_server_propose_seconds",
+		proposeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "coord_server_propose_seconds",
 			Help: "Time from proposing a command on the leader to applying it.", Buckets: latency}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coord_http_requests_total",
 			Help: "HTTP API requests by route and status code."}, []string{"route", "code"}),
-		requestSecond: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "coord_http_request_seconds",
+		requestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "coord_http_request_seconds",
 			Help: "HTTP API request latency by route.", Buckets: latency}, []string{"route"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coord_transport_dropped_total",
 			Help: "Messages the transport dropped rather than block, by reason."}, []string{"reason"}),
 	}
 	m.registry.MustRegister(m.term, m.role, m.commitIndex, m.appliedIndex, m.leaderChanges,
-		m.appendSeconds, m.proposeSecond, m.requests, m.requestSecond, m.dropped,
+		m.appendSeconds, m.proposeSeconds, m.requests, m.requestSeconds, m.dropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -66,7 +66,7 @@ func (m *Metrics) Handler() http.Handler {
 
 func (m *Metrics) observeRequest(route string, code int, d time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
-	m.requestSecond.WithLabelValues(route).Observe(d.Seconds())
+	m.requestSeconds.WithLabelValues(route).Observe(d.Seconds())
 }
 
 // setState records the node's term, role and indexes.

@@ -487,7 +487,7 @@ func (n *Node) Propose(ctx context.Context, cmd Command) (Result, error) {
 		select {
 		case r := <-done:
 			if r.err == nil && n.cfg.Metrics != nil {
-				n.cfg.Metrics.proposeSecond.Observe(time.Since(start).Seconds())
+				n.cfg.Metrics.proposeSeconds.Observe(time.Since(start).Seconds())
 			}
 			return r.res, mapErr(r.err)
 		case <-changed:
