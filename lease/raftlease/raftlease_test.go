@@ -3,7 +3,6 @@ package raftlease
 import (
 	"context"
 	"errors"
-	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -88,12 +87,7 @@ func TestLeaderCrashExtendsLeases(t *testing.T) {
 }
 
 func TestBadURLs(t *testing.T) {
-	for _, raw := range []string{"raft://", "raft://a:1?timeout=soon", "raft://a:1?timeout=-1s"} {
-		u, _ := url.Parse(raw)
-		if _, err := OpenURL(u); !errors.Is(err, lease.ErrInvalid) {
-			t.Errorf("%s: %v, want ErrInvalid", raw, err)
-		}
-	}
+	leasekittest.OpenFails(t, lease.ErrInvalid, "raft://", "raft://a:1?timeout=soon", "raft://a:1?timeout=-1s")
 }
 
 func TestUnreachableClusterIsUnavailable(t *testing.T) {

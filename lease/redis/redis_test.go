@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"coord/internal/assert"
 	"coord/internal/leasekit/leasekittest"
 	"coord/lease"
 	"coord/lease/leasetest"
@@ -70,17 +69,10 @@ func TestServerRestart(t *testing.T) {
 }
 
 func TestBadURLs(t *testing.T) {
-	for _, raw := range []string{
+	leasekittest.OpenFails(t, lease.ErrInvalid,
 		"redis://127.0.0.1:1/0?keyspace=maybe",
 		"redis://127.0.0.1:1/0?color=blue",
-		"redis://127.0.0.1:1/notanumber",
-	} {
-		_, err := lease.Open(context.Background(), raw)
-		assert.That(errors.Is(err, lease.ErrInvalid), "%s: want ErrInvalid, got %v", raw, err)
-	}
-	// Nobody listens on port 1: opening says the store is unavailable, at once.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err := lease.Open(ctx, "redis://127.0.0.1:1/0")
-	assert.That(errors.Is(err, lease.ErrUnavailable), "unreachable server: want ErrUnavailable, got %v", err)
+		"redis://127.0.0.1:1/notanumber")
+	// Nobody listens on port 1: opening says the store is unavailable.
+	leasekittest.OpenFails(t, lease.ErrUnavailable, "redis://127.0.0.1:1/0")
 }

@@ -26,6 +26,23 @@ func Open(t testing.TB, raw string) lease.Backend {
 	return b
 }
 
+// OpenFails checks that lease.Open of each store URL in raws fails with an
+// error wrapping want: lease.ErrInvalid for a URL that is wrong, or
+// lease.ErrUnavailable for one whose server cannot be reached (each Open
+// gets 2 s, which a refused connection needs none of).
+func OpenFails(t testing.TB, want error, raws ...string) {
+	t.Helper()
+	for _, raw := range raws {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		b, err := lease.Open(ctx, raw)
+		cancel()
+		if err == nil {
+			b.Close()
+		}
+		assert.That(errors.Is(err, want), "lease.Open(%q): want %v, got %v", raw, want, err)
+	}
+}
+
 // Opens returns a ServerOptions.Ready probe that opens a Backend at the
 // store URL raw and closes it again: a server is up when a client can
 // open a Backend on it, not merely connect.

@@ -7,9 +7,10 @@
 //     and lease names unique to a test (Name);
 //   - a TestMain that builds the coord command for leasetest.RunProcesses
 //     (MainWithCoord);
-//   - Backends closed when the test ends (Open), Backends reached through a
-//     fault proxy (Proxied), and the checks every networked backend runs
-//     against cut connections and partitions (RunFaults);
+//   - Backends closed when the test ends (Open), store URLs that must not
+//     open (OpenFails), Backends reached through a fault proxy (Proxied),
+//     and the checks every networked backend runs against cut connections
+//     and partitions (RunFaults);
 //   - a server process of the test's own, to crash and restart on the same
 //     port and data (StartServer, Server, FreePort, LookPath), and the check
 //     that a lease survives such a restart (RestartKeepsLease).
