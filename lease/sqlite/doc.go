@@ -53,7 +53,7 @@
 //     or etcd across machines.
 //   - A holder that dies is not noticed before its TTL runs out: the
 //     database cannot tell a dead process from a slow one. The file backend
-//     (lease/file) can, through a lock the kernel releases with the process.
+//     (lease/file) can, through a socket the kernel closes with the process.
 //   - Watch polls (every Config.PollInterval, with jitter, and at the
 //     expiry it read): SQLite has no way to push a change to another
 //     process.
