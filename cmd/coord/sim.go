@@ -72,13 +72,15 @@ deterministic). A failure prints the seed and the command that replays it;
 	return cmd
 }
 
-func (f simFlags) config(seed uint64) (sim.Config, error) {
+// config returns the run's configuration for the first seed; each run
+// changes only Seed.
+func (f simFlags) config() (sim.Config, error) {
 	faults, err := sim.ParseFaults(f.faults)
 	if err != nil {
 		return sim.Config{}, &usageError{err: fmt.Errorf("--faults: %w", err)}
 	}
 	cfg := sim.DefaultConfig()
-	cfg.Seed = seed
+	cfg.Seed = f.seed
 	cfg.Nodes = f.nodes
 	cfg.Faults = faults
 	cfg.Chaos = f.chaos
@@ -98,7 +100,8 @@ func runSim(ctx context.Context, stdout, stderr io.Writer, f simFlags) error {
 	if f.parallel < 1 {
 		return usagef("--parallel %d: want at least 1", f.parallel)
 	}
-	if _, err := f.config(f.seed); err != nil {
+	base, err := f.config()
+	if err != nil {
 		return err
 	}
 	bar := newProgress(stderr, f.seeds, "seeds")
@@ -111,7 +114,8 @@ func runSim(ctx context.Context, stdout, stderr io.Writer, f simFlags) error {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				cfg, _ := f.config(f.seed + uint64(i))
+				cfg := base
+				cfg.Seed += uint64(i)
 				s, err := sim.New(cfg)
 				if err != nil {
 					results[i] = sim.Result{Config: cfg, Err: err}
@@ -149,13 +153,12 @@ feed:
 		total = addStats(total, r.Stats)
 		simulated += r.Stats.SimulatedTime
 	}
-	cfg, _ := f.config(f.seed)
 	storage := "raft.MemoryStorage"
-	if cfg.Disk {
+	if base.Disk {
 		storage = "WAL on a crashable file system"
 	}
 	fmt.Fprintf(stdout, "%d seeds passed (%d..%d), %d nodes, faults %s, %v of chaos each, storage: %s\n",
-		sent, f.seed, f.seed+uint64(sent)-1, cfg.Nodes, cfg.Faults, cfg.Chaos, storage)
+		sent, f.seed, f.seed+uint64(sent)-1, base.Nodes, base.Faults, base.Chaos, storage)
 	fmt.Fprintf(stdout, "%d steps, %v simulated in %v wall time: %.0f seeds/s, %.0f steps/s\n",
 		total.Steps, simulated.Round(time.Second), elapsed.Round(time.Millisecond),
 		float64(sent)/elapsed.Seconds(), float64(total.Steps)/elapsed.Seconds())
