@@ -314,9 +314,6 @@ func (r *Core) becomeLeader() {
 		}
 		r.progress[id] = pr
 	}
-	// No membership change until an entry of this term is committed: the
-	// dissertation's fix to single-server changes (§4.1, and its errata).
-	r.pendingConfIndex = last
 	// Commit an entry of the new term at once: it commits everything
 	// before it (Raft §5.4.2, §8) and enables ReadIndex (§6.4).
 	r.appendEntry(Entry{Type: EntryNormal})
@@ -842,6 +839,9 @@ func (r *Core) ProposeConfChange(cc ConfChange) (index, term uint64, err error) 
 	if err := r.checkProposal(uint64(len(data))); err != nil {
 		return 0, 0, err
 	}
+	// One change at a time, and none until an entry of this term is
+	// committed: the dissertation's fix to single-server changes (§4.1, and
+	// its errata).
 	if r.pendingConfIndex > r.log.committed || r.log.termOrZero(r.log.committed) != r.term {
 		return 0, 0, fmt.Errorf("%w: commit index %d, pending change at %d", ErrConfChangePending, r.log.committed, r.pendingConfIndex)
 	}
