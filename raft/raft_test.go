@@ -366,3 +366,29 @@ func Example() {
 	// apply 3: hello
 	// leader
 }
+
+// A new leader changes no membership until an entry of its own term has
+// committed (dissertation §4.1 and its errata): before that, its log may
+// lack a change a previous leader committed.
+func TestNewLeaderWaitsForItsFirstCommitBeforeChanges(t *testing.T) {
+	n := cluster(t, 1, 2, 3)
+	leader := mustNode(t, n, 1)
+	leader.Core.Campaign()
+	noAppends := func(m raft.Message) bool { return m.Type != raft.MsgAppendRequest }
+	for i := 0; i < 10 && leader.Core.Status().Role != raft.Leader; i++ {
+		if _, err := n.Deliver(noAppends); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := leader.Core.Status(); st.Role != raft.Leader || st.Commit == st.LastIndex {
+		t.Fatalf("want a leader whose empty entry is not committed yet: %s", n.StatusLine(1))
+	}
+	addLearner := raft.ConfChange{Changes: []raft.ConfChangeSingle{{Type: raft.ConfChangeAddLearner, NodeID: 4}}}
+	if _, _, err := leader.Core.ProposeConfChange(addLearner); !errors.Is(err, raft.ErrConfChangePending) {
+		t.Fatalf("ProposeConfChange before the leader's first commit = %v, want ErrConfChangePending", err)
+	}
+	mustStabilize(t, n)
+	if _, _, err := leader.Core.ProposeConfChange(addLearner); err != nil {
+		t.Fatalf("ProposeConfChange after the leader's first commit: %v", err)
+	}
+}
