@@ -38,7 +38,7 @@ func init() { registerBench(newBenchFailoverCmd) }
 func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure leases and the cluster side by side",
+		Short: "Measure leases: failover gaps and store latency",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cmd.Help()

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"coord/server/localcluster"
 )
@@ -36,16 +37,31 @@ func TestClusterLifecycle(t *testing.T) {
 	if !strings.Contains(out, "cluster of 3 nodes") || !strings.Contains(out, "coord elect --store raft://") {
 		t.Fatalf("up printed:\n%s", out)
 	}
-	out = must("cluster", "status", "--dir", dir)
-	if strings.Count(out, "leader") < 1 || strings.Count(out, "1,2,3") != 3 {
-		t.Fatalf("status:\n%s", out)
+	// Followers learn a membership change when the leader's next append
+	// reaches them, so status is read until every node agrees (a process
+	// outside the cluster has nothing to wait on but its answers).
+	statusUntil := func(what string, ok func(string) bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out := must("cluster", "status", "--dir", dir)
+			if ok(out) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("status never showed %s:\n%s", what, out)
+			}
+			time.Sleep(50 * time.Millisecond) // polling another process: nothing to wait on
+		}
 	}
+	statusUntil("a leader and members 1,2,3 on every node", func(out string) bool {
+		return strings.Count(out, "leader") >= 1 && strings.Count(out, "1,2,3") == 3
+	})
 	must("cluster", "add", "--id", "4", "--dir", dir)
 	must("cluster", "remove", "--id", "2", "--dir", dir)
-	out = must("cluster", "status", "--dir", dir)
-	if strings.Count(out, "1,3,4") != 3 {
-		t.Fatalf("status after add 4 and remove 2:\n%s", out)
-	}
+	statusUntil("members 1,3,4 on every node after add 4 and remove 2", func(out string) bool {
+		return strings.Count(out, "1,3,4") == 3
+	})
 	out = must("cluster", "down", "--dir", dir)
 	if !strings.Contains(out, "stopped 3 nodes") {
 		t.Fatalf("down: %s", out)
