@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -79,7 +80,8 @@ type Cluster struct {
 }
 
 // freeAddr returns a loopback address with a port nothing listens on now.
-func freeAddr() (string, error) {
+// It is a variable so that a test can hand out a taken port.
+var freeAddr = func() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -88,35 +90,71 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
+// errPortTaken means a node could not bind an address freeAddr chose: some
+// other process took the port between the choice and the bind.
+var errPortTaken = errors.New("localcluster: a chosen port was taken before the node bound it")
+
+// startAttempts bounds how often Start picks new ports after errPortTaken.
+const startAttempts = 3
+
 // Start starts the cluster's nodes and waits until each answers on HTTP.
+//
+// Ports are chosen free and then bound by the node processes, so another
+// process (a parallel test, say) can take one in between; Start then stops
+// what it started, removes the nodes' files and tries again with new ports.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Nodes < 1 || cfg.Dir == "" || cfg.Binary == "" {
 		return nil, fmt.Errorf("%w: want Nodes >= 1, Dir and Binary (got %d, %q, %q)", ErrInvalid, cfg.Nodes, cfg.Dir, cfg.Binary)
 	}
+	for attempt := 1; ; attempt++ {
+		c, err := start(ctx, cfg)
+		if err == nil || !errors.Is(err, errPortTaken) || attempt == startAttempts {
+			return c, err
+		}
+	}
+}
+
+// start makes one attempt of Start. On failure it stops every node it
+// started (detached or not) and, after errPortTaken, removes their files.
+func start(ctx context.Context, cfg Config) (*Cluster, error) {
 	c := &Cluster{cfg: cfg, nodes: map[uint64]*Node{}, proxies: map[[2]uint64]*faultproxy.Proxy{}, cut: map[[2]uint64]bool{}, holed: map[[2]uint64]bool{}}
-	for id := uint64(1); id <= uint64(cfg.Nodes); id++ {
+	err := c.startNodes(ctx)
+	if err != nil {
+		for _, id := range c.IDs() {
+			_ = c.Stop(id)
+		}
+		c.Close()
+		if errors.Is(err, errPortTaken) {
+			for _, n := range c.sorted() {
+				os.RemoveAll(n.Data)
+				os.Remove(n.Log)
+			}
+		}
+		return nil, err
+	}
+	return c, c.save()
+}
+
+func (c *Cluster) startNodes(ctx context.Context) error {
+	for id := uint64(1); id <= uint64(c.cfg.Nodes); id++ {
 		if _, err := c.newNode(id, false); err != nil {
-			c.Close()
-			return nil, err
+			return err
 		}
 	}
 	if err := c.wirePeers(); err != nil {
-		c.Close()
-		return nil, err
+		return err
 	}
 	for _, n := range c.sorted() {
 		if err := c.spawn(n); err != nil {
-			c.Close()
-			return nil, err
+			return err
 		}
 	}
 	for _, n := range c.sorted() {
 		if err := c.waitHTTP(ctx, n); err != nil {
-			c.Close()
-			return nil, err
+			return err
 		}
 	}
-	return c, c.save()
+	return nil
 }
 
 func (c *Cluster) newNode(id uint64, join bool) (*Node, error) {
@@ -225,7 +263,11 @@ func (c *Cluster) waitHTTP(ctx context.Context, n *Node) error {
 		select {
 		case <-n.exit:
 			log, _ := os.ReadFile(n.Log)
-			return fmt.Errorf("localcluster: node %d exited at start:\n%s", n.ID, tail(log, 2000))
+			err := fmt.Errorf("localcluster: node %d exited at start:\n%s", n.ID, tail(log, 2000))
+			if bytes.Contains(log, []byte("address already in use")) {
+				err = fmt.Errorf("%w: %w", errPortTaken, err)
+			}
+			return err
 		case <-ctx.Done():
 			return fmt.Errorf("localcluster: node %d not answering on %s: %w", n.ID, n.HTTP, ctx.Err())
 		case <-time.After(20 * time.Millisecond):

@@ -3,6 +3,7 @@ package localcluster
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -135,5 +136,38 @@ func TestClearRemovesOnlyAClustersFiles(t *testing.T) {
 			}
 		}
 		os.Remove(filepath.Join(dir, foreign))
+	}
+}
+
+// A port taken between its choice and the node's bind (by a parallel test,
+// say) makes Start pick new ports and try again, leaving no stray files.
+func TestStartRetriesWhenAPortIsTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	real := freeAddr
+	calls := 0
+	freeAddr = func() (string, error) {
+		calls++
+		if calls == 2 { // node 1's HTTP address, on the first attempt
+			return taken.Addr().String(), nil
+		}
+		return real()
+	}
+	defer func() { freeAddr = real }()
+
+	c := startCluster(t, 3)
+	if got := c.nodes[1].HTTP; got == taken.Addr().String() {
+		t.Fatalf("node 1 kept the taken address %s", got)
+	}
+	if calls <= 6 {
+		t.Fatalf("%d addresses chosen, want a second attempt (more than 6)", calls)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := c.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
