@@ -89,10 +89,15 @@ type Callbacks struct {
 	OnElected func(ctx context.Context, token uint64)
 
 	// OnLost is called after the tenure with token has ended and its ctx has
-	// been cancelled. err is nil when the lease was handed back (Resign, or
-	// Run's ctx ended) and released; otherwise it says why the tenure was
-	// lost, and wraps ErrLost (the store gave the lease to another) or
-	// ErrDeadline (no successful renew within the renew deadline).
+	// been cancelled, and before the lease is handed back. Unless err wraps
+	// ErrLost, no other participant can have been elected before OnLost
+	// was called, so a report it makes precedes theirs. err is nil when
+	// this participant resigned (Resign, or Run's ctx ended): the lease is
+	// released as soon as OnLost returns (if the release fails, it is
+	// logged and the lease expires at its TTL). Otherwise err says why the
+	// tenure was lost, and wraps ErrLost (the store gave the lease to
+	// another) or ErrDeadline (no successful renew within the renew
+	// deadline).
 	OnLost func(token uint64, err error)
 
 	// OnRenewed is called after each successful renewal, with the renewed

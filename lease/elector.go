@@ -324,20 +324,23 @@ func (e *Elector) renew(ctx context.Context, t *tenure) error {
 	}
 }
 
-// release hands the lease back after a resignation and reports it.
+// release reports the end of a resigned tenure, then hands the lease back.
+// The report comes first, so that it precedes any other participant's
+// election in a timeline merged from several participants' reports.
 func (e *Elector) release(ctx context.Context, t *tenure) {
+	if cb := e.cfg.Callbacks.OnLost; cb != nil {
+		cb(t.token, nil)
+	}
 	_, err := e.request(ctx, e.cfg.RenewDeadline, func(rctx context.Context) (Record, error) {
 		return Record{}, e.backend.Release(rctx, e.cfg.Name, e.cfg.Holder, t.token)
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrLost):
+		// The tenure ended before its renew deadline, so the store gave
+		// the lease away early: its clock runs fast, or it lost state.
+		e.log.Error("lease: the store had given the lease away before it was released", "token", t.token, "err", err)
+	case err != nil:
 		e.log.Warn("lease: release failed; the lease will expire", "token", t.token, "err", err)
-	}
-	if cb := e.cfg.Callbacks.OnLost; cb != nil {
-		if errors.Is(err, ErrLost) {
-			cb(t.token, err)
-		} else {
-			cb(t.token, nil)
-		}
 	}
 }
 

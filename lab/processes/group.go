@@ -35,6 +35,9 @@ type member struct {
 	exit   int           // exit status; -1 if killed by a signal
 	// exitMono is the monotonic time the lab saw the process exit.
 	exitMono int64
+	// killedMono is the monotonic time just before the lab sent SIGKILL,
+	// or 0.
+	killedMono int64
 }
 
 // group is a set of participant processes whose JSON event lines are merged
@@ -165,6 +168,11 @@ func (g *group) signal(name string, sig syscall.Signal) (int64, error) {
 	if err := m.cmd.Process.Signal(sig); err != nil {
 		return 0, fmt.Errorf("processes: signal %v to %s: %w", sig, name, err)
 	}
+	if sig == syscall.SIGKILL {
+		g.mu.Lock()
+		m.killedMono = at
+		g.mu.Unlock()
+	}
 	return at, nil
 }
 
@@ -179,14 +187,25 @@ func (g *group) stderr(name string) string {
 	return m.stderr.String()
 }
 
-// exitTimes returns, for each participant that has exited, the monotonic
-// time the lab saw it exit.
+// exitTimes returns, for each participant that has exited or been sent
+// SIGKILL, the monotonic time taken as the end of its life: when the lab
+// sent SIGKILL, or else when the lab saw it exit.
+//
+// A process runs none of its own code once SIGKILL is delivered, which is
+// within microseconds of the send, while the lab sees its exit only after
+// its output pipe has drained and the reading goroutine has been
+// scheduled: on a loaded machine that is milliseconds after a successor,
+// woken by the same death, announced its election. The exit time would
+// count the dead process as a leader alongside its successor.
 func (g *group) exitTimes() map[string]int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := map[string]int64{}
 	for name, m := range g.members {
-		if m.exitMono != 0 {
+		switch {
+		case m.killedMono != 0:
+			out[name] = m.killedMono
+		case m.exitMono != 0:
 			out[name] = m.exitMono
 		}
 	}

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"coord/internal/leasekit/leasekittest"
@@ -227,6 +229,25 @@ func TestMaxLeaders(t *testing.T) {
 	handover := []event{ev("a", lease.EventElected, 10), ev("a", lease.EventReleased, 15), ev("b", lease.EventElected, 20), ev("c", lease.EventElected, 40)}
 	if got := maxLeaders(handover, map[string]int64{"b": 35}); got != 1 {
 		t.Errorf("maxLeaders with a handover and a death = %d, want 1", got)
+	}
+}
+
+// A SIGKILLed participant's life ends when the lab sent the signal, not
+// when the lab got round to seeing it exit: a successor woken by the death
+// may announce itself in between.
+func TestKilledMemberEndsAtTheSignal(t *testing.T) {
+	g := newGroup()
+	defer g.stop()
+	if err := g.start("p1", exec.Command("sleep", "60")); err != nil {
+		t.Fatal(err)
+	}
+	at, err := g.signal("p1", syscall.SIGKILL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-g.members["p1"].done
+	if got := g.exitTimes()["p1"]; got != at {
+		t.Errorf("exitTimes()[p1] = %d, want the kill time %d (exit seen at %d)", got, at, g.members["p1"].exitMono)
 	}
 }
 

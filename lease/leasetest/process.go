@@ -44,8 +44,9 @@ type ProcessOptions struct {
 //   - KillLeader: the leader gets SIGKILL; another is elected with a
 //     greater token (after at most the TTL; the file backend notices the
 //     death at once);
-//   - TermLeader: the leader gets SIGTERM; it releases (event "released"),
-//     exits 0, and another is elected with a greater token;
+//   - TermLeader: the leader gets SIGTERM; it releases (event "released",
+//     stamped before any other participant's election), exits 0, and
+//     another is elected with a greater token;
 //   - StopLeader: the leader gets SIGSTOP; another is elected after the
 //     TTL; on SIGCONT the old leader reports "lost" and never "renewed"
 //     again.
@@ -72,12 +73,17 @@ func RunProcesses(t *testing.T, bin, storeURL string, opts ProcessOptions) {
 	t.Run("TermLeader", func(t *testing.T) {
 		g, leader := start(t)
 		g.Signal(t, leader.ID, syscall.SIGTERM)
-		g.WaitEvent(t, timeout, "the leader's release", func(e lease.Event) bool {
+		released := g.WaitEvent(t, timeout, "the leader's release", func(e lease.Event) bool {
 			return e.Event == lease.EventReleased && e.ID == leader.ID
 		})
-		g.WaitEvent(t, timeout, "a new leader after SIGTERM", func(e lease.Event) bool {
+		next := g.WaitEvent(t, timeout, "a new leader after SIGTERM", func(e lease.Event) bool {
 			return e.Event == lease.EventElected && e.ID != leader.ID && e.Token > leader.Token
 		})
+		// The old leader reports before it hands the lease back, so that
+		// a merged timeline never shows two leaders.
+		if next.MonoNS < released.MonoNS {
+			t.Errorf("%s was elected at %d ns, before %s reported its release at %d ns", next.ID, next.MonoNS, leader.ID, released.MonoNS)
+		}
 		if code := g.Wait(t, leader.ID, timeout); code != 0 {
 			t.Errorf("leader exited %d after SIGTERM, want 0", code)
 		}
