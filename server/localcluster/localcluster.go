@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"coord/internal/faultproxy"
+	"coord/internal/freeport"
 	"coord/server"
 )
 
@@ -79,16 +79,11 @@ type Cluster struct {
 	holed   map[[2]uint64]bool
 }
 
-// freeAddr returns a loopback address with a port nothing listens on now.
+// freeAddr returns a loopback address with a port nothing listens on now,
+// below the ephemeral range, so that a node restarted on its address does
+// not find it taken by some client's connection (see internal/freeport).
 // It is a variable so that a test can hand out a taken port.
-var freeAddr = func() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
+var freeAddr = freeport.Addr
 
 // errPortTaken means a node could not bind an address freeAddr chose: some
 // other process took the port between the choice and the bind.

@@ -9,18 +9,21 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"coord/internal/freeport"
 )
 
 // FreePort returns a loopback TCP port that nobody listened on a moment
-// ago, for a server the test starts itself.
+// ago, for a server the test starts itself. It lies below the ephemeral
+// range (see internal/freeport), so that no client's connection takes it
+// while the server is down between a Kill and a Restart.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Port()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // LookPath returns the path of the server command file (as exec.LookPath).
