@@ -475,14 +475,19 @@ func (n *Node) Propose(ctx context.Context, cmd Command) (Result, error) {
 	for {
 		changed := n.shell.Changed()
 		if st := n.shell.Status(); st.Role != raft.Leader {
+			// Refused up front (not leader), the shell answers at once; a
+			// proposal appended before leadership was lost waits for the
+			// next leader to decide, and is of unknown outcome until then.
+			// The status is read before waiting on changed, so a loss
+			// between the append and the first read is seen here too.
 			select {
 			case r := <-done:
 				return r.res, mapErr(r.err)
-			default:
+			case <-time.After(n.cfg.TickInterval):
+				return Result{}, ErrOutcomeUnknown
+			case <-ctx.Done():
+				return Result{}, ctx.Err()
 			}
-			// Refused up front (not leader) comes back at once from the
-			// shell; a proposal already in the log waits, and is now
-			// of unknown outcome.
 		}
 		select {
 		case r := <-done:
@@ -491,14 +496,6 @@ func (n *Node) Propose(ctx context.Context, cmd Command) (Result, error) {
 			}
 			return r.res, mapErr(r.err)
 		case <-changed:
-			if st := n.shell.Status(); st.Role != raft.Leader {
-				select {
-				case r := <-done:
-					return r.res, mapErr(r.err)
-				case <-time.After(n.cfg.TickInterval):
-					return Result{}, ErrOutcomeUnknown
-				}
-			}
 		case <-ctx.Done():
 			return Result{}, ctx.Err()
 		}

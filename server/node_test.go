@@ -311,3 +311,23 @@ func TestLaggingNodeCatchesUpBySnapshot(t *testing.T) {
 		return kv.Revision == last.Revision && len(kv.Value) == len(value) && kv.Value[0] == 119
 	})
 }
+
+// A leader that loses its quorum while a write waits answers "outcome
+// unknown" (or, if it stepped down before the append, "not leader") once it
+// steps down, instead of holding the caller until its deadline.
+func TestProposeAnswersWhenLeadershipIsLost(t *testing.T) {
+	c := newTestCluster(t, 3)
+	leader := c.waitLeader()
+	propose(t, c, Command{Op: OpPut, Key: "x", Value: []byte("1")})
+	for id := range c.peers {
+		if id != leader {
+			c.crash(id)
+		}
+	}
+	pctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := c.nodes[leader].Propose(pctx, Command{Op: OpPut, Key: "x", Value: []byte("2")})
+	if !errors.Is(err, ErrOutcomeUnknown) && !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("Propose on a leader that lost its quorum: %v, want ErrOutcomeUnknown or ErrNotLeader", err)
+	}
+}
