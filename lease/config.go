@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"time"
 )
@@ -56,6 +57,12 @@ type Config struct {
 	// Clock is the source of time. Nil means the system's monotonic clock;
 	// tests inject their own (or run under testing/synctest).
 	Clock Clock
+
+	// Rand is the source of the jitter stretching retries by 0-20 %, so
+	// that contenders that failed together do not retry together. Nil
+	// means one seeded from the clock; tests inject a seeded one to replay
+	// a run. Only the Run goroutine uses it.
+	Rand *rand.Rand
 
 	// Logger receives the Elector's diagnostics. Nil means slog.Default().
 	Logger *slog.Logger

@@ -50,8 +50,11 @@ func NewElector(b Backend, cfg Config) (*Elector, error) {
 		e.log = slog.Default()
 	}
 	e.log = e.log.With("lease", cfg.Name, "holder", cfg.Holder)
-	seed := uint64(time.Now().UnixNano())
-	e.rand = rand.New(rand.NewPCG(seed, seed>>17^0x9e3779b97f4a7c15))
+	e.rand = cfg.Rand
+	if e.rand == nil {
+		seed := uint64(time.Now().UnixNano())
+		e.rand = rand.New(rand.NewPCG(seed, seed>>17^0x9e3779b97f4a7c15))
+	}
 	return e, nil
 }
 

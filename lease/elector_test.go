@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -307,5 +309,68 @@ func TestCandidatePollsOnlyWithoutAWatch(t *testing.T) {
 				t.Errorf("with a watch the candidate tried %d times in 20 retry periods; want it to wait for events", n)
 			}
 		})
+	}
+}
+
+// downBackend is a store that is always down.
+type downBackend struct{ lease.Backend }
+
+func (downBackend) Acquire(context.Context, string, string, time.Duration) (lease.Record, error) {
+	return lease.Record{}, lease.ErrUnavailable
+}
+
+// recordingClock fires every timer at once and records the durations asked
+// for; after n of them it resigns e.
+type recordingClock struct {
+	mu     sync.Mutex
+	asked  []time.Duration
+	n      int
+	resign func()
+}
+
+func (c *recordingClock) Now() time.Time { return time.Now() }
+
+func (c *recordingClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	c.asked = append(c.asked, d)
+	if len(c.asked) == c.n {
+		c.resign()
+	}
+	c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	ch <- time.Now()
+	return ch
+}
+
+// The retry jitter comes from Config.Rand: two Electors given equal seeds
+// wait the same stretched retry periods against a store that is down.
+func TestRetryJitterComesFromConfigRand(t *testing.T) {
+	retries := func(seed uint64) []time.Duration {
+		cfg := testConfig("alice")
+		cfg.Rand = rand.New(rand.NewPCG(seed, 1))
+		cfg.Logger = slog.New(slog.DiscardHandler)
+		clock := &recordingClock{n: 20}
+		cfg.Clock = clock
+		e, err := lease.NewElector(downBackend{}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.resign = e.Resign
+		e.Run(context.Background())
+		clock.mu.Lock()
+		defer clock.mu.Unlock()
+		for _, d := range clock.asked {
+			if d < cfg.RetryPeriod || d > cfg.RetryPeriod+cfg.RetryPeriod/5 {
+				t.Errorf("waited %v, want the retry period %v stretched by 0-20 %%", d, cfg.RetryPeriod)
+			}
+		}
+		return clock.asked
+	}
+	a, b, other := retries(7), retries(7), retries(8)
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("equal seeds, different waits:\n%v\n%v", a, b)
+	}
+	if fmt.Sprint(a) == fmt.Sprint(other) {
+		t.Errorf("different seeds, equal waits: %v", a)
 	}
 }
