@@ -405,7 +405,30 @@ type ReadOption func(url.Values)
 // a minority partition, and possibly out of date.
 func Stale() ReadOption { return func(q url.Values) { q.Set("stale", "true") } }
 
-func keyPath(key string) string { return "/v1/kv/" + url.PathEscape(key) }
+func keyPath(key string) string { return "/v1/kv/" + pathSegment(key) }
+
+// pathSegment escapes s as one segment of a URL path. "." and ".." are
+// escaped too: left as they are, the server's path cleaning takes them for
+// dot segments, and the request names another key or none.
+func pathSegment(s string) string {
+	if s == "." || s == ".." {
+		return strings.ReplaceAll(s, ".", "%2E")
+	}
+	return url.PathEscape(s)
+}
+
+// watchArgs checks what WatchKey and WatchLease are given: a watch of ""
+// would wait out its bound, and a negative wait would make every attempt
+// time out before it starts.
+func watchArgs(name string, wait time.Duration) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty key or lease name", ErrInvalid)
+	}
+	if wait < 0 {
+		return fmt.Errorf("%w: negative wait %v", ErrInvalid, wait)
+	}
+	return nil
+}
 
 // Put sets key to value and returns the new revision.
 func (c *Client) Put(ctx context.Context, key string, value []byte) (uint64, error) {
@@ -465,10 +488,14 @@ func (c *Client) Get(ctx context.Context, key string, opts ...ReadOption) (KeyVa
 
 // WatchKey waits up to wait for key's revision to differ from revision (0:
 // absent), and returns the key as it then is; Revision 0 means absent.
+// An empty key or a negative wait is ErrInvalid.
 func (c *Client) WatchKey(ctx context.Context, key string, revision uint64, wait time.Duration) (KeyValue, error) {
+	if err := watchArgs(key, wait); err != nil {
+		return KeyValue{Key: key}, err
+	}
 	q := url.Values{"revision": {strconv.FormatUint(revision, 10)}, "timeout_ms": {strconv.FormatInt(wait.Milliseconds(), 10)}}
 	var r server.KeyResponse
-	err := c.do(ctx, call{method: "GET", path: "/v1/watch/kv/" + url.PathEscape(key), query: q, timeout: wait + c.cfg.AttemptTimeout}, &r)
+	err := c.do(ctx, call{method: "GET", path: "/v1/watch/kv/" + pathSegment(key), query: q, timeout: wait + c.cfg.AttemptTimeout}, &r)
 	if errors.Is(err, ErrNotFound) {
 		return KeyValue{Key: key}, nil
 	}

@@ -37,7 +37,7 @@ func leaseFrom(r server.LeaseResponse) Lease {
 }
 
 func leasePath(name, op string) string {
-	p := "/v1/leases/" + url.PathEscape(name)
+	p := "/v1/leases/" + pathSegment(name)
 	if op != "" {
 		p += "/" + op
 	}
@@ -101,11 +101,15 @@ func (c *Client) Lease(ctx context.Context, name string, opts ...ReadOption) (Le
 }
 
 // WatchLease waits up to wait for the lease's revision to differ from
-// revision, and returns the record as it then is.
+// revision, and returns the record as it then is. An empty name or a
+// negative wait is ErrInvalid.
 func (c *Client) WatchLease(ctx context.Context, name string, revision uint64, wait time.Duration) (Lease, error) {
+	if err := watchArgs(name, wait); err != nil {
+		return Lease{}, err
+	}
 	q := url.Values{"revision": {strconv.FormatUint(revision, 10)}, "timeout_ms": {strconv.FormatInt(wait.Milliseconds(), 10)}}
 	var r server.LeaseResponse
-	err := c.do(ctx, call{method: "GET", path: "/v1/watch/leases/" + url.PathEscape(name), query: q,
+	err := c.do(ctx, call{method: "GET", path: "/v1/watch/leases/" + pathSegment(name), query: q,
 		timeout: wait + c.cfg.AttemptTimeout}, &r)
 	return leaseFrom(r), err
 }

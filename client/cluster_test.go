@@ -1,0 +1,221 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"coord/server"
+)
+
+// testCluster is a coord cluster in this process: real nodes, each with a
+// data directory, a Raft transport on loopback TCP and the HTTP API on a
+// loopback listener. Only the HTTP handler is wrapped, to tell a test when
+// a request has reached the leader, so that the test can act while the
+// leader serves it.
+type testCluster struct {
+	t     *testing.T
+	nodes map[uint64]*server.Node
+	https map[uint64]string // node ID → HTTP address
+
+	mu      sync.Mutex
+	arrived map[string]chan struct{} // URL path → closed when it reaches the leader
+}
+
+func startCluster(t *testing.T, size int) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, nodes: map[uint64]*server.Node{}, https: map[uint64]string{}, arrived: map[string]chan struct{}{}}
+	peers := map[uint64]string{}
+	raftListeners := map[uint64]net.Listener{}
+	httpListeners := map[uint64]net.Listener{}
+	for id := uint64(1); id <= uint64(size); id++ {
+		raftListeners[id], httpListeners[id] = loopbackListener(t), loopbackListener(t)
+		peers[id] = raftListeners[id].Addr().String()
+		c.https[id] = httpListeners[id].Addr().String()
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	for id := uint64(1); id <= uint64(size); id++ {
+		cfg := server.DefaultConfig()
+		cfg.ID, cfg.Peers, cfg.PeerListener, cfg.DataDir = id, peers, raftListeners[id], t.TempDir()
+		cfg.HTTPAddr, cfg.Logger = c.https[id], quiet
+		cfg.TickInterval = 20 * time.Millisecond
+		node, err := server.NewNode(cfg)
+		if err != nil {
+			t.Fatalf("node %d: %v", id, err)
+		}
+		c.nodes[id] = node
+		api := server.NewAPI(node, server.APIConfig{Logger: quiet})
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if st := node.Status(); st.Leader == st.ID {
+				c.reached(r.URL.Path)
+			}
+			api.ServeHTTP(w, r)
+		})}
+		go srv.Serve(httpListeners[id])
+		t.Cleanup(func() {
+			srv.Close()
+			node.Close()
+		})
+	}
+	return c
+}
+
+func loopbackListener(t *testing.T) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// endpoints returns every node's HTTP address.
+func (c *testCluster) endpoints() []string {
+	var eps []string
+	for _, ep := range c.https {
+		eps = append(eps, ep)
+	}
+	return eps
+}
+
+// leader waits until a node leads and every node knows it, and returns
+// its ID.
+func (c *testCluster) leader() uint64 {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		var leader uint64
+		agree := true
+		for _, n := range c.nodes {
+			st := n.Status()
+			agree = agree && st.Leader != 0 && (leader == 0 || st.Leader == leader)
+			leader = st.Leader
+		}
+		if agree {
+			return leader
+		}
+		time.Sleep(10 * time.Millisecond) // elections run on the nodes' own timers
+	}
+	c.t.Fatal("no agreed leader within 30s")
+	return 0
+}
+
+// follower returns the HTTP address of a node that does not lead.
+func (c *testCluster) follower() string {
+	leader := c.leader()
+	for id, ep := range c.https {
+		if id != leader {
+			return ep
+		}
+	}
+	c.t.Fatal("no follower")
+	return ""
+}
+
+// awaitLeader returns a channel closed when the next request for path (as
+// the server sees it, unescaped) reaches the leader.
+func (c *testCluster) awaitLeader(path string) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan struct{})
+	c.arrived[path] = ch
+	return ch
+}
+
+func (c *testCluster) reached(path string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ch := c.arrived[path]; ch != nil {
+		close(ch)
+		delete(c.arrived, path)
+	}
+}
+
+// client returns a client of the given endpoints (all nodes if none).
+func (c *testCluster) client(endpoints ...string) *Client {
+	c.t.Helper()
+	if len(endpoints) == 0 {
+		endpoints = c.endpoints()
+	}
+	cl, err := New(DefaultConfig(endpoints...))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cl
+}
+
+// testContext bounds a test's requests generously: a request that should
+// return at once but blocks fails the test at this deadline.
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// within waits for a result on ch, failing the test after a generous wait.
+func within[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: no answer within 20s", what)
+		var zero T
+		return zero
+	}
+}
+
+type watchResult struct {
+	kv  KeyValue
+	err error
+}
+
+// watchKey runs WatchKey on its own goroutine.
+func watchKey(ctx context.Context, c *Client, key string, revision uint64, wait time.Duration) <-chan watchResult {
+	ch := make(chan watchResult, 1)
+	go func() {
+		kv, err := c.WatchKey(ctx, key, revision, wait)
+		ch <- watchResult{kv, err}
+	}()
+	return ch
+}
+
+type leaseResult struct {
+	lease Lease
+	err   error
+}
+
+// watchLease runs WatchLease on its own goroutine.
+func watchLease(ctx context.Context, c *Client, name string, revision uint64, wait time.Duration) <-chan leaseResult {
+	ch := make(chan leaseResult, 1)
+	go func() {
+		l, err := c.WatchLease(ctx, name, revision, wait)
+		ch <- leaseResult{l, err}
+	}()
+	return ch
+}
+
+// conflictRevision returns the current revision a conflict carries,
+// failing the test if err is not a conflict.
+func conflictRevision(t *testing.T, err error, what string) uint64 {
+	t.Helper()
+	var e *Error
+	if !errors.Is(err, ErrConflict) || !errors.As(err, &e) {
+		t.Fatalf("%s: err %v, want a conflict", what, err)
+	}
+	return e.Revision
+}
+
+// mustGet reads key, failing the test unless it has value at revision.
+func mustGet(t *testing.T, ctx context.Context, c *Client, key, value string, revision uint64) {
+	t.Helper()
+	kv, err := c.Get(ctx, key)
+	if err != nil || kv.Key != key || string(kv.Value) != value || kv.Revision != revision {
+		t.Fatalf("get %q: %q=%q at %d (%v), want %q at %d", key, kv.Key, kv.Value, kv.Revision, err, value, revision)
+	}
+}
