@@ -544,23 +544,30 @@ func (g *benchGroup) trial(ctx context.Context, sig syscall.Signal) (gap, fromRe
 	if err := old.cmd.Process.Signal(sig); err != nil {
 		return 0, 0, err
 	}
-	var released int64
+	// Each process's events come through a pipe of its own, so the new
+	// leader's "elected" may be read before the "released" the old one
+	// wrote earlier: after SIGTERM, read on until both are in (or the old
+	// leader's output has ended).
+	var released, elected int64
+	oldDone := false
 	deadline = time.After(g.timeout)
-	for {
+	for elected == 0 || (sig == syscall.SIGTERM && released == 0 && !oldDone) {
 		pe, err := g.next(ctx, deadline)
 		if err != nil {
 			return 0, 0, fmt.Errorf("waiting for a new leader: %w", err)
 		}
-		if pe.p == old && pe.ev.Event == lease.EventReleased {
+		switch {
+		case pe.p == old && pe.eof:
+			oldDone = true
+		case pe.p == old && pe.ev.Event == lease.EventReleased:
 			released = pe.ev.MonoNS
+		case pe.p != old && pe.ev.Event == lease.EventElected && elected == 0:
+			elected = pe.ev.MonoNS
 		}
-		if pe.p != old && pe.ev.Event == lease.EventElected {
-			gap = time.Duration(pe.ev.MonoNS - t0)
-			if released != 0 {
-				fromRelease = time.Duration(pe.ev.MonoNS - released)
-			}
-			break
-		}
+	}
+	gap = time.Duration(elected - t0)
+	if released != 0 {
+		fromRelease = time.Duration(elected - released)
 	}
 	// Reap the old leader (a SIGTERMed one exits by itself) and forget it
 	// now, so that the next trial starts its replacement.

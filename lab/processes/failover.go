@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -66,6 +67,9 @@ type failoverTrial struct {
 	FailedOver bool    `json:"failed_over"`
 	// MaxLeaders is the most participants that believed they led at once.
 	MaxLeaders int `json:"max_leaders"`
+	// Timeline, kept when coord had more than one leader at once, is the
+	// trial's events in order: the evidence.
+	Timeline []string `json:"timeline,omitempty"`
 }
 
 type failoverData struct {
@@ -167,7 +171,19 @@ func failoverOnce(ctx context.Context, env *lab.Env, dir, impl string, sig sysca
 		t.FailedOver = true
 		t.GapSeconds = monoSeconds(next.MonoNS - killedAt)
 	}
-	t.MaxLeaders = maxLeaders(g.snapshot(), g.exitTimes())
+	// Both signals end the process: once it has exited, every event it
+	// printed has been read, and the timeline below is complete.
+	if !g.waitExit(ctx, first.Member, 10*time.Second) {
+		if ctx.Err() != nil {
+			return t, ctx.Err()
+		}
+		return t, fmt.Errorf("failover: %s: %s did not exit within 10 s of %s", impl, first.Member, signalName(sig))
+	}
+	events, exits := g.snapshot(), g.exitTimes()
+	t.MaxLeaders = maxLeaders(events, exits)
+	if impl == implCoord && t.MaxLeaders > 1 {
+		t.Timeline = timeline(events, exits, killedAt)
+	}
 	return t, nil
 }
 
@@ -254,7 +270,7 @@ func judgeFailover(d failoverData) lab.Verdict {
 			problems = append(problems, fmt.Sprintf("coord did not fail over after %s", t.Signal))
 		case t.MaxLeaders > 1:
 			coordOK = false
-			problems = append(problems, fmt.Sprintf("coord had %d leaders at once", t.MaxLeaders))
+			problems = append(problems, fmt.Sprintf("coord had %d leaders at once after %s: %s", t.MaxLeaders, t.Signal, strings.Join(t.Timeline, "; ")))
 		case t.GapSeconds > failoverTTL.Seconds():
 			coordOK = false
 			problems = append(problems, fmt.Sprintf("coord took %s after %s, more than the TTL", secs(t.GapSeconds), t.Signal))

@@ -176,6 +176,29 @@ func (g *group) signal(name string, sig syscall.Signal) (int64, error) {
 	return at, nil
 }
 
+// waitExit waits until participant name has exited and all it printed has
+// been read, or until timeout or ctx ends. It reports whether it exited.
+// Events reach the lab through one pipe per participant, so a successor's
+// election can be read before the events its predecessor printed earlier:
+// a timeline is complete only once the predecessor's pipe is drained.
+func (g *group) waitExit(ctx context.Context, name string, timeout time.Duration) bool {
+	g.mu.Lock()
+	m, ok := g.members[name]
+	g.mu.Unlock()
+	if !ok {
+		return false
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	select {
+	case <-m.done:
+		return true
+	case <-deadline.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
 // stderr returns what participant name printed on stderr.
 func (g *group) stderr(name string) string {
 	g.mu.Lock()
@@ -213,7 +236,8 @@ func (g *group) exitTimes() map[string]int64 {
 }
 
 // stop kills every participant (continuing any that are stopped first) and
-// waits for them to exit.
+// waits for them to exit, so that everything they printed has been read.
+// It may be called more than once.
 func (g *group) stop() {
 	g.mu.Lock()
 	members := make([]*member, 0, len(g.members))

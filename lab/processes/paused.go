@@ -145,6 +145,7 @@ func pausedArticles(ctx context.Context, env *lab.Env, dir string, t *pausedTria
 		}
 	}
 	sleep(ctx, renew+watch)
+	g.stop() // drain every participant's pipe: the timeline is complete
 	t.ArticlesLeadersAfter = maxLeaders(g.snapshot(), g.exitTimes())
 	return ctx.Err()
 }

@@ -120,6 +120,7 @@ func articlesTakeover(ctx context.Context, env *lab.Env, dir string) (leaders, l
 	if ctx.Err() != nil {
 		return 0, 0, ctx.Err()
 	}
+	g.stop() // drain every participant's pipe: the timeline is complete
 	events := g.snapshot()
 	for _, e := range events {
 		if e.Event.Event == articles.EventLostRace {
@@ -165,6 +166,7 @@ func coordTakeover(ctx context.Context, env *lab.Env, dir string) (leaders int, 
 	if ctx.Err() != nil {
 		return 0, false, ctx.Err()
 	}
+	g.stop() // drain every participant's pipe: the timeline is complete
 	return maxLeaders(g.snapshot(), g.exitTimes()), winner.Token > held.Token, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -58,3 +59,32 @@ func secs(s float64) string {
 }
 
 func monoSeconds(ns int64) float64 { return float64(ns) / float64(time.Second) }
+
+// timeline describes events and exits in monotonic order, in milliseconds
+// from origin: "+5.123 ms p2 elected token 4".
+func timeline(events []event, exits map[string]int64, origin int64) []string {
+	type line struct {
+		at   int64
+		text string
+	}
+	var lines []line
+	for _, e := range sortedByMono(events) {
+		text := e.Member + " " + e.Event.Event
+		if e.Token != 0 {
+			text += " token " + strconv.FormatUint(e.Token, 10)
+		}
+		if e.Error != "" {
+			text += " (" + e.Error + ")"
+		}
+		lines = append(lines, line{e.MonoNS, text})
+	}
+	for m, at := range exits {
+		lines = append(lines, line{at, m + " died"})
+	}
+	slices.SortStableFunc(lines, func(a, b line) int { return cmp.Compare(a.at, b.at) })
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = fmt.Sprintf("%+.3f ms %s", float64(l.at-origin)/1e6, l.text)
+	}
+	return out
+}
