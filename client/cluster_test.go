@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -87,8 +88,12 @@ func (c *testCluster) endpoints() []string {
 // its ID.
 func (c *testCluster) leader() uint64 {
 	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	deadline := time.After(30 * time.Second)
+	for {
+		cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline)}}
+		for _, n := range c.nodes {
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(n.StatusChanged())})
+		}
 		var leader uint64
 		agree := true
 		for _, n := range c.nodes {
@@ -99,10 +104,10 @@ func (c *testCluster) leader() uint64 {
 		if agree {
 			return leader
 		}
-		time.Sleep(10 * time.Millisecond) // elections run on the nodes' own timers
+		if chosen, _, _ := reflect.Select(cases); chosen == 0 {
+			c.t.Fatal("no agreed leader within 30s")
+		}
 	}
-	c.t.Fatal("no agreed leader within 30s")
-	return 0
 }
 
 // follower returns the HTTP address of a node that does not lead.

@@ -538,6 +538,11 @@ func (n *Node) Changed() <-chan struct{} {
 // Status implements Replica.
 func (n *Node) Status() NodeStatus { return n.status(n.shell.Status()) }
 
+// StatusChanged returns a channel that is closed when the node's Raft
+// status (role, term, leader, commit, applied index) next changes. Take it
+// before reading Status, so that no change falls in between.
+func (n *Node) StatusChanged() <-chan struct{} { return n.shell.Changed() }
+
 func (n *Node) status(st raft.Status) NodeStatus {
 	out := NodeStatus{ID: n.cfg.ID, Term: st.Term, Leader: st.Lead, Commit: st.Commit, Applied: st.Applied}
 	switch {

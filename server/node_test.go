@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -110,8 +111,12 @@ func (c *testCluster) restart(id uint64, dir string) *testNode {
 // returns it.
 func (c *testCluster) waitLeader() uint64 {
 	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	deadline := time.After(30 * time.Second)
+	for {
+		var changed []<-chan struct{}
+		for _, n := range c.nodes {
+			changed = append(changed, n.StatusChanged())
+		}
 		var leader uint64
 		agree := true
 		for _, n := range c.nodes {
@@ -125,10 +130,21 @@ func (c *testCluster) waitLeader() uint64 {
 		if agree && leader != 0 && c.nodes[leader] != nil {
 			return leader
 		}
-		time.Sleep(10 * time.Millisecond) // elections run on other goroutines' timers
+		if !waitAny(changed, deadline) {
+			c.t.Fatal("no agreed leader within 30s")
+		}
 	}
-	c.t.Fatal("no agreed leader within 30s")
-	return 0
+}
+
+// waitAny waits until one of chans is closed, and reports false if deadline
+// fires first.
+func waitAny(chans []<-chan struct{}, deadline <-chan time.Time) bool {
+	cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline)}}
+	for _, ch := range chans {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
+	}
+	chosen, _, _ := reflect.Select(cases)
+	return chosen != 0
 }
 
 func (c *testCluster) follower(leader uint64) *testNode {
@@ -262,14 +278,17 @@ func TestAddAndRemoveMember(t *testing.T) {
 	if err := c.nodes[leader].AddMember(ctx(t), 4, raftL.Addr().String()); err != nil {
 		t.Fatalf("add member: %v", err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	deadline := time.After(30 * time.Second)
+	for {
+		changed := n4.StatusChanged()
 		var kv KeyValue
 		n4.View(func(v View) { kv, _ = v.Get("x") })
 		if st := n4.Status(); string(kv.Value) == "1" && len(st.Members) == 4 && st.Members[3].Voter {
 			break
 		}
-		time.Sleep(10 * time.Millisecond) // replication to the new node is asynchronous
+		if !waitAny([]<-chan struct{}{changed}, deadline) {
+			break // the checks below say what is missing
+		}
 	}
 	if st := n4.Status(); len(st.Members) != 4 || !st.Members[3].Voter {
 		t.Fatalf("new node's members: %+v", st.Members)
