@@ -340,7 +340,9 @@ func (e *Elector) release(ctx context.Context, t *tenure) {
 	switch {
 	case errors.Is(err, ErrLost):
 		// The tenure ended before its renew deadline, so the store gave
-		// the lease away early: its clock runs fast, or it lost state.
+		// the lease away early: its clock runs fast, it lost state, or
+		// the lease was bound to a session that ended (PostgreSQL's
+		// advisory=true).
 		e.log.Error("lease: the store had given the lease away before it was released", "token", t.token, "err", err)
 	case err != nil:
 		e.log.Warn("lease: release failed; the lease will expire", "token", t.token, "err", err)
