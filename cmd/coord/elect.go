@@ -113,9 +113,9 @@ Readable lines show seconds since start, this participant's role, the
 holder and its fencing token. With --json, each line on stdout is one JSON
 object: {"time", "mono_ns", "event", "holder", "token", "id", "pid",
 "expiry", "error"}, where event is elected, renewed, lost, released or
-leader (another participant holds the lease). A leader prints released (or
-lost) before it hands the lease back, so in a timeline merged by mono_ns
-from several participants no one is elected before its predecessor's end.
+leader (another participant holds the lease). A leader that resigns prints
+released before it hands the lease back, so that in a timeline merged by
+mono_ns from several participants its successor's elected comes after it.
 
 Timings: --ttl alone scales the others (renew deadline 2/3, renew interval
 2/9, retry period 1/9 of the TTL); they must satisfy
