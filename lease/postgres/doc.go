@@ -36,7 +36,8 @@
 //   - Watch: LISTEN on a connection of its own; every notification about
 //     the name, and the expiry the watcher read, wake it to read the row.
 //     With listen=false it polls instead (every poll interval, with 20 %
-//     jitter, and at the expiry it read).
+//     jitter, and at the expiry it read). With advisory=true, a second
+//     connection waits for a live holder's advisory lock (below).
 //
 // # Advisory locks (advisory=true)
 //
@@ -47,8 +48,27 @@
 // connection closes, as the kernel releases a dead process's flock): Get
 // reports such a lease free, and Acquire takes it over at once, without
 // waiting for the TTL, whether or not the client itself uses advisory=true.
-// (No notification announces a closed session: watchers learn of it at
-// their next read, and the Elector at its next retry.) The price: the
+//
+// No notification announces a closed session, but a lock request does: a
+// watcher with advisory=true, while the row marks its holder live, keeps a
+// second connection blocked in SELECT pg_advisory_xact_lock_shared(...)
+// on the name's lock. PostgreSQL grants it the moment no session holds the
+// lock exclusively (the holder's session ended, or it released, which
+// unlocks); the lock, transaction-scoped, is let go as the statement
+// commits, and the watcher reads the row at once, so that an Elector's
+// candidate learns of the death within milliseconds of the server noticing
+// it. A grant is only a reason to read; the read decides. An error (a
+// server restart, a cut connection) proves nothing: the watcher goes on
+// reading at notifications and expiries, and waits again a second later.
+// The instant a watcher holds the lock shared makes a new holder's
+// try-lock fail, so Acquire, when its try fails while nobody holds the
+// lock exclusively, tries again for up to 31 ms; after that its tenure is
+// marked not live, protected by its TTL alone, as when a stale session
+// holds the lock. A watcher without advisory=true does not wait: it
+// learns of a closed session at its next read (a notification, the expiry,
+// or every 5 s with LISTEN), and a plain client's Acquire does not retry.
+//
+// The price of advisory=true: the
 // lease now also ends when the holder's connection does (a server restart,
 // pg_terminate_backend, a network cut that the server notices), and the
 // holder learns of it only at its next Renew, which then fails with
@@ -97,4 +117,13 @@
 //     TTL runs out.
 //   - With advisory=true, see above: a holder can lose the lease before its
 //     TTL and learn it only at its next renewal.
+//   - With advisory=true, a death is noticed as fast as the server notices
+//     the closed connection: at once for a process that dies (its kernel
+//     closes the socket), but not before TCP keepalives or a timeout for a
+//     machine that vanishes or a network that cuts silently. Each watcher
+//     uses a second connection, and a watcher whose wait failed goes
+//     without it until its next read a second later.
+//   - A holder that acquires while a watcher's instant of the lock lasts
+//     longer than 31 ms (an overloaded server) gets a tenure protected by
+//     its TTL alone: its own death is then noticed at its expiry.
 package postgres

@@ -35,8 +35,9 @@ type Config struct {
 	Table string
 
 	// Advisory makes holders take a session advisory lock, so that a
-	// holder whose connection ends is replaced at once (see the package
-	// doc for the price).
+	// holder whose connection ends is replaced at once, and watchers wait
+	// for that lock on a second connection, so that they learn of it at
+	// once (see the package doc for the price).
 	Advisory bool
 
 	// Listen makes Watch push through LISTEN/NOTIFY; false polls every
@@ -83,7 +84,8 @@ func (c Config) Validate() error {
 // Backend is a lease.Backend in a PostgreSQL table. It is safe for
 // concurrent use: operations share a pgx pool; with Advisory, holders'
 // operations go through one connection kept for the advisory locks; each
-// Watch with Listen has a connection of its own.
+// Watch with Listen has a connection of its own, and with Advisory a second
+// one once it has seen a live holder (see freeWait).
 type Backend struct {
 	cfg  Config
 	pool *pgxpool.Pool
@@ -205,6 +207,7 @@ type row struct {
 	live      bool  // unexpired and held
 	remaining int64 // microseconds until expiry, on the server's clock
 	expiry    int64 // the server's expiry, unix microseconds (a version for Watch)
+	marked    bool  // the row records an advisory lock for its holder (column live)
 }
 
 // record converts a row to a Record, with Expiry measured from sent.
@@ -224,7 +227,7 @@ func (b *Backend) query(ctx context.Context, q querier, sql string, args ...any)
 	var r row
 	var holder *string
 	var token, remaining, expiry *int64
-	err := q.QueryRow(ctx, sql, args...).Scan(&r.won, &holder, &token, &r.live, &remaining, &expiry)
+	err := q.QueryRow(ctx, sql, args...).Scan(&r.won, &holder, &token, &r.live, &remaining, &expiry, &r.marked)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return row{}, nil // a name never acquired
 	}
@@ -299,7 +302,7 @@ func (b *Backend) acquireLive(ctx context.Context, name, holder string, ttl time
 	_, had := b.liveLocks[name]
 	took := false
 	if !had {
-		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext($2))`, advisoryClass, name).Scan(&took); err != nil {
+		if took, err = tryLock(ctx, conn, name, tryLockPause); err != nil {
 			b.dropLive()
 			return row{}, err
 		}
@@ -322,6 +325,33 @@ func (b *Backend) acquireLive(ctx context.Context, name, holder string, ttl time
 		b.unlock(ctx, name)
 	}
 	return r, nil
+}
+
+// tryLock takes name's advisory lock for conn's session, if no session
+// holds it. Watchers take it shared for an instant each time it comes free
+// (see freeWait), and a lock request, even a shared one, makes a try for
+// the exclusive lock fail while it is granted or queued. So when the try
+// fails, the same statement tries the lock shared, which succeeds only if
+// no session holds it exclusively, and then the try is repeated after
+// pause(attempt), until pause reports false. Without this, a holder that
+// acquired just as its predecessor died could find the lock taken by the
+// watchers that saw the death, and its tenure would not be marked live.
+func tryLock(ctx context.Context, conn *pgx.Conn, name string, pause func(ctx context.Context, attempt int) bool) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		var took, sharedOnly bool
+		err := conn.QueryRow(ctx, `SELECT took, CASE WHEN took THEN false ELSE pg_try_advisory_xact_lock_shared($1, hashtext($2)) END
+			FROM (SELECT pg_try_advisory_lock($1, hashtext($2)) AS took OFFSET 0) t`, advisoryClass, name).Scan(&took, &sharedOnly)
+		if err != nil || took || !sharedOnly || !pause(ctx, attempt) {
+			return took, err
+		}
+	}
+}
+
+// tryLockPause is tryLock's pause in Acquire: 1, 2, 4, 8 and 16 ms, 31 ms
+// in all, and then no more tries. A watcher holds the lock for
+// microseconds; a lock still held after that is left to the TTL.
+func tryLockPause(ctx context.Context, attempt int) bool {
+	return attempt < 5 && sleep(ctx, time.Millisecond<<attempt, nil)
 }
 
 // live returns the advisory-lock connection, connecting it if needed.
@@ -467,23 +497,38 @@ func (b *Backend) Get(ctx context.Context, name string) (lease.Record, error) {
 	return rec, err
 }
 
+// reading is what read returns: the record, the server's expiry as a
+// version, and whether the row marks its holder live (holding an advisory
+// lock); live is false when the record is free.
+type reading struct {
+	rec     lease.Record
+	version int64
+	live    bool
+}
+
 // get reads name's record through q, and the server's expiry as a version.
 func (b *Backend) get(ctx context.Context, q querier, name string) (lease.Record, int64, error) {
+	r, err := b.read(ctx, q, name)
+	return r.rec, r.version, err
+}
+
+// read reads name's record through q.
+func (b *Backend) read(ctx context.Context, q querier, name string) (reading, error) {
 	if err := b.life.Check(prefix); err != nil {
-		return lease.Record{}, 0, err
+		return reading{}, err
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.cfg.Timeout)
 	defer cancel()
 	sent := time.Now()
 	r, err := b.query(ctx, q, b.sql.get, name)
 	if err != nil {
-		return lease.Record{}, 0, b.fail("get", name, err)
+		return reading{}, b.fail("get", name, err)
 	}
 	rec := r.record(name, sent)
 	if rec.Free() {
-		return rec, 0, nil
+		return reading{rec: rec}, nil
 	}
-	return rec, r.expiry, nil
+	return reading{rec: rec, version: r.expiry, live: r.marked}, nil
 }
 
 // Ping makes one plain round trip to the server (SELECT 1), the reference

@@ -8,8 +8,9 @@ import (
 )
 
 // statements are the SQL texts for one table. Every statement returns one
-// row (won, holder, token, held, remaining_us, expiry_us), or none for a
-// name never acquired: held is true while the lease is unexpired and held.
+// row (won, holder, token, held, remaining_us, expiry_us, live), or none
+// for a name never acquired: held is true while the lease is unexpired and
+// held, live while the row records an advisory lock for its holder.
 type statements struct {
 	schema, acquire, renew, release, get string
 }
@@ -19,7 +20,8 @@ type statements struct {
 const returning = `l.holder, l.token,
 	(l.holder <> '' AND l.expiry > clock_timestamp()),
 	(extract(epoch FROM l.expiry - clock_timestamp()) * 1000000)::bigint,
-	(extract(epoch FROM l.expiry) * 1000000)::bigint`
+	(extract(epoch FROM l.expiry) * 1000000)::bigint,
+	l.live`
 
 // returningGet is returning for Get, which also reports a holder whose
 // advisory lock is free (its session ended) as not holding: taking the lock
@@ -32,7 +34,8 @@ const returningGet = `l.holder, l.token,
 		WHEN l.live THEN NOT pg_try_advisory_xact_lock_shared($K, hashtext(l.name))
 		ELSE true END,
 	(extract(epoch FROM l.expiry - clock_timestamp()) * 1000000)::bigint,
-	(extract(epoch FROM l.expiry) * 1000000)::bigint`
+	(extract(epoch FROM l.expiry) * 1000000)::bigint,
+	l.live`
 
 func newStatements(table string) statements {
 	t := pgx.Identifier{table}.Sanitize()

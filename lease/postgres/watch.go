@@ -17,7 +17,10 @@ const healthInterval = 5 * time.Second
 // Watch implements lease.Backend. With Listen (the default) it LISTENs on a
 // connection of its own and reads the row on every notification about the
 // name, at the expiry it read, and every healthInterval; otherwise it polls.
-// The channel closes when its connection fails.
+// With Advisory, while the row marks its holder live, it also waits on a
+// second connection for the holder's advisory lock to come free (see
+// freeWait), and reads the row as soon as it does. The channel closes when
+// its connection fails.
 func (b *Backend) Watch(ctx context.Context, name string) (<-chan lease.Record, error) {
 	if err := leasekit.CheckName(prefix, name); err != nil {
 		return nil, err
@@ -34,18 +37,18 @@ func (b *Backend) Watch(ctx context.Context, name string) (<-chan lease.Record, 
 		}
 		q = conn
 	}
-	rec, version, err := b.get(ctx, q, name)
+	r, err := b.read(ctx, q, name)
 	if err != nil {
 		closeConn(conn)
 		return nil, err
 	}
 	feed := leasekit.NewFeed()
-	feed.Send(rec, version)
+	feed.Send(r.rec, r.version)
 
 	err = b.life.Go(ctx, prefix, func(ctx context.Context) {
 		defer feed.Close()
 		defer closeConn(conn)
-		b.watch(ctx, name, conn, q, feed, rec)
+		b.watch(ctx, name, conn, q, feed, r)
 	})
 	if err != nil {
 		closeConn(conn)
@@ -71,40 +74,54 @@ func (b *Backend) listen(ctx context.Context) (*pgx.Conn, error) {
 }
 
 // watch waits for a reason to read the row (a notification about name, the
-// expiry it read, a health check or poll period) and sends what it reads.
-func (b *Backend) watch(ctx context.Context, name string, conn *pgx.Conn, q querier, feed *leasekit.Feed, rec lease.Record) {
+// expiry it read, a health check or poll period, with Advisory the live
+// holder's lock coming free) and sends what it reads.
+func (b *Backend) watch(ctx context.Context, name string, conn *pgx.Conn, q querier, feed *leasekit.Feed, r reading) {
+	var free *freeWait
+	if b.cfg.Advisory {
+		free = &freeWait{b: b, name: name}
+		defer free.stop()
+	}
 	for {
+		free.start(ctx, r)
 		wait := healthInterval
 		if conn == nil {
 			wait = leasekit.Jitter(b.cfg.PollInterval, 0.2)
 		}
-		if !rec.Free() {
-			wait = min(wait, max(time.Until(rec.Expiry)+time.Millisecond, time.Millisecond))
+		if !r.rec.Free() {
+			wait = min(wait, max(time.Until(r.rec.Expiry)+time.Millisecond, time.Millisecond))
 		}
 		if conn != nil {
-			if !waitNotification(ctx, conn, name, wait) {
+			if !waitNotification(ctx, conn, name, wait, free.over()) {
 				return
 			}
-		} else if !sleep(ctx, wait) {
+		} else if !sleep(ctx, wait, free.over()) {
 			return
 		}
-		var version int64
+		free.reap()
 		var err error
-		rec, version, err = b.get(ctx, q, name)
-		if err != nil {
+		if r, err = b.read(ctx, q, name); err != nil {
 			return
 		}
-		feed.Send(rec, version)
+		feed.Send(r.rec, r.version)
 	}
 }
 
-// waitNotification waits up to wait for a notification about name. It
-// reports false when the connection failed or ctx is done.
-func waitNotification(ctx context.Context, conn *pgx.Conn, name string, wait time.Duration) bool {
+// waitNotification waits up to wait for a notification about name, or until
+// wake (if not nil) is done. It reports false when the connection failed or
+// ctx is done.
+func waitNotification(ctx context.Context, conn *pgx.Conn, name string, wait time.Duration, wake context.Context) bool {
 	deadline := time.Now().Add(wait)
 	for {
 		wctx, cancel := context.WithDeadline(ctx, deadline)
+		unhook := func() bool { return false }
+		if wake != nil {
+			// The cancellation interrupts the read by a deadline on the
+			// socket (pgx's default), which leaves the connection usable.
+			unhook = context.AfterFunc(wake, cancel)
+		}
 		n, err := conn.WaitForNotification(wctx)
+		unhook()
 		cancel()
 		switch {
 		case err == nil && n.Payload == name:
@@ -113,7 +130,11 @@ func waitNotification(ctx context.Context, conn *pgx.Conn, name string, wait tim
 			continue // another lease in the same table
 		case ctx.Err() != nil:
 			return false
-		case time.Now().After(deadline) && !conn.IsClosed():
+		case conn.IsClosed():
+			return false
+		case wake != nil && wake.Err() != nil:
+			return true // the holder's advisory lock came free: read
+		case time.Now().After(deadline):
 			return true // timed out: read anyway
 		default:
 			return false
@@ -121,21 +142,37 @@ func waitNotification(ctx context.Context, conn *pgx.Conn, name string, wait tim
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
+// sleep waits for d, or until wake (if not nil) is done. It reports false
+// when ctx is done.
+func sleep(ctx context.Context, d time.Duration, wake context.Context) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
+	var woken <-chan struct{}
+	if wake != nil {
+		woken = wake.Done()
+	}
 	select {
 	case <-ctx.Done():
 		return false
 	case <-t.C:
 		return true
+	case <-woken:
+		return true
 	}
 }
 
+// closeConn closes conn, and waits (at most closeWait) for pgx to finish
+// with its socket: a connection closed by a cancelled query is closed in
+// the background, after a cancel request to the server.
 func closeConn(conn *pgx.Conn) {
-	if conn != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = conn.Close(ctx)
-		cancel()
+	if conn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeWait)
+	defer cancel()
+	_ = conn.Close(ctx)
+	select {
+	case <-conn.PgConn().CleanupDone():
+	case <-ctx.Done():
 	}
 }
