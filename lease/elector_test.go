@@ -61,17 +61,26 @@ func TestElectorStepsDownBeforeOthersCanAcquire(t *testing.T) {
 	// loaded machine delaying the leader's timer does not fail the test.
 	cfg.TTL = 1500 * time.Millisecond
 	cfg.RenewDeadline = 500 * time.Millisecond
+	// One tenure: after it, alice stops campaigning, so that bob's
+	// acquisition does not race her next one.
+	var e *lease.Elector
 	cfg.Callbacks = lease.Callbacks{
 		OnElected: func(ctx context.Context, token uint64) { elected <- ctx; <-ctx.Done() },
-		OnLost:    func(token uint64, err error) { lost <- err },
+		OnLost: func(token uint64, err error) {
+			lost <- err
+			e.Resign()
+		},
 	}
 	e, err := lease.NewElector(faulty, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go e.Run(ctx)
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	// Run campaigns again after stepping down, creating files in dir:
+	// stop it before the backends close and dir is removed.
+	t.Cleanup(func() { cancel(); <-done })
 	workCtx := wait(t, elected, "alice's election")
 
 	faulty.HangRenewals(true)

@@ -178,8 +178,10 @@ func testAcquireHeld(t *testing.T, open func(*testing.T) lease.Backend, o Option
 func testRenew(t *testing.T, open func(*testing.T) lease.Backend, o Options) {
 	b := open(t)
 	name := NewName()
-	rec := mustAcquire(t, b, name, "alice", o.TTL)
-	ren, err := b.Renew(testCtx(t), name, "alice", rec.Token, 10*o.TTL)
+	// Leases of several TTLs: a loaded machine may take one TTL between
+	// two calls, and the lease must still be held when the renew arrives.
+	rec := mustAcquire(t, b, name, "alice", 10*o.TTL)
+	ren, err := b.Renew(testCtx(t), name, "alice", rec.Token, 20*o.TTL)
 	if err != nil || ren.Token != rec.Token || ren.Holder != "alice" {
 		t.Fatalf("Renew = %+v, %v; want alice, token %d", ren, err, rec.Token)
 	}
@@ -267,7 +269,9 @@ func testTokensGrow(t *testing.T, open func(*testing.T) lease.Backend, o Options
 	var last uint64
 	for i := range 20 {
 		b := backends[i%2]
-		rec := mustAcquire(t, b, name, fmt.Sprintf("holder-%d", i%3), o.TTL)
+		// Several TTLs, so that the release still finds the lease held
+		// on a loaded machine.
+		rec := mustAcquire(t, b, name, fmt.Sprintf("holder-%d", i%3), 10*o.TTL)
 		if rec.Token <= last {
 			t.Fatalf("acquisition %d: token %d, want > %d", i, rec.Token, last)
 		}
