@@ -66,6 +66,10 @@ type Config struct {
 
 	// Logger logs connections and rejected frames. Nil: slog.Default().
 	Logger *slog.Logger
+
+	// beforeAdopt, if set, runs after an incoming handshake is answered
+	// and before the connection is adopted: tests widen that window.
+	beforeAdopt func(from uint64)
 }
 
 // DefaultConfig returns a Config with coord's defaults; ID, the listener,
@@ -242,6 +246,8 @@ func (t *Transport) RemovePeer(id uint64) {
 }
 
 // shutdown stops the peer's writer and dialer and closes its connection.
+// stop is closed before p.mu is taken, and adopt checks it under p.mu: a
+// connection adopted concurrently is either refused or found here.
 func (p *peer) shutdown() {
 	close(p.stop)
 	p.mu.Lock()
@@ -391,14 +397,31 @@ func (t *Transport) handshakeIncoming(nc net.Conn) {
 		return
 	}
 	_ = nc.SetDeadline(time.Time{})
+	if t.cfg.beforeAdopt != nil {
+		t.cfg.beforeAdopt(h.From)
+	}
 	c := t.adopt(p, nc, h.Meta)
+	if c == nil {
+		reject("node removed during the handshake", "from", h.From)
+		return
+	}
 	t.read(c)
 }
 
 // adopt makes nc the peer's connection, replacing (and closing) any other.
+// It returns nil, leaving nc to the caller to close, if the peer has been
+// shut down (removed, or the transport closed) since the caller looked it
+// up: shutdown closes only the connection it finds, so one adopted after
+// it would be read forever, and Close would wait for that reader.
 func (t *Transport) adopt(p *peer, nc net.Conn, meta string) *conn {
 	c := &conn{Conn: nc, peer: p, closed: make(chan struct{})}
 	p.mu.Lock()
+	select {
+	case <-p.stop:
+		p.mu.Unlock()
+		return nil
+	default:
+	}
 	old := p.current
 	p.current, p.meta, p.connected = c, meta, true
 	// Under p.mu, so that two adoptions cannot both find the slot empty:
@@ -482,7 +505,12 @@ func (t *Transport) dialOnce(p *peer, addr string) (*conn, error) {
 		return nil, err
 	}
 	_ = nc.SetDeadline(time.Time{})
-	return t.adopt(p, nc, ack.Meta), nil
+	c := t.adopt(p, nc, ack.Meta)
+	if c == nil {
+		nc.Close()
+		return nil, fmt.Errorf("peer %d removed during the handshake", p.id)
+	}
+	return c, nil
 }
 
 // read delivers the frames of one connection until it breaks. A malformed

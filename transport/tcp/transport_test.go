@@ -427,6 +427,39 @@ func TestRemovedPeerIsCutOffAndRefused(t *testing.T) {
 	}
 }
 
+// A peer removed while its incoming connection is between the handshake
+// and adoption is cut off: the connection is not adopted by the removed
+// peer, where nothing would ever close it, and Close still returns.
+func TestPeerRemovedDuringHandshakeIsCutOff(t *testing.T) {
+	l1, l2 := listen(t), listen(t)
+	peers := map[uint64]string{1: l1.Addr().String(), 2: l2.Addr().String()}
+	reached, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	b := start(t, 2, l2, peers, func(c *Config) {
+		c.beforeAdopt = func(from uint64) {
+			once.Do(func() {
+				close(reached)
+				<-proceed
+			})
+		}
+	})
+	start(t, 1, l1, peers, nil) // node 1 dials node 2
+	<-reached
+	b.RemovePeer(1)
+	close(proceed)
+	b.log.waitFor(t, "node removed during the handshake")
+	closed := make(chan struct{})
+	go func() {
+		b.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(waitMax):
+		t.Fatal("Close did not return: a connection adopted by a removed peer is still being read")
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	good := DefaultConfig()
 	good.ID, good.ListenAddr, good.Deliver = 1, "127.0.0.1:0", func(raft.Message) {}
