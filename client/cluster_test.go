@@ -175,34 +175,30 @@ func within[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
-type watchResult struct {
-	kv  KeyValue
+// result is what a call run on its own goroutine returned.
+type result[T any] struct {
+	v   T
 	err error
 }
 
-// watchKey runs WatchKey on its own goroutine.
-func watchKey(ctx context.Context, c *Client, key string, revision uint64, wait time.Duration) <-chan watchResult {
-	ch := make(chan watchResult, 1)
+// async runs call on its own goroutine and delivers its result.
+func async[T any](call func() (T, error)) <-chan result[T] {
+	ch := make(chan result[T], 1)
 	go func() {
-		kv, err := c.WatchKey(ctx, key, revision, wait)
-		ch <- watchResult{kv, err}
+		v, err := call()
+		ch <- result[T]{v, err}
 	}()
 	return ch
 }
 
-type leaseResult struct {
-	lease Lease
-	err   error
+// watchKey runs WatchKey on its own goroutine.
+func watchKey(ctx context.Context, c *Client, key string, revision uint64, wait time.Duration) <-chan result[KeyValue] {
+	return async(func() (KeyValue, error) { return c.WatchKey(ctx, key, revision, wait) })
 }
 
 // watchLease runs WatchLease on its own goroutine.
-func watchLease(ctx context.Context, c *Client, name string, revision uint64, wait time.Duration) <-chan leaseResult {
-	ch := make(chan leaseResult, 1)
-	go func() {
-		l, err := c.WatchLease(ctx, name, revision, wait)
-		ch <- leaseResult{l, err}
-	}()
-	return ch
+func watchLease(ctx context.Context, c *Client, name string, revision uint64, wait time.Duration) <-chan result[Lease] {
+	return async(func() (Lease, error) { return c.WatchLease(ctx, name, revision, wait) })
 }
 
 // conflictRevision returns the current revision a conflict carries,

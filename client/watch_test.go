@@ -56,7 +56,7 @@ func TestWatchKey(t *testing.T) {
 		within(t, reached, "watch reaching the leader")
 		select {
 		case r := <-done:
-			t.Fatalf("the watch answered before the key changed: %+v %v", r.kv, r.err)
+			t.Fatalf("the watch answered before the key changed: %+v %v", r.v, r.err)
 		default:
 		}
 		next, err := c.Put(ctx, "changes", []byte("after"))
@@ -64,8 +64,8 @@ func TestWatchKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := within(t, done, "watch after a put")
-		if r.err != nil || string(r.kv.Value) != "after" || r.kv.Revision != next || r.kv.Version != 2 {
-			t.Fatalf("watch: %+v %v, want after at %d, version 2", r.kv, r.err, next)
+		if r.err != nil || string(r.v.Value) != "after" || r.v.Revision != next || r.v.Version != 2 {
+			t.Fatalf("watch: %+v %v, want after at %d, version 2", r.v, r.err, next)
 		}
 	})
 
@@ -81,8 +81,8 @@ func TestWatchKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := within(t, done, "watch after a delete")
-		if r.err != nil || r.kv.Key != "doomed" || r.kv.Revision != 0 || r.kv.Value != nil {
-			t.Fatalf("watch: %+v %v, want the key absent", r.kv, r.err)
+		if r.err != nil || r.v.Key != "doomed" || r.v.Revision != 0 || r.v.Value != nil {
+			t.Fatalf("watch: %+v %v, want the key absent", r.v, r.err)
 		}
 	})
 
@@ -95,8 +95,8 @@ func TestWatchKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := within(t, done, "watch after a create")
-		if r.err != nil || string(r.kv.Value) != "\xff\x00\xfe" || r.kv.Revision != rev || r.kv.CreateRevision != rev {
-			t.Fatalf("watch: %+v %v, want the new key at %d", r.kv, r.err, rev)
+		if r.err != nil || string(r.v.Value) != "\xff\x00\xfe" || r.v.Revision != rev || r.v.CreateRevision != rev {
+			t.Fatalf("watch: %+v %v, want the new key at %d", r.v, r.err, rev)
 		}
 	})
 
@@ -117,15 +117,15 @@ func TestWatchKey(t *testing.T) {
 		}
 		select {
 		case r := <-done:
-			t.Fatalf("a write to another key answered the watch: %+v %v", r.kv, r.err)
+			t.Fatalf("a write to another key answered the watch: %+v %v", r.v, r.err)
 		default:
 		}
 		next, err := c.Put(ctx, "quiet", []byte("w"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := within(t, done, "watch"); r.err != nil || r.kv.Revision != next {
-			t.Fatalf("watch: %+v %v, want revision %d", r.kv, r.err, next)
+		if r := within(t, done, "watch"); r.err != nil || r.v.Revision != next {
+			t.Fatalf("watch: %+v %v, want revision %d", r.v, r.err, next)
 		}
 	})
 
@@ -159,7 +159,7 @@ func TestWatchKey(t *testing.T) {
 		cancel()
 		// Promptly: well before the watch's own bound.
 		if r := within(t, done, "cancelled watch"); !errors.Is(r.err, context.Canceled) {
-			t.Fatalf("cancelled watch: %+v %v, want context.Canceled", r.kv, r.err)
+			t.Fatalf("cancelled watch: %+v %v, want context.Canceled", r.v, r.err)
 		}
 		dctx, dcancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer dcancel()
@@ -185,8 +185,8 @@ func TestWatchKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := within(t, done, "forwarded watch"); r.err != nil || string(r.kv.Value) != "v2" || r.kv.Revision != next {
-			t.Fatalf("forwarded watch: %+v %v, want v2 at %d", r.kv, r.err, next)
+		if r := within(t, done, "forwarded watch"); r.err != nil || string(r.v.Value) != "v2" || r.v.Revision != next {
+			t.Fatalf("forwarded watch: %+v %v, want v2 at %d", r.v, r.err, next)
 		}
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -195,7 +195,7 @@ func TestWatchKey(t *testing.T) {
 		within(t, reached, "forwarded watch reaching the leader")
 		cancel()
 		if r := within(t, done, "cancelled forwarded watch"); !errors.Is(r.err, context.Canceled) {
-			t.Fatalf("cancelled forwarded watch: %+v %v, want context.Canceled", r.kv, r.err)
+			t.Fatalf("cancelled forwarded watch: %+v %v, want context.Canceled", r.v, r.err)
 		}
 	})
 
@@ -206,13 +206,13 @@ func TestWatchKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
-		results := make([]watchResult, watchers)
+		results := make([]result[KeyValue], watchers)
 		started := make(chan struct{}, watchers)
 		for i := range watchers {
 			wg.Go(func() {
 				started <- struct{}{}
 				kv, err := c.WatchKey(ctx, "crowd", rev, watchForever)
-				results[i] = watchResult{kv, err}
+				results[i] = result[KeyValue]{kv, err}
 			})
 		}
 		for range watchers {
@@ -224,8 +224,8 @@ func TestWatchKey(t *testing.T) {
 		}
 		wg.Wait() // ctx bounds every watch
 		for i, r := range results {
-			if r.err != nil || string(r.kv.Value) != "v2" || r.kv.Revision != next {
-				t.Fatalf("watcher %d: %+v %v, want v2 at %d", i, r.kv, r.err, next)
+			if r.err != nil || string(r.v.Value) != "v2" || r.v.Revision != next {
+				t.Fatalf("watcher %d: %+v %v, want v2 at %d", i, r.v, r.err, next)
 			}
 		}
 	})

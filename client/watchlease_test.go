@@ -62,7 +62,7 @@ func TestWatchLease(t *testing.T) {
 		}
 		select {
 		case r := <-done:
-			t.Fatalf("a refused operation answered the watch: %+v %v", r.lease, r.err)
+			t.Fatalf("a refused operation answered the watch: %+v %v", r.v, r.err)
 		default:
 		}
 		renewed, err := c.Renew(ctx, "life", "a", got.Token, 2*time.Minute)
@@ -70,8 +70,8 @@ func TestWatchLease(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := within(t, done, "watch after a renew")
-		if r.err != nil || r.lease.Holder != "a" || r.lease.Token != got.Token || r.lease.Revision != renewed.Revision || r.lease.TTL != 2*time.Minute {
-			t.Fatalf("watch after renew: %+v %v, want %+v", r.lease, r.err, renewed)
+		if r.err != nil || r.v.Holder != "a" || r.v.Token != got.Token || r.v.Revision != renewed.Revision || r.v.TTL != 2*time.Minute {
+			t.Fatalf("watch after renew: %+v %v, want %+v", r.v, r.err, renewed)
 		}
 
 		reached = cluster.awaitLeader("/v1/watch/leases/life")
@@ -81,21 +81,21 @@ func TestWatchLease(t *testing.T) {
 			t.Fatal(err)
 		}
 		r = within(t, done, "watch after a release")
-		if r.err != nil || r.lease.Holder != "" || r.lease.Token != got.Token || r.lease.Revision <= renewed.Revision {
-			t.Fatalf("watch after release: %+v %v, want free, keeping token %d", r.lease, r.err, got.Token)
+		if r.err != nil || r.v.Holder != "" || r.v.Token != got.Token || r.v.Revision <= renewed.Revision {
+			t.Fatalf("watch after release: %+v %v, want free, keeping token %d", r.v, r.err, got.Token)
 		}
 
 		// The next holder's tenure is a new revision and a greater token.
 		reached = cluster.awaitLeader("/v1/watch/leases/life")
-		done = watchLease(ctx, c, "life", r.lease.Revision, watchForever)
+		done = watchLease(ctx, c, "life", r.v.Revision, watchForever)
 		within(t, reached, "watch reaching the leader")
 		next, err := c.Acquire(ctx, "life", "b", time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
 		r = within(t, done, "watch after a new acquisition")
-		if r.err != nil || r.lease.Holder != "b" || r.lease.Token != next.Token || r.lease.Token <= got.Token {
-			t.Fatalf("watch after acquire: %+v %v, want b's tenure %+v above token %d", r.lease, r.err, next, got.Token)
+		if r.err != nil || r.v.Holder != "b" || r.v.Token != next.Token || r.v.Token <= got.Token {
+			t.Fatalf("watch after acquire: %+v %v, want b's tenure %+v above token %d", r.v, r.err, next, got.Token)
 		}
 	})
 
@@ -107,8 +107,8 @@ func TestWatchLease(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := within(t, watchLease(ctx, c, "short", got.Revision, watchForever), "watch of an expiring lease")
-		if r.err != nil || r.lease.Holder != "" || r.lease.Token != got.Token || r.lease.Revision <= got.Revision {
-			t.Fatalf("watch of an expiring lease: %+v %v, want free, keeping token %d", r.lease, r.err, got.Token)
+		if r.err != nil || r.v.Holder != "" || r.v.Token != got.Token || r.v.Revision <= got.Revision {
+			t.Fatalf("watch of an expiring lease: %+v %v, want free, keeping token %d", r.v, r.err, got.Token)
 		}
 	})
 
@@ -137,7 +137,7 @@ func TestWatchLease(t *testing.T) {
 		within(t, reached, "watch reaching the leader")
 		cancel()
 		if r := within(t, done, "cancelled watch"); !errors.Is(r.err, context.Canceled) {
-			t.Fatalf("cancelled watch: %+v %v, want context.Canceled", r.lease, r.err)
+			t.Fatalf("cancelled watch: %+v %v, want context.Canceled", r.v, r.err)
 		}
 		dctx, dcancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer dcancel()
@@ -158,8 +158,8 @@ func TestWatchLease(t *testing.T) {
 		if err := c.Release(ctx, "relayed", "a", got.Token); err != nil {
 			t.Fatal(err)
 		}
-		if r := within(t, done, "forwarded watch"); r.err != nil || r.lease.Holder != "" || r.lease.Revision <= got.Revision {
-			t.Fatalf("forwarded watch: %+v %v, want the lease free", r.lease, r.err)
+		if r := within(t, done, "forwarded watch"); r.err != nil || r.v.Holder != "" || r.v.Revision <= got.Revision {
+			t.Fatalf("forwarded watch: %+v %v, want the lease free", r.v, r.err)
 		}
 	})
 

@@ -54,6 +54,32 @@ func sqlConn(t *testing.T) *pgx.Conn {
 	return conn
 }
 
+// watchedHolder is a holder "a" of a lease name on a Backend of its own,
+// and a watch of it from another, already waiting for the holder's lock.
+type watchedHolder struct {
+	name            string
+	holder, watcher *Backend
+	held            lease.Record
+	ch              <-chan lease.Record
+	sql             *pgx.Conn // a connection of the test's own
+}
+
+// watchHolder acquires a fresh lease for a minute with advisory=true, watches
+// it until ctx ends from a Backend opened with watchParams, and waits until
+// the watch waits on the holder's lock.
+func watchHolder(t *testing.T, ctx context.Context, watchParams string) watchedHolder {
+	t.Helper()
+	w := watchedHolder{name: leasekittest.Name(t), holder: openAdvisory(t, "advisory=true"), watcher: openAdvisory(t, watchParams), sql: sqlConn(t)}
+	var err error
+	w.held, err = w.holder.Acquire(context.Background(), w.name, "a", time.Minute)
+	assert.That(err == nil, "Acquire: %v", err)
+	w.ch, err = w.watcher.Watch(ctx, w.name)
+	assert.That(err == nil, "Watch: %v", err)
+	waitFor(t, w.ch, "the holder's record", func(r lease.Record) bool { return r.Holder == "a" })
+	eventually(t, "the watcher's wait for the lock", func() bool { return lockRequests(t, w.sql, w.name, "ShareLock", false) == 1 })
+	return w
+}
+
 // lockRequests counts the sessions that hold (granted) or wait for name's
 // advisory lock in the given mode.
 func lockRequests(t *testing.T, conn *pgx.Conn, name, mode string, granted bool) int {
@@ -87,28 +113,19 @@ func TestWatchSeesDeadAdvisoryHolder(t *testing.T) {
 	for _, mode := range freeWaitModes {
 		for _, death := range []string{"close", "terminate"} {
 			t.Run(mode+"/"+death, func(t *testing.T) {
-				holder, watcher := openAdvisory(t, "advisory=true"), openAdvisory(t, mode)
-				ctx, name := context.Background(), leasekittest.Name(t)
-				a, err := holder.Acquire(ctx, name, "a", time.Minute)
-				assert.That(err == nil, "Acquire: %v", err)
-				ch, err := watcher.Watch(ctx, name)
-				assert.That(err == nil, "Watch: %v", err)
-				waitFor(t, ch, "the holder's record", func(r lease.Record) bool { return r.Holder == "a" })
-				sql := sqlConn(t)
-				eventually(t, "the watcher's wait for the lock", func() bool { return lockRequests(t, sql, name, "ShareLock", false) == 1 })
-
+				w := watchHolder(t, context.Background(), mode)
 				switch death {
 				case "close":
-					assert.That(holder.Close() == nil, "Close failed")
+					assert.That(w.holder.Close() == nil, "Close failed")
 				case "terminate":
-					holder.liveMu.Lock()
-					pid := holder.liveConn.PgConn().PID()
-					holder.liveMu.Unlock()
-					_, err := sql.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid)
+					w.holder.liveMu.Lock()
+					pid := w.holder.liveConn.PgConn().PID()
+					w.holder.liveMu.Unlock()
+					_, err := w.sql.Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid)
 					assert.That(err == nil, "pg_terminate_backend: %v", err)
 				}
-				got := waitFor(t, ch, "a free record after the holder's session ended", isFree)
-				assert.Equal(got.Token, a.Token, "the free record's token")
+				got := waitFor(t, w.ch, "a free record after the holder's session ended", isFree)
+				assert.Equal(got.Token, w.held.Token, "the free record's token")
 			})
 		}
 	}
@@ -116,17 +133,9 @@ func TestWatchSeesDeadAdvisoryHolder(t *testing.T) {
 
 // Release wakes a polling watcher at once too: the holder unlocks.
 func TestWatchSeesAdvisoryRelease(t *testing.T) {
-	holder, watcher := openAdvisory(t, "advisory=true"), openAdvisory(t, freeWaitModes[1])
-	ctx, name := context.Background(), leasekittest.Name(t)
-	a, err := holder.Acquire(ctx, name, "a", time.Minute)
-	assert.That(err == nil, "Acquire: %v", err)
-	ch, err := watcher.Watch(ctx, name)
-	assert.That(err == nil, "Watch: %v", err)
-	waitFor(t, ch, "the holder's record", func(r lease.Record) bool { return r.Holder == "a" })
-	sql := sqlConn(t)
-	eventually(t, "the watcher's wait for the lock", func() bool { return lockRequests(t, sql, name, "ShareLock", false) == 1 })
-	assert.That(holder.Release(ctx, name, "a", a.Token) == nil, "Release failed")
-	waitFor(t, ch, "a free record after Release", isFree)
+	w := watchHolder(t, context.Background(), freeWaitModes[1])
+	assert.That(w.holder.Release(context.Background(), w.name, "a", w.held.Token) == nil, "Release failed")
+	waitFor(t, w.ch, "a free record after Release", isFree)
 }
 
 // A watch whose context ends, or whose Backend closes, while it waits for
@@ -135,28 +144,20 @@ func TestWatchSeesAdvisoryRelease(t *testing.T) {
 func TestWatchEndsWhileWaitingForLock(t *testing.T) {
 	for _, end := range []string{"cancel", "close"} {
 		t.Run(end, func(t *testing.T) {
-			holder, watcher := openAdvisory(t, "advisory=true"), openAdvisory(t, "advisory=true")
-			name := leasekittest.Name(t)
-			_, err := holder.Acquire(context.Background(), name, "a", time.Minute)
-			assert.That(err == nil, "Acquire: %v", err)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			ch, err := watcher.Watch(ctx, name)
-			assert.That(err == nil, "Watch: %v", err)
-			sql := sqlConn(t)
-			eventually(t, "the watcher's wait for the lock", func() bool { return lockRequests(t, sql, name, "ShareLock", false) == 1 })
-
+			w := watchHolder(t, ctx, "advisory=true")
 			switch end {
 			case "cancel":
 				cancel()
 			case "close":
-				assert.That(watcher.Close() == nil, "Close failed")
+				assert.That(w.watcher.Close() == nil, "Close failed")
 			}
 			timeout := time.After(20 * time.Second)
 		drain:
 			for {
 				select {
-				case _, ok := <-ch:
+				case _, ok := <-w.ch:
 					if !ok {
 						break drain
 					}
@@ -169,9 +170,9 @@ func TestWatchEndsWhileWaitingForLock(t *testing.T) {
 			buf := make([]byte, 1<<20)
 			stacks := string(buf[:runtime.Stack(buf, true)])
 			assert.That(!strings.Contains(stacks, "waitFree"), "a freeWait goroutine is left:\n%s", stacks)
-			eventually(t, "the lock request withdrawn", func() bool { return lockRequests(t, sql, name, "ShareLock", false) == 0 })
+			eventually(t, "the lock request withdrawn", func() bool { return lockRequests(t, w.sql, w.name, "ShareLock", false) == 0 })
 			// Only the holder's session is left with the lock.
-			assert.Equal(lockRequests(t, sql, name, "ExclusiveLock", true), 1, "sessions holding the lock")
+			assert.Equal(lockRequests(t, w.sql, w.name, "ExclusiveLock", true), 1, "sessions holding the lock")
 		})
 	}
 }
@@ -249,15 +250,10 @@ func TestTryLockRetriesPastSharedHolders(t *testing.T) {
 // no proof that the holder died: the watch reports nothing, waits again
 // after a pause, and still sees the holder's death at once.
 func TestFailedLockWaitIsNotADeath(t *testing.T) {
-	holder, watcher := openAdvisory(t, "advisory=true"), openAdvisory(t, "advisory=true")
-	ctx, name := context.Background(), leasekittest.Name(t)
-	a, err := holder.Acquire(ctx, name, "a", time.Minute)
-	assert.That(err == nil, "Acquire: %v", err)
-	ch, err := watcher.Watch(ctx, name)
-	assert.That(err == nil, "Watch: %v", err)
-	sql := sqlConn(t)
-	eventually(t, "the watcher's wait for the lock", func() bool { return lockRequests(t, sql, name, "ShareLock", false) == 1 })
-	_, err = sql.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'
+	ctx := context.Background()
+	w := watchHolder(t, ctx, "advisory=true")
+	holder, name, a, ch, sql := w.holder, w.name, w.held, w.ch, w.sql
+	_, err := sql.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'
 		AND classid = $1 AND objid = hashtext($2)::oid AND objsubid = 2 AND mode = 'ShareLock' AND NOT granted`, advisoryClass, name)
 	assert.That(err == nil, "pg_terminate_backend: %v", err)
 	eventually(t, "the failed wait gone", func() bool { return lockRequests(t, sql, name, "ShareLock", false) == 0 })
