@@ -59,6 +59,24 @@ func Judge(originalAsArticles, coordCorrect bool, reason string) Verdict {
 	}
 }
 
+// Row holds an experiment's short cells in the summary table, each at most
+// CellMax characters (Shows at most ShowsMax): the table keeps one line per
+// experiment within 100 columns, and the full sentences live in Result's
+// Original, Coord and Verdict.Reason. A longer cell is cut with "…".
+type Row struct {
+	// Shows is what the experiment demonstrates (Experiment.Shows).
+	Shows string `json:"shows"`
+
+	// Articles is the articles' figure, short (Experiment.Figure).
+	Articles string `json:"articles"`
+
+	// Original is the articles' version measured now: "8.9 s", "lost 12%".
+	Original string `json:"original"`
+
+	// Coord is coord's version measured now.
+	Coord string `json:"coord"`
+}
+
 // Detail is one labelled line of an experiment's detailed output.
 type Detail struct {
 	// Label names the measured quantity ("totals", "race detector").
@@ -113,6 +131,10 @@ type Chart struct {
 
 	// Series holds the data.
 	Series []Series `json:"series"`
+
+	// Percent draws a Histogram's bars as each series' share of its own
+	// values, so that series of different sizes compare.
+	Percent bool `json:"percent,omitempty"`
 }
 
 // Result is what one run of an experiment measured.
@@ -129,6 +151,10 @@ type Result struct {
 	// Articles is the articles' figure (quoted); the runner fills it from the
 	// Experiment.
 	Articles string `json:"articles"`
+
+	// Row is the experiment's line in the summary table. The experiment
+	// fills Row.Original and Row.Coord; the runner fills the rest.
+	Row Row `json:"row"`
 
 	// Original is what the articles' version did now, measured.
 	Original string `json:"original"`

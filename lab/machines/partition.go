@@ -19,7 +19,9 @@ var partitionExperiment = lab.Experiment{
 	Name:     "partition",
 	Rung:     lab.Machines,
 	Short:    "a partition: the minority refuses writes, the majority goes on",
+	Shows:    "minority partition",
 	Articles: "the minority side stops; consistent and unavailable (CAP section)",
+	Figure:   "minority stops",
 	Help: `Five coord server processes, with a fault proxy between every pair of peers.
 The lab cuts the network between two nodes (the leader among them) and the
 other three, for two seconds, while clients write through each side:
@@ -205,6 +207,7 @@ func runPartition(ctx context.Context, env *lab.Env) (*lab.Result, error) {
 		Original: "not run: the articles' simulation has no partitions and no writes",
 		Coord: fmt.Sprintf("minority acked %d of %d writes; majority acked %d; minority caught up in %s s after the heal",
 			minAcked, minTried, majAcked, fmtSeconds(lab.Summarize(catchUp).Median)),
+		Row:  lab.Row{Original: "not run", Coord: fmt.Sprintf("minority %d acks", minAcked)},
 		Data: trials,
 	}
 	res.AddDetail("minority (old leader + 1)", "%d of %d writes acknowledged; old leader stepped down in %d of %d; stale reads served old data in %d of %d",
