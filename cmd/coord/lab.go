@@ -170,12 +170,14 @@ func runLab(cmd *cobra.Command, experiments []lab.Experiment, cfg lab.Config, f 
 	}
 	cfg.Logger = slog.Default()
 	ctx := cmd.Context() // never nil: cobra sets one before running a command
+	// The machine as the run begins: the load average the results were
+	// measured under, not the one after them.
+	m := report.ThisMachine()
 	if !f.jsonOut {
 		mode := "full size"
 		if cfg.Quick {
 			mode = "quick mode"
 		}
-		m := report.ThisMachine()
 		fmt.Fprintf(stdout, "coord lab: %d experiment(s), %s (GOMAXPROCS %d, %d CPUs, load average %.1f, %s %s/%s)\n\n",
 			len(experiments), mode, m.GOMAXPROCS, m.NumCPU, m.LoadAverage, m.GoVersion, m.GOOS, m.GOARCH)
 	}
@@ -185,6 +187,7 @@ func runLab(cmd *cobra.Command, experiments []lab.Experiment, cfg lab.Config, f 
 		}
 	})
 	doc := report.NewDocument(started, results)
+	doc.Machine = m
 	paths, filesErr := report.WriteFiles(outDir, doc)
 	if f.jsonOut {
 		if err := report.WriteJSON(stdout, doc); err != nil {
