@@ -251,3 +251,21 @@ func mustExecutable(t *testing.T) string {
 	}
 	return p
 }
+
+func TestRowValidate(t *testing.T) {
+	ok := lab.Row{Shows: "what it shows", Articles: "a figure", Original: "lost in 3/10", Coord: "1,000,000 30/30"}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("Validate(%+v) = %v", ok, err)
+	}
+	for name, breakIt := range map[string]func(*lab.Row){
+		"empty coord":   func(r *lab.Row) { r.Coord = "" },
+		"long original": func(r *lab.Row) { r.Original = strings.Repeat("o", lab.CellMax+1) },
+		"long shows":    func(r *lab.Row) { r.Shows = strings.Repeat("s", lab.ShowsMax+1) },
+	} {
+		r := ok
+		breakIt(&r)
+		if err := r.Validate(); !errors.Is(err, lab.ErrInvalid) {
+			t.Errorf("%s: Validate = %v, want ErrInvalid", name, err)
+		}
+	}
+}

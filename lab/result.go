@@ -3,6 +3,7 @@ package lab
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Outcome classifies a verdict.
@@ -75,6 +76,20 @@ type Row struct {
 
 	// Coord is coord's version measured now.
 	Coord string `json:"coord"`
+}
+
+// Validate reports a cell that is empty or longer than its limit: the
+// table would cut it with "…". Experiments' tests call it on real results.
+func (r Row) Validate() error {
+	for _, c := range []struct {
+		name, text string
+		limit      int
+	}{{"Shows", r.Shows, ShowsMax}, {"Articles", r.Articles, CellMax}, {"Original", r.Original, CellMax}, {"Coord", r.Coord, CellMax}} {
+		if n := utf8.RuneCountInString(c.text); n == 0 || n > c.limit {
+			return fmt.Errorf("%w: Row.%s %q: want 1 to %d characters", ErrInvalid, c.name, c.text, c.limit)
+		}
+	}
+	return nil
 }
 
 // Detail is one labelled line of an experiment's detailed output.

@@ -31,9 +31,9 @@ func racyCount(goroutines, increments int) int {
 // until every one of them is running, so that they count at the same instant
 // wherever the operating system gives them cores at once. Each is locked to
 // its thread, which measures the CPU time it spent counting. It returns the
-// total and the cores used while counting: the counting goroutines' CPU
-// seconds per second of wall time, about 1 when the machine ran them one at
-// a time and about goroutines when it ran all of them at once.
+// total and the cores' worth of CPU the counting got: the goroutines' CPU
+// seconds between them per second of wall time, goroutines when the machine
+// ran every one of them throughout, less when other work held the cores.
 func racyCountParallel(goroutines, increments int) (total int, cores float64) {
 	var counter int
 	var wg sync.WaitGroup

@@ -39,7 +39,7 @@ The lab runs both --trials times as the articles wrote them and reports the
 racy totals' minimum, median and maximum and how wide the band is. Then it
 runs the same racy counter sized to show on a machine with few cores: one
 goroutine per core, each counting 50,000,000 times, started together, at
-least 10 runs, with the cores they had at once. Last it builds the program
+least 10 runs, with the CPU they got. Last it builds the program
 with -race (go build -race, in a subprocess; needs the go toolchain, and says
 so when it is missing) and reports what the race detector prints for each
 version. The verdict rests on what is reliable: the race detector's report
@@ -88,8 +88,9 @@ type scaledRace struct {
 	Increments int   `json:"increments"`
 	Totals     []int `json:"totals"`
 
-	// Cores holds, per run, the CPU seconds the counting goroutines used per
-	// second of wall time: how many of them the machine ran at once.
+	// Cores holds, per run, the CPU seconds the counting goroutines used
+	// between them per second of wall time: Goroutines when the machine ran
+	// every one throughout, less when other work held the cores.
 	Cores []float64 `json:"cores"`
 }
 
@@ -200,8 +201,8 @@ func raceResult(d raceData) *lab.Result {
 		commas(band), percentOf(band, d.Expected))
 	res.AddDetail("lost updates", "median %s per run (%s)", commas(d.Expected-int(d.Racy.Median)), percentOf(d.Expected-int(d.Racy.Median), d.Expected))
 	cores := lab.Summarize(d.Scaled.Cores)
-	res.AddDetail("sized for 2 cores", "%d goroutines x %s increments, one per core, started together: lost updates in %d of %d runs, loss min %.1f%%, median %.1f%%, max %.1f%%; cores counting at once: median %.1f",
-		d.Scaled.Goroutines, commas(d.Scaled.Increments), d.Scaled.lostRuns(), len(d.Scaled.Totals), losses.Min, losses.Median, losses.Max, cores.Median)
+	res.AddDetail("sized for 2 cores", "%d goroutines x %s increments, one per core, started together: lost updates in %d of %d runs, loss min %.1f%%, median %.1f%%, max %.1f%%; CPU the goroutines got between them: median %.2f cores' worth (%d would be every core throughout)",
+		d.Scaled.Goroutines, commas(d.Scaled.Increments), d.Scaled.lostRuns(), len(d.Scaled.Totals), losses.Min, losses.Median, losses.Max, cores.Median, d.Scaled.Goroutines)
 	res.AddDetail("machine", "%s, %d CPUs, GOMAXPROCS %d, load average %.1f", d.GOARCH, d.NumCPU, d.GOMAXPROCS, d.LoadAverage)
 	if d.DetectorRacy != nil {
 		res.AddDetail("-race, racy", "%d DATA RACE report(s), exit status %d, total %s: %s",
@@ -260,7 +261,7 @@ func judgeRace(d raceData) lab.Verdict {
 	parts = append(parts, fmt.Sprintf("%d goroutines x %s increments, started together, lost updates in %d of %d runs (up to %.1f%% of the total)",
 		d.Scaled.Goroutines, commas(d.Scaled.Increments), lost, len(d.Scaled.Totals), losses.Max))
 	if lost == 0 {
-		parts = append(parts, fmt.Sprintf("they had a median %.1f cores at once: this machine (load %.1f on %d CPUs, GOMAXPROCS %d) did not run them together",
+		parts = append(parts, fmt.Sprintf("they got a median %.2f cores' worth of CPU between them: this machine (load %.1f on %d CPUs, GOMAXPROCS %d) did not run them together",
 			lab.Summarize(d.Scaled.Cores).Median, d.LoadAverage, d.NumCPU, d.GOMAXPROCS))
 	}
 	parts = append(parts, fmt.Sprintf("the fixed counter was right in %d of %d", fixedRight, len(d.FixedTotals)))
