@@ -105,6 +105,28 @@ func TestLabRunTableAndFiles(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	// The summary, from the table's header to the end of the reasons, fits
+	// in 100 columns.
+	summary := out[strings.Index(out, "experiment  "):strings.Index(out, "== granularity")]
+	for _, line := range strings.Split(summary, "\n") {
+		if n := len([]rune(line)); n > 100 {
+			t.Errorf("summary line of %d columns: %q", n, line)
+		}
+	}
+	// report.html stands alone: no script, no URL out of the file, the one
+	// chart embedded.
+	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"http:", "https:", "<script", "<link"} {
+		if strings.Contains(string(page), bad) {
+			t.Errorf("report.html contains %q", bad)
+		}
+	}
+	if n, embedded := strings.Count(string(page), "<img "), strings.Count(string(page), `<img src="data:image/png;base64,`); n != 1 || embedded != 1 {
+		t.Errorf("report.html has %d images, %d embedded: want the one chart, embedded", n, embedded)
+	}
 }
 
 // TestLabOutMustBeWritable: a directory that cannot take the results is a

@@ -151,15 +151,11 @@ func legendStripHeight(l plot.Legend, entries int) vg.Length {
 	return vg.Length(entries)*(row+legendGap) + vg.Points(10)
 }
 
-// Plot builds the gonum plot for c, with its legend inside the plot; the
-// files WriteFiles writes keep the legend out of the data instead.
+// Plot builds the gonum plot for c, without a legend: RenderPNG draws the
+// legend in a strip of its own below the plot, never over the data.
 func Plot(c lab.Chart) (*plot.Plot, error) {
-	p, legend, err := build(c)
-	if err != nil {
-		return nil, err
-	}
-	p.Legend = legend
-	return p, nil
+	p, _, err := build(c)
+	return p, err
 }
 
 // build returns the plot for c and its legend, drawn apart.
