@@ -276,7 +276,7 @@ func runBlocking(ctx context.Context, env *lab.Env) (*lab.Result, error) {
 	res.AddDetail("articles, non-blocking send", "%d of %d runs kept electing or heartbeating after the crash", recovered, len(nonblocking))
 	res.AddDetail("coord", "a killed follower: %d writes acknowledged in the next 1.5 s; a killed leader (follower restarted): %d in the next 3 s", afterFollower, afterLeader)
 	res.Charts = []lab.Chart{{
-		Name: "runs", Title: "The articles' network after a crash", XLabel: "variant", YLabel: "runs",
+		Name: "runs", Title: "The articles' network after a crash", XLabel: "outcome", YLabel: "runs",
 		Kind: lab.Bars, Categories: []string{"wedged", "recovered"},
 		Series: []lab.Series{
 			{Label: "blocking send", Values: []float64{float64(wedged), float64(len(blocking) - wedged)}},

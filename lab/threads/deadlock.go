@@ -171,7 +171,7 @@ func deadlockResult(d deadlockData) *lab.Result {
 	res.AddDetail("without Sleep", "completed %d, deadlocked %d, other %d of %d runs", hid, bit, len(d.NoSleep)-hid-bit, len(d.NoSleep))
 	res.AddDetail("one lock order", "%d runs finished, %d hung (Sleep %s kept)", d.OrderedDone, d.OrderedHung, betweenLocks)
 	res.Charts = []lab.Chart{{
-		Name: "outcomes", Title: "deadlock: runs that deadlocked", XLabel: "variant", YLabel: "runs",
+		Name: "outcomes", Title: "deadlock: runs that deadlocked", XLabel: "outcome", YLabel: "runs",
 		Kind: lab.Bars, Categories: []string{"deadlocked", "completed"},
 		Series: []lab.Series{
 			{Label: "articles, with Sleep", Values: []float64{float64(countRuns(d.WithSleep, childRun.Deadlocked)), float64(countRuns(d.WithSleep, childRun.Completed))}},
