@@ -279,3 +279,24 @@ func TestProgressOnlyOnTerminals(t *testing.T) {
 		t.Error("a progress bar for no file")
 	}
 }
+
+func TestPrepareDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "b")
+	if err := report.PrepareDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 0 {
+		t.Errorf("PrepareDir left %v behind (%v)", entries, err)
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := report.PrepareDir(file); err == nil || !strings.Contains(err.Error(), file) {
+		t.Errorf("PrepareDir on a file = %v, want an error naming it", err)
+	}
+	if got := report.DefaultDir(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)); got != filepath.Join("lab-out", "20260304-050607") {
+		t.Errorf("DefaultDir = %q", got)
+	}
+}
