@@ -122,4 +122,3 @@ type LogLost struct {
 	// node's log ends.
 	Commit, LastIndex uint64
 }
-
