@@ -78,6 +78,9 @@ type Config struct {
 	// SnapshotEntries is how many entries are applied between snapshots
 	// of the state machine (after which the log is compacted).
 	SnapshotEntries uint64
+	// WALSegmentBytes bounds the write-ahead log's segments; 0 means
+	// wal.DefaultSegmentBytes.
+	WALSegmentBytes int64
 	// Limits bounds commands and the state machine.
 	Limits Limits
 	// Seed seeds the election timeouts; 0 draws one at random.
@@ -118,6 +121,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: want 0 < HeartbeatTicks (%d) < ElectionTicks (%d)", ErrInvalid, c.HeartbeatTicks, c.ElectionTicks)
 	case c.SnapshotEntries == 0:
 		return fmt.Errorf("%w: SnapshotEntries must be positive", ErrInvalid)
+	}
+	if err := (raftstore.Options{SegmentBytes: c.WALSegmentBytes}).Validate(); err != nil {
+		return fmt.Errorf("%w: WALSegmentBytes: %v", ErrInvalid, err)
 	}
 	for id, addr := range c.Peers {
 		if id == 0 || addr == "" {
@@ -252,7 +258,7 @@ func (t timedStorage) Save(hs raft.HardState, ents []raft.Entry) error {
 }
 
 func (n *Node) open() error {
-	disk, err := raftstore.Open(n.cfg.FS, n.cfg.DataDir, raftstore.Options{Logger: n.log})
+	disk, err := raftstore.Open(n.cfg.FS, n.cfg.DataDir, raftstore.Options{Logger: n.log, SegmentBytes: n.cfg.WALSegmentBytes})
 	if errors.Is(err, raftstore.ErrLost) || errors.Is(err, raftstore.ErrCorrupt) {
 		return n.refuse("it is damaged: %w", err)
 	}

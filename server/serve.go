@@ -28,6 +28,7 @@ type Options struct {
 	ElectionTicks   int
 	HeartbeatTicks  int
 	SnapshotEntries uint64
+	WALSegmentBytes int64
 }
 
 // Register defines the flags of Options on fs.
@@ -44,6 +45,7 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ElectionTicks, "election-ticks", d.ElectionTicks, "election timeout in ticks (drawn from [n, 2n))")
 	fs.IntVar(&o.HeartbeatTicks, "heartbeat-ticks", d.HeartbeatTicks, "heartbeat interval in ticks")
 	fs.Uint64Var(&o.SnapshotEntries, "snapshot-entries", d.SnapshotEntries, "entries applied between snapshots")
+	fs.Int64Var(&o.WALSegmentBytes, "wal-segment-bytes", 0, "size past which the write-ahead log starts a new segment (0: 64 MiB)")
 }
 
 // ParsePeers parses "1=HOST:PORT,2=HOST:PORT". Errors wrap ErrInvalid.
@@ -112,6 +114,7 @@ func (o Options) Config() (Config, error) {
 	}
 	cfg.ID, cfg.Peers, cfg.DataDir, cfg.Join = o.ID, peers, o.Data, o.Join
 	cfg.TickInterval, cfg.ElectionTicks, cfg.HeartbeatTicks, cfg.SnapshotEntries = o.Tick, o.ElectionTicks, o.HeartbeatTicks, o.SnapshotEntries
+	cfg.WALSegmentBytes = o.WALSegmentBytes
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
 	}
