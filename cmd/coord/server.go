@@ -23,7 +23,13 @@ and the HTTP/JSON API on --http (docs/API.md), with Prometheus metrics at
 request and forwards it to the leader.
 
 Start every initial node with the same --peers; a node added later with
-'coord cluster add' starts with --join.`,
+'coord cluster add' starts with --join.
+
+The data directory records whose it is on the first start (--cluster-id, or
+one derived from --peers; the node id). A node refuses a directory that is
+another node's or cluster's, or that lost its log, vote file or identity, and
+says how to replace it (docs/storage.md). A full disk does not stop it: writes
+are answered 507 disk_full until space returns, then it resumes by itself.`,
 		Example: `  coord server --id 1 --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 \
       --http 127.0.0.1:8001 --data /tmp/coord/1`,
 		Args: usageArgs(cobra.NoArgs),

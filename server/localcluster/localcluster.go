@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -71,6 +72,9 @@ type Node struct {
 // Cluster is safe for concurrent use.
 type Cluster struct {
 	cfg Config
+	// clusterID is every node's --cluster-id, recorded in its data
+	// directory's identity and checked on every restart.
+	clusterID string
 
 	mu      sync.Mutex
 	nodes   map[uint64]*Node
@@ -112,7 +116,8 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 // start makes one attempt of Start. On failure it stops every node it
 // started (detached or not) and, after errPortTaken, removes their files.
 func start(ctx context.Context, cfg Config) (*Cluster, error) {
-	c := &Cluster{cfg: cfg, nodes: map[uint64]*Node{}, proxies: map[[2]uint64]*faultproxy.Proxy{}, cut: map[[2]uint64]bool{}, holed: map[[2]uint64]bool{}}
+	c := &Cluster{cfg: cfg, nodes: map[uint64]*Node{}, proxies: map[[2]uint64]*faultproxy.Proxy{}, cut: map[[2]uint64]bool{}, holed: map[[2]uint64]bool{},
+		clusterID: fmt.Sprintf("%016x", rand.Uint64()|1)}
 	err := c.startNodes(ctx)
 	if err != nil {
 		for _, id := range c.IDs() {
@@ -214,6 +219,9 @@ func (c *Cluster) args(n *Node) []string {
 	args := append(slices.Clone(c.cfg.Prefix), "server",
 		"--id", strconv.FormatUint(n.ID, 10), "--listen", n.Peer, "--http", n.HTTP,
 		"--peers", server.FormatPeers(n.peers), "--data", n.Data)
+	if c.clusterID != "" {
+		args = append(args, "--cluster-id", c.clusterID)
+	}
 	if n.Join {
 		args = append(args, "--join")
 	}
@@ -568,9 +576,16 @@ const File = "cluster.json"
 // Info is what cluster.json holds.
 type Info struct {
 	Nodes []Node `json:"nodes"`
+	// ClusterID is the nodes' --cluster-id.
+	ClusterID string `json:"cluster_id,omitempty"`
 }
 
-func (c *Cluster) save() error { return writeInfo(c.cfg.Dir, Info{Nodes: c.Nodes()}) }
+func (c *Cluster) save() error {
+	return writeInfo(c.cfg.Dir, Info{Nodes: c.Nodes(), ClusterID: c.clusterID})
+}
+
+// ClusterID returns the cluster's ID (the nodes' --cluster-id).
+func (c *Cluster) ClusterID() string { return c.clusterID }
 
 // Load reads the cluster.json of a cluster started in dir.
 func Load(dir string) (Info, error) {

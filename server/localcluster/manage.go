@@ -58,7 +58,7 @@ func AddNode(ctx context.Context, dir, binary string, prefix []string, selfServe
 		return Node{}, err
 	}
 	c := &Cluster{cfg: Config{Dir: dir, Binary: binary, Prefix: prefix, SelfServe: selfServe, Detach: true, Args: extraArgs},
-		nodes: map[uint64]*Node{}}
+		nodes: map[uint64]*Node{}, clusterID: info.ClusterID}
 	var endpoints []string
 	for i := range info.Nodes {
 		n := info.Nodes[i]
