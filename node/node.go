@@ -133,6 +133,9 @@ type Node struct {
 	conf         raft.ConfState
 	lastSnapshot uint64
 	leading      bool
+	readSeq      uint64
+	reads        map[uint64]chan error
+	readQueue    []pendingRead
 	// proposals holds the callers waiting for their entry, by index. One
 	// index may have several: a deposed leader's caller, whose entry was
 	// truncated, and a later one's, after this node leads again and
@@ -140,9 +143,6 @@ type Node struct {
 	proposals map[uint64][]waiter
 	// appliedTerm is the term of the last entry (or snapshot) applied.
 	appliedTerm uint64
-	readSeq     uint64
-	reads       map[uint64]chan error
-	readQueue   []pendingRead
 
 	mu      sync.Mutex // guards status and changed
 	status  raft.Status
