@@ -66,6 +66,11 @@ type Config struct {
 	// Logger logs storage failures and dropped messages. Nil:
 	// slog.Default().
 	Logger *slog.Logger
+	// InvalidMessage, if set, is called on the loop goroutine for each
+	// peer message the core refused as one no correct peer sends
+	// (raft.ErrInvalidMessage: a second leader in a term, from a duplicate
+	// node ID, say), after it is logged. It must not block.
+	InvalidMessage func(m raft.Message, err error)
 }
 
 // DefaultConfig returns a Config with 100 ms ticks (elections after 1-2 s),
@@ -443,6 +448,9 @@ func (n *Node) drain() {
 func (n *Node) step(m raft.Message) {
 	if err := n.core.Step(m); err != nil {
 		n.log.Warn("node: invalid message", "node", n.id, "err", err)
+		if n.cfg.InvalidMessage != nil {
+			n.cfg.InvalidMessage(m, err)
+		}
 	}
 }
 

@@ -424,8 +424,11 @@ func (r *Core) quorumActive() bool {
 // ---- Messages in ----
 
 // Step feeds a message from a peer into the core. It returns an error
-// wrapping ErrInvalidMessage for a message no correct peer sends;
-// everything else (stale terms, duplicates, reordering) is handled.
+// wrapping ErrInvalidMessage, and changes nothing, for a message no correct
+// peer sends: an unknown type, one addressed to another node, one from node
+// 0 or from this node, one of term 0, or a leader's message (append,
+// heartbeat, snapshot, TimeoutNow) in a term that another node leads.
+// Everything else (stale terms, duplicates, reordering) is handled.
 func (r *Core) Step(m Message) error {
 	switch {
 	case !m.Type.Valid():
@@ -472,11 +475,37 @@ func (r *Core) Step(m Message) error {
 		// Otherwise a stale message is ignored (Raft §5.1).
 		return nil
 	}
+	if err := r.checkLeaderClaim(m); err != nil {
+		return err
+	}
 	switch m.Type {
 	case MsgVoteRequest, MsgPreVoteRequest:
 		r.handleVoteRequest(m)
 	default:
 		r.step(r, m)
+	}
+	return nil
+}
+
+// checkLeaderClaim refuses a message that only a leader sends, in this
+// node's term, from a node that cannot be that term's leader: this node
+// leads the term itself, or follows another node in it. A term has at most
+// one leader (Election Safety, Raft §5.2), so no correct peer sends it; two
+// nodes configured with the same ID can. The message is ignored, as etcd
+// ignores it, and the caller hears why.
+func (r *Core) checkLeaderClaim(m Message) error {
+	switch m.Type {
+	case MsgAppendRequest, MsgHeartbeatRequest, MsgSnapshotRequest, MsgTimeoutNow:
+	default:
+		return nil
+	}
+	switch {
+	case r.role == Leader:
+		return fmt.Errorf("%w: %v from %d in term %d, which node %d leads (two leaders in one term: a duplicate node ID?)",
+			ErrInvalidMessage, m.Type, m.From, m.Term, r.id)
+	case r.lead != 0 && r.lead != m.From:
+		return fmt.Errorf("%w: %v from %d in term %d, whose leader is %d (two leaders in one term: a duplicate node ID?)",
+			ErrInvalidMessage, m.Type, m.From, m.Term, r.lead)
 	}
 	return nil
 }
@@ -556,12 +585,9 @@ func stepCandidate(r *Core, m Message) {
 	}
 }
 
+// stepLeader handles responses; requests only a leader sends were refused
+// by Step (checkLeaderClaim).
 func stepLeader(r *Core, m Message) {
-	switch m.Type {
-	case MsgAppendRequest, MsgHeartbeatRequest, MsgSnapshotRequest, MsgTimeoutNow:
-		assert.That(false, "node %d leads term %d, yet node %d sent %v in the same term (Election Safety, Raft §5.2)",
-			r.id, r.term, m.From, m.Type)
-	}
 	pr := r.progress[m.From]
 	if pr == nil {
 		return // not a member (any more)

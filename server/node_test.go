@@ -20,6 +20,7 @@ type testNode struct {
 	dir     string
 	httpURL string
 	srv     *http.Server
+	metrics *Metrics
 }
 
 type testCluster struct {
@@ -67,6 +68,7 @@ func (c *testCluster) start(id uint64, raftL net.Listener, dir string) *testNode
 	cfg.TickInterval = 20 * time.Millisecond
 	cfg.Logger = quiet
 	cfg.SnapshotEntries = 50 // compact often, so restarts exercise snapshots
+	cfg.Metrics = NewMetrics()
 	httpL := c.https[id]
 	cfg.HTTPAddr = httpL.Addr().String()
 	node, err := NewNode(cfg)
@@ -75,7 +77,7 @@ func (c *testCluster) start(id uint64, raftL net.Listener, dir string) *testNode
 	}
 	srv := &http.Server{Handler: NewAPI(node, APIConfig{})}
 	go srv.Serve(httpL)
-	n := &testNode{Node: node, id: id, dir: dir, httpURL: "http://" + cfg.HTTPAddr, srv: srv}
+	n := &testNode{Node: node, id: id, dir: dir, httpURL: "http://" + cfg.HTTPAddr, srv: srv, metrics: cfg.Metrics}
 	c.nodes[id] = n
 	return n
 }

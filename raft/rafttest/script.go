@@ -38,6 +38,9 @@ const maxStabilizeRounds = 1000
 //	deliver [F->T...]       deliver queued messages (all, or matching links;
 //	                        * matches any node)
 //	drop [F->T...]          discard queued messages
+//	inject F->T TYPE K=V... step a message into node T as if F sent it
+//	                        (keys: term, index, logterm, commit, round,
+//	                        reject, transfer)
 //	stabilize               deliver until no message is left
 //	process                 handle every node's Ready without delivering
 //	cut F->T...             drop messages on these one-way links
@@ -266,6 +269,8 @@ func runCommand(n *Network, overrides map[string]string, args []string) error {
 		}
 		_, err = n.Deliver(filter)
 		return err
+	case "inject":
+		return injectCommand(n, args)
 	case "stabilize":
 		return n.Stabilize(maxStabilizeRounds)
 	case "process":
