@@ -604,7 +604,10 @@ func stepLeader(r *Core, m Message) {
 			// free a slot so that a probe can find out.
 			pr.inflights.freeFirstOne()
 		}
-		if pr.Match < r.log.lastIndex() {
+		// A follower behind the log gets what it lacks; a follower in
+		// Probe gets an append even if caught up, since its answer is
+		// what ends the probe (see handleAppendResponse).
+		if pr.Match < r.log.lastIndex() || pr.State == ProgressProbe {
 			r.sendAppend(m.From, true)
 		}
 		if m.ReadRound != 0 {
@@ -702,7 +705,13 @@ func (r *Core) handleAppendResponse(m Message, pr *Progress) {
 		}
 		return
 	}
-	if !pr.maybeUpdate(m.LogIndex) {
+	// An answer at the index already known is news to a probe: it shows
+	// where the follower's log matches, so a caught-up follower moved to
+	// Probe (by ReportUnreachable, say) returns to Replicate. Without it,
+	// such a follower stayed in Probe until the next proposal (etcd's
+	// heartbeat_resp_recovers_from_probing).
+	probeAnswered := pr.State == ProgressProbe && m.LogIndex == pr.Match
+	if !pr.maybeUpdate(m.LogIndex) && !probeAnswered {
 		return
 	}
 	switch pr.State {

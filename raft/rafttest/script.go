@@ -41,6 +41,9 @@ const maxStabilizeRounds = 1000
 //	inject F->T TYPE K=V... step a message into node T as if F sent it
 //	                        (keys: term, index, logterm, commit, round,
 //	                        reject, transfer)
+//	progress ID             the leader's view of each member (state,
+//	                        match, next)
+//	unreachable ID PEER     tell node ID a message to PEER was dropped
 //	stabilize               deliver until no message is left
 //	process                 handle every node's Ready without delivering
 //	cut F->T...             drop messages on these one-way links
@@ -271,6 +274,15 @@ func runCommand(n *Network, overrides map[string]string, args []string) error {
 		return err
 	case "inject":
 		return injectCommand(n, args)
+	case "progress", "unreachable":
+		node, err := one()
+		if err != nil {
+			return err
+		}
+		if args[0] == "progress" {
+			return progressCommand(n, node)
+		}
+		return unreachableCommand(n, node, args)
 	case "stabilize":
 		return n.Stabilize(maxStabilizeRounds)
 	case "process":
