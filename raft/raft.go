@@ -426,9 +426,10 @@ func (r *Core) quorumActive() bool {
 // Step feeds a message from a peer into the core. It returns an error
 // wrapping ErrInvalidMessage, and changes nothing, for a message no correct
 // peer sends: an unknown type, one addressed to another node, one from node
-// 0 or from this node, one of term 0, or a leader's message (append,
-// heartbeat, snapshot, TimeoutNow) in a term that another node leads.
-// Everything else (stale terms, duplicates, reordering) is handled.
+// 0 or from this node, one of term 0, a snapshot response that rejects, or
+// a leader's message (append, heartbeat, snapshot, TimeoutNow) in a term
+// that another node leads. Everything else (stale terms, duplicates,
+// reordering) is handled.
 func (r *Core) Step(m Message) error {
 	switch {
 	case !m.Type.Valid():
@@ -439,6 +440,8 @@ func (r *Core) Step(m Message) error {
 		return fmt.Errorf("%w: %v from node %d", ErrInvalidMessage, m.Type, m.From)
 	case m.Term == 0:
 		return fmt.Errorf("%w: %v from %d has term 0", ErrInvalidMessage, m.Type, m.From)
+	case m.Type == MsgSnapshotResponse && m.Reject:
+		return fmt.Errorf("%w: %v from %d rejects, which a snapshot response never does", ErrInvalidMessage, m.Type, m.From)
 	}
 	switch {
 	case m.Term > r.term:
@@ -618,11 +621,7 @@ func stepLeader(r *Core, m Message) {
 		if pr.State != ProgressSnapshot {
 			return
 		}
-		if m.Reject {
-			pr.PendingSnapshot = 0
-		} else {
-			pr.maybeUpdate(m.LogIndex)
-		}
+		pr.maybeUpdate(m.LogIndex)
 		pr.becomeProbe()
 		r.sendAppend(m.From, true)
 	}

@@ -136,6 +136,9 @@ func TestStepRejectsInvalidMessages(t *testing.T) {
 		{Type: raft.MsgAppendRequest, From: 0, To: 1, Term: 1},
 		{Type: raft.MsgAppendRequest, From: 1, To: 1, Term: 1},
 		{Type: raft.MsgAppendRequest, From: 2, To: 1, Term: 0},
+		// A snapshot response never rejects (it says how far the log
+		// matches); nothing sends one that does.
+		{Type: raft.MsgSnapshotResponse, From: 2, To: 1, Term: 1, Reject: true},
 	} {
 		if err := c.Step(m); !errors.Is(err, raft.ErrInvalidMessage) {
 			t.Errorf("Step(%+v) = %v, want ErrInvalidMessage", m, err)
