@@ -426,10 +426,11 @@ func (r *Core) quorumActive() bool {
 // Step feeds a message from a peer into the core. It returns an error
 // wrapping ErrInvalidMessage, and changes nothing, for a message no correct
 // peer sends: an unknown type, one addressed to another node, one from node
-// 0 or from this node, one of term 0, a snapshot response that rejects, or
-// a leader's message (append, heartbeat, snapshot, TimeoutNow) in a term
-// that another node leads. Everything else (stale terms, duplicates,
-// reordering) is handled.
+// 0 or from this node, one of term 0, an append whose entries do not
+// follow one another, a snapshot response that rejects, a leader's message
+// (append, heartbeat, snapshot, TimeoutNow) in a term that another node
+// leads, or a response acknowledging what this leader never sent.
+// Everything else (stale terms, duplicates, reordering) is handled.
 func (r *Core) Step(m Message) error {
 	switch {
 	case !m.Type.Valid():
@@ -442,6 +443,10 @@ func (r *Core) Step(m Message) error {
 		return fmt.Errorf("%w: %v from %d has term 0", ErrInvalidMessage, m.Type, m.From)
 	case m.Type == MsgSnapshotResponse && m.Reject:
 		return fmt.Errorf("%w: %v from %d rejects, which a snapshot response never does", ErrInvalidMessage, m.Type, m.From)
+	case m.Type == MsgAppendRequest:
+		if err := checkEntries(m); err != nil {
+			return err
+		}
 	}
 	switch {
 	case m.Term > r.term:
@@ -481,11 +486,52 @@ func (r *Core) Step(m Message) error {
 	if err := r.checkLeaderClaim(m); err != nil {
 		return err
 	}
+	if err := r.checkAcknowledgement(m); err != nil {
+		return err
+	}
 	switch m.Type {
 	case MsgVoteRequest, MsgPreVoteRequest:
 		r.handleVoteRequest(m)
 	default:
 		r.step(r, m)
+	}
+	return nil
+}
+
+// checkEntries refuses an append whose entries do not continue the log
+// after (LogIndex, LogTerm): indexes one apart, terms never decreasing,
+// none past the sender's term. A leader's log is like that, and so is
+// every run of it.
+func checkEntries(m Message) error {
+	prevTerm := m.LogTerm
+	for i, e := range m.Entries {
+		switch {
+		case e.Index != m.LogIndex+1+uint64(i):
+			return fmt.Errorf("%w: %v from %d: entry %d has index %d, want %d", ErrInvalidMessage, m.Type, m.From, i, e.Index, m.LogIndex+1+uint64(i))
+		case e.Term < prevTerm || e.Term > m.Term:
+			return fmt.Errorf("%w: %v from %d in term %d: entry %d has term %d after term %d", ErrInvalidMessage, m.Type, m.From, m.Term, e.Index, e.Term, prevTerm)
+		}
+		prevTerm = e.Term
+	}
+	return nil
+}
+
+// checkAcknowledgement refuses, on the leader, a response of its term that
+// acknowledges an index past its log or a read round it never started: a
+// follower acknowledges only what this leader sent it, and this leader's log
+// only grows during its term. Taken in, the first would break Progress's
+// invariant Match <= last index.
+func (r *Core) checkAcknowledgement(m Message) error {
+	if r.role != Leader {
+		return nil
+	}
+	switch {
+	case (m.Type == MsgAppendResponse && !m.Reject) || m.Type == MsgSnapshotResponse:
+		if last := r.log.lastIndex(); m.LogIndex > last {
+			return fmt.Errorf("%w: %v from %d acknowledges index %d, past the leader's last index %d", ErrInvalidMessage, m.Type, m.From, m.LogIndex, last)
+		}
+	case m.Type == MsgHeartbeatResponse && m.ReadRound > r.reads.round:
+		return fmt.Errorf("%w: %v from %d answers read round %d; the latest sent is %d", ErrInvalidMessage, m.Type, m.From, m.ReadRound, r.reads.round)
 	}
 	return nil
 }
@@ -595,6 +641,10 @@ func stepLeader(r *Core, m Message) {
 	if pr == nil {
 		return // not a member (any more)
 	}
+	defer func() {
+		assert.That(pr.Match <= r.log.lastIndex(), "node %d: progress of %d matches %d, past the last index %d",
+			r.id, m.From, pr.Match, r.log.lastIndex())
+	}()
 	switch m.Type {
 	case MsgAppendResponse:
 		pr.RecentActive = true
@@ -697,9 +747,6 @@ func (r *Core) handleAppendResponse(m Message, pr *Progress) {
 			next, _ = r.log.findConflictByTerm(m.HintIndex, m.HintTerm)
 		}
 		if pr.maybeDecrTo(m.LogIndex, next) {
-			if pr.State == ProgressReplicate {
-				pr.becomeProbe()
-			}
 			r.sendAppend(m.From, true)
 		}
 		return
@@ -721,8 +768,6 @@ func (r *Core) handleAppendResponse(m Message, pr *Progress) {
 		if pr.Match+1 >= r.log.firstIndex() {
 			pr.becomeReplicate()
 		}
-	case ProgressReplicate:
-		pr.inflights.freeLE(m.LogIndex)
 	}
 	if r.maybeCommit() {
 		r.needBroadcast = true
