@@ -840,7 +840,7 @@ func (r *Core) sendAppend(to uint64, sendIfEmpty bool) bool {
 	prevTerm, err := r.log.term(prevIndex)
 	var entries []Entry
 	if err == nil {
-		entries, err = r.log.entries(pr.Next, r.cfg.MaxSizePerMsg)
+		entries, err = r.log.entries(pr.Next, r.cfg.MaxAppendBytes)
 	}
 	if errors.Is(err, ErrCompacted) {
 		return r.sendSnapshot(to, pr)

@@ -253,13 +253,13 @@ func TestConflictingSuffixIsReplacedQuickly(t *testing.T) {
 }
 
 // Flow control: at most MaxInflightMsgs appends in flight to a silent
-// follower, each within MaxSizePerMsg.
+// follower, each within MaxAppendBytes.
 func TestAppendFlowControl(t *testing.T) {
 	n := rafttest.NewNetwork()
 	n.Config = func(id uint64) raft.Config {
 		cfg := rafttest.DefaultConfig(id)
 		cfg.MaxInflightMsgs = 3
-		cfg.MaxSizePerMsg = 10
+		cfg.MaxAppendBytes = 10
 		return cfg
 	}
 	if err := n.Bootstrap(1, 2); err != nil {

@@ -21,7 +21,7 @@ const maxStabilizeRounds = 1000
 // produced anew. The commands are:
 //
 //	config KEY=VALUE...     set election=, heartbeat=, prevote=, checkquorum=,
-//	                        inflight=, maxsize= (bytes) for nodes started later
+//	                        inflight=, appendbytes= for nodes started later
 //	bootstrap ID...         start a new cluster with these voters
 //	add-node ID             start an empty node that joins a cluster
 //	tick ID [N]             tick a node N times (default 1)
@@ -452,8 +452,8 @@ func applyOverrides(cfg *raft.Config, overrides map[string]string) error {
 			cfg.CheckQuorum, err = strconv.ParseBool(v)
 		case "inflight":
 			cfg.MaxInflightMsgs, err = strconv.Atoi(v)
-		case "maxsize":
-			cfg.MaxSizePerMsg, err = strconv.ParseUint(v, 10, 64)
+		case "appendbytes":
+			cfg.MaxAppendBytes, err = strconv.ParseUint(v, 10, 64)
 		default:
 			return fmt.Errorf("%w: unknown config key %q", errUsage, k)
 		}
