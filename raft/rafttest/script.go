@@ -54,7 +54,19 @@ const maxStabilizeRounds = 1000
 //	status [ID...]          one line per node
 //	log [ID...]             the stored log of each node
 //	queue                   the messages waiting to be delivered
+//
+// After every command it runs the safety checks (Network.Check): a
+// violation is written to the output as "invariant violated: ...", so that
+// every transcript is also a check of Raft's safety properties.
 func RunScript(text string) string {
+	out, _ := runScript(text)
+	return out
+}
+
+// runScript is RunScript that also returns how many commands were followed
+// by a safety violation.
+func runScript(text string) (string, int) {
+	violations := 0
 	var out bytes.Buffer
 	n := NewNetwork()
 	n.Out = &out
@@ -71,21 +83,30 @@ func RunScript(text string) string {
 			if err := runCommand(n, overrides, strings.Fields(line[2:])); err != nil {
 				fmt.Fprintf(&out, "error: %v\n", err)
 			}
+			if err := n.Check(); err != nil {
+				fmt.Fprintf(&out, "%v\n", err)
+				violations++
+			}
 		case strings.HasPrefix(line, "#"), strings.TrimSpace(line) == "":
 			out.WriteString(line + "\n")
 		}
 	}
-	return out.String()
+	return out.String(), violations
 }
 
 // RunFile replays the transcript at path and reports whether the output
-// matches. With rewrite, it writes the new transcript instead.
+// matches. With rewrite, it writes the new transcript instead. A safety
+// violation is an error either way: no golden output can make it pass.
 func RunFile(path string, rewrite bool) (diff string, err error) {
 	old, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
 	}
-	got := RunScript(string(old))
+	got, violations := runScript(string(old))
+	if violations > 0 {
+		return "", fmt.Errorf("%s: %d commands broke a safety invariant (see \"invariant violated\" in the output):\n%s",
+			path, violations, got)
+	}
 	if got == string(old) {
 		return "", nil
 	}
