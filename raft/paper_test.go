@@ -877,7 +877,9 @@ func TestFigure2LeadersCommitByMajorityOnlyEntriesOfTheirTerm(t *testing.T) {
 	p := newPeer(t, 1, voters, raft.HardState{Term: 2}, []uint64{2}, nil)
 	p.lead(voters)
 	term := p.status().Term
-	ack := func(from, index uint64) { p.step(raft.Message{Type: raft.MsgAppendResponse, From: from, Term: term, LogIndex: index}) }
+	ack := func(from, index uint64) {
+		p.step(raft.Message{Type: raft.MsgAppendResponse, From: from, Term: term, LogIndex: index})
+	}
 	ack(2, 2)
 	ack(3, 2)
 	if c := p.status().Commit; c != 1 {
