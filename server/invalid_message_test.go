@@ -17,7 +17,7 @@ import (
 // now it refuses the message, counts it in
 // coord_raft_invalid_messages_total, and goes on leading.
 func TestLeaderRefusesAHeartbeatFromADuplicateID(t *testing.T) {
-	c := newTestCluster(t, 3)
+	c := newTestClusterOf(t, 3, true)
 	leader := c.waitLeader()
 	// The impostor takes node 1's ID, so node 1 must be down, and must not
 	// lead: the node with the lower ID dials, so the impostor (1) dials the
