@@ -493,6 +493,9 @@ func TestFigure2ElectionRestrictionKeepsCommittedEntries(t *testing.T) {
 	if got := string(winner.Applied[index]); got != "committed" {
 		t.Fatalf("the new leader applied %q at %d, want the committed entry", got, index)
 	}
+	if err := n.Check(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // ---- Rules for Servers: all servers ----
