@@ -1,0 +1,2 @@
+// Package zookeeper is a lease.Backend on a ZooKeeper ensemble.
+package zookeeper
