@@ -90,16 +90,19 @@ func TestNotRenewedEndsAtTTL(t *testing.T) {
 		"Renew after the TTL: want ErrLost (not renewed), got %v", err)
 }
 
-// A server restarted without its data has forgotten the session: when the
-// holder's client reconnects, the server says the session expired, and
-// Renew is ErrLost, though the holder renewed well within its TTL. (The
-// client opens a new session in its place on its own; the tenure does not
-// move to it.)
-func TestServerWipedIsLost(t *testing.T) {
+// A server restarted without its data has forgotten the session and every
+// zxid. ZooKeeper refuses a client that has seen a later zxid than the
+// server's own (it would go back in time), so the holder's client never
+// reconnects: its lease stays suspended, Renew is ErrUnavailable, never
+// success, until the holder's deadline passes and Renew is ErrLost. A new
+// client sees the lease free; the tokens have started again (the package
+// doc says why a wiped server breaks fencing).
+func TestServerWipedNeverRenews(t *testing.T) {
 	s, u, data := startServer(t)
 	holder := leasekittest.Open(t, u)
 	ctx, name := context.Background(), leasekittest.Name(t)
-	a, err := holder.Acquire(ctx, name, "a", time.Minute)
+	const wipedTTL = 3 * time.Second
+	a, err := holder.Acquire(ctx, name, "a", wipedTTL)
 	assert.That(err == nil, "Acquire: %v", err)
 
 	s.Kill()
@@ -107,14 +110,22 @@ func TestServerWipedIsLost(t *testing.T) {
 	s.Restart()
 	long, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var r lease.Record
 	for {
-		r, err = holder.Renew(long, name, "a", a.Token, time.Minute)
-		if !errors.Is(err, lease.ErrUnavailable) || long.Err() != nil {
-			break // retried while the client reconnects
+		short, cancel := context.WithTimeout(long, 500*time.Millisecond)
+		r, err := holder.Renew(short, name, "a", a.Token, wipedTTL)
+		cancel()
+		assert.That(err != nil, "Renew succeeded on a server that lost the session: %+v", r)
+		if errors.Is(err, lease.ErrLost) {
+			assert.That(strings.Contains(err.Error(), "not renewed within its TTL"), "Renew after the deadline: %v", err)
+			break
 		}
+		assert.That(errors.Is(err, lease.ErrUnavailable), "Renew before the deadline: want ErrUnavailable, got %v", err)
+		assert.That(long.Err() == nil, "the holder's deadline never ended its tenure")
 	}
-	assert.That(errors.Is(err, lease.ErrLost), "Renew after the server lost its data: want ErrLost, got %+v, %v", r, err)
-	got, err := holder.Get(ctx, name)
-	assert.That(err == nil && got.Free(), "the lease after the server lost its data: %+v, %v", got, err)
+	fresh := leasekittest.Open(t, u)
+	got, err := fresh.Get(ctx, name)
+	assert.That(err == nil && got.Free(), "the lease on the wiped server: %+v, %v", got, err)
+	c, err := fresh.Acquire(ctx, name, "c", wipedTTL)
+	assert.That(err == nil, "Acquire on the wiped server: %v", err)
+	t.Logf("token %d before the wipe, %d after it", a.Token, c.Token)
 }
