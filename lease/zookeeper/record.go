@@ -109,6 +109,7 @@ func checkHolder(holder string) error {
 const (
 	maxNameBytes   = 255
 	maxHolderBytes = 4 << 10
+	maxChrootBytes = 4 << 10
 )
 
 // checkChroot returns an error unless chroot is an absolute ZooKeeper path
@@ -116,6 +117,9 @@ const (
 func checkChroot(chroot string) error {
 	if chroot == "/" {
 		return nil
+	}
+	if len(chroot) > maxChrootBytes {
+		return fmt.Errorf("chroot is longer than %d bytes", maxChrootBytes)
 	}
 	if !strings.HasPrefix(chroot, "/") || strings.HasSuffix(chroot, "/") {
 		return fmt.Errorf("chroot %q: want an absolute path without a trailing '/'", chroot)

@@ -62,9 +62,13 @@ func dialSession(servers []string, timeout time.Duration, final bool, log *slog.
 		zk.WithDialer(s.dial),
 		zk.WithEventCallback(s.onEvent),
 		zk.WithLogger(zkLogger{log}),
-		// A reply larger than this is not a lease record; refuse it
-		// rather than allocate whatever length a peer announces.
+		// A reply larger than ZooKeeper's own limit (jute.maxbuffer)
+		// is not one; refuse it rather than allocate whatever length a
+		// peer announces.
 		zk.WithMaxBufferSize(maxReplyBytes),
+		// Requests are small (checkName, checkHolder, checkChroot bound
+		// them); the client's default buffer is 1.5 MiB per session.
+		zk.WithMaxConnBufferSize(maxRequestBytes),
 	)
 	if err != nil {
 		return nil, err
@@ -73,9 +77,11 @@ func dialSession(servers []string, timeout time.Duration, final bool, log *slog.
 	return s, nil
 }
 
-// maxReplyBytes bounds one reply from a server: a lease node's data is a
-// holder's name, and no reply this package asks for lists children.
-const maxReplyBytes = 1 << 20
+// Bounds on one reply from a server and one request to it.
+const (
+	maxReplyBytes   = 1 << 20
+	maxRequestBytes = 64 << 10
+)
 
 // onEvent records the session's state. The zk client calls it on its own
 // goroutines, in order, and it must not block.

@@ -548,6 +548,7 @@ func (b *Backend) Release(ctx context.Context, name, holder string, token uint64
 	switch {
 	case err == nil:
 		t.end(errReleased)
+		b.forget(t)
 		return nil
 	case errors.Is(err, errExpired), errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrBadVersion):
 		t.end(errGone)
@@ -662,6 +663,18 @@ func (b *Backend) tenure(name, holder string, token uint64) *tenure {
 		return nil
 	}
 	return t
+}
+
+// forget drops a released tenure: its node is gone, and no later node
+// can have its token, so a Renew or Release of it reads ErrLost from the
+// store. Tenures that ended otherwise stay until the name is acquired
+// again here: their node may outlive them until the session expires.
+func (b *Backend) forget(t *tenure) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.tenures[t.name] == t {
+		delete(b.tenures, t.name)
+	}
 }
 
 // lost returns the current record with an error wrapping lease.ErrLost
