@@ -132,8 +132,22 @@ func (t *tenure) end(why error) {
 	}
 }
 
-// endLocked ends the tenure; t.mu is held. The session is closed by the
-// closer, which does not block.
+// finish ends the tenure for why, if it has not ended, and returns its
+// session for the caller to close, or nil.
+func (t *tenure) finish(why error) *session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended != nil {
+		return nil
+	}
+	sess := t.sess
+	t.sess = nil
+	t.endLocked(why)
+	return sess
+}
+
+// endLocked ends the tenure; t.mu is held. The session, if the tenure
+// still has it, is closed by the closer, which does not block.
 func (t *tenure) endLocked(why error) {
 	t.ended = why
 	if t.timer != nil {

@@ -512,7 +512,8 @@ func (b *Backend) rebind(ctx context.Context, t *tenure, ttl time.Duration) (lea
 }
 
 // Release implements lease.Backend: it deletes the node on the tenure's
-// session, if it is still the tenure's, then closes the session.
+// session, if it is still the tenure's, then closes the session (which
+// waits for the server's answer, a second at most).
 func (b *Backend) Release(ctx context.Context, name, holder string, token uint64) error {
 	if err := b.checkArgs(name, holder, time.Nanosecond, token); err != nil {
 		return err
@@ -547,7 +548,11 @@ func (b *Backend) Release(ctx context.Context, name, holder string, token uint64
 	})
 	switch {
 	case err == nil:
-		t.end(errReleased)
+		// Closed before returning, so that a Release leaves no work
+		// behind to compete with what the caller does next.
+		if sess := t.finish(errReleased); sess != nil {
+			sess.close()
+		}
 		b.forget(t)
 		return nil
 	case errors.Is(err, errExpired), errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrBadVersion):
