@@ -146,7 +146,9 @@ start_postgres() {
 # with a config and data directory of its own under $COORD_TEST_TMP. The
 # AdminServer is off (it would take port 8080); a 100 ms tick lets sessions,
 # and so leases, be as short as 200 ms, and sessions may last up to 2 min.
-# Its transaction log is not fsynced (durable: it is, before every reply).
+# Every client comes from 127.0.0.1, and each Backend holds a connection per
+# lease, so the per-address connection limit (60) is lifted. Its
+# transaction log is not fsynced (durable: it is, before every reply).
 start_zookeeper() {
   [ -n "${COORD_TEST_ZOOKEEPER:-}" ] && return 0
   ensure_pkg zookeeper
@@ -156,7 +158,8 @@ start_zookeeper() {
   mkdir -p "$dir/data"
   printf '%s\n' "dataDir=$dir/data" "clientPort=$port" "clientPortAddress=127.0.0.1" \
     "tickTime=100" "minSessionTimeout=200" "maxSessionTimeout=120000" \
-    "admin.enableServer=false" "forceSync=$sync" "4lw.commands.whitelist=srvr" >"$dir/zoo.cfg"
+    "admin.enableServer=false" "forceSync=$sync" "4lw.commands.whitelist=srvr" \
+    "maxClientCnxns=0" >"$dir/zoo.cfg"
   start_server zookeeper "$port" java -Xmx512m -Dzookeeper.admin.enableServer=false \
     -cp /usr/share/java/zookeeper.jar org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg"
   # The port opens before the server serves; srvr says when it does.

@@ -147,7 +147,9 @@
 //     wait).
 //   - Each Acquire opens a TCP connection and a session (a transaction),
 //     and each Release closes one: acquiring costs more than renewing (see
-//     `coord bench latency`).
+//     `coord bench latency`). A Backend holds one connection, plus one per
+//     lease it holds; a server limits the connections from one address
+//     (maxClientCnxns, 60 by default).
 //   - The TLS transport and SASL are not supported; digest authentication
 //     is (user:password in the URL), with the lease nodes then readable and
 //     writable by that user alone.

@@ -258,6 +258,7 @@ func zooConfig(t *testing.T, port int, extra ...string) string {
 		"maxSessionTimeout=120000",
 		"admin.enableServer=false",
 		"4lw.commands.whitelist=srvr",
+		"maxClientCnxns=0",
 	}, extra...)
 	path := filepath.Join(dir, "zoo.cfg")
 	assert.NoError(os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644), "write zoo.cfg")
