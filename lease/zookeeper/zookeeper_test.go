@@ -103,7 +103,7 @@ func TestUnreachableEnsemble(t *testing.T) {
 	start := time.Now()
 	leasekittest.OpenFails(t, lease.ErrUnavailable, "zk://127.0.0.1:1,127.0.0.1:2/")
 	assert.That(time.Since(start) < 30*time.Second, "Open of an unreachable ensemble took %v", time.Since(start))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	_, err := lease.Open(ctx, "zk://127.0.0.1:1")
 	assert.That(err != nil && strings.Contains(err.Error(), "connection refused") && !strings.Contains(err.Error(), "\n"),
