@@ -305,3 +305,16 @@ func TestServerRestart(t *testing.T) {
 		}
 	})
 }
+
+// Ping, the reference round trip of `coord bench latency`, answers while
+// the server does, and says ErrUnavailable when it cannot reach it.
+func TestPing(t *testing.T) {
+	b, p := leasekittest.Proxied(t, serverURL(t))
+	pinger := b.(interface{ Ping(context.Context) error })
+	assert.That(pinger.Ping(context.Background()) == nil, "Ping of a live server failed")
+	p.Blackhole(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := pinger.Ping(ctx)
+	assert.That(errors.Is(err, lease.ErrUnavailable), "Ping while partitioned: want ErrUnavailable, got %v", err)
+}
