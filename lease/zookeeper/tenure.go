@@ -45,10 +45,11 @@ type tenure struct {
 // Reasons a tenure ends; Renew and Release report them wrapped in
 // lease.ErrLost.
 var (
-	errNotRenewed = errors.New("not renewed within its TTL: this Backend closed its session")
-	errReleased   = errors.New("released")
-	errGone       = errors.New("the node is no longer this tenure's")
-	errClosed     = errors.New("the Backend was closed")
+	errNotRenewed     = errors.New("not renewed within its TTL: this Backend closed its session")
+	errReleased       = errors.New("released")
+	errGone           = errors.New("the node is no longer this tenure's")
+	errSessionExpired = errors.New("its session expired on the server")
+	errClosed         = errors.New("the Backend was closed")
 )
 
 func newTenure(name, holder string, token uint64, sess *session, owner, czxid int64, closer func(*session)) *tenure {

@@ -460,7 +460,7 @@ func (b *Backend) owned(ctx context.Context, t *tenure, op string) (*zk.Stat, er
 	})
 	switch {
 	case errors.Is(err, errExpired):
-		t.end(fmt.Errorf("its session expired on the server"))
+		t.end(errSessionExpired)
 	case err != nil:
 		return nil, leasekit.Unavailable(prefix, op, t.name, fmt.Errorf("session suspended: %w", err))
 	case stat == nil || stat.EphemeralOwner != owner || stat.Czxid != czxid:
