@@ -140,3 +140,45 @@ start_postgres() {
     -c listen_addresses=127.0.0.1 "${nosync[@]}"
   export COORD_TEST_POSTGRES="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 }
+
+# start_zookeeper exports COORD_TEST_ZOOKEEPER: a standalone ZooKeeper from
+# Debian's zookeeper package (not zookeeperd: no system service), run by hand
+# with a config and data directory of its own under $COORD_TEST_TMP. The
+# AdminServer is off (it would take port 8080); a 100 ms tick lets sessions,
+# and so leases, be as short as 200 ms, and sessions may last up to 2 min.
+# Every client comes from 127.0.0.1, and each Backend holds a connection per
+# lease, so the per-address connection limit (60) is lifted. Its
+# transaction log is not fsynced (durable: it is, before every reply).
+start_zookeeper() {
+  [ -n "${COORD_TEST_ZOOKEEPER:-}" ] && return 0
+  ensure_pkg zookeeper
+  local dir="$COORD_TEST_TMP/zookeeper" port sync=no
+  [ -n "${COORD_SERVERS_DURABLE:-}" ] && sync=yes
+  port=$(free_port 12181)
+  mkdir -p "$dir/data"
+  printf '%s\n' "dataDir=$dir/data" "clientPort=$port" "clientPortAddress=127.0.0.1" \
+    "tickTime=100" "minSessionTimeout=200" "maxSessionTimeout=120000" \
+    "admin.enableServer=false" "forceSync=$sync" "4lw.commands.whitelist=srvr" \
+    "maxClientCnxns=0" >"$dir/zoo.cfg"
+  start_server zookeeper "$port" java -Xmx512m -Dzookeeper.admin.enableServer=false \
+    -cp /usr/share/java/zookeeper.jar org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg"
+  # The port opens before the server serves; srvr says when it does.
+  local i
+  for i in $(seq 300); do
+    zookeeper_serving "$port" && break
+    sleep 0.1
+  done
+  if ! zookeeper_serving "$port"; then
+    log "zookeeper is not serving on port $port; its log:"
+    tail -n 30 "$COORD_TEST_TMP/zookeeper.log" >&2
+    exit 1
+  fi
+  export COORD_TEST_ZOOKEEPER="zk://127.0.0.1:$port"
+}
+
+# zookeeper_serving reports whether the ZooKeeper on 127.0.0.1:$1 serves.
+zookeeper_serving() {
+  local out
+  out=$( (exec 3<>"/dev/tcp/127.0.0.1/$1" && printf srvr >&3 && timeout 2 cat <&3) 2>/dev/null) || return 1
+  [[ $out == *"Mode: "* ]]
+}

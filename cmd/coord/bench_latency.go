@@ -41,8 +41,9 @@ func newBenchLatencyCmd() *cobra.Command {
 		Short: "Acquire, renew and release latency of every lease store, beside its plain round trip",
 		Long: `Measure, for each --store in one run, how long Acquire, Renew and Release take
 (median and p99 over --iterations), beside the store's own plain round trip
-(a GET for Redis, SELECT 1 for PostgreSQL and SQLite, a Get for etcd): what
-the lease costs above talking to the store at all.
+(a GET for Redis, SELECT 1 for PostgreSQL and SQLite, a Get for etcd, an
+exists for ZooKeeper): what the lease costs above talking to the store at
+all.
 
 Each iteration acquires a lease name of its own, renews it, releases it and
 pings the store, so that the four operations see the same conditions. The
@@ -51,7 +52,8 @@ Without --store, it measures an SQLite file and a lock file in a temporary
 directory.`,
 		Example: `  coord bench latency
   coord bench latency --store sqlite:///tmp/leases.db --store redis://127.0.0.1:6379/0 \
-    --store postgres://postgres@127.0.0.1:5432/postgres --store etcd://127.0.0.1:2379`,
+    --store postgres://postgres@127.0.0.1:5432/postgres --store etcd://127.0.0.1:2379 \
+    --store zk://127.0.0.1:2181`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runLatencyBench(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)

@@ -9,4 +9,5 @@ import (
 	_ "coord/lease/raftlease" // raft://host:port,host:port,... (a coord cluster)
 	_ "coord/lease/redis"     // redis://host:port/db
 	_ "coord/lease/sqlite"    // sqlite:///path/to/leases.db
+	_ "coord/lease/zookeeper" // zk://host:port,host:port/chroot
 )
