@@ -54,7 +54,6 @@ type material struct {
 type Source struct {
 	files Files
 	opts  SourceOptions
-	log   *slog.Logger
 	cur   atomic.Pointer[material]
 	mu    sync.Mutex // serializes reloads
 }
@@ -74,16 +73,22 @@ func NewSource(files Files, opts SourceOptions) (*Source, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Source{files: files, opts: opts, log: opts.Logger}
-	if s.log == nil {
-		s.log = slog.Default()
-	}
+	s := &Source{files: files, opts: opts}
 	m, err := s.load()
 	if err != nil {
 		return nil, err
 	}
 	s.cur.Store(m)
 	return s, nil
+}
+
+// log returns the logger: the one given, or the default one as it is now
+// (a command sets it up after parsing its flags).
+func (s *Source) log() *slog.Logger {
+	if s.opts.Logger != nil {
+		return s.opts.Logger
+	}
+	return slog.Default()
 }
 
 // Files returns the files the Source loads.
@@ -104,7 +109,7 @@ func (s *Source) Reload() error {
 	defer s.mu.Unlock()
 	m, err := s.load()
 	if err != nil {
-		s.log.Error("certificate reload failed; keeping the certificates loaded before", "cert", s.files.Cert, "ca", s.files.CA, "err", err)
+		s.log().Error("certificate reload failed; keeping the certificates loaded before", "cert", s.files.Cert, "ca", s.files.CA, "err", err)
 		return err
 	}
 	s.cur.Store(m)
@@ -112,7 +117,7 @@ func (s *Source) Reload() error {
 	if m.leaf != nil {
 		attrs = append(attrs, "serial", m.leaf.SerialNumber.Text(16), "not_after", m.leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
-	s.log.Info("certificates reloaded", attrs...)
+	s.log().Info("certificates reloaded", attrs...)
 	return nil
 }
 
@@ -224,7 +229,7 @@ func (s *Source) Watch(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
-			s.log.Warn("certificate watch", "err", err)
+			s.log().Warn("certificate watch", "err", err)
 		case <-settle:
 			settle = nil
 			_ = s.Reload() // logged
