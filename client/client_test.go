@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -110,13 +112,73 @@ func TestUnreachableClusterIsUnavailable(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	for _, cfg := range []Config{
 		{},
-		DefaultConfig("http://x:1"),
+		DefaultConfig("ftp://x:1"),
+		DefaultConfig("http://x:1/v1"),
+		DefaultConfig("https://"),
+		DefaultConfig("u@x:1"),
 		{Endpoints: []string{"a:1"}, AttemptTimeout: 0, BackoffMin: 1, BackoffMax: 1},
 		{Endpoints: []string{"a:1"}, AttemptTimeout: 1, BackoffMin: 2, BackoffMax: 1},
 	} {
 		if _, err := New(cfg); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%+v: err %v, want ErrInvalid", cfg, err)
 		}
+	}
+}
+
+// TestTLSAndToken: over HTTPS, the client verifies the server with the CA
+// it is given, sends its token, and types the refusals.
+func TestTLSAndToken(t *testing.T) {
+	var auth atomic.Value
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth.Store(r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/kv/denied":
+			w.WriteHeader(403)
+			fmt.Fprint(w, `{"error":"token 3 has role read","code":"permission_denied"}`)
+		case "/v1/kv/anon":
+			w.WriteHeader(401)
+			fmt.Fprint(w, `{"error":"no token","code":"unauthenticated"}`)
+		default:
+			fmt.Fprint(w, `{"revision":5}`)
+		}
+	}))
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	hostport := strings.TrimPrefix(srv.URL, "https://")
+	for _, ep := range []string{hostport, srv.URL} {
+		cfg := DefaultConfig(ep)
+		cfg.TLS = &tls.Config{RootCAs: roots}
+		cfg.Token = "coord_secret"
+		c, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if rev, err := c.Put(ctx, "k", []byte("v")); err != nil || rev != 5 {
+			t.Fatalf("%s: put %d %v", ep, rev, err)
+		}
+		if got := auth.Load(); got != "Bearer coord_secret" {
+			t.Fatalf("Authorization %q", got)
+		}
+		if _, err := c.Put(ctx, "denied", nil); !errors.Is(err, ErrPermissionDenied) {
+			t.Fatalf("403: %v", err)
+		}
+		if _, err := c.Get(ctx, "anon"); !errors.Is(err, ErrUnauthenticated) {
+			t.Fatalf("401: %v", err)
+		}
+		cancel()
+	}
+	// Without the CA, the server's certificate is refused.
+	c, err := New(DefaultConfig(srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := c.Get(ctx, "k"); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("unknown CA: %v", err)
 	}
 }
 

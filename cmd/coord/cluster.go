@@ -158,7 +158,7 @@ func newClusterStatusCmd() *cobra.Command {
 					eps = append(eps, n.HTTP)
 				}
 			}
-			sts, errs := localcluster.StatusAll(cmd.Context(), eps)
+			sts, errs := localcluster.StatusAll(cmd.Context(), eps, localcluster.Access{})
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NODE\tHTTP\tROLE\tTERM\tLEADER\tCOMMIT\tAPPLIED\tMEMBERS")
 			down := 0

@@ -34,7 +34,7 @@ func TestClusterOfProcessesSurvivesKillPauseAndPartition(t *testing.T) {
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cl, err := client.New(client.DefaultConfig(c.Endpoints()...))
+	cl, err := client.New(c.ClientConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
