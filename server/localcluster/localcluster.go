@@ -243,7 +243,7 @@ func (c *Cluster) args(n *Node) []string {
 	if n.Join {
 		args = append(args, "--join")
 	}
-	args = append(args, c.sec.serverArgs(n.ID)...)
+	args = append(args, c.sec.serverArgs(n.ID, n.Join)...)
 	return append(args, c.cfg.Args...)
 }
 

@@ -151,17 +151,21 @@ func (s *Security) IssueNode(id uint64, httpAddr string) error {
 	return c.Save(cert, key)
 }
 
-// serverArgs are the TLS and token flags of node id.
-func (s *Security) serverArgs(id uint64) []string {
+// serverArgs are the TLS and token flags of node id; an initial node
+// (not join) is also given the initial admin token.
+func (s *Security) serverArgs(id uint64, join bool) []string {
 	if s == nil {
 		return []string{"--insecure"}
 	}
 	cert, key := s.NodeFiles(id)
-	return []string{
+	args := []string{
 		"--peer-cert-file", cert, "--peer-key-file", key, "--peer-trusted-ca-file", s.CA,
 		"--cert-file", cert, "--key-file", key,
-		"--initial-admin-token-file", s.TokenFile,
 	}
+	if !join {
+		args = append(args, "--initial-admin-token-file", s.TokenFile)
+	}
+	return args
 }
 
 // StatusOf asks the node at an HTTP address for its status, within a
@@ -177,7 +181,11 @@ func StatusOf(ctx context.Context, httpAddr string, acc Access) (server.NodeStat
 			hc = NewAccess(acc.TLS, acc.Token).http
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, "GET", scheme+"://"+httpAddr+"/v1/status", nil)
+	base := scheme + "://" + httpAddr
+	if strings.Contains(httpAddr, "://") { // an endpoint with its scheme
+		base = httpAddr
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", base+"/v1/status", nil)
 	if err != nil {
 		return st, err
 	}
