@@ -379,6 +379,9 @@ func (c *Cluster) Stop(id uint64) error { return c.signal(id, syscall.SIGTERM, t
 // frozen, as a long GC pause or a hung VM.
 func (c *Cluster) Pause(id uint64) error { return c.signal(id, syscall.SIGSTOP, false) }
 
+// Reload sends the node SIGHUP: it reloads its certificate files.
+func (c *Cluster) Reload(id uint64) error { return c.signal(id, syscall.SIGHUP, false) }
+
 // Resume continues a paused node with SIGCONT.
 func (c *Cluster) Resume(id uint64) error { return c.signal(id, syscall.SIGCONT, false) }
 
@@ -507,20 +510,37 @@ func (c *Cluster) Status(ctx context.Context, id uint64) (server.NodeStatus, err
 	if err != nil {
 		return server.NodeStatus{}, err
 	}
-	return StatusOf(ctx, n.HTTP, c.access)
+	return StatusOf(ctx, n.HTTP, c.Access())
+}
+
+// ReloadAccess reads the cluster's CA and client files again, after they
+// changed (a rotation), for the cluster's own requests and Access.
+func (c *Cluster) ReloadAccess() error {
+	acc, err := c.sec.Load()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.access = acc
+	c.mu.Unlock()
+	return nil
 }
 
 // Access returns what a client needs to reach the cluster: its TLS
 // configuration (the CA, and the client certificate) and the admin
 // token; zero for an insecure cluster.
-func (c *Cluster) Access() Access { return c.access }
+func (c *Cluster) Access() Access {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.access
+}
 
 // Security returns the cluster's certificate files, nil if insecure.
 func (c *Cluster) Security() *Security { return c.sec }
 
 // ClientConfig returns a client configuration for the cluster: its
 // endpoints, TLS and admin token.
-func (c *Cluster) ClientConfig() client.Config { return c.access.ClientConfig(c.Endpoints()...) }
+func (c *Cluster) ClientConfig() client.Config { return c.Access().ClientConfig(c.Endpoints()...) }
 
 // WaitLeader waits until every node in among (all running nodes if empty)
 // answers and names the same leader, itself one of them, and returns it.
@@ -558,7 +578,7 @@ func (c *Cluster) tokenAccepted(ctx context.Context, leader uint64) bool {
 	if err != nil {
 		return false
 	}
-	cfg := c.access.ClientConfig(n.HTTP)
+	cfg := c.Access().ClientConfig(n.HTTP)
 	cfg.AttemptTimeout = time.Second
 	cl, err := client.New(cfg)
 	if err != nil {
