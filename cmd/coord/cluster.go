@@ -351,6 +351,8 @@ func newClusterBenchCmd() *cobra.Command {
 		jsonOut      bool
 		keepDir      bool
 		settleFactor int
+		insecure     bool
+		compare      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench [--nodes 3] [--concurrency 1,4,16,64] [--duration 5s] [--failovers 20]",
@@ -363,6 +365,11 @@ default timing unless --tick), then measure:
     closed loop for --duration, through any node;
   - the failover time distribution: the leader killed with SIGKILL
     --failovers times, and the time until the other nodes agree on a new one.
+
+The cluster is secure (mutual TLS, HTTPS, tokens) unless --insecure.
+--compare measures the cost of security: it starts a secure and an
+insecure cluster side by side and runs each concurrency on both, one after
+the other, printing writes/s of each and their ratio (no failovers).
 
 The figures in docs/BENCHMARKS.md come from this command.`,
 		Args: usageArgs(cobra.NoArgs),
@@ -390,18 +397,32 @@ The figures in docs/BENCHMARKS.md come from this command.`,
 				return err
 			}
 			ctx := cmd.Context()
-			c, err := localcluster.Start(ctx, localcluster.Config{Nodes: nodes, Dir: dir, Binary: self,
-				Args: []string{"--tick", tick.String()}})
+			start := func(sub string, insecure bool) (*localcluster.Cluster, error) {
+				d := filepath.Join(dir, sub)
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					return nil, err
+				}
+				c, err := localcluster.Start(ctx, localcluster.Config{Nodes: nodes, Dir: d, Binary: self, Insecure: insecure,
+					Args: []string{"--tick", tick.String()}})
+				if err != nil {
+					return nil, err
+				}
+				wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				if _, err := c.WaitLeader(wctx); err != nil {
+					c.Close()
+					return nil, err
+				}
+				return c, nil
+			}
+			if compare {
+				return benchCompare(cmd, start, nodes, tick, concurrency, duration, jsonOut)
+			}
+			c, err := start(".", insecure)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			_, err = c.WaitLeader(wctx)
-			cancel()
-			if err != nil {
-				return err
-			}
 			out := cmd.OutOrStdout()
 			rows, err := c.Bench(ctx, concurrency, duration)
 			if err != nil {
@@ -420,10 +441,14 @@ The figures in docs/BENCHMARKS.md come from this command.`,
 				}
 			}
 			if jsonOut {
-				return json.NewEncoder(out).Encode(map[string]any{"nodes": nodes, "tick": tick.String(), "writes": rows,
+				return json.NewEncoder(out).Encode(map[string]any{"nodes": nodes, "tick": tick.String(), "secure": !insecure, "writes": rows,
 					"failover_seconds": lab.Seconds(times), "failovers": fos})
 			}
-			fmt.Fprintf(out, "%d-node cluster on loopback, fsync on, tick %v\n\n", nodes, tick)
+			mode := "mutual TLS, HTTPS and tokens"
+			if insecure {
+				mode = "--insecure"
+			}
+			fmt.Fprintf(out, "%d-node cluster on loopback, fsync on, tick %v, %s\n\n", nodes, tick, mode)
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, "clients\twrites/s\tp50\tp99\twrites\terrors\t")
 			for _, r := range rows {
@@ -451,7 +476,62 @@ The figures in docs/BENCHMARKS.md come from this command.`,
 	fl.StringVar(&dir, "dir", "", "directory for the cluster (default: a temporary one, removed after)")
 	fl.BoolVar(&keepDir, "keep", false, "keep the temporary directory (data and logs)")
 	fl.IntVar(&settleFactor, "settle", 3, "election timeouts to wait between failovers")
+	fl.BoolVar(&insecure, "insecure", false, "measure a cluster without TLS and tokens")
+	fl.BoolVar(&compare, "compare", false, "measure a secure and an insecure cluster side by side and print the ratio")
 	return cmd
+}
+
+// benchCompare runs each concurrency on a secure and an insecure cluster,
+// alternating which goes first, and prints both and their ratio.
+func benchCompare(cmd *cobra.Command, start func(string, bool) (*localcluster.Cluster, error), nodes int, tick time.Duration,
+	concurrency []int, duration time.Duration, jsonOut bool) error {
+	secure, err := start("secure", false)
+	if err != nil {
+		return err
+	}
+	defer secure.Close()
+	plain, err := start("insecure", true)
+	if err != nil {
+		return err
+	}
+	defer plain.Close()
+	type row struct {
+		Secure   localcluster.BenchRow `json:"secure"`
+		Insecure localcluster.BenchRow `json:"insecure"`
+		Ratio    float64               `json:"ratio"`
+	}
+	var rows []row
+	for i, n := range concurrency {
+		order := []*localcluster.Cluster{secure, plain}
+		if i%2 == 1 {
+			order = []*localcluster.Cluster{plain, secure}
+		}
+		got := map[*localcluster.Cluster]localcluster.BenchRow{}
+		for _, c := range order {
+			r, err := c.Bench(cmd.Context(), []int{n}, duration)
+			if err != nil {
+				return err
+			}
+			got[c] = r[0]
+		}
+		r := row{Secure: got[secure], Insecure: got[plain]}
+		if r.Insecure.PerSecond > 0 {
+			r.Ratio = r.Secure.PerSecond / r.Insecure.PerSecond
+		}
+		rows = append(rows, r)
+	}
+	out := cmd.OutOrStdout()
+	if jsonOut {
+		return json.NewEncoder(out).Encode(map[string]any{"nodes": nodes, "tick": tick.String(), "compare": rows})
+	}
+	fmt.Fprintf(out, "%d-node clusters on loopback, fsync on, tick %v: secure (mutual TLS, HTTPS, tokens) vs --insecure, side by side\n\n", nodes, tick)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "clients\tsecure writes/s\tinsecure writes/s\tratio\tsecure p50\tinsecure p50\tsecure p99\tinsecure p99\terrors\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t%d/%d\t\n", r.Secure.Concurrency, r.Secure.PerSecond, r.Insecure.PerSecond, r.Ratio,
+			ms(r.Secure.P50), ms(r.Insecure.P50), ms(r.Secure.P99), ms(r.Insecure.P99), r.Secure.Errors, r.Insecure.Errors)
+	}
+	return tw.Flush()
 }
 
 func fmtSeconds(s []float64) string {
