@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"coord/client"
+	"coord/internal/leasekit/leasekittest"
 	"coord/server/localcluster"
 )
 
@@ -22,6 +23,9 @@ import (
 func TestSecureClusterUp(t *testing.T) {
 	curl, err := exec.LookPath("curl")
 	if err != nil {
+		if os.Getenv(leasekittest.RequireServersEnv) != "" {
+			t.Fatalf("curl is not installed, and %s is set (scripts/test.sh installs it)", leasekittest.RequireServersEnv)
+		}
 		t.Skip("curl is not installed")
 	}
 	dir := t.TempDir()
