@@ -296,9 +296,13 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 			}
 			if err == nil || !retryable(err) {
 				// Answered (a non-retryable error is always the cluster's
-				// answer): this endpoint serves, so try it first next time.
+				// answer): this endpoint serves, so try it first next time,
+				// unless a lookup of the leader chose another meanwhile (a
+				// follower's answer, forwarded, must not undo it).
 				c.mu.Lock()
-				c.preferred = ep
+				if c.preferred == start {
+					c.preferred = ep
+				}
 				c.mu.Unlock()
 				return err
 			}

@@ -260,3 +260,51 @@ func TestFindsTheLeader(t *testing.T) {
 		t.Fatal("the client never went to the leader directly")
 	}
 }
+
+// TestLearnedLeaderSticks: a client writing in a closed loop has a write
+// in flight to the follower when its lookup of the leader returns; the
+// answer of that write must not send the client back to the follower.
+func TestLearnedLeaderSticks(t *testing.T) {
+	var leaderHits, followerPuts atomic.Int64
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaderHits.Add(1)
+		w.Header().Set("Coord-Node", "1")
+		w.Header().Set("Coord-Leader", "1")
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"revision":5}`)
+	}))
+	defer leader.Close()
+	leaderAddr := strings.TrimPrefix(leader.URL, "http://")
+	statusServed := make(chan struct{})
+	var once sync.Once
+	follower := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Coord-Node", "2")
+		w.Header().Set("Coord-Leader", "1")
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/status" {
+			fmt.Fprintf(w, `{"id":2,"leader":1,"members":[{"id":1,"http":%q,"voter":true},{"id":2,"voter":true}]}`, leaderAddr)
+			once.Do(func() { close(statusServed) })
+			return
+		}
+		if followerPuts.Add(1) == 2 {
+			// The write after the one that started the lookup: answer it
+			// only once the lookup has its answer, as a slower forward would.
+			<-statusServed
+			time.Sleep(50 * time.Millisecond) // let the client take the lookup's answer in
+		}
+		fmt.Fprint(w, `{"revision":5}`) // as if forwarded
+	}))
+	defer follower.Close()
+	c, err := New(DefaultConfig(strings.TrimPrefix(follower.URL, "http://"), leaderAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := c.Put(context.Background(), "k", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if leaderHits.Load() != 1 {
+		t.Fatalf("the third write went to the follower (leader hits %d): the answer in flight undid the lookup", leaderHits.Load())
+	}
+}
