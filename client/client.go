@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -37,10 +38,14 @@ var (
 	// were bad before it was sent.
 	ErrInvalid = errors.New("client: invalid request")
 	// ErrUnavailable: no node could serve the request before the context
-	// ended. For a write, the outcome is unknown (ErrUnknown too).
+	// ended. For a write, ErrUnknown too if any attempt may have reached a
+	// leader's log; without ErrUnknown, no attempt was applied.
 	ErrUnavailable = errors.New("client: cluster unavailable")
 	// ErrUnknown: a write may or may not have been applied.
 	ErrUnknown = errors.New("client: outcome unknown")
+	// ErrDiskFull: the node's disk is full; it takes no writes until
+	// space returns. The write was not applied by that attempt.
+	ErrDiskFull = errors.New("client: disk full")
 	// ErrStaleSequence: the cluster refused a retry it can no longer
 	// answer (its session was forgotten); the write was not applied by
 	// this attempt.
@@ -81,6 +86,22 @@ var codeErrors = map[string]error{
 	"not_found": ErrNotFound, "conflict": ErrConflict, "held": ErrHeld, "lost": ErrLost,
 	"invalid": ErrInvalid, "stale_sequence": ErrStaleSequence,
 	"unauthenticated": ErrUnauthenticated, "permission_denied": ErrPermissionDenied,
+	"unavailable": ErrUnavailable, "unknown_outcome": ErrUnknown, "timeout": ErrUnknown,
+	"disk_full": ErrDiskFull, "storage_failed": ErrUnavailable,
+}
+
+// mayHaveApplied reports whether a failed attempt of a write may have
+// reached a leader's log: the API said unknown_outcome (or timeout), or the
+// connection failed after it was made (the request may have been read).
+// Everything else the API answers (unavailable, disk_full, ...) and a
+// connection that could not be made mean not applied.
+func mayHaveApplied(err error) bool {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code == "unknown_outcome" || e.Code == "timeout"
+	}
+	var op *net.OpError
+	return !(errors.As(err, &op) && op.Op == "dial")
 }
 
 // Config configures a Client.
@@ -276,6 +297,7 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 	}
 	backoff := c.cfg.BackoffMin
 	var last error
+	unknown := false // some attempt of this write may have applied
 	for round := 0; ; round++ {
 		c.mu.Lock()
 		start := c.preferred
@@ -294,6 +316,9 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 				c.resetSession()
 				return fmt.Errorf("%w: %w", ErrUnknown, err)
 			}
+			if k.write && err != nil && mayHaveApplied(err) {
+				unknown = true
+			}
 			if err == nil || !retryable(err) {
 				// Answered (a non-retryable error is always the cluster's
 				// answer): this endpoint serves, so try it first next time,
@@ -308,23 +333,26 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 			}
 			last = err
 			if ctx.Err() != nil {
-				return c.giveUp(k, ctx.Err(), last)
+				return c.giveUp(k, unknown, ctx.Err(), last)
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return c.giveUp(k, ctx.Err(), last)
+			return c.giveUp(k, unknown, ctx.Err(), last)
 		case <-time.After(backoff/2 + rand.N(backoff/2+1)):
 		}
 		backoff = min(2*backoff, c.cfg.BackoffMax)
 	}
 }
 
-func (c *Client) giveUp(k call, ctxErr, last error) error {
-	if k.write {
-		return fmt.Errorf("%w: %w: %s %s: %w (last: %v)", ErrUnavailable, ErrUnknown, k.method, k.path, ctxErr, last)
+// giveUp is the error of a call whose context ended. A write is of unknown
+// outcome only if some attempt may have applied it; the last attempt's
+// error is wrapped too (errors.Is(err, ErrDiskFull), say).
+func (c *Client) giveUp(k call, unknown bool, ctxErr, last error) error {
+	if k.write && unknown {
+		return fmt.Errorf("%w: %w: %s %s: %w (last: %w)", ErrUnavailable, ErrUnknown, k.method, k.path, ctxErr, last)
 	}
-	return fmt.Errorf("%w: %s %s: %w (last: %v)", ErrUnavailable, k.method, k.path, ctxErr, last)
+	return fmt.Errorf("%w: %s %s: %w (last: %w)", ErrUnavailable, k.method, k.path, ctxErr, last)
 }
 
 // retryable reports whether another node (or a later attempt) might answer.

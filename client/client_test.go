@@ -90,6 +90,8 @@ func TestAnswersBecomeTypedErrors(t *testing.T) {
 	}
 }
 
+// A write that never reached a node (connections refused) was provably not
+// applied: unavailable, not unknown. Reads are never unknown.
 func TestUnreachableClusterIsUnavailable(t *testing.T) {
 	c, err := New(DefaultConfig(deadEndpoint(t)))
 	if err != nil {
@@ -98,14 +100,61 @@ func TestUnreachableClusterIsUnavailable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_, err = c.Put(ctx, "k", nil)
-	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrUnknown) {
-		t.Fatalf("write: %v, want unavailable and unknown outcome", err)
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrUnknown) {
+		t.Fatalf("write: %v, want unavailable, and not unknown: nothing was sent", err)
 	}
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel2()
 	_, err = c.Get(ctx2, "k")
 	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrUnknown) {
 		t.Fatalf("read: %v, want unavailable only", err)
+	}
+}
+
+// The outcome of a write is unknown as soon as one attempt may have reached
+// a leader: the API said so (unknown_outcome), or the node took the request
+// and never answered. Answers that say "not applied" (unavailable,
+// disk_full) keep it known.
+func TestWriteOutcomeUnknownOnlyIfAnAttemptMayHaveApplied(t *testing.T) {
+	answer := func(status int, code string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			fmt.Fprintf(w, `{"error":"x","code":%q}`, code)
+		}
+	}
+	hang := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	tests := []struct {
+		name    string
+		handler http.Handler
+		unknown bool
+		also    error
+	}{
+		{"unavailable", answer(503, "unavailable"), false, nil},
+		{"disk full", answer(507, "disk_full"), false, ErrDiskFull},
+		{"unknown outcome", answer(503, "unknown_outcome"), true, nil},
+		{"no answer", hang, true, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(tt.handler)
+			defer srv.Close()
+			cfg := DefaultConfig(strings.TrimPrefix(srv.URL, "http://"))
+			cfg.AttemptTimeout = 50 * time.Millisecond
+			c, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			_, err = c.Put(ctx, "k", nil)
+			if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrUnknown) != tt.unknown {
+				t.Fatalf("write: %v, want unavailable, unknown=%v", err, tt.unknown)
+			}
+			if tt.also != nil && !errors.Is(err, tt.also) {
+				t.Fatalf("write: %v, want it to match %v", err, tt.also)
+			}
+		})
 	}
 }
 

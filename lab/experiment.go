@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"unicode/utf8"
 )
 
 // ErrUnknown means no experiment is registered under the name asked for.
@@ -79,9 +80,17 @@ type Experiment struct {
 	// predict before running it. It is the experiment's --help text.
 	Help string
 
-	// Articles is the articles' own figure or observation, as the summary
-	// row's "articles" column shows it. It is quoted, never measured.
+	// Shows says in at most ShowsMax characters what the experiment
+	// demonstrates: the summary table's "shows" column.
+	Shows string
+
+	// Articles is the articles' own figure or observation, in full, for the
+	// experiment's help and details. It is quoted, never measured.
 	Articles string
+
+	// Figure is Articles cut to at most CellMax characters: the summary
+	// table's "articles" column.
+	Figure string
 
 	// Quick is the size `coord lab` runs with no arguments: all experiments
 	// together must finish in under three minutes on two cores.
@@ -101,6 +110,16 @@ type Experiment struct {
 
 var namePattern = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
 
+// Limits on the summary table's cells, in characters. The table has six
+// columns and must fit in 100: the name, what it shows, and four short cells
+// (the articles' figure, the original now, coord now, the verdict), with two
+// spaces between columns.
+const (
+	NameMax  = 16
+	ShowsMax = 19
+	CellMax  = 15
+)
+
 // validate checks the fields Register relies on.
 func (e Experiment) validate() error {
 	switch {
@@ -108,8 +127,14 @@ func (e Experiment) validate() error {
 		return fmt.Errorf("name %q: want lower case letters, digits and dashes", e.Name)
 	case e.Rung < Threads || e.Rung > Machines:
 		return fmt.Errorf("%s: rung %d out of range", e.Name, e.Rung)
-	case e.Short == "" || e.Help == "" || e.Articles == "":
-		return fmt.Errorf("%s: Short, Help and Articles are all required", e.Name)
+	case utf8.RuneCountInString(e.Name) > NameMax:
+		return fmt.Errorf("name %q: longer than %d characters", e.Name, NameMax)
+	case e.Short == "" || e.Help == "" || e.Articles == "" || e.Shows == "" || e.Figure == "":
+		return fmt.Errorf("%s: Short, Help, Shows, Articles and Figure are all required", e.Name)
+	case utf8.RuneCountInString(e.Shows) > ShowsMax:
+		return fmt.Errorf("%s: Shows %q is longer than %d characters", e.Name, e.Shows, ShowsMax)
+	case utf8.RuneCountInString(e.Figure) > CellMax:
+		return fmt.Errorf("%s: Figure %q is longer than %d characters", e.Name, e.Figure, CellMax)
 	case e.Run == nil:
 		return fmt.Errorf("%s: Run is nil", e.Name)
 	case e.Quick.Trials < 1 || e.Full.Trials < 1:

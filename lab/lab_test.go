@@ -19,6 +19,7 @@ func TestMain(m *testing.M) {
 func validExperiment(name string) lab.Experiment {
 	return lab.Experiment{
 		Name: name, Rung: lab.Threads, Short: "short", Help: "help", Articles: "articles",
+		Shows: "what it shows", Figure: "a figure",
 		Quick: lab.Params{Trials: 1, Procs: 2}, Full: lab.Params{Trials: 3, Procs: 4},
 		Run: func(context.Context, *lab.Env) (*lab.Result, error) {
 			return &lab.Result{Original: "o", Coord: "c", Verdict: lab.Judge(true, true, "fine")}, nil
@@ -32,6 +33,11 @@ func TestRegisterRejectsIncompleteExperiments(t *testing.T) {
 		"no rung":         func(e *lab.Experiment) { e.Rung = 0 },
 		"no help":         func(e *lab.Experiment) { e.Help = "" },
 		"no articles":     func(e *lab.Experiment) { e.Articles = "" },
+		"no shows":        func(e *lab.Experiment) { e.Shows = "" },
+		"no figure":       func(e *lab.Experiment) { e.Figure = "" },
+		"long shows":      func(e *lab.Experiment) { e.Shows = strings.Repeat("s", lab.ShowsMax+1) },
+		"long figure":     func(e *lab.Experiment) { e.Figure = strings.Repeat("f", lab.CellMax+1) },
+		"long name":       func(e *lab.Experiment) { e.Name = "n" + strings.Repeat("x", lab.NameMax) },
 		"no run":          func(e *lab.Experiment) { e.Run = nil },
 		"zero trials":     func(e *lab.Experiment) { e.Quick.Trials = 0 },
 		"procs mismatch":  func(e *lab.Experiment) { e.Quick.Procs = 0 },
@@ -244,4 +250,22 @@ func mustExecutable(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+func TestRowValidate(t *testing.T) {
+	ok := lab.Row{Shows: "what it shows", Articles: "a figure", Original: "lost in 3/10", Coord: "1,000,000 30/30"}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("Validate(%+v) = %v", ok, err)
+	}
+	for name, breakIt := range map[string]func(*lab.Row){
+		"empty coord":   func(r *lab.Row) { r.Coord = "" },
+		"long original": func(r *lab.Row) { r.Original = strings.Repeat("o", lab.CellMax+1) },
+		"long shows":    func(r *lab.Row) { r.Shows = strings.Repeat("s", lab.ShowsMax+1) },
+	} {
+		r := ok
+		breakIt(&r)
+		if err := r.Validate(); !errors.Is(err, lab.ErrInvalid) {
+			t.Errorf("%s: Validate = %v, want ErrInvalid", name, err)
+		}
+	}
 }

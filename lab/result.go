@@ -3,6 +3,7 @@ package lab
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Outcome classifies a verdict.
@@ -59,6 +60,38 @@ func Judge(originalAsArticles, coordCorrect bool, reason string) Verdict {
 	}
 }
 
+// Row holds an experiment's short cells in the summary table, each at most
+// CellMax characters (Shows at most ShowsMax): the table keeps one line per
+// experiment within 100 columns, and the full sentences live in Result's
+// Original, Coord and Verdict.Reason. A longer cell is cut with "…".
+type Row struct {
+	// Shows is what the experiment demonstrates (Experiment.Shows).
+	Shows string `json:"shows"`
+
+	// Articles is the articles' figure, short (Experiment.Figure).
+	Articles string `json:"articles"`
+
+	// Original is the articles' version measured now: "8.9 s", "lost 12%".
+	Original string `json:"original"`
+
+	// Coord is coord's version measured now.
+	Coord string `json:"coord"`
+}
+
+// Validate reports a cell that is empty or longer than its limit: the
+// table would cut it with "…". Experiments' tests call it on real results.
+func (r Row) Validate() error {
+	for _, c := range []struct {
+		name, text string
+		limit      int
+	}{{"Shows", r.Shows, ShowsMax}, {"Articles", r.Articles, CellMax}, {"Original", r.Original, CellMax}, {"Coord", r.Coord, CellMax}} {
+		if n := utf8.RuneCountInString(c.text); n == 0 || n > c.limit {
+			return fmt.Errorf("%w: Row.%s %q: want 1 to %d characters", ErrInvalid, c.name, c.text, c.limit)
+		}
+	}
+	return nil
+}
+
 // Detail is one labelled line of an experiment's detailed output.
 type Detail struct {
 	// Label names the measured quantity ("totals", "race detector").
@@ -113,6 +146,10 @@ type Chart struct {
 
 	// Series holds the data.
 	Series []Series `json:"series"`
+
+	// Percent draws a Histogram's bars as each series' share of its own
+	// values, so that series of different sizes compare.
+	Percent bool `json:"percent,omitempty"`
 }
 
 // Result is what one run of an experiment measured.
@@ -129,6 +166,10 @@ type Result struct {
 	// Articles is the articles' figure (quoted); the runner fills it from the
 	// Experiment.
 	Articles string `json:"articles"`
+
+	// Row is the experiment's line in the summary table. The experiment
+	// fills Row.Original and Row.Coord; the runner fills the rest.
+	Row Row `json:"row"`
 
 	// Original is what the articles' version did now, measured.
 	Original string `json:"original"`

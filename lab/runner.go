@@ -90,6 +90,7 @@ func Run(ctx context.Context, e Experiment, c Config) *Result {
 	res, err := runOne(ctx, e, c, params, seed)
 	if err != nil {
 		res = &Result{Original: "not measured", Coord: "not measured",
+			Row:     Row{Original: "not measured", Coord: "not measured"},
 			Verdict: Verdict{Outcome: Errored, Reason: err.Error()}}
 		var u *UnavailableError
 		if errors.As(err, &u) {
@@ -97,6 +98,7 @@ func Run(ctx context.Context, e Experiment, c Config) *Result {
 		}
 	}
 	res.Experiment, res.Rung, res.Articles = e.Name, e.Rung, e.Articles
+	res.Row.Shows, res.Row.Articles = e.Shows, e.Figure
 	res.Quick, res.Params, res.Seed = c.Quick, params, seed
 	res.Started, res.Seconds = started, time.Since(started).Seconds()
 	return res

@@ -21,6 +21,18 @@
 // A test checks, at every Send, that storage already holds the votes and
 // entries the messages vouch for.
 //
+// # When step 1 fails
+//
+// A storage write that fails (a full disk, an I/O error) does not stop the
+// node. It holds the Ready: none of its messages are sent, none of its
+// entries applied. Until the write succeeds it takes no messages (they are
+// dropped, as by a partition) and no ticks, refuses proposals and reads
+// with ErrStorage (wrapping the cause: vfs.IsNoSpace tells a full disk),
+// and reports the failure in StorageError. On every tick it repairs the
+// storage (Repairer) and writes the held Ready again; once that works, it
+// carries on with steps 2 to 4 as if the write had been slow. A failed
+// snapshot (log compaction) is logged and retried later, with back-off.
+//
 // # Plugging in
 //
 // A Transport only needs Send, which must never block: *tcp.Transport (the

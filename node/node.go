@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"coord/raft"
+	"coord/storage/vfs"
 )
 
 // Errors returned by a Node.
@@ -25,7 +26,21 @@ var (
 	// ErrOutcomeUnknown means the node skipped the proposal's index by
 	// installing a snapshot, so it cannot tell whether it was applied.
 	ErrOutcomeUnknown = errors.New("node: proposal outcome unknown")
+	// ErrStorage means the node's storage is failing (a full disk, an I/O
+	// error): until a write succeeds again the node refuses proposals and
+	// reads, and neither votes nor acknowledges appends. The error wraps
+	// the storage's (vfs.IsNoSpace tells a full disk).
+	ErrStorage = errors.New("node: storage failing")
 )
+
+// Repairer is implemented by a Storage that, after a failed write, refuses
+// writes until repaired (raftstore.Disk). The node calls Repair before it
+// retries the write.
+type Repairer interface {
+	// Repair makes the storage take writes again, forgetting whatever the
+	// failed write left behind; an error means not yet (retry later).
+	Repair() error
+}
 
 // StateMachine is the application replicated by Raft. The node calls it
 // from its loop goroutine only, never concurrently.
@@ -126,6 +141,11 @@ type Node struct {
 	err      error // set before done is closed
 
 	// Owned by the loop goroutine.
+	stuck        *stuckReady // a Ready whose persistence failed; nil while storage works
+	ticks        uint64      // ticks seen, the clock of the retries
+	compactAfter uint64      // no compaction before this tick (after a failure)
+	compactWait  uint64      // ticks to wait after the next failure
+	logLost      bool        // LogLost has been logged
 	applied      uint64
 	conf         raft.ConfState
 	lastSnapshot uint64
@@ -135,9 +155,21 @@ type Node struct {
 	reads        map[uint64]chan error
 	readQueue    []pendingRead
 
-	mu      sync.Mutex // guards status and changed
-	status  raft.Status
-	changed chan struct{}
+	mu         sync.Mutex // guards status, storageErr and changed
+	status     raft.Status
+	storageErr error
+	changed    chan struct{}
+}
+
+// stuckReady is a Ready that could not be made durable: the node holds it,
+// sends none of its messages and applies none of its entries, and writes it
+// again once the storage works.
+type stuckReady struct {
+	rd           raft.Ready
+	snapshotDone bool // rd.Snapshot is durable; only the Save is left
+	err          error
+	since        time.Time
+	attempts     int
 }
 
 type waiter struct {
@@ -264,6 +296,10 @@ func (n *Node) ProposeConfChange(ctx context.Context, cc raft.ConfChange) (raft.
 func (n *Node) propose(ctx context.Context, submit func() (uint64, uint64, error)) (any, error) {
 	ch := make(chan result, 1)
 	err := n.do(ctx, func() {
+		if n.stuck != nil {
+			ch <- result{err: n.storageFailure()}
+			return
+		}
 		index, term, err := submit()
 		if err != nil {
 			ch <- result{err: err}
@@ -292,6 +328,10 @@ func (n *Node) propose(ctx context.Context, submit func() (uint64, uint64, error
 func (n *Node) ReadIndex(ctx context.Context) error {
 	ch := make(chan error, 1)
 	err := n.do(ctx, func() {
+		if n.stuck != nil {
+			ch <- n.storageFailure()
+			return
+		}
 		n.readSeq++
 		if err := n.core.ReadIndex(n.readSeq); err != nil {
 			ch <- err
@@ -341,7 +381,16 @@ func (n *Node) Changed() <-chan struct{} {
 	return n.changed
 }
 
-// Done is closed when the loop has ended (Stop, or a storage failure).
+// StorageError returns why the storage is failing, wrapping ErrStorage, or
+// nil while it works. Changed is closed when it changes.
+func (n *Node) StorageError() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.storageErr
+}
+
+// Done is closed when the loop has ended (Stop, or a failure of the state
+// machine; a failing storage does not end it).
 func (n *Node) Done() <-chan struct{} { return n.done }
 
 // Err returns why the loop ended: ErrStopped after Stop, or the storage
@@ -374,9 +423,18 @@ func (n *Node) run() {
 	for {
 		select {
 		case <-ticker.C:
-			n.core.Tick()
+			n.ticks++
+			if n.stuck != nil {
+				n.retryStorage()
+			} else {
+				n.core.Tick()
+			}
 		case m := <-n.inbox:
-			n.step(m)
+			if n.stuck == nil {
+				n.step(m)
+			}
+			// else dropped: a node that cannot persist answers nothing,
+			// as if partitioned; the peers retry.
 		case f := <-n.requests:
 			f()
 		case f := <-n.reports:
@@ -384,6 +442,10 @@ func (n *Node) run() {
 		case <-n.stop:
 			n.end(ErrStopped)
 			return
+		}
+		if n.stuck != nil {
+			n.publishStatus()
+			continue
 		}
 		n.drain()
 		if err := n.handleReadies(); err != nil {
@@ -447,53 +509,129 @@ func (n *Node) failReads(err error) {
 	n.readQueue = nil
 }
 
-// handleReadies does each Ready's work in the order of the package doc.
+// handleReadies does each Ready's work in the order of the package doc. A
+// Ready that cannot be made durable is held (stuck) and retried on the
+// following ticks; an error is returned only for what the node cannot go
+// on after (the state machine failing).
 func (n *Node) handleReadies() error {
 	for n.core.HasReady() {
 		rd := n.core.Ready()
 		// 1. Persist, durably.
-		if !rd.Snapshot.IsEmpty() {
-			if err := n.cfg.Storage.ApplySnapshot(rd.Snapshot); err != nil {
-				return fmt.Errorf("node %d: apply snapshot: %w", n.id, err)
-			}
+		stuck := &stuckReady{rd: rd}
+		if err := n.persist(stuck); err != nil {
+			stuck.err, stuck.since, stuck.attempts = err, time.Now(), 1
+			n.stuck = stuck
+			n.setStorageErr(err)
+			n.log.Error("node: storage failed; not voting, acknowledging or accepting writes until a retry succeeds",
+				"node", n.id, "err", err, "no_space", vfs.IsNoSpace(err))
+			return nil
 		}
-		if !rd.HardState.IsEmpty() || len(rd.Entries) > 0 {
-			if err := n.cfg.Storage.Save(rd.HardState, rd.Entries); err != nil {
-				return fmt.Errorf("node %d: save: %w", n.id, err)
-			}
-		}
-		// 2. Only now send: the messages vouch for what was just saved.
-		if len(rd.Messages) > 0 {
-			n.cfg.Transport.Send(rd.Messages)
-		}
-		// 3. Apply.
-		if !rd.Snapshot.IsEmpty() {
-			if err := n.installSnapshot(rd.Snapshot); err != nil {
-				return err
-			}
-		}
-		n.apply(rd.CommittedEntries)
-		for _, rs := range rd.ReadStates {
-			if ch, ok := n.reads[rs.ID]; ok {
-				delete(n.reads, rs.ID)
-				n.readQueue = append(n.readQueue, pendingRead{index: rs.Index, ch: ch})
-			}
-		}
-		n.releaseReads()
-		if rd.SoftState != nil {
-			wasLeading := n.leading
-			n.leading = rd.SoftState.Role == raft.Leader
-			if wasLeading && !n.leading {
-				// The core drops reads pending on a deposed leader.
-				n.failReads(fmt.Errorf("%w: leadership lost", raft.ErrNotLeader))
-			}
-		}
-		// 4. Advance.
-		n.core.Advance(rd)
-		if err := n.maybeCompact(); err != nil {
+		if err := n.finishReady(rd); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// persist makes the Ready's snapshot, hard state and entries durable.
+func (n *Node) persist(s *stuckReady) error {
+	rd := s.rd
+	if !rd.Snapshot.IsEmpty() && !s.snapshotDone {
+		if err := n.cfg.Storage.ApplySnapshot(rd.Snapshot); err != nil {
+			return fmt.Errorf("node %d: apply snapshot: %w", n.id, err)
+		}
+		s.snapshotDone = true
+	}
+	if !rd.HardState.IsEmpty() || len(rd.Entries) > 0 {
+		if err := n.cfg.Storage.Save(rd.HardState, rd.Entries); err != nil {
+			return fmt.Errorf("node %d: save: %w", n.id, err)
+		}
+	}
+	return nil
+}
+
+// storageFailure is the error for requests refused while the storage fails.
+func (n *Node) storageFailure() error {
+	return fmt.Errorf("%w: %w", ErrStorage, n.stuck.err)
+}
+
+func (n *Node) setStorageErr(err error) {
+	if err != nil {
+		err = fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.storageErr = err
+	close(n.changed)
+	n.changed = make(chan struct{})
+}
+
+// storageLogEvery is how many failed retries pass between two log lines
+// saying the storage still fails.
+const storageLogEvery = 600
+
+// retryStorage runs on every tick while a Ready is stuck: it repairs the
+// storage (if it can be) and writes the Ready again. Once that works, the
+// Ready's messages go out and its entries apply, as if the write had been
+// slow, and the node goes on.
+func (n *Node) retryStorage() {
+	s := n.stuck
+	err := error(nil)
+	if r, ok := n.cfg.Storage.(Repairer); ok {
+		err = r.Repair()
+	}
+	if err == nil {
+		err = n.persist(s)
+	}
+	if err != nil {
+		s.attempts++
+		s.err = err
+		if s.attempts%storageLogEvery == 0 {
+			n.log.Warn("node: storage still failing", "node", n.id, "since", s.since, "attempts", s.attempts, "err", err)
+		}
+		return
+	}
+	n.stuck = nil
+	n.setStorageErr(nil)
+	n.log.Info("node: storage works again; resuming", "node", n.id, "failed_for", time.Since(s.since).Round(time.Millisecond), "attempts", s.attempts)
+	if err := n.finishReady(s.rd); err != nil {
+		n.log.Error("node: stopping", "node", n.id, "err", err)
+		n.end(err)
+	}
+}
+
+// finishReady does the rest of a Ready's work once it is durable: send,
+// apply, advance (steps 2 to 4 of the package doc).
+func (n *Node) finishReady(rd raft.Ready) error {
+	// 2. Only now send: the messages vouch for what was just saved.
+	if len(rd.Messages) > 0 {
+		n.cfg.Transport.Send(rd.Messages)
+	}
+	// 3. Apply.
+	if !rd.Snapshot.IsEmpty() {
+		if err := n.installSnapshot(rd.Snapshot); err != nil {
+			return err
+		}
+	}
+	n.apply(rd.CommittedEntries)
+	for _, rs := range rd.ReadStates {
+		if ch, ok := n.reads[rs.ID]; ok {
+			delete(n.reads, rs.ID)
+			n.readQueue = append(n.readQueue, pendingRead{index: rs.Index, ch: ch})
+		}
+	}
+	n.releaseReads()
+	if rd.SoftState != nil {
+		wasLeading := n.leading
+		n.leading = rd.SoftState.Role == raft.Leader
+		if wasLeading && !n.leading {
+			// The core drops reads pending on a deposed leader.
+			n.failReads(fmt.Errorf("%w: leadership lost", raft.ErrNotLeader))
+		}
+	}
+	// 4. Advance.
+	n.core.Advance(rd)
+	n.maybeCompact()
 	return nil
 }
 
@@ -562,23 +700,38 @@ func (n *Node) releaseReads() {
 	n.readQueue = kept
 }
 
-func (n *Node) maybeCompact() error {
-	if n.cfg.SnapshotEntries == 0 || n.applied < n.lastSnapshot+n.cfg.SnapshotEntries {
-		return nil
+// Compaction retries back off from compactWaitMin to compactWaitMax ticks.
+const (
+	compactWaitMin = 10
+	compactWaitMax = 600
+)
+
+// maybeCompact snapshots the state machine and compacts the log once
+// SnapshotEntries were applied since the last time. A failure (a full
+// disk) is logged and retried later, with back-off: the log just grows
+// meanwhile, and nothing is lost.
+func (n *Node) maybeCompact() {
+	if n.cfg.SnapshotEntries == 0 || n.applied < n.lastSnapshot+n.cfg.SnapshotEntries || n.ticks < n.compactAfter {
+		return
 	}
 	data, err := n.cfg.StateMachine.Snapshot()
+	if err == nil {
+		err = n.cfg.Storage.Compact(n.applied, data, n.conf)
+	}
 	if err != nil {
-		return fmt.Errorf("node %d: state machine snapshot: %w", n.id, err)
+		n.compactWait = min(max(2*n.compactWait, compactWaitMin), compactWaitMax)
+		n.compactAfter = n.ticks + n.compactWait
+		n.log.Warn("node: snapshot failed; will retry", "node", n.id, "index", n.applied, "retry_ticks", n.compactWait,
+			"err", err, "no_space", vfs.IsNoSpace(err))
+		return
 	}
-	if err := n.cfg.Storage.Compact(n.applied, data, n.conf); err != nil {
-		return fmt.Errorf("node %d: compact to %d: %w", n.id, n.applied, err)
-	}
+	n.compactWait = 0
 	n.lastSnapshot = n.applied
-	return nil
 }
 
 func (n *Node) publishStatus() {
 	st := n.core.Status()
+	n.noteLogLost(st.LogLost)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if st.HardState == n.status.HardState && st.SoftState == n.status.SoftState &&
@@ -589,4 +742,22 @@ func (n *Node) publishStatus() {
 	n.status = st
 	close(n.changed)
 	n.changed = make(chan struct{})
+}
+
+// noteLogLost logs, once, that this node's log lost entries it had
+// acknowledged (raft.LogLost), and once more if a leader repairs it.
+func (n *Node) noteLogLost(lost *raft.LogLost) {
+	switch {
+	case lost != nil && !n.logLost:
+		n.logLost = true
+		n.log.Error("node: storage lost acknowledged log entries: this node's log ends at index "+
+			fmt.Sprint(lost.LastIndex)+", but leader "+fmt.Sprint(lost.Leader)+" says entries up to "+fmt.Sprint(lost.Commit)+
+			" are committed, which this node had acknowledged as durable. Its disk lost synced data. "+
+			"It will not vote, campaign or apply past its log until a leader sends the lost entries again; "+
+			"to replace it, remove it from the cluster and add it back with a new ID and an empty data directory",
+			"node", n.id, "last_index", lost.LastIndex, "leader_commit", lost.Commit, "leader", lost.Leader, "term", lost.Term)
+	case lost == nil && n.logLost:
+		n.logLost = false
+		n.log.Info("node: a leader sent the lost log entries again; voting and applying as before", "node", n.id)
+	}
 }

@@ -55,6 +55,10 @@ type Core struct {
 	reads      readIndex
 	readStates []ReadState
 
+	// logLost is set while this node's log ends below a commit index a
+	// leader told it (see LogLost).
+	logLost *LogLost
+
 	msgs []Message
 
 	step func(*Core, Message)
@@ -237,6 +241,9 @@ func (r *Core) softState() SoftState { return SoftState{Lead: r.lead, Role: r.ro
 // votes in its latest configuration, without itself, and leads only until
 // the change commits (dissertation §4.2.2).
 func (r *Core) promotable() bool {
+	if r.logLost != nil {
+		return false // it may lack committed entries: it must not lead
+	}
 	if r.voters.Contains(r.id) {
 		return true
 	}
@@ -492,6 +499,9 @@ func (r *Core) handleVoteRequest(m Message) {
 	// a later term promises nothing.
 	canVote := r.vote == m.From || (r.vote == 0 && r.lead == 0) ||
 		(m.Type == MsgPreVoteRequest && m.Term > r.term)
+	// A log that lost acknowledged entries cannot judge whether the
+	// candidate's log holds every committed entry (§5.4.1): it abstains.
+	canVote = canVote && r.logLost == nil
 	// Only for a candidate whose log is at least as up-to-date (§5.4.1).
 	if canVote && r.log.isUpToDate(m.LogIndex, m.LogTerm) {
 		r.send(Message{Type: response, To: m.From, Term: m.Term})
@@ -624,15 +634,35 @@ func (r *Core) handleAppend(m Message) {
 			r.id, conflict, r.log.committed)
 		r.appendToLog(m.Entries[conflict-(m.LogIndex+1):])
 	}
+	if r.logLost != nil && r.log.lastIndex() >= r.logLost.Commit {
+		// A leader gave back the entries the disk lost.
+		r.logLost = nil
+	}
 	// leaderCommit > commitIndex: commitIndex = min(leaderCommit, index of
 	// last new entry) (receiver step 5).
-	r.log.commitTo(min(m.Commit, lastNew))
+	r.commitFromLeader(min(m.Commit, lastNew), m)
 	r.send(Message{Type: MsgAppendResponse, To: m.From, LogIndex: lastNew})
 }
 
 func (r *Core) handleHeartbeat(m Message) {
-	r.log.commitTo(m.Commit)
+	r.commitFromLeader(m.Commit, m)
 	r.send(Message{Type: MsgHeartbeatResponse, To: m.From, ReadRound: m.ReadRound})
+}
+
+// commitFromLeader raises the commit index to what leader m.From says is
+// committed. A leader says so only of entries this node acknowledged
+// (bcastHeartbeat caps it at the follower's Match), so a commit index past
+// our last index means our storage lost synced entries. That is a disk
+// failing, not a broken invariant of this code: it is recorded (LogLost)
+// and the commit index stays where it is.
+func (r *Core) commitFromLeader(commit uint64, m Message) {
+	if last := r.log.lastIndex(); commit > last {
+		if r.logLost == nil {
+			r.logLost = &LogLost{Leader: m.From, Term: m.Term, Commit: commit, LastIndex: last}
+		}
+		return
+	}
+	r.log.commitTo(commit)
 }
 
 // handleSnapshot is the receiver's side of InstallSnapshot (Raft §7).
@@ -1042,6 +1072,10 @@ func (r *Core) Status() Status {
 		LastIndex:      r.log.lastIndex(),
 		Conf:           r.conf,
 		LeadTransferee: r.leadTransferee,
+	}
+	if r.logLost != nil {
+		lost := *r.logLost
+		s.LogLost = &lost
 	}
 	if r.role == Leader {
 		s.Progress = map[uint64]Progress{}

@@ -98,4 +98,27 @@ type Status struct {
 	LeadTransferee uint64
 	// Progress is the leader's view of every member; nil on non-leaders.
 	Progress map[uint64]Progress
+	// LogLost, if not nil, says this node's storage lost log entries it
+	// had acknowledged (see LogLost); the node neither votes nor applies
+	// past it until a leader has given it those entries again.
+	LogLost *LogLost
+}
+
+// LogLost describes a follower whose log ends below the commit index a
+// leader told it. A leader tells a follower to commit only entries that
+// follower acknowledged as durably stored (its Match), so a log that ends
+// below that index lost synced entries: the disk dropped or damaged them
+// (a torn or truncated tail past what was synced, a deleted segment). The
+// node cannot count towards any majority that needs those entries, so it
+// refuses every vote and pre-vote and does not campaign; it does not
+// advance its commit index, so it applies nothing more. It recovers on its
+// own only if a leader sends it the missing entries again (a new leader
+// probes back to where its log ends); otherwise the operator replaces it
+// (remove the member, add it back with a new ID and an empty directory).
+type LogLost struct {
+	// Leader and Term name the leader that revealed the loss.
+	Leader, Term uint64
+	// Commit is the commit index that leader sent; LastIndex is where this
+	// node's log ends.
+	Commit, LastIndex uint64
 }

@@ -10,10 +10,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"coord/storage/vfs"
 )
 
 // Headers of the HTTP API.
@@ -105,6 +109,10 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTT
 type request struct {
 	*http.Request
 	body []byte
+	// proposed is set once this node proposed the write and could not
+	// tell its outcome: a failure to forward it after that is of unknown
+	// outcome too, never "unavailable".
+	proposed bool
 }
 
 func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request) error) {
@@ -167,18 +175,24 @@ func (a *API) writeError(w http.ResponseWriter, err error) {
 	case errors.As(err, &ae):
 	case errors.Is(err, ErrInvalid):
 		ae = &apiError{status: http.StatusBadRequest, code: "invalid", msg: err.Error()}
+	case errors.Is(err, ErrOutcomeUnknown):
+		// Before the context errors: a write that timed out after it was
+		// proposed may still apply.
+		ae = &apiError{status: http.StatusServiceUnavailable, code: "unknown_outcome", msg: err.Error()}
+	case errors.Is(err, ErrStorage) && vfs.IsNoSpace(err):
+		ae = &apiError{status: http.StatusInsufficientStorage, code: "disk_full", msg: err.Error()}
+	case errors.Is(err, ErrStorage):
+		ae = &apiError{status: http.StatusServiceUnavailable, code: "storage_failed", msg: err.Error()}
 	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrStopped):
 		ae = &apiError{status: http.StatusServiceUnavailable, code: "unavailable", msg: err.Error()}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		ae = &apiError{status: http.StatusServiceUnavailable, code: "timeout", msg: "outcome unknown: " + err.Error()}
-	case errors.Is(err, ErrOutcomeUnknown):
-		ae = &apiError{status: http.StatusServiceUnavailable, code: "unknown_outcome", msg: err.Error()}
+		ae = &apiError{status: http.StatusServiceUnavailable, code: "timeout", msg: err.Error()}
 	default:
 		ae = &apiError{status: http.StatusInternalServerError, code: "internal", msg: err.Error()}
 	}
 	// Another node, or this one a moment later, may answer; a timeout is
 	// the request's own deadline, which a retry does not change.
-	if ae.status == http.StatusServiceUnavailable && ae.code != "timeout" {
+	if (ae.status == http.StatusServiceUnavailable || ae.status == http.StatusInsufficientStorage) && ae.code != "timeout" {
 		w.Header().Set("Retry-After", "1")
 	}
 	body := map[string]any{"error": ae.msg, "code": ae.code}
@@ -202,12 +216,13 @@ func (a *API) leading() bool {
 }
 
 // forward sends the request to the leader and copies its answer back.
+// A failure is "unavailable" only if the write provably did not reach any
+// leader's log: not proposed here, and not (entirely) sent. Otherwise it
+// is unknown_outcome.
 func (a *API) forward(w http.ResponseWriter, r *request) error {
 	st := a.replica.Status()
 	if by := r.Header.Get(HeaderForwarded); by != "" {
-		return &apiError{status: http.StatusServiceUnavailable, code: "unavailable",
-			msg:    fmt.Sprintf("node %d is not the leader (request forwarded by node %s)", st.ID, by),
-			fields: map[string]any{"leader": st.Leader}}
+		return a.forwardFailed(r, fmt.Sprintf("node %d is not the leader (request forwarded by node %s)", st.ID, by), st.Leader, false)
 	}
 	var target string
 	for _, m := range st.Members {
@@ -216,15 +231,19 @@ func (a *API) forward(w http.ResponseWriter, r *request) error {
 		}
 	}
 	if target == "" {
-		return &apiError{status: http.StatusServiceUnavailable, code: "unavailable",
-			msg:    fmt.Sprintf("node %d knows no leader to forward to (leader %d)", st.ID, st.Leader),
-			fields: map[string]any{"leader": st.Leader}}
+		return a.forwardFailed(r, fmt.Sprintf("node %d knows no leader to forward to (leader %d)", st.ID, st.Leader), st.Leader, false)
 	}
+	// Once the whole request is written the leader may act on it (it
+	// reads the whole body before it proposes anything).
+	var sent atomic.Bool
+	ctx := httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) { sent.Store(info.Err == nil) },
+	})
 	scheme := a.cfg.ForwardScheme
 	if scheme == "" {
 		scheme = "http"
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, scheme+"://"+target+r.URL.RequestURI(), bytes.NewReader(r.body))
+	req, err := http.NewRequestWithContext(ctx, r.Method, scheme+"://"+target+r.URL.RequestURI(), bytes.NewReader(r.body))
 	if err != nil {
 		return fmt.Errorf("server: forward: %w", err)
 	}
@@ -238,10 +257,8 @@ func (a *API) forward(w http.ResponseWriter, r *request) error {
 	}
 	resp, err := a.cfg.Client.Do(req)
 	if err != nil {
-		a.cfg.Logger.Debug("forward to leader failed", "leader", st.Leader, "addr", target, "err", err)
-		// The leader may have received the request: the outcome is unknown.
-		return &apiError{status: http.StatusServiceUnavailable, code: "unavailable",
-			msg: fmt.Sprintf("forward to leader %d at %s: %v", st.Leader, target, err), fields: map[string]any{"leader": st.Leader}}
+		a.cfg.Logger.Debug("forward to leader failed", "leader", st.Leader, "addr", target, "sent", sent.Load(), "err", err)
+		return a.forwardFailed(r, fmt.Sprintf("forward to leader %d at %s: %v", st.Leader, target, err), st.Leader, sent.Load())
 	}
 	defer resp.Body.Close()
 	// Coord-Node stays this node's: a client that sees it differ from
@@ -261,6 +278,22 @@ func (a *API) forward(w http.ResponseWriter, r *request) error {
 		a.cfg.Logger.Debug("copy forwarded response", "err", err)
 	}
 	return nil
+}
+
+// forwardFailed is the answer to a request that could not be forwarded: a
+// write that this node proposed, or that reached the leader, has an
+// unknown outcome; anything else was not applied.
+func (a *API) forwardFailed(r *request, msg string, leader uint64, sent bool) error {
+	fields := map[string]any{"leader": leader}
+	if r.Method != http.MethodGet && (r.proposed || sent) {
+		if r.proposed {
+			msg = "proposed here, then leadership was lost, and " + msg
+		} else {
+			msg += " (after the request was sent)"
+		}
+		return &apiError{status: http.StatusServiceUnavailable, code: "unknown_outcome", msg: msg, fields: fields}
+	}
+	return &apiError{status: http.StatusServiceUnavailable, code: "unavailable", msg: msg, fields: fields}
 }
 
 // copyFlushing relays an event stream, flushing after every read so that
@@ -327,7 +360,11 @@ func (a *API) propose(w http.ResponseWriter, r *request, cmd Command, ok func(Re
 	// Refused before it reached the log: safe to pass on to the leader.
 	// Appended but leadership lost: safe only for a write in a session,
 	// which the leader recognizes as a retry.
-	if errors.Is(err, ErrNotLeader) || (errors.Is(err, ErrOutcomeUnknown) && cmd.Client != 0) {
+	if errors.Is(err, ErrNotLeader) {
+		return a.forward(w, r)
+	}
+	if errors.Is(err, ErrOutcomeUnknown) && cmd.Client != 0 && r.Context().Err() == nil {
+		r.proposed = true
 		return a.forward(w, r)
 	}
 	if err != nil {

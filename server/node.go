@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -22,10 +23,24 @@ import (
 	"coord/transport/tcp"
 )
 
-// ErrOutcomeUnknown means a write was appended to the leader's log but the
-// node lost leadership before it could tell whether the write committed.
-// A client with a session may retry it safely; the API answers 503.
-var ErrOutcomeUnknown = errors.New("server: outcome unknown (leadership lost)")
+// ErrOutcomeUnknown means a write may or may not have been applied: it was
+// appended to the leader's log, then the node lost leadership, stopped, or
+// ran out of time before it could tell whether the write committed. A
+// client with a session may retry it safely; the API answers 503
+// unknown_outcome.
+var ErrOutcomeUnknown = errors.New("server: outcome unknown")
+
+// ErrStorage means this node's storage is failing (a full disk, an I/O
+// error): it takes no writes until a retry succeeds, and the write was not
+// applied. It wraps the cause (vfs.IsNoSpace tells a full disk); the API
+// answers 507 disk_full or 503 storage_failed.
+var ErrStorage = errors.New("server: storage failing")
+
+// ErrDataDir means the data directory must not be used by this node: its
+// log or files are missing or damaged, it belongs to another node or
+// cluster, or it holds Raft state but no identity. Nothing in it was
+// changed. The message says what is wrong and how to recover.
+var ErrDataDir = errors.New("server: data directory refused")
 
 // Config configures a Node. Start from DefaultConfig.
 type Config struct {
@@ -38,6 +53,12 @@ type Config struct {
 	// Join says this node joins an existing cluster (it was added with
 	// AddMember): it does not bootstrap, and waits for the leader.
 	Join bool
+	// ClusterID names the cluster, as recorded in the data directory's
+	// identity when the node is created. 0: when bootstrapping, derive it
+	// from Peers (every initial member then agrees); when joining, record
+	// it as unknown. A non-zero ClusterID must match the identity of an
+	// existing data directory.
+	ClusterID uint64
 	// PeerListener, if not nil, is where the Raft transport accepts;
 	// otherwise it listens on Peers[ID].
 	PeerListener net.Listener
@@ -57,6 +78,9 @@ type Config struct {
 	// SnapshotEntries is how many entries are applied between snapshots
 	// of the state machine (after which the log is compacted).
 	SnapshotEntries uint64
+	// WALSegmentBytes bounds the write-ahead log's segments; 0 means
+	// wal.DefaultSegmentBytes.
+	WALSegmentBytes int64
 	// Limits bounds commands and the state machine.
 	Limits Limits
 	// Seed seeds the election timeouts; 0 draws one at random.
@@ -100,6 +124,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: want 0 < HeartbeatTicks (%d) < ElectionTicks (%d)", ErrInvalid, c.HeartbeatTicks, c.ElectionTicks)
 	case c.SnapshotEntries == 0:
 		return fmt.Errorf("%w: SnapshotEntries must be positive", ErrInvalid)
+	}
+	if err := (raftstore.Options{SegmentBytes: c.WALSegmentBytes}).Validate(); err != nil {
+		return fmt.Errorf("%w: WALSegmentBytes: %v", ErrInvalid, err)
 	}
 	for id, addr := range c.Peers {
 		if id == 0 || addr == "" {
@@ -235,7 +262,10 @@ func (t timedStorage) Save(hs raft.HardState, ents []raft.Entry) error {
 }
 
 func (n *Node) open() error {
-	disk, err := raftstore.Open(n.cfg.FS, n.cfg.DataDir, raftstore.Options{Logger: n.log})
+	disk, err := raftstore.Open(n.cfg.FS, n.cfg.DataDir, raftstore.Options{Logger: n.log, SegmentBytes: n.cfg.WALSegmentBytes})
+	if errors.Is(err, raftstore.ErrLost) || errors.Is(err, raftstore.ErrCorrupt) {
+		return n.refuse("it is damaged: %w", err)
+	}
 	if err != nil {
 		return fmt.Errorf("server: open storage: %w", err)
 	}
@@ -250,6 +280,10 @@ func (n *Node) open() error {
 	}
 	last, err := disk.LastIndex()
 	if err != nil {
+		return err
+	}
+	fresh := hs.IsEmpty() && last == 0 && snap.IsEmpty()
+	if err := n.checkIdentity(fresh, hs, last); err != nil {
 		return err
 	}
 	// The transport needs the peers' addresses: the initial ones from the
@@ -306,7 +340,7 @@ func (n *Node) open() error {
 	nc := node.DefaultConfig()
 	nc.Raft.ID, nc.Raft.Rand = n.cfg.ID, rand.New(rand.NewPCG(seed, n.cfg.ID))
 	nc.Raft.ElectionTicks, nc.Raft.HeartbeatTicks = n.cfg.ElectionTicks, n.cfg.HeartbeatTicks
-	if fresh := hs.IsEmpty() && last == 0 && snap.IsEmpty(); fresh && !n.cfg.Join {
+	if fresh && !n.cfg.Join {
 		for id := range n.cfg.Peers {
 			nc.Raft.Peers = append(nc.Raft.Peers, id)
 		}
@@ -328,6 +362,51 @@ func (n *Node) open() error {
 	n.log.Info("node started", "term", hs.Term, "commit", hs.Commit, "snapshot", snap.Metadata.Index,
 		"last_index", last, "bootstrap", len(nc.Raft.Peers) > 0)
 	return nil
+}
+
+// refuse returns the error for a data directory this node must not run
+// on, with the way out.
+func (n *Node) refuse(format string, args ...any) error {
+	return fmt.Errorf("%w: node %d will not start on %s: %w. Nothing in it was changed or removed. "+
+		"To recover, replace the node: remove it from the cluster (coord cluster remove %d, or DELETE /v1/members/%d on any node), "+
+		"then add it back as a new node with a new ID and an empty data directory (coord cluster add); see docs/storage.md",
+		ErrDataDir, n.cfg.ID, n.cfg.DataDir, fmt.Errorf(format, args...), n.cfg.ID, n.cfg.ID)
+}
+
+// checkIdentity makes sure the data directory is this node's: it records
+// the identity of a new one, and refuses one that holds Raft state but no
+// identity (the file was deleted: whatever else was, the node cannot
+// tell), or another node's or cluster's.
+func (n *Node) checkIdentity(fresh bool, hs raft.HardState, last uint64) error {
+	id, ok := n.disk.Identity()
+	switch {
+	case !ok && !fresh:
+		return n.refuse("it holds Raft state (term %d, vote %d, last index %d) but no IDENTITY file, which every data directory gets when its node is created: it was deleted",
+			hs.Term, hs.Vote, last)
+	case !ok:
+		id = raftstore.Identity{ClusterID: n.cfg.ClusterID, NodeID: n.cfg.ID, Created: time.Now()}
+		if id.ClusterID == 0 && !n.cfg.Join {
+			id.ClusterID = DeriveClusterID(n.cfg.Peers)
+		}
+		if err := n.disk.SetIdentity(id); err != nil {
+			return fmt.Errorf("server: record the data directory's identity: %w", err)
+		}
+		n.log.Info("new data directory", "dir", n.cfg.DataDir, "identity", id.String())
+	case id.NodeID != n.cfg.ID:
+		return n.refuse("it belongs to another node (%v)", id)
+	case n.cfg.ClusterID != 0 && id.ClusterID != 0 && id.ClusterID != n.cfg.ClusterID:
+		return n.refuse("it belongs to another cluster (%v), not cluster %016x", id, n.cfg.ClusterID)
+	}
+	return nil
+}
+
+// DeriveClusterID returns the cluster ID that the initial members of a
+// cluster with these peers record when none is given: a hash of the sorted
+// peers, the same on every member, never 0.
+func DeriveClusterID(peers map[uint64]string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(FormatPeers(peers)))
+	return h.Sum64() | 1
 }
 
 // confChanged runs on the shell's loop after a membership change applies:
@@ -463,6 +542,8 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %v", ErrNotLeader, err)
 	case errors.Is(err, node.ErrOutcomeUnknown):
 		return fmt.Errorf("%w: %v", ErrOutcomeUnknown, err)
+	case errors.Is(err, node.ErrStorage):
+		return fmt.Errorf("%w: %w", ErrStorage, err)
 	case errors.Is(err, node.ErrStopped):
 		return fmt.Errorf("%w: %v", ErrStopped, err)
 	}
@@ -471,8 +552,24 @@ func mapErr(err error) error {
 
 // Propose implements Replica. If this node loses leadership while the
 // command waits, it returns ErrOutcomeUnknown at once rather than wait for
-// the new leader to decide.
+// the new leader to decide. Whenever it cannot tell whether the command
+// was applied (the node stopped, the context ended, leadership was lost)
+// the error wraps ErrOutcomeUnknown; ErrNotLeader and ErrStorage mean it
+// was not applied.
 func (n *Node) Propose(ctx context.Context, cmd Command) (Result, error) {
+	res, err := n.propose(ctx, cmd)
+	switch {
+	case err == nil, errors.Is(err, ErrOutcomeUnknown), errors.Is(err, ErrNotLeader), errors.Is(err, ErrStorage):
+		return res, err
+	case errors.Is(err, ErrStopped), ctx.Err() != nil:
+		// The command may have been appended before the node stopped or
+		// the caller gave up: it may still commit.
+		return res, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	}
+	return res, err
+}
+
+func (n *Node) propose(ctx context.Context, cmd Command) (Result, error) {
 	start := time.Now()
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -559,6 +656,15 @@ func (n *Node) StatusChanged() <-chan struct{} { return n.shell.Changed() }
 
 func (n *Node) status(st raft.Status) NodeStatus {
 	out := NodeStatus{ID: n.cfg.ID, Term: st.Term, Leader: st.Lead, Commit: st.Commit, Applied: st.Applied}
+	if id, ok := n.disk.Identity(); ok && id.ClusterID != 0 {
+		out.ClusterID = fmt.Sprintf("%016x", id.ClusterID)
+	}
+	if err := n.shell.StorageError(); err != nil {
+		out.Storage = &StorageStatus{Error: err.Error(), DiskFull: vfs.IsNoSpace(err)}
+	}
+	if lost := st.LogLost; lost != nil {
+		out.LogLost = &LogLostStatus{Leader: lost.Leader, Commit: lost.Commit, LastIndex: lost.LastIndex}
+	}
 	switch {
 	case !st.Conf.IsVoter(n.cfg.ID) && st.Conf.IsLearner(n.cfg.ID):
 		out.Role = RoleLearner

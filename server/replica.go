@@ -48,6 +48,29 @@ type NodeStatus struct {
 	Commit  uint64   `json:"commit"`
 	Applied uint64   `json:"applied"`
 	Members []Member `json:"members"`
+	// ClusterID is the cluster's ID in 16 hex digits, from the data
+	// directory's identity; empty if not known.
+	ClusterID string `json:"cluster_id,omitempty"`
+	// Storage is set while this node's storage fails: it takes no writes,
+	// and neither votes nor acknowledges appends, until a retry succeeds.
+	Storage *StorageStatus `json:"storage,omitempty"`
+	// LogLost is set while this node's log ends below what a leader says
+	// it acknowledged (raft.LogLost): its disk lost synced entries.
+	LogLost *LogLostStatus `json:"log_lost,omitempty"`
+}
+
+// StorageStatus says why a node's storage is failing.
+type StorageStatus struct {
+	Error    string `json:"error"`
+	DiskFull bool   `json:"disk_full"`
+}
+
+// LogLostStatus describes a log that lost acknowledged entries: a leader
+// says Commit is committed, and this node's log ends at LastIndex.
+type LogLostStatus struct {
+	Leader    uint64 `json:"leader"`
+	Commit    uint64 `json:"commit"`
+	LastIndex uint64 `json:"last_index"`
 }
 
 // View is a read-only look at a node's state machine, valid only during

@@ -23,10 +23,12 @@ type Options struct {
 	Peers           string
 	Data            string
 	Join            bool
+	ClusterID       string
 	Tick            time.Duration
 	ElectionTicks   int
 	HeartbeatTicks  int
 	SnapshotEntries uint64
+	WALSegmentBytes int64
 	// Security are the TLS and token flags (security.go).
 	Security SecurityOptions
 }
@@ -40,10 +42,12 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Peers, "peers", "", "the cluster's nodes: 1=HOST:PORT,2=HOST:PORT,... (Raft addresses, this node's included; required)")
 	fs.StringVar(&o.Data, "data", "", "data directory: write-ahead log and snapshots (required)")
 	fs.BoolVar(&o.Join, "join", false, "join an existing cluster (after coord cluster add) instead of bootstrapping")
+	fs.StringVar(&o.ClusterID, "cluster-id", "", "the cluster's ID, 16 hex digits (/v1/status shows it): recorded in a new data directory, checked against an existing one (default: derived from --peers when bootstrapping, unknown when joining)")
 	fs.DurationVar(&o.Tick, "tick", d.TickInterval, "length of one Raft tick")
 	fs.IntVar(&o.ElectionTicks, "election-ticks", d.ElectionTicks, "election timeout in ticks (drawn from [n, 2n))")
 	fs.IntVar(&o.HeartbeatTicks, "heartbeat-ticks", d.HeartbeatTicks, "heartbeat interval in ticks")
 	fs.Uint64Var(&o.SnapshotEntries, "snapshot-entries", d.SnapshotEntries, "entries applied between snapshots")
+	fs.Int64Var(&o.WALSegmentBytes, "wal-segment-bytes", 0, "size past which the write-ahead log starts a new segment (0: 64 MiB)")
 	o.Security.Register(fs)
 }
 
@@ -104,8 +108,16 @@ func (o Options) Config() (Config, error) {
 	if peers[o.ID] == "" {
 		return cfg, fmt.Errorf("%w: --peers has no address for --id %d, and --listen is not set", ErrInvalid, o.ID)
 	}
+	if o.ClusterID != "" {
+		id, err := strconv.ParseUint(o.ClusterID, 16, 64)
+		if err != nil || id == 0 {
+			return cfg, fmt.Errorf("%w: --cluster-id %q: want up to 16 hex digits, not all zero", ErrInvalid, o.ClusterID)
+		}
+		cfg.ClusterID = id
+	}
 	cfg.ID, cfg.Peers, cfg.DataDir, cfg.Join = o.ID, peers, o.Data, o.Join
 	cfg.TickInterval, cfg.ElectionTicks, cfg.HeartbeatTicks, cfg.SnapshotEntries = o.Tick, o.ElectionTicks, o.HeartbeatTicks, o.SnapshotEntries
+	cfg.WALSegmentBytes = o.WALSegmentBytes
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
 	}

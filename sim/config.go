@@ -23,10 +23,14 @@ const (
 	FaultPartition  Fault = "partition"  // symmetric splits and one-way link cuts
 	FaultCrash      Fault = "crash"      // crash nodes and restart them from storage
 	FaultMembership Fault = "membership" // add learners, promote them, remove voters
+	// The disk faults act only with Config.Disk.
+	FaultDiskFull Fault = "diskfull" // a node's disk is full for a while: writes fail with ENOSPC
+	FaultLostDir  Fault = "lostdir"  // a node's log, snapshot and vote files are deleted: its restart must be refused
 )
 
 // AllFaults lists every fault, in a fixed order.
-var AllFaults = []Fault{FaultLoss, FaultDelay, FaultReorder, FaultDuplicate, FaultPartition, FaultCrash, FaultMembership}
+var AllFaults = []Fault{FaultLoss, FaultDelay, FaultReorder, FaultDuplicate, FaultPartition, FaultCrash, FaultMembership,
+	FaultDiskFull, FaultLostDir}
 
 // Faults is a set of faults.
 type Faults []Fault
@@ -119,7 +123,7 @@ type Config struct {
 	// file system: a crash keeps only what was synced (and maybe a torn
 	// part of the rest), and may strike in the middle of a write. Without
 	// it, storage is raft.MemoryStorage, where every completed write is
-	// durable.
+	// durable, and the disk faults (diskfull, lostdir) do nothing.
 	Disk bool
 }
 

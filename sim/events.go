@@ -19,6 +19,7 @@ const (
 	eventClientRead
 	eventPhase
 	eventCrash
+	eventSpace // a full disk has space again
 )
 
 // event is one scheduled step. seq breaks ties so that the order never

@@ -39,6 +39,9 @@ type Stats struct {
 	AckedWrites     int // client writes applied and acknowledged
 	Reads           int // ReadIndex reads confirmed
 	MaxQueuedToNode int // the most messages ever in flight to one node
+	DiskFulls       int // times a node's disk filled up
+	StuckReadies    int // Readies held because the disk was full, then written
+	LostDirs        int // data directories lost (and restarts refused)
 }
 
 // Result is the outcome of one run.
@@ -106,8 +109,11 @@ type node struct {
 	id          uint64
 	core        *raft.Core // nil while down
 	storage     shell.Storage
-	fs          *vfs.MemFS // the disk under storage, with Config.Disk
-	dying       bool       // a crash point is armed: the next writes crash it
+	fs          *vfs.MemFS   // the disk under storage, with Config.Disk
+	fault       *vfs.FaultFS // fs as the storage sees it: it can fill up
+	stuck       *stuckReady  // a Ready the full disk did not take; nil normally
+	lost        bool         // its data directory was lost: it stays down
+	dying       bool         // a crash point is armed: the next writes crash it
 	incarnation int
 	phase       int64
 	retired     bool   // removed from the cluster: stays down
@@ -122,6 +128,14 @@ type node struct {
 	proposals map[uint64]proposal
 	reads     map[uint64]readRequest
 	role      raft.Role
+}
+
+// stuckReady is a Ready whose persistence failed on a full disk. As
+// node.Node does, the node holds it, sends and applies nothing, takes no
+// messages and no ticks, and writes it again on every tick.
+type stuckReady struct {
+	rd           raft.Ready
+	snapshotDone bool
 }
 
 type proposal struct {
@@ -275,6 +289,7 @@ func (s *Sim) addNode(id uint64) *node {
 	}
 	if s.cfg.Disk {
 		n.fs = vfs.NewMemFS()
+		n.fault = vfs.NewFaultFS(n.fs, s.cfg.Seed^id, nil)
 	} else {
 		n.storage = shell.NewMemoryStorage()
 	}
@@ -291,10 +306,29 @@ var discard = slog.New(slog.DiscardHandler)
 // openDisk (re)opens a node's durable storage after a crash: the WAL is
 // replayed from what the crash left on its MemFS.
 func (s *Sim) openDisk(n *node) bool {
-	d, err := raftstore.Open(n.fs, diskDir, raftstore.Options{SegmentBytes: 64 << 10, Logger: discard})
-	if err != nil {
+	d, err := raftstore.Open(n.fault, diskDir, raftstore.Options{SegmentBytes: 64 << 10, Logger: discard})
+	switch {
+	case n.lost && errors.Is(err, raftstore.ErrLost):
+		// What the server does too: a node that lost its log must not
+		// run; it stays down until the operator replaces it.
+		s.tracef("node %d refuses to start: %v", n.id, err)
+		return false
+	case n.lost && err == nil:
+		_ = d.Close()
+		s.fail("lost data directory", "node %d restarted on a directory that lost its log, vote and snapshot", n.id)
+		return false
+	case err != nil:
 		s.fail("storage recovery", "node %d: %v", n.id, err)
 		return false
+	}
+	// As the server does: a new directory gets an identity, so that
+	// losing its log later is refused rather than taken for a new node.
+	if _, ok := d.Identity(); !ok {
+		if err := d.SetIdentity(raftstore.Identity{NodeID: n.id}); err != nil {
+			_ = d.Close()
+			s.storageFailed(n, "set identity", err)
+			return false
+		}
 	}
 	n.storage = d
 	return true
@@ -361,6 +395,7 @@ func (s *Sim) crash(n *node) {
 		n.fs.CrashTorn(s.rng)
 		n.storage = nil
 		n.dying = false
+		n.stuck = nil
 	}
 	n.core = nil
 	n.role = 0
@@ -399,8 +434,12 @@ func (s *Sim) handle(e *event) {
 		if n.core == nil || n.incarnation != e.incarnation {
 			return
 		}
-		n.core.Tick()
-		s.process(n)
+		if n.stuck != nil {
+			s.retryStuck(n)
+		} else {
+			n.core.Tick()
+			s.process(n)
+		}
 		e.at += s.us(s.cfg.Tick)
 		s.schedule(e)
 	case eventDeliver:
@@ -424,6 +463,11 @@ func (s *Sim) handle(e *event) {
 		if s.chaos {
 			clear(s.cut)
 			s.tracef("heal partitions")
+		}
+	case eventSpace:
+		if n := s.nodes[e.node]; n.fault != nil {
+			n.fault.SetInjector(nil)
+			s.tracef("node %d's disk has space again", n.id)
 		}
 	case eventRestart:
 		if n := s.nodes[e.node]; s.chaos && n.core == nil && !n.retired && n.incarnation == e.incarnation {
@@ -477,7 +521,7 @@ func (s *Sim) send(m raft.Message) {
 func (s *Sim) deliver(m raft.Message) {
 	s.queued[m.To]--
 	to := s.up(m.To)
-	if to == nil || s.cut[[2]uint64{m.From, m.To}] {
+	if to == nil || s.cut[[2]uint64{m.From, m.To}] || to.stuck != nil {
 		s.stats.Dropped++
 		return
 	}
@@ -493,48 +537,94 @@ func (s *Sim) deliver(m raft.Message) {
 
 // process handles a node's Readies: persist, check, send, apply, advance.
 func (s *Sim) process(n *node) {
-	for s.failure == nil && n.core != nil && n.core.HasReady() {
-		core := n.core
-		rd := core.Ready()
+	for s.failure == nil && n.core != nil && n.stuck == nil && n.core.HasReady() {
+		st := &stuckReady{rd: n.core.Ready()}
 		// 1. Persist. The storage is the durable state: whatever it
 		// acknowledged survives a crash, and nothing else does.
-		if !rd.Snapshot.IsEmpty() {
-			if err := n.storage.ApplySnapshot(rd.Snapshot); err != nil {
-				s.storageFailed(n, "apply snapshot", err)
+		if op, err := s.persist(n, st); err != nil {
+			if vfs.IsNoSpace(err) && !(n.dying && errors.Is(err, vfs.ErrCrashed)) {
+				n.stuck = st
+				s.tracef("node %d: %s on a full disk; holding the Ready", n.id, op)
 				return
 			}
-		}
-		if !rd.HardState.IsEmpty() || len(rd.Entries) > 0 {
-			if err := n.storage.Save(rd.HardState, rd.Entries); err != nil {
-				s.storageFailed(n, "save", err)
-				return
-			}
-		}
-		s.check.persisted(s, n, rd)
-		if rd.SoftState != nil {
-			s.roleChanged(n, *rd.SoftState)
-		}
-		// 2. Send, only after persisting.
-		for _, m := range rd.Messages {
-			s.send(m)
-		}
-		// 3. Apply.
-		if !rd.Snapshot.IsEmpty() {
-			s.applySnapshot(n, rd.Snapshot)
-		}
-		for _, e := range rd.CommittedEntries {
-			s.apply(n, e)
-		}
-		for _, rs := range rd.ReadStates {
-			s.readConfirmed(n, rs)
-		}
-		// 4. Advance, unless applying retired the node.
-		if n.core != core {
+			s.storageFailed(n, op, err)
 			return
 		}
-		core.Advance(rd)
-		s.maybeSnapshot(n)
+		if !s.finish(n, st.rd) {
+			return
+		}
 	}
+}
+
+// persist makes a Ready durable; it names the operation that failed.
+func (s *Sim) persist(n *node, st *stuckReady) (string, error) {
+	rd := st.rd
+	if !rd.Snapshot.IsEmpty() && !st.snapshotDone {
+		if err := n.storage.ApplySnapshot(rd.Snapshot); err != nil {
+			return "apply snapshot", err
+		}
+		st.snapshotDone = true
+	}
+	if !rd.HardState.IsEmpty() || len(rd.Entries) > 0 {
+		if err := n.storage.Save(rd.HardState, rd.Entries); err != nil {
+			return "save", err
+		}
+	}
+	return "", nil
+}
+
+// retryStuck repairs a stuck node's storage and writes its Ready again;
+// once that works the node goes on as if the write had been slow.
+func (s *Sim) retryStuck(n *node) {
+	d := n.storage.(*raftstore.Disk)
+	op, err := "repair", d.Repair()
+	if err == nil {
+		op, err = s.persist(n, n.stuck)
+	}
+	if err != nil {
+		if !vfs.IsNoSpace(err) {
+			s.storageFailed(n, op, err)
+		}
+		return
+	}
+	st := n.stuck
+	n.stuck = nil
+	s.stats.StuckReadies++
+	s.tracef("node %d: the disk took the held Ready", n.id)
+	if s.finish(n, st.rd) {
+		s.process(n)
+	}
+}
+
+// finish does the rest of a durable Ready: check, send, apply, advance. It
+// reports false if the node is gone (retired while applying).
+func (s *Sim) finish(n *node, rd raft.Ready) bool {
+	core := n.core
+	s.check.persisted(s, n, rd)
+	if rd.SoftState != nil {
+		s.roleChanged(n, *rd.SoftState)
+	}
+	// 2. Send, only after persisting.
+	for _, m := range rd.Messages {
+		s.send(m)
+	}
+	// 3. Apply.
+	if !rd.Snapshot.IsEmpty() {
+		s.applySnapshot(n, rd.Snapshot)
+	}
+	for _, e := range rd.CommittedEntries {
+		s.apply(n, e)
+	}
+	for _, rs := range rd.ReadStates {
+		s.readConfirmed(n, rs)
+	}
+	// 4. Advance, unless applying retired the node.
+	if n.core != core {
+		return false
+	}
+	core.Advance(rd)
+	s.maybeSnapshot(n)
+	return true
 }
 
 func (s *Sim) roleChanged(n *node, soft raft.SoftState) {
@@ -626,6 +716,9 @@ func (s *Sim) maybeSnapshot(n *node) {
 	}
 	data := binary.BigEndian.AppendUint64(nil, n.hash)
 	if err := n.storage.Compact(n.applied, data, n.conf); err != nil {
+		if vfs.IsNoSpace(err) && !(n.dying && errors.Is(err, vfs.ErrCrashed)) {
+			return // a snapshot is never fatal: tried again after the next Ready
+		}
 		s.storageFailed(n, "compact", err)
 		return
 	}
@@ -692,8 +785,8 @@ func (s *Sim) randomLiveNode() *node {
 
 func (s *Sim) clientWrite() {
 	n := s.pickNode()
-	if n == nil {
-		return
+	if n == nil || n.stuck != nil {
+		return // a node with a full disk refuses writes (disk_full)
 	}
 	s.writeSeq++
 	data := fmt.Sprintf("w%d", s.writeSeq)
@@ -719,7 +812,7 @@ func (s *Sim) clientRead() {
 	if len(leaders) > 0 {
 		n = leaders[s.rng.IntN(len(leaders))]
 	}
-	if n == nil {
+	if n == nil || n.stuck != nil {
 		return
 	}
 	s.readSeq++
@@ -756,6 +849,11 @@ func (s *Sim) injectFault() {
 			choices = append(choices, f)
 		}
 	}
+	for _, f := range []Fault{FaultDiskFull, FaultLostDir} {
+		if s.cfg.Disk && s.cfg.Faults.Has(f) {
+			choices = append(choices, f)
+		}
+	}
 	if len(choices) == 0 {
 		return
 	}
@@ -764,6 +862,10 @@ func (s *Sim) injectFault() {
 		s.partition()
 	case FaultCrash:
 		s.crashSome()
+	case FaultDiskFull:
+		s.fillDisk()
+	case FaultLostDir:
+		s.loseDir()
 	case FaultMembership:
 		if s.rng.IntN(3) == 0 {
 			s.transferLeadership()
@@ -864,21 +966,73 @@ func (s *Sim) crashSome() {
 	s.schedule(&event{at: restartAt, kind: eventRestart, node: victim.id, incarnation: victim.incarnation})
 }
 
-// changeMembership asks the leader for one change: add a learner, promote
-// a caught-up learner, remove a learner, or remove a voter (possibly the
-// leader itself).
-func (s *Sim) changeMembership() {
-	l := s.leader()
-	if l == nil {
+// fillDisk fills a node's disk for a while: its writes fail with ENOSPC
+// (a seeded part of each written first), and it holds its Ready until a
+// retry after the space returns succeeds.
+func (s *Sim) fillDisk() {
+	n := s.randomLiveNode()
+	if n == nil || n.fault == nil {
 		return
 	}
-	st := l.core.Status()
-	conf := st.Conf
-	if conf.IsJoint() {
-		return // the leader leaves it by itself
+	s.stats.DiskFulls++
+	n.fault.SetInjector(vfs.NoSpace())
+	s.tracef("node %d's disk is full", n.id)
+	s.schedule(&event{at: s.now + s.us(50*time.Millisecond) + s.rng.Int64N(s.us(1500*time.Millisecond)), kind: eventSpace, node: n.id})
+}
+
+// loseDir deletes a node's log, snapshots and vote file, as an operator's
+// mistake or a failed disk would, and crashes it: its restart must be
+// refused (its IDENTITY remains), and it stays down. At most one node per
+// run, and only where the others still form a majority.
+func (s *Sim) loseDir() {
+	l := s.leader()
+	if l == nil || s.anyLost() {
+		return
 	}
-	minVoters, maxVoters := max(1, s.cfg.Nodes-1), s.cfg.Nodes+1
+	conf := l.core.Status().Conf
+	if conf.IsJoint() || len(conf.Voters) < 3 {
+		return
+	}
+	n := s.nodes[conf.Voters[s.rng.IntN(len(conf.Voters))]]
+	if n.fs == nil || n.dying {
+		return
+	}
+	s.crash(n)
+	if n.fs.Crashed() {
+		return
+	}
+	n.fs.ReleaseLocks()
+	for _, dir := range []string{diskDir + "/wal", diskDir + "/snap"} {
+		names, _ := n.fs.List(dir)
+		for _, name := range names {
+			_ = n.fs.Remove(dir + "/" + name)
+		}
+		_ = n.fs.Remove(dir)
+	}
+	_ = n.fs.Remove(diskDir + "/VOTE")
+	n.lost = true
+	s.stats.LostDirs++
+	s.tracef("node %d's data directory is lost (log, snapshots, vote)", n.id)
+	s.schedule(&event{at: s.now + s.us(50*time.Millisecond), kind: eventRestart, node: n.id, incarnation: n.incarnation})
+}
+
+// anyLost reports whether a node that lost its directory is still a
+// member (not yet removed).
+func (s *Sim) anyLost() bool {
+	for _, id := range s.ids {
+		if n := s.nodes[id]; n.lost && !n.retired {
+			return true
+		}
+	}
+	return false
+}
+
+// membershipOptions lists the changes the leader may be asked for: add a
+// learner, promote or remove one, replace a voter with one (joint), remove
+// a voter.
+func (s *Sim) membershipOptions(conf raft.ConfState) [][]raft.ConfChangeSingle {
 	var options [][]raft.ConfChangeSingle
+	minVoters, maxVoters := max(1, s.cfg.Nodes-1), s.cfg.Nodes+1
 	if len(conf.Learners) == 0 && len(s.activeIDs()) < 2*s.cfg.Nodes+2 {
 		options = append(options, []raft.ConfChangeSingle{{Type: raft.ConfChangeAddLearner, NodeID: s.nextID}})
 	}
@@ -896,6 +1050,41 @@ func (s *Sim) changeMembership() {
 	if len(conf.Voters) > minVoters {
 		id := conf.Voters[s.rng.IntN(len(conf.Voters))]
 		options = append(options, []raft.ConfChangeSingle{{Type: raft.ConfChangeRemove, NodeID: id}})
+	}
+	return options
+}
+
+// lostMember returns a member of conf that lost its directory.
+func (s *Sim) lostMember(conf raft.ConfState) (uint64, bool) {
+	for _, id := range s.ids {
+		if s.nodes[id].lost && conf.IsMember(id) {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
+// changeMembership asks the leader for one change: add a learner, promote
+// a caught-up learner, remove a learner, or remove a voter (possibly the
+// leader itself).
+func (s *Sim) changeMembership() {
+	l := s.leader()
+	if l == nil {
+		return
+	}
+	st := l.core.Status()
+	conf := st.Conf
+	if conf.IsJoint() {
+		return // the leader leaves it by itself
+	}
+	var options [][]raft.ConfChangeSingle
+	if id, ok := s.lostMember(conf); ok {
+		// The operator replaces a node that lost its directory: removing
+		// it comes first, and nothing else changes until then (a smaller
+		// cluster with a dead member could lose its majority).
+		options = [][]raft.ConfChangeSingle{{{Type: raft.ConfChangeRemove, NodeID: id}}}
+	} else {
+		options = s.membershipOptions(conf)
 	}
 	if len(options) == 0 {
 		return
@@ -938,8 +1127,11 @@ func (s *Sim) endChaos() {
 			n.retired = true
 			s.crash(n)
 		}
+		if n.fault != nil {
+			n.fault.SetInjector(nil) // space returns
+		}
 		if n.core == nil && !n.retired {
-			s.boot(n, nil)
+			s.boot(n, nil) // refused for a node that lost its directory
 		}
 	}
 	s.schedule(&event{at: s.now + s.exp(s.cfg.WriteInterval), kind: eventClientWrite})
@@ -988,7 +1180,7 @@ func (s *Sim) converged() bool {
 	conf := l.core.Status().Conf
 	for _, id := range append(append(slices.Clone(conf.Voters), conf.VotersOutgoing...), conf.Learners...) {
 		n := s.nodes[id]
-		if n == nil || n.retired {
+		if n == nil || n.retired || n.lost {
 			continue
 		}
 		if n.core == nil || n.applied < s.maxAcked {
@@ -1005,6 +1197,8 @@ func (s *Sim) describe() string {
 		switch {
 		case n.retired:
 			out += fmt.Sprintf("[%d retired]", id)
+		case n.lost:
+			out += fmt.Sprintf("[%d lost its directory]", id)
 		case n.core == nil:
 			out += fmt.Sprintf("[%d down]", id)
 		default:

@@ -77,6 +77,35 @@ func TestSeedsOnDisk(t *testing.T) {
 	t.Logf("%d seeds on disk in %v", n, time.Since(start))
 }
 
+// TestDiskFaultsOnDisk runs seeds whose faults are the disk's own: disks
+// that fill up for a while (the node holds its Ready, then writes it once
+// space returns) and data directories lost (the restart must be refused,
+// and the node is replaced), with crashes and membership changes; every
+// checker runs, one vote per node per term included.
+func TestDiskFaultsOnDisk(t *testing.T) {
+	n := *diskSeeds
+	if testing.Short() {
+		n = min(n, 50)
+	}
+	var total Stats
+	for seed := uint64(1); seed <= uint64(n); seed++ {
+		cfg := testConfig(seed)
+		cfg.Disk = true
+		cfg.Faults = Faults{FaultLoss, FaultCrash, FaultMembership, FaultDiskFull, FaultLostDir}
+		res := Run(cfg)
+		if res.Err != nil {
+			t.Fatalf("%v", res.Err)
+		}
+		total.DiskFulls += res.Stats.DiskFulls
+		total.StuckReadies += res.Stats.StuckReadies
+		total.LostDirs += res.Stats.LostDirs
+	}
+	t.Logf("%d seeds: %d disks filled, %d Readies held and written later, %d directories lost", n, total.DiskFulls, total.StuckReadies, total.LostDirs)
+	if total.DiskFulls == 0 || total.StuckReadies == 0 || total.LostDirs == 0 {
+		t.Fatalf("the disk faults were not exercised: %+v", total)
+	}
+}
+
 // TestSeed replays one seed: go test ./sim -run TestSeed -seed N [-simtrace].
 func TestSeed(t *testing.T) {
 	if *seedFlag == 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -36,7 +37,7 @@ type labFlags struct {
 func (f *labFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.BoolVar(&f.jsonOut, "json", false, "write one JSON document to stdout instead of tables")
-	fl.StringVar(&f.outDir, "out", "", "also write lab.json and a PNG of each experiment's charts into `DIR`")
+	fl.StringVar(&f.outDir, "out", "", "write report.html, lab.json and a PNG per chart into `DIR` (default "+report.DefaultDirBase+"/TIME, under the current directory)")
 	fl.Uint64Var(&f.seed, "seed", 0, "seed for the experiments' random choices (0: from the clock; the seed used is reported)")
 }
 
@@ -47,10 +48,17 @@ func newLabCmd() *cobra.Command {
 		Use:   "lab",
 		Short: "Run the experiments of the Coordination series, measured",
 		Long: `coord lab runs every experiment of the Coordination series in quick mode and
-ends with one summary table: for each experiment, the articles' figure, the
-articles' original program measured now, coord's version measured now, and a
-verdict. The articles' programs are re-implemented inside coord, bugs
-included, and run as real goroutines and real processes.
+ends with one summary table, a line per experiment: what it shows, the
+articles' figure, the articles' original program measured now, coord's
+version measured now, and a verdict; a legend of the columns and verdicts
+follows it, then why each verdict. The articles' programs are re-implemented
+inside coord, bugs included, and run as real goroutines and real processes.
+
+Every run also writes its results into a directory (lab-out/TIME under the
+current directory, or --out DIR), checked for writability before the run
+starts, and the summary names it: report.html (one page with the table,
+every result and every chart, readable in a browser without a server),
+lab.json, and one PNG per chart.
 
 Verdicts: "reproduced" (the original behaved as the articles report and coord
 was correct), "differs" (coord was correct, the original did not show the
@@ -68,7 +76,7 @@ shows, and what to predict, with 'coord lab run NAME --help'.`,
 	}
 	f.register(cmd)
 	cmd.Flags().BoolVar(&full, "full", false, "run every experiment at its full size instead of quick mode")
-	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "print every experiment's details before the summary")
+	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "print every experiment's details after the summary")
 	cmd.AddCommand(newLabListCmd(), newLabRunCmd())
 	return cmd
 }
@@ -143,52 +151,65 @@ func newExperimentCmd(e lab.Experiment) *cobra.Command {
 	return cmd
 }
 
-// runLab runs experiments and presents the results as f asks.
+// runLab runs experiments and presents the results as f asks: a line per
+// experiment as it finishes, then the summary with its legend and reasons,
+// each result's details when verbose, and the files, whose directory is
+// checked before anything runs.
 func runLab(cmd *cobra.Command, experiments []lab.Experiment, cfg lab.Config, f labFlags) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	started := time.Now()
+	outDir := f.outDir
+	if outDir == "" {
+		outDir = report.DefaultDir(started)
+	}
+	if err := report.PrepareDir(outDir); err != nil {
+		return usagef("--out %s: %v", outDir, err)
+	}
 	if file, ok := stderr.(*os.File); ok && !f.jsonOut {
 		cfg.Progress = report.Progress(file)
 	}
 	cfg.Logger = slog.Default()
 	ctx := cmd.Context() // never nil: cobra sets one before running a command
-	started := time.Now()
+	// The machine as the run begins: the load average the results were
+	// measured under, not the one after them.
+	m := report.ThisMachine()
 	if !f.jsonOut {
 		mode := "full size"
 		if cfg.Quick {
 			mode = "quick mode"
 		}
-		m := report.ThisMachine()
 		fmt.Fprintf(stdout, "coord lab: %d experiment(s), %s (GOMAXPROCS %d, %d CPUs, load average %.1f, %s %s/%s)\n\n",
 			len(experiments), mode, m.GOMAXPROCS, m.NumCPU, m.LoadAverage, m.GoVersion, m.GOOS, m.GOARCH)
 	}
 	results := lab.RunAll(ctx, experiments, cfg, func(r *lab.Result) {
-		switch {
-		case f.jsonOut:
-		case f.verbose:
-			_ = report.WriteResult(stdout, r)
-			fmt.Fprintln(stdout)
-		default:
+		if !f.jsonOut {
 			fmt.Fprintf(stdout, "  %-17s %-11s %5.1f s\n", r.Experiment, r.Verdict.Outcome, r.Seconds)
 		}
 	})
 	doc := report.NewDocument(started, results)
+	doc.Machine = m
+	paths, filesErr := report.WriteFiles(outDir, doc)
 	if f.jsonOut {
 		if err := report.WriteJSON(stdout, doc); err != nil {
 			return err
 		}
-	} else if len(results) > 1 || !f.verbose {
+		fmt.Fprintf(stderr, "coord lab: wrote %d file(s) to %s\n", len(paths), outDir)
+	} else {
 		fmt.Fprintln(stdout)
 		if err := report.WriteSummary(stdout, results); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "Wall time %.1f s.\n", doc.Seconds)
-	}
-	if f.outDir != "" {
-		paths, err := report.WriteFiles(f.outDir, doc)
-		fmt.Fprintf(stderr, "coord lab: wrote %d file(s) to %s\n", len(paths), f.outDir)
-		if err != nil {
-			return err
+		if f.verbose {
+			for _, r := range results {
+				fmt.Fprintln(stdout)
+				_ = report.WriteResult(stdout, r)
+			}
 		}
+		fmt.Fprintf(stdout, "\nWall time %.1f s. Results: %s (%d file(s): the charts, lab.json, report.html).\n",
+			doc.Seconds, filepath.Join(outDir, "report.html"), len(paths))
+	}
+	if filesErr != nil {
+		return filesErr
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("lab interrupted after %d of %d experiment(s)", len(results), len(experiments))

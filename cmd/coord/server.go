@@ -25,6 +25,12 @@ request and forwards it to the leader.
 Start every initial node with the same --peers; a node added later with
 'coord cluster add' starts with --join.
 
+The data directory records whose it is on the first start (--cluster-id, or
+one derived from --peers; the node id). A node refuses a directory that is
+another node's or cluster's, or that lost its log, vote file or identity, and
+says how to replace it (docs/storage.md). A full disk does not stop it: writes
+are answered 507 disk_full until space returns, then it resumes by itself.
+
 A node is secure unless told --insecure, and refuses to start without its
 TLS files: peers speak mutual TLS 1.3, each certificate naming its node as
 coord://CLUSTER/node/ID (--peer-cert-file, --peer-key-file,

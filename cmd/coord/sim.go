@@ -47,7 +47,11 @@ must commit a new write within a bound (liveness).
 
 --disk keeps each node's log in the durable storage (write-ahead log and
 snapshot files) on a crashable in-memory file system, where a crash keeps only
-what was synced and can strike in the middle of a write.
+what was synced and can strike in the middle of a write. It adds the disk
+faults: diskfull (a node's writes fail with ENOSPC for a while; it holds its
+work, answers nothing, and resumes when space returns) and lostdir (a node's
+log, snapshots and vote file are deleted; its restart must be refused, and it
+is removed from the cluster).
 
 --seeds N runs seeds --seed .. --seed+N-1 (in parallel; each run is still
 deterministic). A failure prints the seed and the command that replays it;
@@ -166,6 +170,10 @@ feed:
 		total.Delivered, total.Dropped, total.Leaders, total.Crashes, total.Partitions)
 	fmt.Fprintf(stdout, "membership changes: %d (%d joint); leadership transfers: %d; snapshots: %d; writes: %d accepted, %d acknowledged; reads confirmed: %d\n",
 		total.ConfChanges, total.JointChanges, total.Transfers, total.Snapshots, total.Writes, total.AckedWrites, total.Reads)
+	if base.Disk {
+		fmt.Fprintf(stdout, "disks filled: %d (Readies held until space returned: %d); data directories lost and restarts refused: %d\n",
+			total.DiskFulls, total.StuckReadies, total.LostDirs)
+	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("interrupted after %d seeds: %w", sent, ctx.Err())
 	}
@@ -187,6 +195,9 @@ func addStats(a, b sim.Stats) sim.Stats {
 	a.AckedWrites += b.AckedWrites
 	a.Reads += b.Reads
 	a.MaxQueuedToNode = max(a.MaxQueuedToNode, b.MaxQueuedToNode)
+	a.DiskFulls += b.DiskFulls
+	a.StuckReadies += b.StuckReadies
+	a.LostDirs += b.LostDirs
 	return a
 }
 

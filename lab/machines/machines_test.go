@@ -35,6 +35,9 @@ func runSmall(t *testing.T, name string, trials int) *lab.Result {
 	if r.Original == "" || r.Coord == "" || r.Verdict.Reason == "" {
 		t.Fatalf("%s: incomplete summary row %+v", name, r)
 	}
+	if err := r.Row.Validate(); err != nil {
+		t.Errorf("%s: %v", name, err)
+	}
 	return r
 }
 

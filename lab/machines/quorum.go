@@ -3,6 +3,8 @@ package machines
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"coord/lab"
@@ -12,7 +14,9 @@ var quorumExperiment = lab.Experiment{
 	Name:     "quorum-size",
 	Rung:     lab.Machines,
 	Short:    "how many failures 3, 4 and 5 nodes survive",
+	Shows:    "3,4,5 nodes survive",
 	Articles: "3 and 4 nodes tolerate 1 failure; 5 tolerate 2",
+	Figure:   "1, 1, 2 deaths",
 	Help: `A majority of n is floor(n/2) + 1, so a cluster of n tolerates n - that many
 failures: 3 nodes survive one, 4 nodes still only one, 5 nodes two. The lab
 starts clusters of 3, 4 and 5 coord server processes and kills them one node
@@ -104,19 +108,21 @@ func runQuorum(ctx context.Context, env *lab.Env) (*lab.Result, error) {
 	ok := true
 	var summary string
 	var values []float64
-	var cats []string
+	var cats, cells []string
 	for _, n := range sizes {
 		for _, f := range tolerated[n] {
 			ok = ok && f == want[n]
 		}
 		summary += fmt.Sprintf("%d nodes: %v; ", n, tolerated[n])
 		cats = append(cats, fmt.Sprintf("%d nodes", n))
+		cells = append(cells, strconv.Itoa(tolerated[n][0]))
 		values = append(values, float64(tolerated[n][0]))
 	}
 	summary = summary[:len(summary)-2]
 	res := &lab.Result{
 		Original: "not run: the articles derive it from quorum intersection",
 		Coord:    "failures tolerated: " + summary,
+		Row:      lab.Row{Original: "not run", Coord: strings.Join(cells, ", ") + " deaths"},
 		Data:     trials,
 	}
 	for _, t := range trials {

@@ -20,7 +20,9 @@ var emptyFileExperiment = lab.Experiment{
 	Name:     "empty-file",
 	Rung:     lab.Processes,
 	Short:    "a zero-byte lock file before start: the wedge",
+	Shows:    "zero-byte lock file",
 	Articles: "never elects: every watcher loops on a file it can neither read nor recreate",
+	Figure:   "never elects",
 	Help: `A process that dies between creating the lock file and writing the lease into
 it leaves an empty file. The lab creates that zero-byte file (as touch would)
 before starting three processes against it, twice side by side:
@@ -195,6 +197,8 @@ func emptyResult(d emptyData) *lab.Result {
 	}
 	res.Original = fmt.Sprintf("no leader in %d/%d trials of %s; %d could-not-read retries", len(d.Trials)-countElected(d), len(d.Trials), secs(window), unreadable)
 	res.Coord = fmt.Sprintf("elected in %d/%d trials, median %s after start", coordElected, len(d.Trials), secs(lab.Summarize(coordTimes).Median))
+	res.Row.Original = fmt.Sprintf("elected %d/%d", countElected(d), len(d.Trials))
+	res.Row.Coord = fmt.Sprintf("elected %d/%d", coordElected, len(d.Trials))
 	if len(problems) > 0 {
 		res.Coord += "; repaired: " + problems[0]
 	}

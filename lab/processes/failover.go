@@ -20,7 +20,9 @@ var failoverExperiment = lab.Experiment{
 	Name:     "failover",
 	Rung:     lab.Processes,
 	Short:    "kill -9 and SIGTERM of the leader: how long nobody leads",
+	Shows:    "gap: kill -9/TERM",
 	Articles: "kill -9: 9.53 s leaderless; SIGTERM: 0.31 s",
+	Figure:   "9.53 s / 0.31 s",
 	Help: `Three processes elect a leader through a lock file; the lab kills the leader
 and measures how long the group has no leader: from the signal to the moment
 another process announces that it leads.
@@ -218,6 +220,17 @@ func failoverResult(d failoverData) *lab.Result {
 	}
 	res.Original = fmt.Sprintf("kill -9: %s, SIGTERM: %s (medians)", median(implArticles, "kill -9"), median(implArticles, "SIGTERM"))
 	res.Coord = fmt.Sprintf("kill -9: %s, SIGTERM: %s (medians, same 9 s TTL)", median(implCoord, "kill -9"), median(implCoord, "SIGTERM"))
+	cell := func(impl string) string {
+		short := func(signal string) string {
+			g := gaps(d.Trials, impl, signal)
+			if len(g) == 0 {
+				return "none"
+			}
+			return shortSeconds(lab.Summarize(g).Median)
+		}
+		return short("kill -9") + " / " + short("SIGTERM")
+	}
+	res.Row.Original, res.Row.Coord = cell(implArticles), cell(implCoord)
 	res.AddDetail("workload", "%d processes per trial; leader signalled 3-6 s after its election", d.Procs)
 	var series []lab.Series
 	for _, impl := range []string{implArticles, implCoord} {

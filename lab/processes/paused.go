@@ -19,7 +19,9 @@ var pausedLeaderExperiment = lab.Experiment{
 	Name:     "paused-leader",
 	Rung:     lab.Processes,
 	Short:    "SIGSTOP the leader past its TTL, let another take over, SIGCONT",
+	Shows:    "paused past its TTL",
 	Articles: "a leader paused past its lease wakes and acts as leader; only fencing stops it",
+	Figure:   "acts as leader",
 	Help: `A leader that is paused (a GC pause, a swap storm, SIGSTOP) does not know that
 time has passed. The lab stops the leader with SIGSTOP, waits until another
 process has taken over, then continues it with SIGCONT:
@@ -244,6 +246,8 @@ func pausedResult(d pausedData) *lab.Result {
 	n := len(d.Trials)
 	res.Original = fmt.Sprintf("woken leader overwrote the new lease in %d/%d trials; %d leaders at once", overwrote, n, leadersAfter)
 	res.Coord = fmt.Sprintf("stepped down in %d/%d; stale writes rejected %d, accepted %d", coordDown, n, rejected, accepted)
+	res.Row.Original = fmt.Sprintf("overwrote %d/%d", overwrote, n)
+	res.Row.Coord = fmt.Sprintf("steps down %d/%d", coordDown, n)
 	res.AddDetail("workload", "%d processes per side; the leader is stopped until another has taken over", d.Procs)
 	for i, t := range d.Trials {
 		res.AddDetail("trial "+strconv.Itoa(i+1)+", articles", "takeover %v, old leader renewed after it %v, lock file named the old leader %v, %d leaders at once afterwards %s",

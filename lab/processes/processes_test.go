@@ -42,6 +42,9 @@ func runSmall(t *testing.T, name string, trials, procs int) *lab.Result {
 	if r.Original == "" || r.Coord == "" {
 		t.Fatalf("%s: incomplete summary row %+v", name, r)
 	}
+	if err := r.Row.Validate(); err != nil {
+		t.Errorf("%s: %v", name, err)
+	}
 	t.Logf("%s: original %q; coord %q; %s: %s", name, r.Original, r.Coord, r.Verdict.Outcome, r.Verdict.Reason)
 	return r
 }

@@ -17,7 +17,9 @@ var takeoverRaceExperiment = lab.Experiment{
 	Name:     "takeover-race",
 	Rung:     lab.Processes,
 	Short:    "many watchers racing to take over an expired lease at one instant",
+	Shows:    "expired-lease race",
 	Articles: "remove-then-create is safe: O_EXCL picks one winner, the loser logs that it lost",
+	Figure:   "one winner",
 	Help: `A lease has expired and many watchers notice at the same moment. The articles
 take over with remove, then create (O_EXCL), and argue that this is safe
 because O_EXCL picks one winner. But a slow watcher that read the expired lease
@@ -187,6 +189,8 @@ func takeoverResult(d takeoverData) *lab.Result {
 	}
 	res.Original = fmt.Sprintf("2+ leaders in %d/%d trials (most %d), none in %d", double, len(d.Trials), maxInt(art), countInts(art, 0))
 	res.Coord = fmt.Sprintf("exactly one leader, with a greater token, in %d/%d trials", len(d.Trials)-coordWrong, len(d.Trials))
+	res.Row.Original = fmt.Sprintf("2+ leaders %d/%d", double, len(d.Trials))
+	res.Row.Coord = fmt.Sprintf("1 leader %d/%d", len(d.Trials)-coordWrong, len(d.Trials))
 	res.AddDetail("workload", "%d watchers per trial, released at one instant", d.Procs)
 	res.AddDetail("articles, leaders per trial", "%v; %d lost-the-race messages in all", art, lost)
 	res.AddDetail("coord, leaders per trial", "%v", coord)
@@ -234,8 +238,8 @@ func judgeTakeover(d takeoverData) lab.Verdict {
 			coordWrong++
 		}
 	}
-	reason := fmt.Sprintf("the articles' remove-then-create ended without exactly one leader in %d of %d trials; coord missed exactly one leader with a greater token in %d",
-		notOne, len(d.Trials), coordWrong)
+	reason := fmt.Sprintf("the articles' remove-then-create ended with exactly one leader in %d of %d trials; coord ended with exactly one leader, holding a greater token, in %d of %d",
+		len(d.Trials)-notOne, len(d.Trials), len(d.Trials)-coordWrong, len(d.Trials))
 	if notOne > 0 {
 		reason += " (the articles call the takeover safe)"
 	}

@@ -58,6 +58,19 @@ func secs(s float64) string {
 	}
 }
 
+// shortSeconds formats a time in seconds for a summary cell: "8.9 s",
+// "14 ms", "3.2 ms".
+func shortSeconds(s float64) string {
+	switch {
+	case s >= 1:
+		return fmt.Sprintf("%.1f s", s)
+	case s >= 0.01:
+		return fmt.Sprintf("%.0f ms", s*1000)
+	default:
+		return fmt.Sprintf("%.1f ms", s*1000)
+	}
+}
+
 func monoSeconds(ns int64) float64 { return float64(ns) / float64(time.Second) }
 
 // timeline describes events and exits in monotonic order, in milliseconds

@@ -3,45 +3,127 @@ package report
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"unicode/utf8"
 
 	"coord/lab"
 )
 
-// Column widths of the summary table, in characters. The table fits in about
-// 110 columns; longer cells wrap at word boundaries.
-var summaryWidths = []int{16, 24, 26, 26, 10}
+// SummaryWidth is the widest line the summary writes, in characters.
+const SummaryWidth = 100
 
-// WriteSummary writes the summary table of results: one row per experiment
-// with the articles' figure, the original measured now, coord measured now
-// and the verdict, followed by a count of outcomes and the reasons behind any
-// verdict other than "reproduced".
+// summaryHeader names the summary table's columns; the legend explains them.
+var summaryHeader = []string{"experiment", "shows", "articles", "original now", "coord now", "verdict"}
+
+// legend explains the summary table's columns and verdicts, in the order
+// the table shows them.
+var legend = []struct{ title, term, text string }{
+	{"Columns", "shows", "what the experiment demonstrates ('coord lab run NAME --help' says more)"},
+	{"", "articles", "the articles' own figure, quoted, never measured"},
+	{"", "original now", "the articles' program, re-implemented bugs included, measured in this run"},
+	{"", "coord now", "coord's version of the same job, measured in this run"},
+	{"Verdicts", string(lab.Reproduced), "the original behaved as the articles report, and coord was correct"},
+	{"", string(lab.Differs), "coord was correct; the original did not behave as the articles report here"},
+	{"", string(lab.Failed), "coord misbehaved (two leaders, a lost update, a stale write): exit status 1"},
+	{"", string(lab.Unavailable), "a tool the experiment needs is missing on this machine"},
+	{"", string(lab.Errored), "the experiment could not run: exit status 1"},
+}
+
+// SummaryRow returns r's cells in the summary table, in the order of the
+// header: the Row the experiment filled in, with the full sentences standing
+// in for cells it left empty. Cells are not cut to width here.
+func SummaryRow(r *lab.Result) []string {
+	pick := func(short, long string) string {
+		if short != "" {
+			return short
+		}
+		return long
+	}
+	return []string{r.Experiment, r.Row.Shows, pick(r.Row.Articles, r.Articles),
+		pick(r.Row.Original, r.Original), pick(r.Row.Coord, r.Coord), string(r.Verdict.Outcome)}
+}
+
+// WriteSummary writes the summary of results as a reader meets it cold: a
+// table with one line per experiment, within SummaryWidth columns (the name,
+// what it shows, the articles' figure, the original and coord measured now,
+// the verdict); a count of outcomes; a legend of the columns and verdicts;
+// and why each experiment got its verdict, in the experiment's own words.
 func WriteSummary(w io.Writer, results []*lab.Result) error {
-	rows := [][]string{{"experiment", "articles", "original (now)", "coord (now)", "verdict"}}
+	rows := [][]string{summaryHeader}
 	for _, r := range results {
-		rows = append(rows, []string{r.Experiment, r.Articles, r.Original, r.Coord, string(r.Verdict.Outcome)})
+		rows = append(rows, SummaryRow(r))
 	}
 	var b strings.Builder
-	writeTable(&b, rows, summaryWidths)
-	counts := map[lab.Outcome]int{}
-	for _, r := range results {
-		counts[r.Verdict.Outcome]++
-	}
-	var parts []string
-	for _, o := range []lab.Outcome{lab.Reproduced, lab.Differs, lab.Failed, lab.Unavailable, lab.Errored} {
-		if counts[o] > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", counts[o], o))
+	writeTable(&b, rows, fitWidths(rows, SummaryWidth))
+	fmt.Fprintf(&b, "\n%d experiment(s): %s.\n\n", len(results), outcomeCounts(results))
+	for _, l := range legend {
+		if l.title != "" {
+			b.WriteString(l.title + "\n")
 		}
+		writeHanging(&b, fmt.Sprintf("  %-12s  ", l.term), l.text, SummaryWidth)
 	}
-	fmt.Fprintf(&b, "\n%d experiments: %s.\n", len(results), strings.Join(parts, ", "))
+	b.WriteString("\nWhy\n")
 	for _, r := range results {
-		if r.Verdict.Outcome != lab.Reproduced {
-			fmt.Fprintf(&b, "  %s %s: %s\n", r.Experiment, r.Verdict.Outcome, r.Verdict.Reason)
-		}
+		writeHanging(&b, "  ", fmt.Sprintf("%s, %s: %s", r.Experiment, r.Verdict.Outcome, r.Verdict.Reason), SummaryWidth)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeHanging writes prefix and text wrapped to width. Later lines line up
+// under the text when the prefix is a label, and hang two spaces deeper than
+// the first when it is only an indent.
+func writeHanging(b *strings.Builder, prefix, text string, width int) {
+	indent := utf8.RuneCountInString(prefix)
+	if strings.TrimSpace(prefix) == "" {
+		indent += 2
+	}
+	lines := wrap(text, width-utf8.RuneCountInString(prefix))
+	b.WriteString(prefix + lines[0] + "\n")
+	if len(lines) == 1 {
+		return
+	}
+	for _, line := range wrap(strings.Join(lines[1:], " "), width-indent) {
+		b.WriteString(strings.Repeat(" ", indent) + line + "\n")
+	}
+}
+
+// fitWidths returns column widths that hold every cell up to the cells'
+// limits (lab.ShowsMax, lab.CellMax), shrunk to fit a line of width
+// characters (two spaces between columns): while too wide, the widest
+// middle column (not the name, not the verdict) loses a character. Cells
+// wider than their column are cut by writeTable.
+func fitWidths(rows [][]string, width int) []int {
+	// The middle columns' caps are the limits experiments keep their short
+	// cells to; only a row that fell back on its sentences meets them.
+	caps := []int{math.MaxInt, lab.ShowsMax, lab.CellMax, lab.CellMax, lab.CellMax, math.MaxInt}
+	widths := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for c, cell := range row {
+			widths[c] = max(widths[c], min(caps[c], utf8.RuneCountInString(cell)))
+		}
+	}
+	total := func() int {
+		sum := 2 * (len(widths) - 1)
+		for _, w := range widths {
+			sum += w
+		}
+		return sum
+	}
+	for total() > width {
+		widest := 1
+		for c := 2; c < len(widths)-1; c++ {
+			if widths[c] > widths[widest] {
+				widest = c
+			}
+		}
+		if widths[widest] <= 6 {
+			break // a line cannot fit; better too wide than unreadable
+		}
+		widths[widest]--
+	}
+	return widths
 }
 
 // WriteResult writes one result as a block: a heading with the size it ran
@@ -49,19 +131,11 @@ func WriteSummary(w io.Writer, results []*lab.Result) error {
 // the details.
 func WriteResult(w io.Writer, r *lab.Result) error {
 	var b strings.Builder
-	mode := "full"
-	if r.Quick {
-		mode = "quick"
-	}
-	size := fmt.Sprintf("%d trials", r.Params.Trials)
-	if r.Params.Procs > 0 {
-		size += fmt.Sprintf(", %d procs", r.Params.Procs)
-	}
-	fmt.Fprintf(&b, "== %s (%s) - %s, %s, seed %d, %.1f s\n", r.Experiment, r.Rung, mode, size, r.Seed, r.Seconds)
+	fmt.Fprintf(&b, "== %s (%s) - %s\n", r.Experiment, r.Rung, sizeLine(r))
 	lines := []lab.Detail{
 		{Label: "articles", Value: r.Articles},
-		{Label: "original (now)", Value: r.Original},
-		{Label: "coord (now)", Value: r.Coord},
+		{Label: "original now", Value: r.Original},
+		{Label: "coord now", Value: r.Coord},
 		{Label: "verdict", Value: fmt.Sprintf("%s: %s", r.Verdict.Outcome, r.Verdict.Reason)},
 	}
 	lines = append(lines, r.Details...)
@@ -82,28 +156,16 @@ func WriteResult(w io.Writer, r *lab.Result) error {
 	return err
 }
 
-// writeTable writes rows (the first is the header) with each cell wrapped to
-// its column's width, a rule under the header, and two spaces between
-// columns.
+// writeTable writes rows (the first is the header) one line each, every
+// cell padded or cut to its column's width, a rule under the header, and two
+// spaces between columns.
 func writeTable(b *strings.Builder, rows [][]string, widths []int) {
 	for i, row := range rows {
-		cells := make([][]string, len(row))
-		height := 1
+		parts := make([]string, len(row))
 		for c, cell := range row {
-			cells[c] = wrap(cell, widths[c])
-			height = max(height, len(cells[c]))
+			parts[c] = pad(cut(cell, widths[c]), widths[c])
 		}
-		for line := range height {
-			var parts []string
-			for c := range row {
-				text := ""
-				if line < len(cells[c]) {
-					text = cells[c][line]
-				}
-				parts = append(parts, pad(text, widths[c]))
-			}
-			b.WriteString(strings.TrimRight(strings.Join(parts, "  "), " ") + "\n")
-		}
+		b.WriteString(strings.TrimRight(strings.Join(parts, "  "), " ") + "\n")
 		if i == 0 {
 			var rules []string
 			for _, wd := range widths {
@@ -112,6 +174,18 @@ func writeTable(b *strings.Builder, rows [][]string, widths []int) {
 			b.WriteString(strings.Join(rules, "  ") + "\n")
 		}
 	}
+}
+
+// cut shortens s to width characters, ending in "…" when it was longer.
+func cut(s string, width int) string {
+	r := []rune(s)
+	if len(r) <= width {
+		return s
+	}
+	if width < 1 {
+		return ""
+	}
+	return string(r[:width-1]) + "…"
 }
 
 // wrap breaks text into lines of at most width characters at spaces; a word

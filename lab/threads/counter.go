@@ -1,8 +1,12 @@
 package threads
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The counters of the race, mutex and granularity experiments. Each runs
@@ -23,35 +27,70 @@ func racyCount(goroutines, increments int) int {
 	return loadNoRace(&counter)
 }
 
-// racyCountTogether is racyCount with a start line: every worker waits until
-// all have been started, so that they run at the same time wherever there
-// are cores for them.
-func racyCountTogether(goroutines, increments int) int {
+// racyCountParallel is racyCount with goroutines that spin at a start line
+// until every one of them is running, so that they count at the same instant
+// wherever the operating system gives them cores at once. Each is locked to
+// its thread, which measures the CPU time it spent counting. It returns the
+// total and the cores' worth of CPU the counting got: the goroutines' CPU
+// seconds between them per second of wall time, goroutines when the machine
+// ran every one of them throughout, less when other work held the cores.
+func racyCountParallel(goroutines, increments int) (total int, cores float64) {
 	var counter int
 	var wg sync.WaitGroup
-	start := make(chan struct{})
+	var arrived atomic.Int64
+	var cpuNanos atomic.Int64
+	var released time.Time
 	wg.Add(goroutines)
-	for range goroutines {
+	for i := range goroutines {
 		go func() {
-			<-start
-			racyWorker(&counter, increments, &wg)
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			// A spin, not a channel: a goroutine woken from a channel may wait
+			// for a thread, and then the others have finished before it starts.
+			arrived.Add(1)
+			for arrived.Load() < int64(goroutines) {
+			}
+			if i == 0 {
+				released = time.Now() // read only after wg.Wait
+			}
+			before := threadCPU()
+			racyWorker(&counter, increments, nil)
+			cpuNanos.Add(int64(threadCPU() - before))
 		}()
 	}
-	close(start)
 	wg.Wait()
-	return loadNoRace(&counter)
+	if wall := time.Since(released); wall > 0 {
+		cores = float64(cpuNanos.Load()) / float64(wall)
+	}
+	return loadNoRace(&counter), cores
+}
+
+// threadCPU returns the CPU time the calling thread has used, or 0 where the
+// kernel cannot say.
+func threadCPU() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // racyWorker does the unsynchronised increments. It is exempt from the race
 // detector on purpose: the lab's own tests run under -race, and this race is
 // the experiment, not a bug. The race detector's verdict on the same code
-// comes from the separate program in testdata/counter, built with -race.
+// comes from the separate program in testdata/counter, built with -race. wg,
+// when not nil, is told when the worker is done.
 //
 //go:norace
 func racyWorker(counter *int, increments int, wg *sync.WaitGroup) {
-	defer wg.Done()
+	if wg != nil {
+		defer wg.Done()
+	}
 	for range increments {
-		*counter++ // load, add, store: three steps another goroutine can interleave
+		// A load, an add and a store, not atomic: three instructions on
+		// arm64, one (INCQ) on amd64 that another core can still cut into.
+		*counter++
 	}
 }
 

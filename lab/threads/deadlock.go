@@ -14,7 +14,9 @@ var deadlockExperiment = lab.Experiment{
 	Name:     "deadlock",
 	Rung:     lab.Threads,
 	Short:    "lock-order inversion, and how often it hides without the Sleep",
+	Shows:    "lock-order deadlock",
 	Articles: "Go reports all goroutines asleep; without the Sleep the bug hides",
+	Figure:   "asleep; hides",
 	Help: `Two goroutines take two mutexes in opposite order: one locks A then B, the
 other B then A, with a short Sleep between the two acquisitions. Each ends up
 holding the lock the other wants: a circular wait neither can leave.
@@ -159,6 +161,8 @@ func deadlockResult(d deadlockData) *lab.Result {
 	res.Original = fmt.Sprintf("with Sleep: runtime deadlock in %d/%d; without: hid in %d/%d runs",
 		reported, len(d.WithSleep), hid, len(d.NoSleep))
 	res.Coord = fmt.Sprintf("one lock order: %d/%d runs finished", d.OrderedDone, d.OrderedDone+d.OrderedHung)
+	res.Row.Original = fmt.Sprintf("%d/%d, hid %d/%d", reported, len(d.WithSleep), hid, len(d.NoSleep))
+	res.Row.Coord = fmt.Sprintf("ordered %d/%d", d.OrderedDone, d.OrderedDone+d.OrderedHung)
 	res.AddDetail("articles' program ran as", "%s", d.Harness.How)
 	for i, r := range d.WithSleep {
 		res.AddDetail(fmt.Sprintf("with Sleep, run %d", i+1), "%s", r.describe())
@@ -167,7 +171,7 @@ func deadlockResult(d deadlockData) *lab.Result {
 	res.AddDetail("without Sleep", "completed %d, deadlocked %d, other %d of %d runs", hid, bit, len(d.NoSleep)-hid-bit, len(d.NoSleep))
 	res.AddDetail("one lock order", "%d runs finished, %d hung (Sleep %s kept)", d.OrderedDone, d.OrderedHung, betweenLocks)
 	res.Charts = []lab.Chart{{
-		Name: "outcomes", Title: "deadlock: runs that deadlocked", XLabel: "variant", YLabel: "runs",
+		Name: "outcomes", Title: "deadlock: runs that deadlocked", XLabel: "outcome", YLabel: "runs",
 		Kind: lab.Bars, Categories: []string{"deadlocked", "completed"},
 		Series: []lab.Series{
 			{Label: "articles, with Sleep", Values: []float64{float64(countRuns(d.WithSleep, childRun.Deadlocked)), float64(countRuns(d.WithSleep, childRun.Completed))}},

@@ -13,7 +13,9 @@ var granularityExperiment = lab.Experiment{
 	Name:     "granularity",
 	Rung:     lab.Threads,
 	Short:    "a lock per increment against a lock around the loop, timed",
+	Shows:    "lock per op or loop",
 	Articles: "the coarse lock wins by 60-90x",
+	Figure:   "coarse 60-90x",
 	Help: `The mutex counter timed twice: once taking the lock per increment, as the
 usual advice (hold locks briefly) recommends, and once taking it around each
 goroutine's whole loop. The articles' column is the per-increment lock; coord's
@@ -97,6 +99,8 @@ func granularityResult(d granularityData) *lab.Result {
 	res := &lab.Result{Data: d, Verdict: judgeGranularity(d)}
 	res.Original = fmt.Sprintf("lock per increment: median %s", millis(fine.Median))
 	res.Coord = fmt.Sprintf("lock per loop: median %s, %.0fx faster (GOMAXPROCS %d)", millis(coarse.Median), d.Ratio, d.GOMAXPROCS)
+	res.Row.Original = "per op " + millis(fine.Median)
+	res.Row.Coord = fmt.Sprintf("%.0fx faster", d.Ratio)
 	res.AddDetail("machine", "GOMAXPROCS %d, %d CPUs", d.GOMAXPROCS, d.NumCPU)
 	res.AddDetail("workload", "%s goroutines x %s increments, %d runs each", commas(d.Goroutines), commas(d.Increments), len(d.FineSeconds))
 	res.AddDetail("lock per increment", "min %s, median %s, max %s (%s lock/unlock pairs)",

@@ -12,7 +12,9 @@ var mutexExperiment = lab.Experiment{
 	Name:     "mutex",
 	Rung:     lab.Threads,
 	Short:    "the counter with its value and mutex in one struct",
+	Shows:    "mutex in one struct",
 	Articles: "1,000,000 every time; -race silent",
+	Figure:   "right every run",
 	Help: `The race experiment's counter made correct: the articles wrap the value and
 the mutex that guards it in one struct, which writes down what the lock
 protects. coord's column does the same job with one atomic add per increment
@@ -93,6 +95,8 @@ func mutexResult(d mutexData) *lab.Result {
 	}
 	res.Coord = fmt.Sprintf("atomic add: %s in %d/%d runs, median %s",
 		commas(d.Expected), countEqual(d.AtomicTotals, d.Expected), len(d.AtomicTotals), millis(atomicTime.Median))
+	res.Row.Original = fmt.Sprintf("%s %d/%d", commas(d.Expected), countEqual(d.MutexTotals, d.Expected), len(d.MutexTotals))
+	res.Row.Coord = fmt.Sprintf("atomic %d/%d", countEqual(d.AtomicTotals, d.Expected), len(d.AtomicTotals))
 	res.AddDetail("workload", "%s goroutines x %s increments, %d runs each", commas(d.Goroutines), commas(d.Increments), len(d.MutexTotals))
 	res.AddDetail("mutex per increment", "min %s, median %s, max %s per run",
 		millis(mutexTime.Min), millis(mutexTime.Median), millis(mutexTime.Max))

@@ -15,7 +15,9 @@ var prodconsExperiment = lab.Experiment{
 	Name:     "prodcons",
 	Rung:     lab.Threads,
 	Short:    "3 producers, 2 consumers, a bounded queue, and the shutdown",
+	Shows:    "WaitGroup shutdown",
 	Articles: "two WaitGroups shut down cleanly; one WaitGroup deadlocks",
+	Figure:   "1 WG deadlocks",
 	Help: `Three producers and two consumers share a bounded queue (a buffered channel
 of 10). The work is easy; the shutdown is the experiment. Clean shutdown needs
 two WaitGroups: wait for the producers, close the queue, then wait for the
@@ -180,6 +182,8 @@ func prodconsResult(d prodconsData) *lab.Result {
 	}
 	clean := cleanRuns(d)
 	res.Coord = fmt.Sprintf("two WaitGroups: %d/%d runs clean, %d items each", clean, len(d.TwoCounts)+d.TwoHung, d.Items)
+	res.Row.Original = fmt.Sprintf("deadlock %d/%d", countRuns(d.OneWaitGroup, childRun.Deadlocked), len(d.OneWaitGroup))
+	res.Row.Coord = fmt.Sprintf("clean %d/%d", clean, len(d.TwoCounts)+d.TwoHung)
 	res.AddDetail("workload", "%d producers x %d items, %d consumers, queue of %d", producers, itemsPerProducer, consumers, queueSize)
 	res.AddDetail("one WaitGroup ran as", "%s", d.Harness.How)
 	for i, r := range d.OneWaitGroup {

@@ -15,7 +15,9 @@ var semaphoreExperiment = lab.Experiment{
 	Name:     "semaphore",
 	Rung:     lab.Threads,
 	Short:    "the movie hall: a buffered channel of 2 as a semaphore",
+	Shows:    "channel semaphore",
 	Articles: "never more than 2 inside; the other 8 block on the send",
+	Figure:   "2 in, 8 wait",
 	Help: `A movie hall with two seats and ten goroutines that want in. The articles'
 hall is a buffered channel of size 2: a send takes a seat (and blocks while
 both are taken), a receive frees one. coord's column is the same hall built on
@@ -166,6 +168,8 @@ func semaphoreResult(d semaphoreData) *lab.Result {
 	res := &lab.Result{Data: d, Verdict: judgeSemaphore(d)}
 	res.Original = fmt.Sprintf("channel of %d: at most %d inside, up to %d waiting", d.Seats, maxOf(chIn), maxOf(chWait))
 	res.Coord = fmt.Sprintf("sync.Cond: at most %d inside, up to %d waiting", maxOf(condIn), maxOf(condWait))
+	res.Row.Original = fmt.Sprintf("%d in, %d wait", maxOf(chIn), maxOf(chWait))
+	res.Row.Coord = fmt.Sprintf("%d in, %d wait", maxOf(condIn), maxOf(condWait))
 	res.AddDetail("workload", "%d goroutines, %d seats, %s each, %d showings per hall", d.Goroutines, d.Seats, showDuration, len(d.Channel))
 	res.AddDetail("buffered channel", "most inside %d (full house in %d of %d showings), most waiting %d", maxOf(chIn), countEqual(chIn, d.Seats), len(chIn), maxOf(chWait))
 	res.AddDetail("sync.Cond", "most inside %d (full house in %d of %d showings), most waiting %d", maxOf(condIn), countEqual(condIn, d.Seats), len(condIn), maxOf(condWait))

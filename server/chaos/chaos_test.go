@@ -39,7 +39,7 @@ func runChaos(t *testing.T, nodes int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d nodes: %d operations (%d acknowledged writes, %d unknown outcomes, %d reads unanswered), %d faults",
+	t.Logf("%d nodes: %d operations (%d acknowledged writes, %d unknown outcomes, %d reads unanswered or writes not applied), %d faults",
 		nodes, rep.Ops, rep.Acked, rep.Unknown, rep.Failed, len(rep.Faults))
 	if !rep.Linearizable {
 		t.Errorf("history is not linearizable (%v); see %s", rep.Result, rep.Visualization)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,9 +76,13 @@ type Node struct {
 //
 // Cluster is safe for concurrent use.
 type Cluster struct {
-	cfg    Config
-	sec    *Security // nil: insecure
-	access Access
+	cfg Config
+	// clusterID is every node's --cluster-id, recorded in its data
+	// directory's identity and checked on every restart; a secure
+	// cluster's certificates name the same id.
+	clusterID string
+	sec       *Security // nil: insecure
+	access    Access
 	// tokenReady is set once the leader accepted the admin token (the
 	// first leader of a secure cluster makes it; see WaitLeader).
 	tokenReady atomic.Bool
@@ -111,10 +116,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Nodes < 1 || cfg.Dir == "" || cfg.Binary == "" {
 		return nil, fmt.Errorf("%w: want Nodes >= 1, Dir and Binary (got %d, %q, %q)", ErrInvalid, cfg.Nodes, cfg.Dir, cfg.Binary)
 	}
+	// One id for the data directories' identities and the certificates.
+	clusterID := fmt.Sprintf("%016x", rand.Uint64()|1)
 	var sec *Security
 	if !cfg.Insecure {
 		var err error
-		if sec, err = newSecurity(cfg.Dir); err != nil {
+		if sec, err = newSecurity(cfg.Dir, clusterID); err != nil {
 			return nil, fmt.Errorf("localcluster: make the cluster's certificates: %w", err)
 		}
 	}
@@ -123,7 +130,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
-		c, err := start(ctx, cfg, sec, acc)
+		c, err := start(ctx, cfg, clusterID, sec, acc)
 		if err == nil || !errors.Is(err, errPortTaken) || attempt == startAttempts {
 			return c, err
 		}
@@ -132,8 +139,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 
 // start makes one attempt of Start. On failure it stops every node it
 // started (detached or not) and, after errPortTaken, removes their files.
-func start(ctx context.Context, cfg Config, sec *Security, acc Access) (*Cluster, error) {
-	c := &Cluster{cfg: cfg, sec: sec, access: acc, nodes: map[uint64]*Node{}, proxies: map[[2]uint64]*faultproxy.Proxy{}, cut: map[[2]uint64]bool{}, holed: map[[2]uint64]bool{}}
+func start(ctx context.Context, cfg Config, clusterID string, sec *Security, acc Access) (*Cluster, error) {
+	c := &Cluster{cfg: cfg, clusterID: clusterID, sec: sec, access: acc, nodes: map[uint64]*Node{},
+		proxies: map[[2]uint64]*faultproxy.Proxy{}, cut: map[[2]uint64]bool{}, holed: map[[2]uint64]bool{}}
 	err := c.startNodes(ctx)
 	if err != nil {
 		for _, id := range c.IDs() {
@@ -240,6 +248,9 @@ func (c *Cluster) args(n *Node) []string {
 	args := append(slices.Clone(c.cfg.Prefix), "server",
 		"--id", strconv.FormatUint(n.ID, 10), "--listen", n.Peer, "--http", n.HTTP,
 		"--peers", server.FormatPeers(n.peers), "--data", n.Data)
+	if c.clusterID != "" {
+		args = append(args, "--cluster-id", c.clusterID)
+	}
 	if n.Join {
 		args = append(args, "--join")
 	}
@@ -634,14 +645,19 @@ const File = "cluster.json"
 // Info is what cluster.json holds.
 type Info struct {
 	Nodes []Node `json:"nodes"`
+	// ClusterID is the nodes' --cluster-id.
+	ClusterID string `json:"cluster_id,omitempty"`
 	// Security names the certificate and token files of a secure
 	// cluster; nil for an insecure one.
 	Security *Security `json:"security,omitempty"`
 }
 
 func (c *Cluster) save() error {
-	return writeInfo(c.cfg.Dir, Info{Nodes: c.Nodes(), Security: c.sec})
+	return writeInfo(c.cfg.Dir, Info{Nodes: c.Nodes(), ClusterID: c.clusterID, Security: c.sec})
 }
+
+// ClusterID returns the cluster's ID (the nodes' --cluster-id).
+func (c *Cluster) ClusterID() string { return c.clusterID }
 
 // Load reads the cluster.json of a cluster started in dir.
 func Load(dir string) (Info, error) {

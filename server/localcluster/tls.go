@@ -2,9 +2,7 @@ package localcluster
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -89,15 +87,11 @@ func (s *Security) Load() (Access, error) {
 }
 
 // newSecurity makes a secure cluster's CA, client certificate and admin
-// token in dir/tls.
-func newSecurity(dir string) (*Security, error) {
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, err
-	}
+// token in dir/tls, for cluster (the nodes' --cluster-id).
+func newSecurity(dir, cluster string) (*Security, error) {
 	tdir := filepath.Join(dir, TLSDir)
 	s := &Security{
-		Cluster: "c" + hex.EncodeToString(b[:]),
+		Cluster: cluster,
 		CA:      filepath.Join(tdir, "ca.crt"), CAKey: filepath.Join(tdir, "ca.key"),
 		Cert: filepath.Join(tdir, "client.crt"), Key: filepath.Join(tdir, "client.key"),
 		TokenFile: filepath.Join(tdir, "admin.token"),

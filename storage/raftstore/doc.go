@@ -29,13 +29,46 @@
 //
 // A write that fails leaves the Disk refusing further writes if the
 // write-ahead log may be in an unknown state (a failed fsync cannot be
-// retried safely); Close it and Open the directory again, which recovers.
+// retried in place safely), until Repair succeeds: it takes the log back to
+// the last acknowledged write (see wal.WAL.Repair), and the caller writes
+// again what was not acknowledged. A full disk (ENOSPC, vfs.IsNoSpace) is
+// survived that way, without a restart: writes fail, Repair and retries go
+// on until space returns. Closing the Disk and opening the directory again
+// recovers too. A failed snapshot write (Compact, ApplySnapshot) changes
+// nothing and leaves the Disk usable unless the log's checkpoint failed.
+//
+// The term and vote are written to the VOTE file, durably, before the log
+// record that carries them: a log that loses its tail (a torn or damaged
+// last segment truncated by recovery) does not take the node's vote with
+// it. Open takes the newer of the two. So after a crash the term and vote
+// may be those of a Save that was not acknowledged; that is safe, a node
+// may always move on to a newer term, and the vote was promised to no one
+// else.
 //
 // # On disk
 //
-//	dir/wal/   segments of the write-ahead log (format: package wal)
-//	dir/snap/  the current snapshot file (format: package snapshot)
-//	dir/LOCK   locked (vfs.FS.Lock) while a Disk has the directory open
+//	dir/wal/     segments of the write-ahead log (format: package wal)
+//	dir/snap/    the current snapshot file (format: package snapshot)
+//	dir/LOCK     locked (vfs.FS.Lock) while a Disk has the directory open
+//	dir/IDENTITY whose directory it is (SetIdentity): cluster and node id,
+//	             creation time; written once
+//	dir/VOTE     the newest term and the vote in it
+//
+// IDENTITY and VOTE are small checksummed records (formats in meta.go),
+// replaced atomically (tmp, fsync, rename, fsync dir).
+//
+// # Lost files
+//
+// Open starts a new log only in a directory with no IDENTITY, no VOTE and
+// no snapshot: there, an empty directory is a new node. Anywhere else a
+// missing write-ahead log, an empty one where VOTE records a vote, or a
+// missing VOTE where the log has a term, is ErrLost; a snapshot the log
+// refers to but cannot find, or a newest segment that the one before it
+// names but is gone, is ErrCorrupt. The error names what is missing, and
+// Open removes nothing: such a node must not run, for it would have
+// forgotten votes and entries it acknowledged. The files are left for the
+// operator, and the node replaced (remove it from the cluster, add it back
+// with a new ID and an empty directory).
 //
 // ApplySnapshot and Compact follow one protocol: write the snapshot file
 // atomically (tmp, fsync, rename, fsync dir); then start a log segment that

@@ -25,6 +25,16 @@ var (
 	ErrCorrupt = errors.New("raftstore: corrupt")
 	// ErrClosed is returned by every method after Close.
 	ErrClosed = errors.New("raftstore: closed")
+	// ErrLost is wrapped by every Open error that means files this
+	// directory must hold are gone: the log of a directory with an
+	// IDENTITY (or a VOTE, or snapshots) is missing or empty, or the VOTE
+	// of a node that has voted is. A node must not run on such a
+	// directory: it would have forgotten its votes and acknowledged
+	// entries.
+	ErrLost = errors.New("raftstore: data lost")
+	// ErrIdentity means SetIdentity was given another identity than the
+	// one the directory has.
+	ErrIdentity = errors.New("raftstore: the data directory belongs to another node")
 )
 
 // Options configures a Disk. The zero value is valid and means the defaults.
@@ -49,11 +59,14 @@ func (o Options) Validate() error {
 type Disk struct {
 	mu      sync.Mutex
 	fs      vfs.FS
+	dir     string
 	snapDir string
 	logger  *slog.Logger
 	wal     *wal.WAL
 	lock    io.Closer // the directory's LOCK file, held while open
 
+	identity *Identity // nil: none written yet
+	vote     vote      // what the VOTE file holds (zero: no file)
 	hs       raft.HardState
 	snapMeta raft.SnapshotMetadata // Index 0: no snapshot
 	snapSum  uint32                // checksum of the snapshot file
@@ -66,9 +79,13 @@ var _ raft.Storage = (*Disk)(nil)
 
 // Open opens the storage in dir, creating it if needed, and recovers its
 // state: the write-ahead log is replayed (a torn tail is truncated and
-// logged) and the snapshot it refers to is verified. Leftover files from an
-// interrupted write are removed. An error wrapping ErrCorrupt means the
-// files are damaged and the node must not run on them.
+// logged), the term and vote are taken from the VOTE file where it is
+// newer, and the snapshot the log refers to is verified. Leftover files
+// from an interrupted write are removed. A new log is started only in a
+// directory that holds no IDENTITY, VOTE or snapshot file: otherwise a
+// missing log is an error wrapping ErrLost, and nothing is removed. An
+// error wrapping ErrCorrupt means the files are damaged; with ErrLost, that
+// some are missing. Either way the node must not run on them.
 func Open(fsys vfs.FS, dir string, opts Options) (*Disk, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -77,7 +94,7 @@ func Open(fsys vfs.FS, dir string, opts Options) (*Disk, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	d := &Disk{fs: fsys, snapDir: filepath.Join(dir, "snap"), logger: logger}
+	d := &Disk{fs: fsys, dir: dir, snapDir: filepath.Join(dir, "snap"), logger: logger}
 	// Two processes appending to one log would interleave their records:
 	// the directory is locked for as long as the Disk is open.
 	if err := vfs.MkdirAllDurable(fsys, dir); err != nil {
@@ -102,14 +119,29 @@ func Open(fsys vfs.FS, dir string, opts Options) (*Disk, error) {
 }
 
 func (d *Disk) recover(dir string, opts Options) error {
-	if err := vfs.MkdirAllDurable(d.fs, d.snapDir); err != nil {
+	id, hasID, err := readIdentity(d.fs, dir)
+	if err != nil {
 		return err
 	}
-	w, state, err := wal.Open(d.fs, filepath.Join(dir, "wal"), wal.Options{SegmentBytes: opts.SegmentBytes, Logger: d.logger})
+	if hasID {
+		d.identity = &id
+	}
+	v, hasVote, err := readVote(d.fs, dir)
+	if err != nil {
+		return err
+	}
+	d.vote = v
+	w, state, err := d.openLog(dir, opts, hasVote)
 	if err != nil {
 		return err
 	}
 	d.wal, d.hs, d.ents = w, state.HardState, state.Entries
+	if err := d.checkLog(state, hasVote); err != nil {
+		return err
+	}
+	if err := vfs.MkdirAllDurable(d.fs, d.snapDir); err != nil {
+		return err
+	}
 	keep := ""
 	if cp := state.Checkpoint; cp.Index > 0 {
 		keep = snapshot.FileName(cp.Index, cp.Term)
@@ -127,6 +159,118 @@ func (d *Disk) recover(dir string, opts Options) error {
 		d.snapMeta, d.snapSum = snap.Metadata, sum
 	}
 	return d.removeSnapshotsExcept(keep)
+}
+
+// openLog opens the write-ahead log, starting a new one only where dir
+// shows no sign of having had one.
+func (d *Disk) openLog(dir string, opts Options, hasVote bool) (*wal.WAL, wal.State, error) {
+	o := wal.Options{SegmentBytes: opts.SegmentBytes, Logger: d.logger, RequireExisting: true}
+	w, state, err := wal.Open(d.fs, filepath.Join(dir, "wal"), o)
+	if !errors.Is(err, wal.ErrMissing) {
+		return w, state, err
+	}
+	snaps, _, lerr := snapshot.List(d.fs, d.snapDir)
+	switch {
+	case lerr != nil:
+		return nil, wal.State{}, lerr
+	case d.identity != nil:
+		return nil, wal.State{}, fmt.Errorf("%w: the write-ahead log %s is missing (%v), but %s says this directory belongs to %v",
+			ErrLost, filepath.Join(dir, "wal"), err, identityFile, *d.identity)
+	case hasVote:
+		return nil, wal.State{}, fmt.Errorf("%w: the write-ahead log %s is missing (%v), but %s says the node voted in term %d",
+			ErrLost, filepath.Join(dir, "wal"), err, voteFile, d.vote.term)
+	case len(snaps) > 0:
+		return nil, wal.State{}, fmt.Errorf("%w: the write-ahead log %s is missing (%v), but %s holds snapshot %s; it was not removed",
+			ErrLost, filepath.Join(dir, "wal"), err, d.snapDir, snaps[len(snaps)-1].Name)
+	}
+	// A new node.
+	o.RequireExisting = false
+	return wal.Open(d.fs, filepath.Join(dir, "wal"), o)
+}
+
+// checkLog merges the VOTE file into the recovered hard state, and checks
+// that a directory with an identity did not lose its log's contents.
+func (d *Disk) checkLog(state wal.State, hasVote bool) error {
+	empty := state.HardState.IsEmpty() && len(state.Entries) == 0 && state.Checkpoint.Index == 0
+	switch {
+	case d.identity != nil && empty && d.vote.term > 0:
+		return fmt.Errorf("%w: the write-ahead log is empty, but %s says the node voted in term %d (%v)",
+			ErrLost, voteFile, d.vote.term, *d.identity)
+	case d.identity != nil && !hasVote && state.HardState.Term > 0:
+		return fmt.Errorf("%w: %s is missing, but the log is at term %d (%v)",
+			ErrLost, filepath.Join(d.dir, voteFile), state.HardState.Term, *d.identity)
+	}
+	hs := state.HardState
+	switch v := d.vote; {
+	case v.term > hs.Term:
+		// The log lost the record of the newest term (a torn or damaged
+		// tail): the VOTE file, written first, still has it.
+		d.logger.Warn("raftstore: the log's hard state is older than the vote file; taking the vote file's term and vote",
+			"dir", d.dir, "log_term", hs.Term, "log_vote", hs.Vote, "term", v.term, "vote", v.vote)
+		hs.Term, hs.Vote = v.term, v.vote
+	case v.term == hs.Term && hs.Vote == 0:
+		hs.Vote = v.vote
+	case v.term == hs.Term && v.vote != 0 && v.vote != hs.Vote:
+		return fmt.Errorf("%w: in term %d the log says the vote went to %d, %s says to %d",
+			ErrCorrupt, hs.Term, hs.Vote, voteFile, v.vote)
+	}
+	d.hs = hs
+	return nil
+}
+
+// Identity returns the directory's identity, if one was written.
+func (d *Disk) Identity() (Identity, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.identity == nil {
+		return Identity{}, false
+	}
+	return *d.identity, true
+}
+
+// SetIdentity records, durably, whose directory this is: from then on,
+// Open refuses the directory if its log goes missing. Call it when the node
+// is created, before it saves anything. It does nothing if the directory
+// has this identity already (same cluster and node), and fails with
+// ErrIdentity if it has another.
+func (d *Disk) SetIdentity(id Identity) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usable(); err != nil {
+		return err
+	}
+	if id.NodeID == 0 {
+		return fmt.Errorf("raftstore: set identity: node id 0")
+	}
+	if have := d.identity; have != nil {
+		if have.ClusterID != id.ClusterID || have.NodeID != id.NodeID {
+			return fmt.Errorf("%w: it is %v, not %v", ErrIdentity, *have, id)
+		}
+		return nil
+	}
+	if err := writeAtomic(d.fs, d.dir, identityFile, encodeIdentity(id)); err != nil {
+		return fmt.Errorf("raftstore: set identity: %w", err)
+	}
+	d.identity = &id
+	return nil
+}
+
+// Repair makes the Disk take writes again after a failed one left its
+// log unusable (wal.ErrFailed), as wal.WAL.Repair does: the log goes back
+// to the last acknowledged write, and the caller writes again what was
+// not acknowledged. On error (the disk is still full, say) the Disk still
+// refuses writes; call Repair again later. Reads are unaffected throughout:
+// they only ever showed acknowledged writes.
+func (d *Disk) Repair() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usable(); err != nil {
+		return err
+	}
+	if err := d.wal.Repair(); err != nil {
+		return fmt.Errorf("raftstore: %w", err)
+	}
+	return nil
 }
 
 // removeSnapshotsExcept removes the snapshot files other than keep, and any
@@ -296,6 +440,15 @@ func (d *Disk) Save(hs raft.HardState, ents []raft.Entry) error {
 	}
 	if len(ents) == 0 && !writeHS {
 		return nil
+	}
+	if writeHS && (vote{hs.Term, hs.Vote} != d.vote) {
+		// The term and vote go to their own file first: a log that loses
+		// its tail must not take a vote with it (Raft Figure 2: one vote
+		// per term, on stable storage before the response).
+		if err := writeAtomic(d.fs, d.dir, voteFile, encodeVote(vote{hs.Term, hs.Vote})); err != nil {
+			return fmt.Errorf("raftstore: save: vote: %w", err)
+		}
+		d.vote = vote{hs.Term, hs.Vote}
 	}
 	var record raft.HardState
 	if writeHS {

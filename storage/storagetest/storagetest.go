@@ -36,10 +36,31 @@ func Run(t *testing.T, newStorage func(t *testing.T) Storage) {
 		{"ApplySnapshotInsideLog", testApplySnapshotInsideLog},
 		{"ApplySnapshotOutOfDate", testApplySnapshotOutOfDate},
 		{"RandomAgainstModel", testRandomAgainstModel},
+		{"RepairOfAHealthyStorage", testRepairOfAHealthyStorage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.test(t, newStorage(t)) })
 	}
+}
+
+// testRepairOfAHealthyStorage: a Storage that can be repaired after a
+// failed write (node.Repairer) treats Repair as a no-op while it works:
+// nothing acknowledged changes, and writes go on.
+func testRepairOfAHealthyStorage(t *testing.T, s Storage) {
+	r, ok := s.(node.Repairer)
+	if !ok {
+		t.Skip("the Storage has no Repair")
+	}
+	must(t, s.Save(raft.HardState{Term: 2, Vote: 1, Commit: 2}, ents(1, 3, 2)))
+	must(t, r.Repair())
+	checkRange(t, s, 1, 3)
+	hs, _, err := s.InitialState()
+	must(t, err)
+	if hs != (raft.HardState{Term: 2, Vote: 1, Commit: 2}) {
+		t.Fatalf("after Repair, hard state %+v", hs)
+	}
+	must(t, s.Save(raft.HardState{}, ents(4, 1, 2)))
+	checkRange(t, s, 1, 4)
 }
 
 // ents returns n entries from first with the given term.

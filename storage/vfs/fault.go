@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"syscall"
 )
 
 // ErrInjected is the error a FaultFS returns for an injected failure.
@@ -71,7 +72,28 @@ const (
 	// write then succeeds, as a silent media error would), or in the data a
 	// Read returns. Other operations are let through.
 	FaultBitFlip
+	// FaultNoSpace is a full disk: a Write writes a prefix of its buffer
+	// (of seeded length, maybe empty) and returns an error wrapping both
+	// ErrInjected and syscall.ENOSPC, as write(2) does when the space runs
+	// out mid-buffer. Other operations are let through: on a full disk
+	// fsync, truncate, rename and remove still work.
+	FaultNoSpace
 )
+
+// IsNoSpace reports whether err says the disk is full (ENOSPC), from the
+// real file system or from a FaultFS.
+func IsNoSpace(err error) bool { return errors.Is(err, syscall.ENOSPC) }
+
+// NoSpace returns an Injector for a full disk: every Write fails with
+// FaultNoSpace until the injector is replaced (space returns).
+func NoSpace() Injector {
+	return func(op Op) Fault {
+		if op.Kind == OpWrite {
+			return FaultNoSpace
+		}
+		return NoFault
+	}
+}
 
 // Injector decides the fault for each operation. A FaultFS calls it under a
 // lock, in operation order, so it may keep state.
@@ -254,6 +276,12 @@ func (f *faultFile) Write(p []byte) (int, error) {
 			return n, err
 		}
 		return n, injected(OpWrite, f.name)
+	case FaultNoSpace:
+		n, err := f.inner.Write(p[:f.fs.intN(len(p)+1)])
+		if err != nil {
+			return n, err
+		}
+		return n, fmt.Errorf("%s %s: %w: %w", OpWrite, f.name, ErrInjected, syscall.ENOSPC)
 	case FaultBitFlip:
 		if len(p) == 0 {
 			break

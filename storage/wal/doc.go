@@ -12,8 +12,15 @@
 // Append writes one batch; Sync makes every batch appended so far durable
 // (fsync). Nothing is durable before Sync returns nil, and after a crash a
 // batch is recovered whole or not at all. A WAL whose write or sync failed
-// refuses all further work: the state of the file after a failed fsync is
-// unknowable, so the node must reopen (recover) instead of retrying.
+// refuses all further work (ErrFailed) until Repair, or a reopen, succeeds:
+// the state of the file after a failed write or fsync is unknowable (after
+// a failed fsync the page cache may show bytes the disk never got), so
+// retrying the write in place is never safe. Repair takes the log back to
+// its last successful Sync (or Checkpoint): it removes the segments started
+// since, truncates the last segment to the size that Sync left and syncs
+// it. The batches appended since were never acknowledged, and the caller
+// writes them again. That is how a full disk is survived: writes fail with
+// ENOSPC, Repair fails or the next write does, until space returns.
 //
 // Checkpoint starts a new segment holding a snapshot marker, the hard state
 // and the entries after the snapshot, makes it durable, then removes all
@@ -27,7 +34,16 @@
 // it past Options.SegmentBytes goes to a new one (a batch never spans two
 // segments, so one larger than the bound makes a larger segment). A new
 // segment is created durably: written, fsynced, then its directory fsynced,
-// before any batch in it is acknowledged.
+// before any batch in it is acknowledged. Only then does the segment before
+// it get its last record, an end-of-segment record naming the new one, and
+// a sync. So a lost newest segment is seen as a loss (the segment before
+// it names it: ErrCorrupt), never taken for the end of the log, and a crash
+// in the middle of the roll leaves a new segment with no batch, which Open
+// removes, and a segment before it whose tail is torn at worst.
+//
+// Options.RequireExisting makes Open fail with ErrMissing where it would
+// otherwise start a new log in an empty directory: a node that has voted
+// must never come back with an empty log.
 //
 // # Segment format (version 1)
 //
@@ -60,6 +76,8 @@
 //	1 entry       term (8), index (8), entry type (1), data (n-17)
 //	2 hard state  term (8), vote (8), commit (8)
 //	3 checkpoint  snapshot index (8), snapshot term (8), snapshot checksum (4)
+//	4 segment end the next segment's sequence number (8); a batch of its
+//	              own, the segment's last record
 //
 // # Replay
 //
@@ -71,7 +89,9 @@
 // snapshot", and the entries after it follow in the same batch. Replay starts
 // at the newest segment that opens with a checkpoint (or at segment 1);
 // older segments are leftovers of a checkpoint interrupted before it removed
-// them, and are removed.
+// them, and are removed. A segment-end record only checks the sequence: it
+// must be its segment's last record and name the next segment, which must
+// exist.
 //
 // # Recovery
 //

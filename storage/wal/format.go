@@ -22,6 +22,9 @@ var (
 	ErrTooLarge = errors.New("wal: record too large")
 	// ErrClosed is returned by a WAL after Close.
 	ErrClosed = errors.New("wal: closed")
+	// ErrMissing means Open, told the log must exist
+	// (Options.RequireExisting), found no segment.
+	ErrMissing = errors.New("wal: missing")
 	// ErrFailed wraps the error that made a WAL unusable: after a failed
 	// write or sync, only reopening (recovery) is safe.
 	ErrFailed = errors.New("wal: unusable after a failed write")
@@ -42,6 +45,7 @@ const (
 	entryMetaSize       = 17
 	hardStateSize       = 24
 	checkpointSize      = 20
+	segmentEndSize      = 8
 	flagBatchEnd   byte = 1
 )
 
@@ -51,6 +55,7 @@ const (
 	recordEntry      recordType = 1
 	recordHardState  recordType = 2
 	recordCheckpoint recordType = 3
+	recordSegmentEnd recordType = 4
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -141,6 +146,11 @@ func (b *batch) hardState(hs raft.HardState) {
 	})
 }
 
+// segmentEnd records that the log continues in segment next.
+func (b *batch) segmentEnd(next uint64) {
+	b.record(recordSegmentEnd, func(p []byte) []byte { return binary.LittleEndian.AppendUint64(p, next) })
+}
+
 func (b *batch) checkpoint(cp Checkpoint) {
 	b.record(recordCheckpoint, func(p []byte) []byte {
 		p = binary.LittleEndian.AppendUint64(p, cp.Index)
@@ -184,6 +194,12 @@ type scan struct {
 	torn bool
 	// reason says what was wrong with the torn tail, for the log.
 	reason string
+}
+
+// endsWithSegmentEnd reports whether the segment's last complete record
+// says the log continues in the next segment.
+func (s scan) endsWithSegmentEnd() bool {
+	return len(s.records) > 0 && s.records[len(s.records)-1].typ == recordSegmentEnd
 }
 
 // opensWithCheckpoint reports whether the segment's first record is a
@@ -337,6 +353,8 @@ func decodeRecord(data []byte, seq uint64, off int64) (rec record, flags byte, n
 		want = hardStateSize
 	case recordCheckpoint:
 		want = checkpointSize
+	case recordSegmentEnd:
+		want = segmentEndSize
 	default:
 		return record{}, 0, 0, "", fmt.Errorf("%w: unknown record type %d (written by a newer version?)", ErrUnsupported, typ)
 	}

@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 
+	"encoding/binary"
+	"slices"
+
 	"coord/internal/assert"
 	"coord/raft"
 	"coord/storage/vfs"
@@ -27,6 +30,10 @@ type Options struct {
 	// Logger receives recovery notices: a torn tail truncated, leftover
 	// segments removed. nil means slog.Default().
 	Logger *slog.Logger
+	// RequireExisting makes Open fail with ErrMissing when dir holds no
+	// segment, instead of starting a new log: for a node whose log must
+	// exist, because a missing one would be a node that forgot its votes.
+	RequireExisting bool
 }
 
 // Validate reports an option out of range, naming the field.
@@ -74,9 +81,25 @@ type WAL struct {
 	checkpointIndex uint64
 	lastIndex       uint64
 
-	err    error // the failure that made the WAL unusable
-	closed bool
-	buf    []byte // reused for encoding batches
+	err     error // the failure that made the WAL unusable
+	durable durablePoint
+	closed  bool
+	buf     []byte // reused for encoding batches
+}
+
+// durablePoint is the WAL as of its last successful sync: where Repair
+// takes it back to.
+type durablePoint struct {
+	segments        []uint64
+	size            int64 // of the last segment
+	checkpointIndex uint64
+	lastIndex       uint64
+}
+
+// markDurable records that everything written so far is durable.
+func (w *WAL) markDurable() {
+	w.durable = durablePoint{segments: slices.Clone(w.segments), size: w.size,
+		checkpointIndex: w.checkpointIndex, lastIndex: w.lastIndex}
 }
 
 // segmentName returns the file name of segment seq.
@@ -114,7 +137,15 @@ func Open(fsys vfs.FS, dir string, opts Options) (*WAL, State, error) {
 }
 
 func (w *WAL) recover() (State, error) {
-	if err := vfs.MkdirAllDurable(w.fs, w.dir); err != nil {
+	if w.opts.RequireExisting {
+		ok, err := vfs.Exists(w.fs, w.dir)
+		if err != nil {
+			return State{}, err
+		}
+		if !ok {
+			return State{}, fmt.Errorf("%w: the directory does not exist", ErrMissing)
+		}
+	} else if err := vfs.MkdirAllDurable(w.fs, w.dir); err != nil {
 		return State{}, err
 	}
 	seqs, err := w.listSegments()
@@ -122,7 +153,17 @@ func (w *WAL) recover() (State, error) {
 		return State{}, err
 	}
 	if len(seqs) == 0 {
-		return State{}, w.startSegment(1, nil)
+		if w.opts.RequireExisting {
+			return State{}, fmt.Errorf("%w: no segment in the directory", ErrMissing)
+		}
+		if err := w.startSegment(1, nil); err != nil {
+			return State{}, err
+		}
+		w.markDurable()
+		return State{}, nil
+	}
+	if seqs, err = w.dropInterruptedRoll(seqs); err != nil {
+		return State{}, err
 	}
 
 	// Newest first, find where replay starts: the newest segment that opens
@@ -160,13 +201,69 @@ func (w *WAL) recover() (State, error) {
 
 	var state State
 	for i, s := range scans {
+		if err := checkSegmentEnd(s, seqs[i], i == len(scans)-1); err != nil {
+			return State{}, fmt.Errorf("segment %s: %w", segmentName(seqs[i]), err)
+		}
 		if err := state.replay(s.records); err != nil {
 			return State{}, fmt.Errorf("segment %s: %w", segmentName(seqs[i]), err)
 		}
 	}
 	w.checkpointIndex, w.lastIndex = state.Checkpoint.Index, state.LastIndex()
 	w.segments = seqs[:len(seqs)-1]
-	return state, w.openLast(seqs[len(seqs)-1], scans[len(scans)-1])
+	if err := w.openLast(seqs[len(seqs)-1], scans[len(scans)-1]); err != nil {
+		return State{}, err
+	}
+	w.markDurable()
+	return state, nil
+}
+
+// dropInterruptedRoll removes a last segment that a crash left behind in
+// the middle of starting it: it holds no complete batch, and the segment
+// before it does not end by naming it (the end-of-segment record is
+// written, and synced, only once the new segment is durable). The segment
+// before is then the last, and a torn tail in it is truncated as usual.
+func (w *WAL) dropInterruptedRoll(seqs []uint64) ([]uint64, error) {
+	n := len(seqs)
+	if n < 2 || seqs[n-2]+1 != seqs[n-1] {
+		return seqs, nil
+	}
+	data, err := vfs.ReadFile(w.fs, w.path(seqs[n-1]))
+	if err != nil {
+		return nil, err
+	}
+	if s, err := parseSegment(data, seqs[n-1], true); err != nil || len(s.records) > 0 {
+		return seqs, nil // the main replay reports the error, if any
+	}
+	if data, err = vfs.ReadFile(w.fs, w.path(seqs[n-2])); err != nil {
+		return nil, err
+	}
+	prev, err := parseSegment(data, seqs[n-2], true)
+	if err != nil || (!prev.torn && prev.endsWithSegmentEnd()) {
+		return seqs, nil // a completed roll, or an error the replay reports
+	}
+	return seqs[:n-1], w.removeSegments(seqs[n-1:], "an empty segment left by a crash while starting it")
+}
+
+// checkSegmentEnd checks a segment's end-of-segment record: it may only be
+// the segment's last record, and the segment it names must follow. In the
+// last segment present, it means the segments after it were lost.
+func checkSegmentEnd(s scan, seq uint64, last bool) error {
+	for i, rec := range s.records {
+		if rec.typ != recordSegmentEnd {
+			continue
+		}
+		next := binary.LittleEndian.Uint64(rec.payload)
+		switch {
+		case i != len(s.records)-1:
+			return fmt.Errorf("%w: offset %d: records follow the end-of-segment record", ErrCorrupt, rec.offset)
+		case next != seq+1:
+			return fmt.Errorf("%w: offset %d: the end-of-segment record names segment %d, want %d", ErrCorrupt, rec.offset, next, seq+1)
+		case last:
+			return fmt.Errorf("%w: segment %s is missing: this segment ends by naming it as the next, so acknowledged records were in it",
+				ErrCorrupt, segmentName(next))
+		}
+	}
+	return nil
 }
 
 // listSegments returns the sequence numbers of the segment files, ascending.
@@ -218,6 +315,8 @@ func (s *State) replay(records []record) error {
 			s.Checkpoint, s.Entries = decodeCheckpoint(rec.payload), nil
 		case recordHardState:
 			s.HardState = decodeHardState(rec.payload)
+		case recordSegmentEnd:
+			// Checked by checkSegmentEnd; it changes no state.
 		case recordEntry:
 			e := decodeEntry(rec.payload)
 			if e.Index <= s.Checkpoint.Index || e.Index > s.LastIndex()+1 {
@@ -247,22 +346,35 @@ func (w *WAL) removeSegments(seqs []uint64, why string) error {
 // startSegment creates segment seq durably with body as its first bytes
 // after the header, and makes it the last segment.
 func (w *WAL) startSegment(seq uint64, body []byte) error {
-	f, err := w.fs.Create(w.path(seq))
+	f, size, err := w.createSegment(seq, body)
 	if err != nil {
 		return err
 	}
-	w.file, w.size = f, 0
+	w.file, w.size, w.dirty = f, size, false
 	w.segments = append(w.segments, seq)
+	return nil
+}
+
+// createSegment creates segment seq durably with body as its first bytes
+// after the header, and returns it open for appending, with its size.
+func (w *WAL) createSegment(seq uint64, body []byte) (vfs.File, int64, error) {
+	f, err := w.fs.Create(w.path(seq))
+	if err != nil {
+		return nil, 0, err
+	}
 	buf := append(segmentHeader(seq), body...)
-	if _, err := f.Write(buf); err != nil {
-		return err
+	_, err = f.Write(buf)
+	if err == nil {
+		err = f.Sync()
 	}
-	w.size = int64(len(buf))
-	if err := f.Sync(); err != nil {
-		return err
+	if err == nil {
+		err = w.fs.SyncDir(w.dir)
 	}
-	w.dirty = false
-	return w.fs.SyncDir(w.dir)
+	if err != nil {
+		_ = f.Close() // the write's error is the one to report
+		return nil, 0, err
+	}
+	return f, int64(len(buf)), nil
 }
 
 // usable returns the error that stops the WAL from working, if any.
@@ -341,17 +453,37 @@ func (w *WAL) Append(hs raft.HardState, ents []raft.Entry) error {
 	return nil
 }
 
-// roll syncs the last segment and starts the next one. The sync comes first
-// so that only the last segment can ever have a torn tail.
+// roll starts the next segment: it creates it durably, then ends the last
+// one with a record naming it and syncs that. So only the last segment can
+// have a torn tail (a crash before the sync leaves the new segment empty,
+// and Open removes it), and a lost newest segment is seen as a loss: the
+// segment before it names it.
 func (w *WAL) roll() error {
-	if err := w.syncFile(); err != nil {
+	cur := w.segments[len(w.segments)-1]
+	f, size, err := w.createSegment(cur+1, nil)
+	if err != nil {
 		return err
 	}
-	if err := w.file.Close(); err != nil {
+	b := newBatch(w.buf, cur, w.size)
+	b.segmentEnd(cur + 1)
+	w.buf = b.finish()
+	w.dirty = true
+	_, err = w.file.Write(w.buf)
+	if err == nil {
+		err = w.file.Sync()
+	}
+	if err == nil {
+		err = w.file.Close()
+	}
+	if err != nil {
+		_ = f.Close() // Repair removes the new segment
 		return err
 	}
-	w.file = nil
-	return w.startSegment(w.segments[len(w.segments)-1]+1, nil)
+	// Not a durable point for Repair: the batches this synced were not
+	// acknowledged by a Sync, and Repair takes them back out.
+	w.file, w.size, w.dirty = f, size, false
+	w.segments = append(w.segments, cur+1)
+	return nil
 }
 
 func (w *WAL) syncFile() error {
@@ -366,7 +498,7 @@ func (w *WAL) syncFile() error {
 }
 
 // Sync makes every batch appended so far durable. After a failed Sync the
-// WAL is unusable (ErrFailed): reopen it.
+// WAL is unusable (ErrFailed) until Repair or a reopen.
 func (w *WAL) Sync() error {
 	if err := w.usable(); err != nil {
 		return err
@@ -374,6 +506,63 @@ func (w *WAL) Sync() error {
 	if err := w.syncFile(); err != nil {
 		return w.fail(fmt.Errorf("wal: sync: %w", err))
 	}
+	w.markDurable()
+	return nil
+}
+
+// Repair makes a WAL that a failed write or sync left unusable (ErrFailed)
+// usable again, without reopening it: it takes the log back to its last
+// successful sync. What was appended since was never acknowledged (Sync
+// did not return nil for it), so it is dropped: segments started since are
+// removed, and the last segment is truncated back to its synced size and
+// synced, so that no byte whose write failed, or whose page a failed fsync
+// may have left unwritten under a cache that says otherwise, stays in the
+// log. Appends then continue in that segment. On error the WAL stays
+// unusable; Repair may be called again (when the disk has space again,
+// say). Repair on a usable WAL does nothing.
+func (w *WAL) Repair() error {
+	if w.closed {
+		return ErrClosed
+	}
+	if w.err == nil {
+		return nil
+	}
+	if w.file != nil {
+		_ = w.file.Close() // it failed already; the repair reopens it
+		w.file = nil
+	}
+	d := w.durable
+	last := d.segments[len(d.segments)-1]
+	seqs, err := w.listSegments()
+	if err != nil {
+		return fmt.Errorf("wal: repair: %w", err)
+	}
+	var started []uint64
+	for _, seq := range seqs {
+		if seq > last {
+			started = append(started, seq)
+		}
+	}
+	if err := w.removeSegments(started, "started by a write that failed"); err != nil {
+		return fmt.Errorf("wal: repair: %w", err)
+	}
+	f, err := w.fs.OpenAppend(w.path(last))
+	if err != nil {
+		return fmt.Errorf("wal: repair: %w", err)
+	}
+	err = f.Truncate(d.size)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		_ = f.Close()
+		return fmt.Errorf("wal: repair: truncate %s to %d bytes: %w", w.path(last), d.size, err)
+	}
+	w.file, w.size, w.dirty = f, d.size, false
+	w.segments = slices.Clone(d.segments)
+	w.checkpointIndex, w.lastIndex = d.checkpointIndex, d.lastIndex
+	w.opts.Logger.Info("wal: repaired after a failed write", "segment", w.path(last), "size", d.size, "last_index", d.lastIndex, "failure", w.err)
+	w.err = nil
 	return nil
 }
 
@@ -417,6 +606,7 @@ func (w *WAL) Checkpoint(cp Checkpoint, hs raft.HardState, ents []raft.Entry) er
 		return w.fail(fmt.Errorf("wal: write checkpoint segment: %w", err))
 	}
 	w.checkpointIndex, w.lastIndex = cp.Index, cp.Index+uint64(len(ents))
+	w.markDurable()
 	// The checkpoint is durable. Failing to remove what it replaced leaves
 	// the state right; Open retries the removal.
 	if err := w.removeSegments(old, "replaced by a checkpoint"); err != nil {

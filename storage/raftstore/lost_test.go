@@ -1,0 +1,191 @@
+package raftstore_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"coord/raft"
+	"coord/storage/raftstore"
+	"coord/storage/vfs"
+	"coord/storage/wal"
+)
+
+var identity = raftstore.Identity{ClusterID: 0xc1, NodeID: 3, Created: time.Unix(1700000000, 0)}
+
+// node returns a MemFS holding a node's directory with an identity, a vote
+// in term 2, a snapshot and a log of several segments.
+func node(t *testing.T) *vfs.MemFS {
+	t.Helper()
+	m := vfs.NewMemFS()
+	d := open(t, m, "/node")
+	must(t, d.SetIdentity(identity))
+	must(t, d.Save(raft.HardState{Term: 2, Vote: 1}, ents(1, 10, 2)))
+	must(t, d.Compact(5, []byte("state at 5"), raft.ConfState{Voters: []uint64{1, 2, 3}}))
+	for i := range uint64(30) {
+		must(t, d.Save(raft.HardState{Term: 2, Vote: 1, Commit: 10 + i}, ents(11+i, 1, 2)))
+	}
+	must(t, d.Close())
+	return m
+}
+
+func list(t *testing.T, m vfs.FS, dir string) []string {
+	t.Helper()
+	names, err := m.List(dir)
+	must(t, err)
+	return names
+}
+
+// Each way a directory can lose what a node needs is refused by Open with
+// an error that names what is missing, and Open removes nothing: the
+// snapshot a lost log leaves behind is still there afterwards.
+func TestLostFilesAreRefused(t *testing.T) {
+	tests := []struct {
+		name   string
+		damage func(t *testing.T, m *vfs.MemFS)
+		want   error
+		text   string
+	}{
+		{"log directory deleted", func(t *testing.T, m *vfs.MemFS) {
+			for _, name := range list(t, m, "/node/wal") {
+				must(t, m.Remove("/node/wal/"+name))
+			}
+			must(t, m.Remove("/node/wal"))
+		}, raftstore.ErrLost, "write-ahead log /node/wal is missing"},
+		{"every segment deleted", func(t *testing.T, m *vfs.MemFS) {
+			for _, name := range list(t, m, "/node/wal") {
+				must(t, m.Remove("/node/wal/"+name))
+			}
+		}, raftstore.ErrLost, "IDENTITY says this directory belongs to node 3"},
+		{"newest segment deleted", func(t *testing.T, m *vfs.MemFS) {
+			names := list(t, m, "/node/wal")
+			must(t, m.Remove("/node/wal/"+names[len(names)-1]))
+		}, wal.ErrCorrupt, "is missing"},
+		{"snapshot deleted", func(t *testing.T, m *vfs.MemFS) {
+			for _, name := range list(t, m, "/node/snap") {
+				must(t, m.Remove("/node/snap/"+name))
+			}
+		}, raftstore.ErrCorrupt, "which is missing"},
+		{"log replaced by an empty one", func(t *testing.T, m *vfs.MemFS) {
+			for _, name := range list(t, m, "/node/wal") {
+				must(t, m.Remove("/node/wal/"+name))
+			}
+			w, _, err := wal.Open(m, "/node/wal", wal.Options{Logger: quiet})
+			must(t, err)
+			must(t, w.Close())
+		}, raftstore.ErrLost, "the write-ahead log is empty, but VOTE says the node voted in term 2"},
+		{"vote file deleted", func(t *testing.T, m *vfs.MemFS) {
+			must(t, m.Remove("/node/VOTE"))
+		}, raftstore.ErrLost, "VOTE is missing"},
+		{"identity damaged", func(t *testing.T, m *vfs.MemFS) {
+			rewrite(t, m, "/node/IDENTITY", func(b []byte) []byte { b[20] ^= 1; return b })
+		}, raftstore.ErrCorrupt, "IDENTITY"},
+		{"identity and log deleted, snapshot left", func(t *testing.T, m *vfs.MemFS) {
+			for _, name := range list(t, m, "/node/wal") {
+				must(t, m.Remove("/node/wal/"+name))
+			}
+			must(t, m.Remove("/node/IDENTITY"))
+			must(t, m.Remove("/node/VOTE"))
+		}, raftstore.ErrLost, "holds snapshot"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := node(t)
+			tt.damage(t, m)
+			snaps := list(t, m, "/node/snap")
+			_, err := raftstore.Open(m, "/node", opts)
+			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.text) {
+				t.Fatalf("Open: %v\nwant %v mentioning %q", err, tt.want, tt.text)
+			}
+			if after := list(t, m, "/node/snap"); !slices.Equal(after, snaps) {
+				t.Fatalf("the refused Open changed the snapshot directory from %q to %q", snaps, after)
+			}
+		})
+	}
+}
+
+// The vote lives in its own file too, written before the log: a log whose
+// tail is cut into the record of a vote still comes back with that vote,
+// so the node never votes twice in a term.
+func TestVoteSurvivesALostLogTail(t *testing.T) {
+	m := vfs.NewMemFS()
+	d := open(t, m, "/node")
+	must(t, d.SetIdentity(identity))
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 1}, ents(1, 3, 1)))
+	names := list(t, m, "/node/wal")
+	data, err := vfs.ReadFile(m, "/node/wal/"+names[len(names)-1])
+	must(t, err)
+	before := len(data)
+	must(t, d.Save(raft.HardState{Term: 2, Vote: 1, Commit: 1}, nil))
+	must(t, d.Save(raft.HardState{Term: 2, Vote: 1, Commit: 3}, ents(4, 2, 2)))
+	must(t, d.Close())
+	// Cut into the record of the vote: everything after the first batch.
+	rewrite(t, m, "/node/wal/"+names[len(names)-1], func(b []byte) []byte { return b[:before+5] })
+	d = open(t, m, "/node")
+	hs, _, err := d.InitialState()
+	must(t, err)
+	if hs.Term != 2 || hs.Vote != 1 {
+		t.Fatalf("after the log lost the vote's record, hard state %+v: want term 2 vote 1", hs)
+	}
+	if last, _ := d.LastIndex(); last != 3 {
+		t.Fatalf("LastIndex %d, want 3 (the cut tail is gone)", last)
+	}
+	// The node goes on from there, and cannot vote for anyone else in 2.
+	must(t, d.Save(raft.HardState{Term: 2, Vote: 1, Commit: 3}, ents(4, 1, 2)))
+}
+
+func TestIdentity(t *testing.T) {
+	m := vfs.NewMemFS()
+	d := open(t, m, "/node")
+	if _, ok := d.Identity(); ok {
+		t.Fatal("a new directory has an identity")
+	}
+	must(t, d.SetIdentity(identity))
+	must(t, d.SetIdentity(identity)) // the same: nothing to do
+	other := identity
+	other.NodeID = 4
+	if err := d.SetIdentity(other); !errors.Is(err, raftstore.ErrIdentity) {
+		t.Fatalf("SetIdentity of another node: %v, want ErrIdentity", err)
+	}
+	must(t, d.Close())
+	m.Crash() // durable: SetIdentity syncs the file and the directory
+	d = open(t, m, "/node")
+	got, ok := d.Identity()
+	if !ok || got.ClusterID != identity.ClusterID || got.NodeID != identity.NodeID || !got.Created.Equal(identity.Created) {
+		t.Fatalf("Identity() = %v %v, want %v", got, ok, identity)
+	}
+}
+
+// A full disk: Save fails with ENOSPC and shows nothing of itself in reads;
+// Repair brings the Disk back (while the disk is full, the next Save fails
+// again); once space returns, Saves succeed and everything acknowledged
+// survives a crash.
+func TestSaveOnAFullDiskThenRepair(t *testing.T) {
+	m := vfs.NewMemFS()
+	f := vfs.NewFaultFS(m, 3, nil)
+	d, err := raftstore.Open(f, "/node", opts)
+	must(t, err)
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 2}, ents(1, 2, 1)))
+	f.SetInjector(vfs.NoSpace())
+	for range 3 {
+		err := d.Save(raft.HardState{Term: 1, Commit: 2}, ents(3, 4, 1))
+		if !vfs.IsNoSpace(err) {
+			t.Fatalf("Save on a full disk: %v, want ENOSPC", err)
+		}
+		if last, _ := d.LastIndex(); last != 2 {
+			t.Fatalf("a failed Save shows in reads: LastIndex %d", last)
+		}
+		must(t, d.Repair()) // truncating and syncing need no space
+	}
+	f.SetInjector(nil)
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 6}, ents(3, 4, 1)))
+	must(t, d.Close())
+	m.Crash()
+	d = open(t, m, "/node")
+	got := read(t, d)
+	if got.last() != 6 || got.hs.Commit != 6 {
+		t.Fatalf("after the disk filled and emptied, recovered %v", got)
+	}
+}
