@@ -19,9 +19,12 @@ var (
 	ErrInvalidConfig = errors.New("node: invalid config")
 	// ErrStopped means the node was stopped.
 	ErrStopped = errors.New("node: stopped")
-	// ErrProposalLost means another entry was committed at the index the
-	// proposal got: leadership changed before it committed. It was not
-	// applied; retrying is safe.
+	// ErrProposalLost means the proposal's entry can never commit:
+	// leadership changed before it committed, and then either another
+	// entry committed at its index or an entry of a later term committed
+	// at or below it (terms only grow along a log, so no log holding that
+	// entry can also hold the proposal's). It was not applied, and never
+	// will be; retrying is safe.
 	ErrProposalLost = errors.New("node: proposal lost to a leadership change")
 	// ErrOutcomeUnknown means the node skipped the proposal's index by
 	// installing a snapshot, so it cannot tell whether it was applied.
@@ -78,6 +81,11 @@ type Config struct {
 	// Logger logs storage failures and dropped messages. Nil:
 	// slog.Default().
 	Logger *slog.Logger
+	// InvalidMessage, if set, is called on the loop goroutine for each
+	// peer message the core refused as one no correct peer sends
+	// (raft.ErrInvalidMessage: a second leader in a term, from a duplicate
+	// node ID, say), after it is logged. It must not block.
+	InvalidMessage func(m raft.Message, err error)
 }
 
 // DefaultConfig returns a Config with 100 ms ticks (elections after 1-2 s),
@@ -150,10 +158,16 @@ type Node struct {
 	conf         raft.ConfState
 	lastSnapshot uint64
 	leading      bool
-	proposals    map[uint64]waiter
 	readSeq      uint64
 	reads        map[uint64]chan error
 	readQueue    []pendingRead
+	// proposals holds the callers waiting for their entry, by index. One
+	// index may have several: a deposed leader's caller, whose entry was
+	// truncated, and a later one's, after this node leads again and
+	// appends a new entry there.
+	proposals map[uint64][]waiter
+	// appliedTerm is the term of the last entry (or snapshot) applied.
+	appliedTerm uint64
 
 	mu         sync.Mutex // guards status, storageErr and changed
 	status     raft.Status
@@ -203,7 +217,7 @@ func Start(cfg Config) (*Node, error) {
 		requests:  make(chan func()),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
-		proposals: map[uint64]waiter{},
+		proposals: map[uint64][]waiter{},
 		reads:     map[uint64]chan error{},
 		changed:   make(chan struct{}),
 	}
@@ -277,8 +291,12 @@ func (n *Node) do(ctx context.Context, f func()) error {
 }
 
 // Propose replicates data and waits until this node has applied it,
-// returning the state machine's result. ErrNotLeader (raft) if this node is
-// not the leader; ErrProposalLost if leadership changed first.
+// returning the state machine's result. It fails with ErrNotLeader or
+// ErrProposalDropped (raft) if the core refused the proposal; with
+// ErrProposalLost if leadership changed and the entry can never commit;
+// with ErrOutcomeUnknown if this node installed a snapshot past the entry
+// and cannot tell; with ctx's error if ctx ends first (the outcome is then
+// unknown too); with ErrStopped, or the error that ended the loop.
 func (n *Node) Propose(ctx context.Context, data []byte) (any, error) {
 	return n.propose(ctx, func() (uint64, uint64, error) { return n.core.Propose(data) })
 }
@@ -305,7 +323,7 @@ func (n *Node) propose(ctx context.Context, submit func() (uint64, uint64, error
 			ch <- result{err: err}
 			return
 		}
-		n.proposals[index] = waiter{term: term, ch: ch}
+		n.await(index, term, ch)
 	})
 	if err != nil {
 		return nil, err
@@ -318,6 +336,14 @@ func (n *Node) propose(ctx context.Context, submit func() (uint64, uint64, error
 	case <-n.done:
 		return nil, n.Err()
 	}
+}
+
+// await registers ch to hear how the entry proposed at index in term ends.
+// An earlier waiter at the same index stays: its entry was truncated, and
+// it is answered when the index, or an entry of a later term below it, is
+// applied.
+func (n *Node) await(index, term uint64, ch chan result) {
+	n.proposals[index] = append(n.proposals[index], waiter{term: term, ch: ch})
 }
 
 // ReadIndex waits until a linearizable read may be served from this
@@ -484,14 +510,19 @@ func (n *Node) drain() {
 func (n *Node) step(m raft.Message) {
 	if err := n.core.Step(m); err != nil {
 		n.log.Warn("node: invalid message", "node", n.id, "err", err)
+		if n.cfg.InvalidMessage != nil {
+			n.cfg.InvalidMessage(m, err)
+		}
 	}
 }
 
 // end fails every waiter with err and closes done.
 func (n *Node) end(err error) {
 	n.err = err
-	for index, w := range n.proposals {
-		w.ch <- result{err: err}
+	for index, ws := range n.proposals {
+		for _, w := range ws {
+			w.ch <- result{err: err}
+		}
 		delete(n.proposals, index)
 	}
 	n.failReads(err)
@@ -640,12 +671,17 @@ func (n *Node) installSnapshot(s raft.Snapshot) error {
 		return fmt.Errorf("node %d: restore snapshot %d: %w", n.id, s.Metadata.Index, err)
 	}
 	n.applied, n.lastSnapshot, n.conf = s.Metadata.Index, s.Metadata.Index, s.Metadata.ConfState
-	for index, w := range n.proposals {
+	// The entries the snapshot covers were never seen here: whether a
+	// waiter's entry is among them is unknown.
+	for index, ws := range n.proposals {
 		if index <= n.applied {
-			w.ch <- result{err: ErrOutcomeUnknown}
+			for _, w := range ws {
+				w.ch <- result{err: ErrOutcomeUnknown}
+			}
 			delete(n.proposals, index)
 		}
 	}
+	n.appliedTermIs(s.Metadata.Index, s.Metadata.Term)
 	return nil
 }
 
@@ -661,13 +697,46 @@ func (n *Node) apply(entries []raft.Entry) {
 			value = n.applyConfChange(e)
 		}
 		n.applied = e.Index
-		if w, ok := n.proposals[e.Index]; ok {
-			delete(n.proposals, e.Index)
+		for _, w := range n.proposals[e.Index] {
 			if w.term == e.Term {
 				w.ch <- result{value: value}
 			} else {
 				w.ch <- result{err: ErrProposalLost}
 			}
+		}
+		delete(n.proposals, e.Index)
+		n.appliedTermIs(e.Index, e.Term)
+	}
+}
+
+// appliedTermIs records that the entry at index, of term, is committed, and
+// fails at once every waiter above it whose entry has an older term: terms
+// never decrease along a log, so no leader's log can hold both, and every
+// later leader's log holds the committed one (Raft §5.4, Leader
+// Completeness). Without this, a waiter whose entry a new leader truncated
+// would wait until something else was applied at its index, which in an
+// idle cluster is never. The sweep runs once per new term applied.
+func (n *Node) appliedTermIs(index, term uint64) {
+	if term <= n.appliedTerm {
+		return
+	}
+	n.appliedTerm = term
+	for i, ws := range n.proposals {
+		if i <= index {
+			continue
+		}
+		kept := ws[:0]
+		for _, w := range ws {
+			if w.term < term {
+				w.ch <- result{err: ErrProposalLost}
+			} else {
+				kept = append(kept, w)
+			}
+		}
+		if len(kept) == 0 {
+			delete(n.proposals, i)
+		} else {
+			n.proposals[i] = kept
 		}
 	}
 }

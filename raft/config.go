@@ -29,16 +29,18 @@ type Config struct {
 	// ElectionTicks is the minimum election timeout in ticks; each timeout
 	// is drawn from [ElectionTicks, 2*ElectionTicks) (Raft §5.2, §9.3).
 	ElectionTicks int
-	// HeartbeatTicks is the leader's heartbeat interval in ticks; it must
-	// be well below ElectionTicks.
+	// HeartbeatTicks is the leader's heartbeat interval in ticks. Validate
+	// requires it below ElectionTicks; keep it well below (a tenth is
+	// usual), so that a follower hears several heartbeats per election
+	// timeout and one or two lost ones do not start an election.
 	HeartbeatTicks int
 	// Applied is the last index the application's state machine already
 	// holds on restart (0: the snapshot index).
 	Applied uint64
 
-	// MaxSizePerMsg bounds the entry data in one AppendRequest, in bytes
+	// MaxAppendBytes bounds the entry data in one AppendRequest, in bytes
 	// (at least one entry is always sent).
-	MaxSizePerMsg uint64
+	MaxAppendBytes uint64
 	// MaxInflightMsgs bounds the AppendRequests in flight to one follower
 	// while replicating.
 	MaxInflightMsgs int
@@ -65,7 +67,7 @@ func DefaultConfig() Config {
 	return Config{
 		ElectionTicks:             10,
 		HeartbeatTicks:            1,
-		MaxSizePerMsg:             1 << 20,
+		MaxAppendBytes:            1 << 20,
 		MaxInflightMsgs:           256,
 		MaxUncommittedBytes:       64 << 20,
 		MaxCommittedBytesPerReady: 16 << 20,
@@ -89,8 +91,8 @@ func (c Config) Validate() error {
 	case c.ElectionTicks <= c.HeartbeatTicks:
 		return fmt.Errorf("%w: ElectionTicks %d must be greater than HeartbeatTicks %d",
 			ErrInvalidConfig, c.ElectionTicks, c.HeartbeatTicks)
-	case c.MaxSizePerMsg == 0:
-		return fmt.Errorf("%w: MaxSizePerMsg must be positive", ErrInvalidConfig)
+	case c.MaxAppendBytes == 0:
+		return fmt.Errorf("%w: MaxAppendBytes must be positive", ErrInvalidConfig)
 	case c.MaxInflightMsgs <= 0:
 		return fmt.Errorf("%w: MaxInflightMsgs %d must be positive", ErrInvalidConfig, c.MaxInflightMsgs)
 	}

@@ -28,7 +28,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{"Rand", func(c *Config) { c.Rand = nil }},
 		{"HeartbeatTicks", func(c *Config) { c.HeartbeatTicks = 0 }},
 		{"ElectionTicks", func(c *Config) { c.ElectionTicks = c.HeartbeatTicks }},
-		{"MaxSizePerMsg", func(c *Config) { c.MaxSizePerMsg = 0 }},
+		{"MaxAppendBytes", func(c *Config) { c.MaxAppendBytes = 0 }},
 		{"MaxInflightMsgs", func(c *Config) { c.MaxInflightMsgs = 0 }},
 		{"Peers", func(c *Config) { c.Peers = []uint64{1, 0} }},
 	}

@@ -24,7 +24,11 @@ var (
 	// as a learner (dissertation §4.2.1).
 	ErrNotCaughtUp = errors.New("raft: learner has not caught up")
 	// ErrInvalidMessage means Step was given a message that no correct
-	// peer sends (wrong recipient, no sender, unknown type).
+	// peer sends (unknown type, wrong recipient, no sender or this node as
+	// sender, term 0, entries that do not follow one another, a rejecting
+	// snapshot response, a second leader's message in one term, an
+	// acknowledgement of what the leader never sent); the message was
+	// ignored.
 	ErrInvalidMessage = errors.New("raft: invalid message")
 	// ErrTransferTarget means a leadership transfer named a node that
 	// cannot lead (unknown, or not a voter).

@@ -32,8 +32,11 @@ const (
 	MsgHeartbeatResponse
 	// MsgSnapshotRequest carries a Snapshot (Figure 13, InstallSnapshot).
 	MsgSnapshotRequest
-	// MsgSnapshotResponse says the follower's log now ends at LogIndex, or
-	// rejects the snapshot.
+	// MsgSnapshotResponse says how far the follower's log now matches the
+	// leader's: to LogIndex, its last index once the snapshot is installed,
+	// or its commit index if its log already covered the snapshot and was
+	// kept. It never rejects: either way the leader learns where to go on
+	// from, and Step refuses one with Reject set.
 	MsgSnapshotResponse
 	// MsgTimeoutNow tells the target of a leadership transfer to start an
 	// election at once (§3.10). It has no response.
@@ -101,8 +104,9 @@ type Message struct {
 	// the follower is known to hold (HeartbeatRequest).
 	Commit uint64
 
-	// Reject is true when a response refuses: a vote not granted, an
-	// append that failed the consistency check, a snapshot not installed.
+	// Reject is true when a response refuses: a vote or pre-vote not
+	// granted, an append that failed the consistency check. A snapshot
+	// response never rejects.
 	Reject bool
 	// HintIndex and HintTerm help a leader skip back over a conflicting
 	// run of entries in one round trip: the follower's last index at or

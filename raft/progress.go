@@ -35,10 +35,26 @@ func (s ProgressState) String() string {
 
 // Progress is the leader's view of one follower (Figure 2: nextIndex[] and
 // matchIndex[], plus flow control).
+//
+// Invariants, asserted by check after every change a method makes:
+//
+//   - 0 <= Match < Next: the next entry to send is past what is known to
+//     match. Match is also at most the leader's last index (the core
+//     asserts it; Step refuses an acknowledgement beyond it).
+//   - PendingSnapshot > 0 exactly in ProgressSnapshot, and there
+//     Next == max(Match, PendingSnapshot) + 1: appends resume after the
+//     snapshot, or after what the follower is known to hold if that is
+//     further.
+//   - Appends are in flight only in ProgressReplicate, and each ends in
+//     (Match, Next): acknowledged ones are freed, and Next is past every
+//     one sent.
+//   - ProbeSent only in ProgressProbe; snapshotTicks only in
+//     ProgressSnapshot.
 type Progress struct {
 	// Match is the highest index known to be replicated on the follower.
 	Match uint64
-	// Next is the index of the next entry to send.
+	// Next is the index of the next entry to send. Entries in
+	// (Match, Next) are in flight while replicating.
 	Next  uint64
 	State ProgressState
 	// PendingSnapshot is the index of the snapshot being sent, in
@@ -56,7 +72,34 @@ type Progress struct {
 }
 
 func newProgress(next uint64, maxInflight int) *Progress {
-	return &Progress{Next: next, State: ProgressProbe, inflights: newInflights(maxInflight)}
+	p := &Progress{Next: next, State: ProgressProbe, inflights: newInflights(maxInflight)}
+	p.check()
+	return p
+}
+
+// check asserts the invariants of the type's doc.
+func (p *Progress) check() {
+	assert.That(p.Match < p.Next, "progress: match %d >= next %d (%v)", p.Match, p.Next, p.State)
+	switch p.State {
+	case ProgressProbe, ProgressReplicate:
+		assert.That(p.PendingSnapshot == 0, "progress: pending snapshot %d in state %v", p.PendingSnapshot, p.State)
+		assert.That(p.snapshotTicks == 0, "progress: %d snapshot ticks in state %v", p.snapshotTicks, p.State)
+	case ProgressSnapshot:
+		assert.That(p.PendingSnapshot > 0, "progress: no pending snapshot in state snapshot")
+		assert.That(p.Next == max(p.Match, p.PendingSnapshot)+1, "progress: next %d in state snapshot, want max(match %d, pending snapshot %d)+1",
+			p.Next, p.Match, p.PendingSnapshot)
+	default:
+		assert.That(false, "progress: unknown state %v", p.State)
+	}
+	assert.That(!p.ProbeSent || p.State == ProgressProbe, "progress: probe sent in state %v", p.State)
+	if p.inflights.count == 0 {
+		return
+	}
+	// Appends are recorded in the order sent, each ending past the last.
+	oldest, newest := p.inflights.oldest(), p.inflights.newest()
+	assert.That(p.State == ProgressReplicate, "progress: %d appends in flight in state %v", p.inflights.count, p.State)
+	assert.That(p.Match < oldest && newest < p.Next, "progress: appends in flight end in [%d, %d], outside (match %d, next %d)",
+		oldest, newest, p.Match, p.Next)
 }
 
 func (p *Progress) resetState(state ProgressState) {
@@ -68,29 +111,32 @@ func (p *Progress) resetState(state ProgressState) {
 }
 
 func (p *Progress) becomeProbe() {
-	if p.State == ProgressSnapshot {
-		// Resume after the snapshot if it was installed.
-		pending := p.PendingSnapshot
-		p.resetState(ProgressProbe)
-		p.Next = max(p.Match+1, pending+1)
-		return
-	}
+	// Resume after the snapshot if one is pending (PendingSnapshot 0
+	// otherwise, or when the caller learned it failed).
+	pending := p.PendingSnapshot
 	p.resetState(ProgressProbe)
-	p.Next = p.Match + 1
+	p.Next = max(p.Match, pending) + 1
+	p.check()
 }
 
 func (p *Progress) becomeReplicate() {
 	p.resetState(ProgressReplicate)
 	p.Next = p.Match + 1
+	p.check()
 }
 
+// becomeSnapshot waits for the follower to install the snapshot at index;
+// appends resume after it.
 func (p *Progress) becomeSnapshot(index uint64) {
 	p.resetState(ProgressSnapshot)
 	p.PendingSnapshot = index
+	p.Next = max(p.Match, index) + 1
+	p.check()
 }
 
-// maybeUpdate records that the follower holds entries up to n. It reports
-// whether that was news.
+// maybeUpdate records that the follower holds entries up to n, and frees
+// the appends in flight that this acknowledges. It reports whether that was
+// news.
 func (p *Progress) maybeUpdate(n uint64) bool {
 	updated := false
 	if p.Match < n {
@@ -99,17 +145,25 @@ func (p *Progress) maybeUpdate(n uint64) bool {
 		p.ProbeSent = false
 	}
 	p.Next = max(p.Next, n+1)
+	p.inflights.freeLE(n)
+	p.check()
 	return updated
 }
 
 // maybeDecrTo handles a rejection of the append at index rejected, with the
 // follower's hint. It reports false if the rejection is stale.
+// While replicating, a fresh rejection moves the follower to Probe, from
+// Match+1. While a snapshot is pending, every rejection is stale: the
+// snapshot, once installed, decides where appends resume.
 func (p *Progress) maybeDecrTo(rejected, hint uint64) bool {
+	if p.State == ProgressSnapshot {
+		return false
+	}
 	if p.State == ProgressReplicate {
 		if rejected <= p.Match {
 			return false
 		}
-		p.Next = p.Match + 1
+		p.becomeProbe()
 		return true
 	}
 	if p.Next-1 != rejected {
@@ -117,6 +171,7 @@ func (p *Progress) maybeDecrTo(rejected, hint uint64) bool {
 	}
 	p.Next = max(min(rejected, hint+1), p.Match+1)
 	p.ProbeSent = false
+	p.check()
 	return true
 }
 
@@ -145,6 +200,7 @@ func (p *Progress) sentEntries(count int, last uint64) {
 	default:
 		assert.That(false, "sending entries in state %v", p.State)
 	}
+	p.check()
 }
 
 // String formats the progress for status output.
@@ -161,6 +217,13 @@ type inflights struct {
 func newInflights(size int) inflights { return inflights{buffer: make([]uint64, size)} }
 
 func (in *inflights) full() bool { return in.count == len(in.buffer) }
+
+// oldest and newest return the last indexes of the first and the latest
+// append in flight; count > 0.
+func (in *inflights) oldest() uint64 { return in.buffer[in.start] }
+func (in *inflights) newest() uint64 {
+	return in.buffer[(in.start+in.count-1)%len(in.buffer)]
+}
 
 func (in *inflights) add(last uint64) {
 	assert.That(!in.full(), "inflights full: %d of %d", in.count, len(in.buffer))

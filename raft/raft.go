@@ -431,8 +431,13 @@ func (r *Core) quorumActive() bool {
 // ---- Messages in ----
 
 // Step feeds a message from a peer into the core. It returns an error
-// wrapping ErrInvalidMessage for a message no correct peer sends;
-// everything else (stale terms, duplicates, reordering) is handled.
+// wrapping ErrInvalidMessage, and changes nothing, for a message no correct
+// peer sends: an unknown type, one addressed to another node, one from node
+// 0 or from this node, one of term 0, an append whose entries do not
+// follow one another, a snapshot response that rejects, a leader's message
+// (append, heartbeat, snapshot, TimeoutNow) in a term that another node
+// leads, or a response acknowledging what this leader never sent.
+// Everything else (stale terms, duplicates, reordering) is handled.
 func (r *Core) Step(m Message) error {
 	switch {
 	case !m.Type.Valid():
@@ -443,6 +448,12 @@ func (r *Core) Step(m Message) error {
 		return fmt.Errorf("%w: %v from node %d", ErrInvalidMessage, m.Type, m.From)
 	case m.Term == 0:
 		return fmt.Errorf("%w: %v from %d has term 0", ErrInvalidMessage, m.Type, m.From)
+	case m.Type == MsgSnapshotResponse && m.Reject:
+		return fmt.Errorf("%w: %v from %d rejects, which a snapshot response never does", ErrInvalidMessage, m.Type, m.From)
+	case m.Type == MsgAppendRequest:
+		if err := checkEntries(m); err != nil {
+			return err
+		}
 	}
 	switch {
 	case m.Term > r.term:
@@ -479,11 +490,78 @@ func (r *Core) Step(m Message) error {
 		// Otherwise a stale message is ignored (Raft §5.1).
 		return nil
 	}
+	if err := r.checkLeaderClaim(m); err != nil {
+		return err
+	}
+	if err := r.checkAcknowledgement(m); err != nil {
+		return err
+	}
 	switch m.Type {
 	case MsgVoteRequest, MsgPreVoteRequest:
 		r.handleVoteRequest(m)
 	default:
 		r.step(r, m)
+	}
+	return nil
+}
+
+// checkEntries refuses an append whose entries do not continue the log
+// after (LogIndex, LogTerm): indexes one apart, terms never decreasing,
+// none past the sender's term. A leader's log is like that, and so is
+// every run of it.
+func checkEntries(m Message) error {
+	prevTerm := m.LogTerm
+	for i, e := range m.Entries {
+		switch {
+		case e.Index != m.LogIndex+1+uint64(i):
+			return fmt.Errorf("%w: %v from %d: entry %d has index %d, want %d", ErrInvalidMessage, m.Type, m.From, i, e.Index, m.LogIndex+1+uint64(i))
+		case e.Term < prevTerm || e.Term > m.Term:
+			return fmt.Errorf("%w: %v from %d in term %d: entry %d has term %d after term %d", ErrInvalidMessage, m.Type, m.From, m.Term, e.Index, e.Term, prevTerm)
+		}
+		prevTerm = e.Term
+	}
+	return nil
+}
+
+// checkAcknowledgement refuses, on the leader, a response of its term that
+// acknowledges an index past its log or a read round it never started: a
+// follower acknowledges only what this leader sent it, and this leader's log
+// only grows during its term. Taken in, the first would break Progress's
+// invariant Match <= last index.
+func (r *Core) checkAcknowledgement(m Message) error {
+	if r.role != Leader {
+		return nil
+	}
+	switch {
+	case (m.Type == MsgAppendResponse && !m.Reject) || m.Type == MsgSnapshotResponse:
+		if last := r.log.lastIndex(); m.LogIndex > last {
+			return fmt.Errorf("%w: %v from %d acknowledges index %d, past the leader's last index %d", ErrInvalidMessage, m.Type, m.From, m.LogIndex, last)
+		}
+	case m.Type == MsgHeartbeatResponse && m.ReadRound > r.reads.round:
+		return fmt.Errorf("%w: %v from %d answers read round %d; the latest sent is %d", ErrInvalidMessage, m.Type, m.From, m.ReadRound, r.reads.round)
+	}
+	return nil
+}
+
+// checkLeaderClaim refuses a message that only a leader sends, in this
+// node's term, from a node that cannot be that term's leader: this node
+// leads the term itself, or follows another node in it. A term has at most
+// one leader (Election Safety, Raft §5.2), so no correct peer sends it; two
+// nodes configured with the same ID can. The message is ignored, as etcd
+// ignores it, and the caller hears why.
+func (r *Core) checkLeaderClaim(m Message) error {
+	switch m.Type {
+	case MsgAppendRequest, MsgHeartbeatRequest, MsgSnapshotRequest, MsgTimeoutNow:
+	default:
+		return nil
+	}
+	switch {
+	case r.role == Leader:
+		return fmt.Errorf("%w: %v from %d in term %d, which node %d leads (two leaders in one term: a duplicate node ID?)",
+			ErrInvalidMessage, m.Type, m.From, m.Term, r.id)
+	case r.lead != 0 && r.lead != m.From:
+		return fmt.Errorf("%w: %v from %d in term %d, whose leader is %d (two leaders in one term: a duplicate node ID?)",
+			ErrInvalidMessage, m.Type, m.From, m.Term, r.lead)
 	}
 	return nil
 }
@@ -566,16 +644,17 @@ func stepCandidate(r *Core, m Message) {
 	}
 }
 
+// stepLeader handles responses; requests only a leader sends were refused
+// by Step (checkLeaderClaim).
 func stepLeader(r *Core, m Message) {
-	switch m.Type {
-	case MsgAppendRequest, MsgHeartbeatRequest, MsgSnapshotRequest, MsgTimeoutNow:
-		assert.That(false, "node %d leads term %d, yet node %d sent %v in the same term (Election Safety, Raft §5.2)",
-			r.id, r.term, m.From, m.Type)
-	}
 	pr := r.progress[m.From]
 	if pr == nil {
 		return // not a member (any more)
 	}
+	defer func() {
+		assert.That(pr.Match <= r.log.lastIndex(), "node %d: progress of %d matches %d, past the last index %d",
+			r.id, m.From, pr.Match, r.log.lastIndex())
+	}()
 	switch m.Type {
 	case MsgAppendResponse:
 		pr.RecentActive = true
@@ -588,7 +667,10 @@ func stepLeader(r *Core, m Message) {
 			// free a slot so that a probe can find out.
 			pr.inflights.freeFirstOne()
 		}
-		if pr.Match < r.log.lastIndex() {
+		// A follower behind the log gets what it lacks; a follower in
+		// Probe gets an append even if caught up, since its answer is
+		// what ends the probe (see handleAppendResponse).
+		if pr.Match < r.log.lastIndex() || pr.State == ProgressProbe {
 			r.sendAppend(m.From, true)
 		}
 		if m.ReadRound != 0 {
@@ -599,11 +681,7 @@ func stepLeader(r *Core, m Message) {
 		if pr.State != ProgressSnapshot {
 			return
 		}
-		if m.Reject {
-			pr.PendingSnapshot = 0
-		} else {
-			pr.maybeUpdate(m.LogIndex)
-		}
+		pr.maybeUpdate(m.LogIndex)
 		pr.becomeProbe()
 		r.sendAppend(m.From, true)
 	}
@@ -699,14 +777,17 @@ func (r *Core) handleAppendResponse(m Message, pr *Progress) {
 			next, _ = r.log.findConflictByTerm(m.HintIndex, m.HintTerm)
 		}
 		if pr.maybeDecrTo(m.LogIndex, next) {
-			if pr.State == ProgressReplicate {
-				pr.becomeProbe()
-			}
 			r.sendAppend(m.From, true)
 		}
 		return
 	}
-	if !pr.maybeUpdate(m.LogIndex) {
+	// An answer at the index already known is news to a probe: it shows
+	// where the follower's log matches, so a caught-up follower moved to
+	// Probe (by ReportUnreachable, say) returns to Replicate. Without it,
+	// such a follower stayed in Probe until the next proposal (etcd's
+	// heartbeat_resp_recovers_from_probing).
+	probeAnswered := pr.State == ProgressProbe && m.LogIndex == pr.Match
+	if !pr.maybeUpdate(m.LogIndex) && !probeAnswered {
 		return
 	}
 	switch pr.State {
@@ -717,8 +798,6 @@ func (r *Core) handleAppendResponse(m Message, pr *Progress) {
 		if pr.Match+1 >= r.log.firstIndex() {
 			pr.becomeReplicate()
 		}
-	case ProgressReplicate:
-		pr.inflights.freeLE(m.LogIndex)
 	}
 	if r.maybeCommit() {
 		r.needBroadcast = true
@@ -791,7 +870,7 @@ func (r *Core) sendAppend(to uint64, sendIfEmpty bool) bool {
 	prevTerm, err := r.log.term(prevIndex)
 	var entries []Entry
 	if err == nil {
-		entries, err = r.log.entries(pr.Next, r.cfg.MaxSizePerMsg)
+		entries, err = r.log.entries(pr.Next, r.cfg.MaxAppendBytes)
 	}
 	if errors.Is(err, ErrCompacted) {
 		return r.sendSnapshot(to, pr)

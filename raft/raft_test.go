@@ -136,6 +136,9 @@ func TestStepRejectsInvalidMessages(t *testing.T) {
 		{Type: raft.MsgAppendRequest, From: 0, To: 1, Term: 1},
 		{Type: raft.MsgAppendRequest, From: 1, To: 1, Term: 1},
 		{Type: raft.MsgAppendRequest, From: 2, To: 1, Term: 0},
+		// A snapshot response never rejects (it says how far the log
+		// matches); nothing sends one that does.
+		{Type: raft.MsgSnapshotResponse, From: 2, To: 1, Term: 1, Reject: true},
 	} {
 		if err := c.Step(m); !errors.Is(err, raft.ErrInvalidMessage) {
 			t.Errorf("Step(%+v) = %v, want ErrInvalidMessage", m, err)
@@ -250,13 +253,13 @@ func TestConflictingSuffixIsReplacedQuickly(t *testing.T) {
 }
 
 // Flow control: at most MaxInflightMsgs appends in flight to a silent
-// follower, each within MaxSizePerMsg.
+// follower, each within MaxAppendBytes.
 func TestAppendFlowControl(t *testing.T) {
 	n := rafttest.NewNetwork()
 	n.Config = func(id uint64) raft.Config {
 		cfg := rafttest.DefaultConfig(id)
 		cfg.MaxInflightMsgs = 3
-		cfg.MaxSizePerMsg = 10
+		cfg.MaxAppendBytes = 10
 		return cfg
 	}
 	if err := n.Bootstrap(1, 2); err != nil {
@@ -390,5 +393,51 @@ func TestNewLeaderWaitsForItsFirstCommitBeforeChanges(t *testing.T) {
 	mustStabilize(t, n)
 	if _, _, err := leader.Core.ProposeConfChange(addLearner); err != nil {
 		t.Fatalf("ProposeConfChange after the leader's first commit: %v", err)
+	}
+}
+
+// Messages that would break the leader's Progress invariants, or reach an
+// assertion, come from no correct peer and are refused without effect: an
+// acknowledgement past the leader's last index (the leader used to record
+// it as the follower's match and then panic reading its log there), an
+// answer to a read round never sent, and appends whose entries do not
+// continue one another.
+func TestStepRefusesWhatNoLeaderOrFollowerSends(t *testing.T) {
+	n := cluster(t, 1, 2, 3)
+	leader := elect(t, n, 1)
+	st := leader.Core.Status()
+	last, term := st.LastIndex, st.Term
+	follower := mustNode(t, n, 2)
+	for _, tt := range []struct {
+		to *rafttest.Node
+		m  raft.Message
+	}{
+		{leader, raft.Message{Type: raft.MsgAppendResponse, From: 2, To: 1, Term: term, LogIndex: last + 5}},
+		{leader, raft.Message{Type: raft.MsgSnapshotResponse, From: 2, To: 1, Term: term, LogIndex: last + 5}},
+		{leader, raft.Message{Type: raft.MsgHeartbeatResponse, From: 2, To: 1, Term: term, ReadRound: 7}},
+		{follower, raft.Message{Type: raft.MsgAppendRequest, From: 1, To: 2, Term: term, LogIndex: last, LogTerm: term,
+			Entries: []raft.Entry{{Index: last + 2, Term: term}}}}, // a gap
+		{follower, raft.Message{Type: raft.MsgAppendRequest, From: 1, To: 2, Term: term, LogIndex: last, LogTerm: term,
+			Entries: []raft.Entry{{Index: last + 1, Term: term + 1}}}}, // past the sender's term
+		{follower, raft.Message{Type: raft.MsgAppendRequest, From: 1, To: 2, Term: term, LogIndex: last, LogTerm: term,
+			Entries: []raft.Entry{{Index: last + 1, Term: term}, {Index: last + 2, Term: term - 1}}}}, // term going back
+	} {
+		before := tt.to.Core.Status()
+		if err := tt.to.Core.Step(tt.m); !errors.Is(err, raft.ErrInvalidMessage) {
+			t.Errorf("Step(%v) on node %d = %v, want ErrInvalidMessage", tt.m, tt.to.ID, err)
+		}
+		a, b := tt.to.Core.Status(), before
+		if a.LastIndex != b.LastIndex || a.Commit != b.Commit || tt.to.Core.HasReady() ||
+			a.Progress[2].Match != b.Progress[2].Match || a.Progress[2].Next != b.Progress[2].Next || a.Progress[2].State != b.Progress[2].State {
+			t.Errorf("Step(%v) changed node %d: %+v -> %+v", tt.m, tt.to.ID, b, a)
+		}
+	}
+	// The cluster is unharmed.
+	if _, _, err := leader.Core.Propose([]byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	mustStabilize(t, n)
+	if st := leader.Core.Status(); st.Commit != last+1 {
+		t.Fatalf("commit %d after the refused messages, want %d", st.Commit, last+1)
 	}
 }

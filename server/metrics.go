@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"coord/raft"
 )
 
 // Metrics are one node's Prometheus metrics, in a registry of their own so
@@ -27,6 +29,7 @@ type Metrics struct {
 	requests       *prometheus.CounterVec
 	requestSeconds *prometheus.HistogramVec
 	dropped        *prometheus.CounterVec
+	invalid        *prometheus.CounterVec
 }
 
 // NewMetrics returns a fresh set of metrics, with the Go runtime's and the
@@ -52,9 +55,11 @@ func NewMetrics() *Metrics {
 			Help: "HTTP API request latency by route.", Buckets: latency}, []string{"route"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coord_transport_dropped_total",
 			Help: "Messages the transport dropped rather than block, by reason."}, []string{"reason"}),
+		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coord_raft_invalid_messages_total",
+			Help: "Peer messages the Raft core refused as ones no correct peer sends (a duplicate node ID, say), by type."}, []string{"type"}),
 	}
 	m.registry.MustRegister(m.term, m.role, m.commitIndex, m.appliedIndex, m.leaderChanges,
-		m.appendSeconds, m.proposeSeconds, m.requests, m.requestSeconds, m.dropped,
+		m.appendSeconds, m.proposeSeconds, m.requests, m.requestSeconds, m.dropped, m.invalid,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -85,3 +90,9 @@ func (m *Metrics) setState(st NodeStatus) {
 
 // Dropped counts one message the transport dropped, for the reason given.
 func (m *Metrics) Dropped(reason string) { m.dropped.WithLabelValues(reason).Inc() }
+
+// InvalidMessage counts one peer message the Raft core refused
+// (raft.ErrInvalidMessage), by its type.
+func (m *Metrics) InvalidMessage(msg raft.Message, _ error) {
+	m.invalid.WithLabelValues(msg.Type.String()).Inc()
+}

@@ -353,6 +353,9 @@ func (n *Node) open() error {
 	nc.SnapshotEntries = n.cfg.SnapshotEntries
 	nc.ConfChanged = n.confChanged
 	nc.Logger = n.log
+	if n.cfg.Metrics != nil {
+		nc.InvalidMessage = n.cfg.Metrics.InvalidMessage
+	}
 	s, err := node.Start(nc)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)

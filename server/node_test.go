@@ -20,6 +20,7 @@ type testNode struct {
 	dir     string
 	httpURL string
 	srv     *http.Server
+	metrics *Metrics
 }
 
 type testCluster struct {
@@ -27,6 +28,8 @@ type testCluster struct {
 	peers map[uint64]string
 	https map[uint64]net.Listener
 	nodes map[uint64]*testNode
+	// withMetrics gives each node started from now on its own Metrics.
+	withMetrics bool
 }
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -41,7 +44,14 @@ func freeListener(t *testing.T) net.Listener {
 }
 
 func newTestCluster(t *testing.T, size int) *testCluster {
-	c := &testCluster{t: t, peers: map[uint64]string{}, https: map[uint64]net.Listener{}, nodes: map[uint64]*testNode{}}
+	return newTestClusterOf(t, size, false)
+}
+
+// newTestClusterOf is newTestCluster, with Metrics on every node if
+// withMetrics.
+func newTestClusterOf(t *testing.T, size int, withMetrics bool) *testCluster {
+	c := &testCluster{t: t, peers: map[uint64]string{}, https: map[uint64]net.Listener{}, nodes: map[uint64]*testNode{},
+		withMetrics: withMetrics}
 	raftListeners := map[uint64]net.Listener{}
 	for id := uint64(1); id <= uint64(size); id++ {
 		l := freeListener(t)
@@ -67,6 +77,9 @@ func (c *testCluster) start(id uint64, raftL net.Listener, dir string) *testNode
 	cfg.TickInterval = 20 * time.Millisecond
 	cfg.Logger = quiet
 	cfg.SnapshotEntries = 50 // compact often, so restarts exercise snapshots
+	if c.withMetrics {
+		cfg.Metrics = NewMetrics()
+	}
 	httpL := c.https[id]
 	cfg.HTTPAddr = httpL.Addr().String()
 	node, err := NewNode(cfg)
@@ -75,7 +88,7 @@ func (c *testCluster) start(id uint64, raftL net.Listener, dir string) *testNode
 	}
 	srv := &http.Server{Handler: NewAPI(node, APIConfig{})}
 	go srv.Serve(httpL)
-	n := &testNode{Node: node, id: id, dir: dir, httpURL: "http://" + cfg.HTTPAddr, srv: srv}
+	n := &testNode{Node: node, id: id, dir: dir, httpURL: "http://" + cfg.HTTPAddr, srv: srv, metrics: cfg.Metrics}
 	c.nodes[id] = n
 	return n
 }

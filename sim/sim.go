@@ -353,7 +353,7 @@ func (s *Sim) boot(n *node, peers []uint64) {
 	// Small, seed-chosen flow-control limits: appends that carry a few
 	// entries leave logs partly replicated, where the subtle cases live
 	// (Figure 8).
-	cfg.MaxSizePerMsg = []uint64{4, 16, 256}[s.cfg.Seed%3]
+	cfg.MaxAppendBytes = []uint64{4, 16, 256}[s.cfg.Seed%3]
 	cfg.MaxInflightMsgs = []int{1, 2, 8}[(s.cfg.Seed/3)%3]
 	core, err := raft.New(cfg)
 	if err != nil {

@@ -6,5 +6,10 @@
 // A transcript is a text file. Lines starting with "#" are comments that
 // say what the scenario shows; lines starting with "> " are commands; every
 // other line is the output of the command above it. The commands are listed
-// in the Run documentation.
+// in RunScript's documentation.
+//
+// After every command the runner checks Raft's safety properties over all
+// the nodes (Network.Check: one leader per term, commit never moving back,
+// log matching, committed entries never changing), so every transcript is
+// also a safety check; a violation fails it even with -rewrite.
 package rafttest

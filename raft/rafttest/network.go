@@ -45,6 +45,8 @@ type Network struct {
 	Quiet bool
 	// cut holds one-way links that drop messages: cut[[2]uint64{from, to}].
 	cut map[[2]uint64]bool
+	// inv remembers what the cores did, for Check.
+	inv *invariants
 }
 
 // DefaultConfig is the configuration NewNetwork gives node id: election
@@ -237,6 +239,7 @@ func (n *Network) processReady(node *Node) error {
 		n.printf("node %d read %d confirmed at index %d", node.ID, rs.ID, rs.Index)
 	}
 	node.Core.Advance(rd)
+	n.observe(node)
 	return nil
 }
 

@@ -21,7 +21,7 @@ const maxStabilizeRounds = 1000
 // produced anew. The commands are:
 //
 //	config KEY=VALUE...     set election=, heartbeat=, prevote=, checkquorum=,
-//	                        inflight=, maxsize= (bytes) for nodes started later
+//	                        inflight=, appendbytes= for nodes started later
 //	bootstrap ID...         start a new cluster with these voters
 //	add-node ID             start an empty node that joins a cluster
 //	tick ID [N]             tick a node N times (default 1)
@@ -38,6 +38,12 @@ const maxStabilizeRounds = 1000
 //	deliver [F->T...]       deliver queued messages (all, or matching links;
 //	                        * matches any node)
 //	drop [F->T...]          discard queued messages
+//	inject F->T TYPE K=V... step a message into node T as if F sent it
+//	                        (keys: term, index, logterm, commit, round,
+//	                        reject, transfer)
+//	progress ID             the leader's view of each member (state,
+//	                        match, next)
+//	unreachable ID PEER     tell node ID a message to PEER was dropped
 //	stabilize               deliver until no message is left
 //	process                 handle every node's Ready without delivering
 //	cut F->T...             drop messages on these one-way links
@@ -48,7 +54,19 @@ const maxStabilizeRounds = 1000
 //	status [ID...]          one line per node
 //	log [ID...]             the stored log of each node
 //	queue                   the messages waiting to be delivered
+//
+// After every command it runs the safety checks (Network.Check): a
+// violation is written to the output as "invariant violated: ...", so that
+// every transcript is also a check of Raft's safety properties.
 func RunScript(text string) string {
+	out, _ := runScript(text)
+	return out
+}
+
+// runScript is RunScript that also returns how many commands were followed
+// by a safety violation.
+func runScript(text string) (string, int) {
+	violations := 0
 	var out bytes.Buffer
 	n := NewNetwork()
 	n.Out = &out
@@ -65,21 +83,30 @@ func RunScript(text string) string {
 			if err := runCommand(n, overrides, strings.Fields(line[2:])); err != nil {
 				fmt.Fprintf(&out, "error: %v\n", err)
 			}
+			if err := n.Check(); err != nil {
+				fmt.Fprintf(&out, "%v\n", err)
+				violations++
+			}
 		case strings.HasPrefix(line, "#"), strings.TrimSpace(line) == "":
 			out.WriteString(line + "\n")
 		}
 	}
-	return out.String()
+	return out.String(), violations
 }
 
 // RunFile replays the transcript at path and reports whether the output
-// matches. With rewrite, it writes the new transcript instead.
+// matches. With rewrite, it writes the new transcript instead. A safety
+// violation is an error either way: no golden output can make it pass.
 func RunFile(path string, rewrite bool) (diff string, err error) {
 	old, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
 	}
-	got := RunScript(string(old))
+	got, violations := runScript(string(old))
+	if violations > 0 {
+		return "", fmt.Errorf("%s: %d commands broke a safety invariant (see \"invariant violated\" in the output):\n%s",
+			path, violations, got)
+	}
 	if got == string(old) {
 		return "", nil
 	}
@@ -266,6 +293,17 @@ func runCommand(n *Network, overrides map[string]string, args []string) error {
 		}
 		_, err = n.Deliver(filter)
 		return err
+	case "inject":
+		return injectCommand(n, args)
+	case "progress", "unreachable":
+		node, err := one()
+		if err != nil {
+			return err
+		}
+		if args[0] == "progress" {
+			return progressCommand(n, node)
+		}
+		return unreachableCommand(n, node, args)
 	case "stabilize":
 		return n.Stabilize(maxStabilizeRounds)
 	case "process":
@@ -435,8 +473,8 @@ func applyOverrides(cfg *raft.Config, overrides map[string]string) error {
 			cfg.CheckQuorum, err = strconv.ParseBool(v)
 		case "inflight":
 			cfg.MaxInflightMsgs, err = strconv.Atoi(v)
-		case "maxsize":
-			cfg.MaxSizePerMsg, err = strconv.ParseUint(v, 10, 64)
+		case "appendbytes":
+			cfg.MaxAppendBytes, err = strconv.ParseUint(v, 10, 64)
 		default:
 			return fmt.Errorf("%w: unknown config key %q", errUsage, k)
 		}

@@ -1,0 +1,133 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"coord/raft"
+)
+
+// The review's case, replayed on the waiters' bookkeeping: a deposed leader
+// has callers waiting at 9 and 10 (term 2); a new leader truncates its log
+// back to 8 (term 3); it leads again in term 4, its empty entry lands at 9
+// and a new proposal at 10. Before the fix the new caller's waiter replaced
+// the old one at 10, and the old caller waited until its context ended.
+// Every caller must get an answer, and the right one.
+func TestWaitersOfATruncatedEntryAreAnswered(t *testing.T) {
+	n := &Node{cfg: Config{StateMachine: newKV()}, proposals: map[uint64][]waiter{}}
+	wait := func(index, term uint64) chan result {
+		ch := make(chan result, 1)
+		n.await(index, term, ch)
+		return ch
+	}
+	old9, old10 := wait(9, 2), wait(10, 2)
+	new10 := wait(10, 4)
+	n.apply([]raft.Entry{{Index: 8, Term: 3}, {Index: 9, Term: 4}})
+	for name, ch := range map[string]chan result{"9/2": old9, "10/2": old10} {
+		select {
+		case r := <-ch:
+			if !errors.Is(r.err, ErrProposalLost) {
+				t.Errorf("waiter %s: %v, want ErrProposalLost", name, r.err)
+			}
+		default:
+			t.Errorf("waiter %s is still waiting after entries of term 3 and 4 committed below it", name)
+		}
+	}
+	select {
+	case r := <-new10:
+		t.Fatalf("the term-4 waiter at 10 was answered before its index was applied: %+v", r)
+	default:
+	}
+	n.apply([]raft.Entry{{Index: 10, Term: 4, Data: []byte("k=v")}})
+	if r := <-new10; r.err != nil || r.value != 1 {
+		t.Fatalf("the term-4 waiter at 10 got %+v, want the state machine's result 1", r)
+	}
+	if len(n.proposals) != 0 {
+		t.Fatalf("waiters left behind: %v", n.proposals)
+	}
+}
+
+// A waiter above a snapshot whose term is later than the waiter's is lost
+// for certain; one at or below the snapshot is of unknown outcome.
+func TestSnapshotAnswersWaiters(t *testing.T) {
+	n := &Node{cfg: Config{StateMachine: newKV()}, proposals: map[uint64][]waiter{}}
+	below, above, current := make(chan result, 1), make(chan result, 1), make(chan result, 1)
+	n.proposals[5] = []waiter{{term: 2, ch: below}}
+	n.proposals[7] = []waiter{{term: 2, ch: above}}
+	n.proposals[8] = []waiter{{term: 3, ch: current}}
+	snap := raft.Snapshot{Metadata: raft.SnapshotMetadata{Index: 6, Term: 3}, Data: []byte("{}")}
+	if err := n.installSnapshot(snap); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-below; !errors.Is(r.err, ErrOutcomeUnknown) {
+		t.Errorf("waiter at 5 under a snapshot at 6: %v, want ErrOutcomeUnknown", r.err)
+	}
+	if r := <-above; !errors.Is(r.err, ErrProposalLost) {
+		t.Errorf("term-2 waiter at 7 above a term-3 snapshot at 6: %v, want ErrProposalLost", r.err)
+	}
+	if len(n.proposals) != 1 || len(n.proposals[8]) != 1 {
+		t.Errorf("the term-3 waiter at 8 may still commit and must wait: %v", n.proposals)
+	}
+}
+
+// A leader cut off from its followers appends two proposals; the others
+// elect a new leader whose empty entry replaces the first and truncates the
+// second. Once that entry is applied, both callers learn at once that
+// their proposals are lost, in an idle cluster too. Before the fix, the
+// caller at the truncated index waited until its context ended.
+func TestDeposedLeadersProposalsFailPromptly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestCluster(t, 1, 2, 3)
+		old := c.waitLeader(0)
+		ctx := context.Background()
+		if _, err := old.node.Propose(ctx, []byte("warm=1")); err != nil {
+			t.Fatal(err)
+		}
+		oldID := old.node.ID()
+		for id := range c.members {
+			if id != oldID {
+				c.net.Cut(oldID, id)
+			}
+		}
+		base := old.node.Status().LastIndex
+		type answer struct {
+			data string
+			err  error
+		}
+		answers := make(chan answer, 2)
+		pctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		for _, data := range []string{"lost=1", "lost=2"} {
+			go func() {
+				_, err := old.node.Propose(pctx, []byte(data))
+				answers <- answer{data, err}
+			}()
+		}
+		for old.node.Status().LastIndex < base+2 {
+			select {
+			case <-old.node.Changed():
+			case a := <-answers:
+				t.Fatalf("Propose(%s) returned %v before the leader was cut off", a.data, a.err)
+			}
+		}
+		leader := c.waitLeader(oldID)
+		c.net.Heal()
+		// Nothing else is proposed: the cluster stays idle.
+		for range 2 {
+			a := <-answers
+			if !errors.Is(a.err, ErrProposalLost) {
+				t.Errorf("Propose(%s) on the deposed leader: %v, want ErrProposalLost", a.data, a.err)
+			}
+		}
+		if got := old.sm.get("lost"); got != "" {
+			t.Errorf("a lost proposal was applied: lost=%q", got)
+		}
+		if _, err := leader.node.Propose(ctx, fmt.Appendf(nil, "after=%d", leader.node.ID())); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
