@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	crand "crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -49,6 +50,12 @@ var (
 	// answer (its session was forgotten); the write was not applied by
 	// this attempt.
 	ErrStaleSequence = errors.New("client: stale sequence")
+	// ErrUnauthenticated: the cluster checks tokens, and the client sent
+	// none or one it does not know (revoked, or of another cluster).
+	ErrUnauthenticated = errors.New("client: unauthenticated")
+	// ErrPermissionDenied: the token's role or prefix does not allow the
+	// request.
+	ErrPermissionDenied = errors.New("client: permission denied")
 )
 
 // Error is a failure the cluster answered.
@@ -78,6 +85,7 @@ func (e *Error) Is(target error) bool {
 var codeErrors = map[string]error{
 	"not_found": ErrNotFound, "conflict": ErrConflict, "held": ErrHeld, "lost": ErrLost,
 	"invalid": ErrInvalid, "stale_sequence": ErrStaleSequence,
+	"unauthenticated": ErrUnauthenticated, "permission_denied": ErrPermissionDenied,
 	"unavailable": ErrUnavailable, "unknown_outcome": ErrUnknown, "timeout": ErrUnknown,
 	"disk_full": ErrDiskFull, "storage_failed": ErrUnavailable,
 }
@@ -98,9 +106,19 @@ func mayHaveApplied(err error) bool {
 
 // Config configures a Client.
 type Config struct {
-	// Endpoints are the HTTP addresses (host:port) of cluster nodes; at
-	// least one.
+	// Endpoints are the addresses of cluster nodes' APIs, at least one:
+	// host:port, or https://host:port or http://host:port. Without a
+	// scheme, an endpoint is https when TLS is set, http otherwise.
 	Endpoints []string
+	// TLS, if set, is the configuration of HTTPS connections: the CA to
+	// verify the nodes' certificates with (RootCAs), and a client
+	// certificate for clusters that require one. Nil: plain HTTP, for
+	// clusters run with --insecure (an https:// endpoint then uses the
+	// system's roots).
+	TLS *tls.Config
+	// Token, if set, is sent with every request as a bearer token: a
+	// secure cluster refuses requests without one (ErrUnauthenticated).
+	Token string
 	// AttemptTimeout bounds one attempt against one node, so that a paused
 	// or partitioned node does not hold a request for its whole context.
 	AttemptTimeout time.Duration
@@ -131,11 +149,41 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: BackoffMin %v and BackoffMax %v: want 0 < min <= max", ErrInvalid, c.BackoffMin, c.BackoffMax)
 	}
 	for i, e := range c.Endpoints {
-		if e == "" || strings.Contains(e, "/") {
-			return fmt.Errorf("%w: Endpoints[%d] %q: want host:port", ErrInvalid, i, e)
+		if _, err := c.baseURL(e); err != nil {
+			return fmt.Errorf("%w: Endpoints[%d]: %v", ErrInvalid, i, err)
 		}
 	}
+	if strings.ContainsAny(c.Token, " \r\n") {
+		return fmt.Errorf("%w: Token holds spaces or line breaks", ErrInvalid)
+	}
 	return nil
+}
+
+// baseURL returns the scheme and address of an endpoint: "https://host:port".
+func (c Config) baseURL(endpoint string) (string, error) {
+	scheme := "http"
+	if c.TLS != nil {
+		scheme = "https"
+	}
+	hostport := endpoint
+	if s, rest, ok := strings.Cut(endpoint, "://"); ok {
+		if s != "http" && s != "https" {
+			return "", fmt.Errorf("endpoint %q: scheme %q, want http or https", endpoint, s)
+		}
+		scheme, hostport = s, rest
+	}
+	if hostport == "" || strings.ContainsAny(hostport, "/?#@") {
+		return "", fmt.Errorf("endpoint %q: want host:port, https://host:port or http://host:port", endpoint)
+	}
+	return scheme + "://" + hostport, nil
+}
+
+// hostPort returns an endpoint without its scheme.
+func hostPort(endpoint string) string {
+	if _, rest, ok := strings.Cut(endpoint, "://"); ok {
+		return rest
+	}
+	return endpoint
 }
 
 // Client talks to a coord cluster.
@@ -161,7 +209,8 @@ func New(cfg Config) (*Client, error) {
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}}
+		hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second,
+			TLSClientConfig: cfg.TLS, TLSHandshakeTimeout: cfg.AttemptTimeout}}
 	}
 	var b [8]byte
 	_, _ = crand.Read(b[:])
@@ -272,9 +321,13 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 			}
 			if err == nil || !retryable(err) {
 				// Answered (a non-retryable error is always the cluster's
-				// answer): this endpoint serves, so try it first next time.
+				// answer): this endpoint serves, so try it first next time,
+				// unless a lookup of the leader chose another meanwhile (a
+				// follower's answer, forwarded, must not undo it).
 				c.mu.Lock()
-				c.preferred = ep
+				if c.preferred == start {
+					c.preferred = ep
+				}
 				c.mu.Unlock()
 				return err
 			}
@@ -318,13 +371,20 @@ func (c *Client) attempt(ctx context.Context, endpoint string, k call, out any) 
 	}
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	u := "http://" + endpoint + k.path
+	base, err := c.cfg.baseURL(endpoint)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	u := base + k.path
 	if len(k.query) > 0 {
 		u += "?" + k.query.Encode()
 	}
 	req, err := http.NewRequestWithContext(actx, k.method, u, bytes.NewReader(k.body))
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if c.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -392,7 +452,7 @@ func (c *Client) learnLeader(endpoint string) {
 				continue
 			}
 			for i, ep := range c.cfg.Endpoints {
-				if ep == m.HTTP {
+				if hostPort(ep) == m.HTTP {
 					c.mu.Lock()
 					c.preferred = i
 					c.mu.Unlock()

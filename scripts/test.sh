@@ -16,6 +16,7 @@ start_redis    # COORD_TEST_REDIS=redis://127.0.0.1:PORT/0
 start_etcd     # COORD_TEST_ETCD=etcd://127.0.0.1:PORT
 start_postgres # COORD_TEST_POSTGRES=postgres://postgres@127.0.0.1:PORT/postgres
 start_zookeeper # COORD_TEST_ZOOKEEPER=zk://127.0.0.1:PORT
+ensure_pkg curl # the secure cluster's test drives curl as a user would (cmd/coord)
 
 log "gofmt"
 unformatted=$(find . -name '*.go' -not -path './.git/*' -print0 | xargs -0 gofmt -l)

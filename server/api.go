@@ -47,6 +47,13 @@ type APIConfig struct {
 	Logger *slog.Logger
 	// Metrics, if not nil, counts requests.
 	Metrics *Metrics
+	// Auth makes the API check bearer tokens (auth.go); off only on a
+	// node run with --insecure.
+	Auth bool
+	// ForwardScheme is the scheme of requests forwarded to the leader:
+	// "https" on a node that serves HTTPS (Client then carries the TLS
+	// configuration). "": http.
+	ForwardScheme string
 }
 
 // API serves the HTTP/JSON API (docs/API.md) over a Replica. Any node
@@ -85,8 +92,11 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 	a.handle("GET /v1/members", "members", a.members)
 	a.handle("POST /v1/members", "member_add", a.addMember)
 	a.handle("DELETE /v1/members/{id}", "member_remove", a.removeMember)
+	a.handle("POST /v1/auth/tokens", "token_create", a.createToken)
+	a.handle("GET /v1/auth/tokens", "token_list", a.listTokens)
+	a.handle("DELETE /v1/auth/tokens/{id}", "token_revoke", a.revokeToken)
 	if cfg.Metrics != nil {
-		a.mux.Handle("GET /metrics", cfg.Metrics.Handler())
+		a.mux.Handle("GET /metrics", a.guarded("metrics", cfg.Metrics.Handler()))
 	}
 	return a
 }
@@ -106,6 +116,7 @@ type request struct {
 }
 
 func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request) error) {
+	checkRoute(route)
 	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
@@ -114,14 +125,16 @@ func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request
 		if st.Leader != 0 {
 			rec.Header().Set(HeaderLeader, strconv.FormatUint(st.Leader, 10))
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(rec, r.Body, int64(a.cfg.Limits.ValueBytes)+4096))
-		if err == nil {
-			err = h(rec, &request{Request: r, body: body})
-		} else {
-			err = fmt.Errorf("%w: body: %v", ErrInvalid, err)
-		}
-		if err != nil {
-			a.writeError(rec, err)
+		if !a.guard(rec, r, route) {
+			body, err := io.ReadAll(http.MaxBytesReader(rec, r.Body, int64(a.cfg.Limits.ValueBytes)+4096))
+			if err == nil {
+				err = h(rec, &request{Request: r, body: body})
+			} else {
+				err = fmt.Errorf("%w: body: %v", ErrInvalid, err)
+			}
+			if err != nil {
+				a.writeError(rec, err)
+			}
 		}
 		if a.cfg.Metrics != nil {
 			a.cfg.Metrics.observeRequest(route, rec.code, time.Since(start))
@@ -226,13 +239,21 @@ func (a *API) forward(w http.ResponseWriter, r *request) error {
 	ctx := httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
 		WroteRequest: func(info httptrace.WroteRequestInfo) { sent.Store(info.Err == nil) },
 	})
-	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+target+r.URL.RequestURI(), bytes.NewReader(r.body))
+	scheme := a.cfg.ForwardScheme
+	if scheme == "" {
+		scheme = "http"
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, scheme+"://"+target+r.URL.RequestURI(), bytes.NewReader(r.body))
 	if err != nil {
 		return fmt.Errorf("server: forward: %w", err)
 	}
 	req.Header.Set(HeaderForwarded, strconv.FormatUint(st.ID, 10))
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		req.Header.Set("Content-Type", ct)
+	// The leader checks the token again: a forwarding node vouches for
+	// nothing.
+	for _, h := range []string{"Content-Type", "Authorization"} {
+		if v := r.Header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
 	}
 	resp, err := a.cfg.Client.Do(req)
 	if err != nil {
@@ -242,7 +263,7 @@ func (a *API) forward(w http.ResponseWriter, r *request) error {
 	defer resp.Body.Close()
 	// Coord-Node stays this node's: a client that sees it differ from
 	// Coord-Leader knows its request was forwarded, and looks the leader up.
-	for _, h := range []string{"Content-Type", "Retry-After", HeaderLeader} {
+	for _, h := range []string{"Content-Type", "Retry-After", "WWW-Authenticate", HeaderLeader} {
 		if v := resp.Header.Get(h); v != "" {
 			w.Header().Set(h, v)
 		}

@@ -58,6 +58,10 @@ type fakeView struct{ f *fakeReplica }
 
 func (v fakeView) Get(key string) (KeyValue, bool) { return v.f.m.Get(key) }
 func (v fakeView) Lease(name string) Lease         { return v.f.m.Lease(name) }
+func (v fakeView) Token(hash [TokenHashBytes]byte) (Token, bool) {
+	return v.f.m.TokenByHash(hash)
+}
+func (v fakeView) Tokens() []Token { return v.f.m.Tokens() }
 func (v fakeView) Remaining(name string) (time.Duration, bool) {
 	return v.f.m.Lease(name).TTL, v.f.leader == v.f.id
 }

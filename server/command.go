@@ -29,11 +29,21 @@ const (
 	// last renewed at log index Renewed. Only the leader's lessor proposes
 	// it.
 	OpExpire
+	// OpTokenCreate adds the API token Value encodes (its SHA-256 hash,
+	// role and prefixes: see Token); its ID is the entry's log index.
+	OpTokenCreate
+	// OpTokenRevoke removes the API token whose ID is Token.
+	OpTokenRevoke
+	// OpTokenBootstrap adds the API token Value encodes as OpTokenCreate
+	// does, but only if the cluster never had a token: the leader of a
+	// new secure cluster proposes it with the initial admin token.
+	OpTokenBootstrap
 )
 
 var opNames = [...]string{
 	OpPut: "put", OpDelete: "delete", OpAcquire: "acquire",
 	OpRenew: "renew", OpRelease: "release", OpExpire: "expire",
+	OpTokenCreate: "token_create", OpTokenRevoke: "token_revoke", OpTokenBootstrap: "token_bootstrap",
 }
 
 // String returns the operation's name.
@@ -44,7 +54,7 @@ func (o Op) String() string {
 	return fmt.Sprintf("Op(%d)", uint8(o))
 }
 
-func (o Op) valid() bool { return o >= OpPut && o <= OpExpire }
+func (o Op) valid() bool { return o >= OpPut && o <= OpTokenBootstrap }
 
 // Limits bound what one command and the whole machine may hold. Commands
 // over a limit are refused with StatusInvalid before they change anything.

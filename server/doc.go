@@ -32,6 +32,17 @@
 // sent the request, so its view is never later than the leader's (clock
 // rate drift aside).
 //
+// # Security
+//
+// With Config.Security (coord server's default), the transport is mutual
+// TLS 1.3 bound to node ids, the API is HTTPS, and every request but
+// GET /v1/status carries a bearer token. Tokens live in the replicated
+// state as SHA-256 hashes with a role (read, write, admin) and key and
+// lease-name prefixes (tokens.go); the API checks them against a
+// route-role table (auth.go), so every node decides alike. The leader of a
+// new cluster makes the initial admin token once, only if the cluster
+// never had one. docs/security.md has the threat model.
+//
 // # Not guaranteed
 //
 // Sessions are evicted least-recently-used beyond Limits.Sessions; a client

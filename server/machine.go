@@ -65,6 +65,12 @@ type Machine struct {
 	// membership changes in the log announced them; kept here so that a
 	// node restarted from a snapshot still knows where its peers are.
 	peers map[uint64]string
+	// tokens are the API's bearer tokens by ID, tokenIDs their IDs by
+	// hash; tokensEver is set by the first token ever made, after which
+	// OpTokenBootstrap does nothing (see tokens.go).
+	tokens     map[uint64]*Token
+	tokenIDs   map[[TokenHashBytes]byte]uint64
+	tokensEver bool
 }
 
 // NewMachine returns an empty machine with the given limits.
@@ -77,6 +83,8 @@ func NewMachine(limits Limits) *Machine {
 		leases:   map[string]*Lease{},
 		sessions: map[uint64]*session{},
 		peers:    map[uint64]string{},
+		tokens:   map[uint64]*Token{},
+		tokenIDs: map[[TokenHashBytes]byte]uint64{},
 	}
 }
 
@@ -192,6 +200,10 @@ func (m *Machine) evictSessions(keep uint64) {
 
 // execute performs the command itself, after the session checks.
 func (m *Machine) execute(index uint64, c Command) Result {
+	switch c.Op {
+	case OpTokenCreate, OpTokenBootstrap, OpTokenRevoke:
+		return m.executeToken(index, c)
+	}
 	if reason := m.check(c); reason != "" {
 		return Result{Status: StatusInvalid, Reason: reason}
 	}

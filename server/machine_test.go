@@ -230,6 +230,14 @@ func randomCommands(rng *rand.Rand, n int) []Command {
 		c.Token = uint64(rng.IntN(i + 1))
 		c.Renewed = uint64(rng.IntN(i + 1))
 		c.TTL = time.Duration(1+rng.IntN(5)) * time.Second
+		switch rng.IntN(20) { // now and then, a token command
+		case 0:
+			c = TokenCreateCommand(Token{Hash: HashToken(fmt.Sprint(rng.IntN(5))), Role: TokenRole(1 + rng.IntN(3))})
+		case 1:
+			c = TokenRevokeCommand(uint64(rng.IntN(i + 1)))
+		case 2:
+			c = TokenBootstrapCommand(Token{Hash: HashToken("boot"), Role: TokenAdmin})
+		}
 		if rng.IntN(2) == 0 {
 			c.Client = uint64(1 + rng.IntN(3))
 			c.Seq = uint64(1 + rng.IntN(i+1))

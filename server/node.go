@@ -90,6 +90,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, if set, is updated as the node runs.
 	Metrics *Metrics
+	// Security, if set, runs the transport over mutual TLS and makes the
+	// initial admin token (security.go). Nil: insecure.
+	Security *Security
 }
 
 // DefaultConfig returns coord's defaults: ticks of 100 ms, elections after
@@ -147,10 +150,11 @@ type Node struct {
 	shell *node.Node
 	sm    *stateMachine
 
-	stop      chan struct{}
-	watchDone chan struct{}
-	closeOnce sync.Once
-	closeErr  error
+	stop          chan struct{}
+	watchDone     chan struct{}
+	closeOnce     sync.Once
+	closeErr      error
+	bootstrapping atomic.Bool // an initial admin token proposal is in flight
 }
 
 // stateMachine is the node.StateMachine: the Machine and the lessor, under
@@ -302,6 +306,9 @@ func (n *Node) open() error {
 	tc := tcp.DefaultConfig()
 	tc.ID, tc.Listener, tc.ListenAddr, tc.Peers, tc.Meta = n.cfg.ID, n.cfg.PeerListener, n.cfg.Peers[n.cfg.ID], peers, n.cfg.HTTPAddr
 	tc.Logger = logger(n.cfg.Logger)
+	if n.cfg.Security != nil {
+		tc.TLS = n.cfg.Security.peerTLS()
+	}
 	tc.Deliver = func(m raft.Message) {
 		if s := shell.Load(); s != nil {
 			s.Deliver(m)
@@ -476,6 +483,9 @@ func (n *Node) watch() {
 				}
 			}()
 		}
+		if leading && tick {
+			n.bootstrapTokens()
+		}
 		if st.Lead != lead {
 			if n.cfg.Metrics != nil {
 				n.cfg.Metrics.leaderChanges.Inc()
@@ -616,6 +626,10 @@ type nodeView struct{ s *stateMachine }
 
 func (v nodeView) Get(key string) (KeyValue, bool) { return v.s.machine.Get(key) }
 func (v nodeView) Lease(name string) Lease         { return v.s.machine.Lease(name) }
+func (v nodeView) Token(hash [TokenHashBytes]byte) (Token, bool) {
+	return v.s.machine.TokenByHash(hash)
+}
+func (v nodeView) Tokens() []Token { return v.s.machine.Tokens() }
 func (v nodeView) Remaining(name string) (time.Duration, bool) {
 	left, ok := v.s.lessor.remaining(name, time.Now())
 	return left, ok && v.s.leading

@@ -83,6 +83,11 @@ type View interface {
 	// Remaining returns how long the lease has left by this node's clock,
 	// and whether this node is the leader and so its clock decides.
 	Remaining(name string) (time.Duration, bool)
+	// Token returns the API token whose hash is hash, and whether there
+	// is one.
+	Token(hash [TokenHashBytes]byte) (Token, bool)
+	// Tokens returns every API token, by ID.
+	Tokens() []Token
 }
 
 // Replica is the node an API serves: one member of the replicated state

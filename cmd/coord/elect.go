@@ -121,7 +121,9 @@ Timings: --ttl alone scales the others (renew deadline 2/3, renew interval
 2/9, retry period 1/9 of the TTL); they must satisfy
 ttl > renew-deadline > renew-interval > 0.`,
 		Example: `  coord elect --store file:///tmp/leader.lock
-  coord elect --store file:///tmp/leader.lock --id a --ttl 3s --json`,
+  coord elect --store file:///tmp/leader.lock --id a --ttl 3s --json
+  coord elect --store raft:// --name demo    # a coord cluster: endpoints, CA and token from coord cluster env
+  coord elect --store 'raft://127.0.0.1:8001,127.0.0.1:8002?cacert=ca.crt&token_file=app.token'`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := f.config(lease.ScaledConfig(f.ttl))

@@ -40,7 +40,7 @@ func (c *Cluster) Bench(ctx context.Context, concurrencies []int, d time.Duratio
 		end := start.Add(d)
 		var wg sync.WaitGroup
 		for w := range n {
-			cl, err := client.New(client.DefaultConfig(c.Endpoints()...))
+			cl, err := client.New(c.ClientConfig())
 			if err != nil {
 				return nil, err
 			}

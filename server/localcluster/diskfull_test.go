@@ -95,7 +95,7 @@ func startDiskFull(tb testing.TB, tick string) *diskFullRun {
 	if _, err := c.WaitLeader(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	cfg := client.DefaultConfig(c.Endpoints()...)
+	cfg := c.ClientConfig()
 	cfg.AttemptTimeout = 500 * time.Millisecond
 	if r.cl, err = client.New(cfg); err != nil {
 		tb.Fatal(err)
