@@ -28,8 +28,12 @@ const (
 	HeaderLeader = "Coord-Leader"
 )
 
-// watchTimeoutMax bounds one long poll.
-const watchTimeoutMax = 5 * time.Minute
+// watchTimeoutMax bounds one long poll; watchTimeoutDefault is its wait
+// when the request names none.
+const (
+	watchTimeoutMax     = 5 * time.Minute
+	watchTimeoutDefault = 30 * time.Second
+)
 
 // APIConfig configures an API.
 type APIConfig struct {
@@ -431,6 +435,9 @@ func (a *API) keyBody(key string) (int, any) {
 
 func (a *API) getKey(w http.ResponseWriter, r *request) error {
 	key := r.PathValue("key")
+	if err := checkName("key", key); err != nil {
+		return err
+	}
 	return a.read(w, r, func() error { return respond(w, func() (int, any) { return a.keyBody(key) }) })
 }
 
@@ -449,6 +456,9 @@ func condition(r *request, cmd *Command) error {
 
 func (a *API) putKey(w http.ResponseWriter, r *request) error {
 	cmd := Command{Op: OpPut, Key: r.PathValue("key"), Value: r.body}
+	if err := checkName("key", cmd.Key); err != nil {
+		return err
+	}
 	if err := condition(r, &cmd); err != nil {
 		return err
 	}
@@ -459,6 +469,9 @@ func (a *API) putKey(w http.ResponseWriter, r *request) error {
 
 func (a *API) deleteKey(w http.ResponseWriter, r *request) error {
 	cmd := Command{Op: OpDelete, Key: r.PathValue("key")}
+	if err := checkName("key", cmd.Key); err != nil {
+		return err
+	}
 	if err := condition(r, &cmd); err != nil {
 		return err
 	}
@@ -484,10 +497,7 @@ func (a *API) watch(w http.ResponseWriter, r *request, current func() uint64, bo
 	if err != nil {
 		return err
 	}
-	timeout := min(time.Duration(timeoutMs)*time.Millisecond, watchTimeoutMax)
-	if !has {
-		timeout = 30 * time.Second
-	}
+	timeout := watchTimeout(timeoutMs, has)
 	if stream {
 		return a.read(w, r, func() error { return a.stream(w, r, rev, current, body) })
 	}
@@ -557,6 +567,9 @@ func (a *API) stream(w http.ResponseWriter, r *request, rev uint64, current func
 
 func (a *API) watchKey(w http.ResponseWriter, r *request) error {
 	key := r.PathValue("key")
+	if err := checkName("key", key); err != nil {
+		return err
+	}
 	current := func() (rev uint64) {
 		a.replica.View(func(v View) {
 			kv, _ := v.Get(key)
@@ -589,6 +602,9 @@ type LeaseResponse struct {
 
 func leaseRequest(r *request) (LeaseRequest, error) {
 	var lr LeaseRequest
+	if err := checkJSONText(r.body); err != nil {
+		return lr, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(r.body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&lr); err != nil {
@@ -597,14 +613,19 @@ func leaseRequest(r *request) (LeaseRequest, error) {
 	if lr.Holder == "" {
 		return lr, fmt.Errorf("%w: holder is required", ErrInvalid)
 	}
-	if lr.TTLMs < 0 {
-		return lr, fmt.Errorf("%w: ttl_ms %d is negative", ErrInvalid, lr.TTLMs)
-	}
 	return lr, nil
 }
 
 func (a *API) leaseOp(w http.ResponseWriter, r *request, op Op) error {
+	name := r.PathValue("name")
+	if err := checkName("lease name", name); err != nil {
+		return err
+	}
 	lr, err := leaseRequest(r)
+	if err != nil {
+		return err
+	}
+	ttl, err := ttlFromMs(lr.TTLMs, a.cfg.Limits.TTLMax)
 	if err != nil {
 		return err
 	}
@@ -614,7 +635,7 @@ func (a *API) leaseOp(w http.ResponseWriter, r *request, op Op) error {
 	if op != OpAcquire && lr.Token == 0 {
 		return fmt.Errorf("%w: token is required", ErrInvalid)
 	}
-	cmd := Command{Op: op, Key: r.PathValue("name"), Holder: lr.Holder, Token: lr.Token, TTL: time.Duration(lr.TTLMs) * time.Millisecond}
+	cmd := Command{Op: op, Key: name, Holder: lr.Holder, Token: lr.Token, TTL: ttl}
 	return a.propose(w, r, cmd, func(res Result) error {
 		return writeJSON(w, http.StatusOK, LeaseResponse{Name: cmd.Key, Holder: res.Holder, Token: res.Token,
 			TTLMs: res.TTL.Milliseconds(), Revision: res.Revision})
@@ -640,11 +661,17 @@ func (a *API) leaseBody(name string) (int, any) {
 
 func (a *API) getLease(w http.ResponseWriter, r *request) error {
 	name := r.PathValue("name")
+	if err := checkName("lease name", name); err != nil {
+		return err
+	}
 	return a.read(w, r, func() error { return respond(w, func() (int, any) { return a.leaseBody(name) }) })
 }
 
 func (a *API) watchLease(w http.ResponseWriter, r *request) error {
 	name := r.PathValue("name")
+	if err := checkName("lease name", name); err != nil {
+		return err
+	}
 	current := func() (rev uint64) {
 		a.replica.View(func(v View) { rev = v.Lease(name).Revision })
 		return rev
@@ -663,6 +690,9 @@ func (a *API) addMember(w http.ResponseWriter, r *request) error {
 		return a.forward(w, r)
 	}
 	var mr MemberRequest
+	if err := checkJSONText(r.body); err != nil {
+		return err
+	}
 	if err := json.Unmarshal(r.body, &mr); err != nil {
 		return fmt.Errorf("%w: member request body: %v", ErrInvalid, err)
 	}
