@@ -47,6 +47,9 @@ type APIConfig struct {
 	Logger *slog.Logger
 	// Metrics, if not nil, counts requests.
 	Metrics *Metrics
+	// WatchesMax bounds the watches served at once (HTTPLimits.WatchesMax).
+	// 0: DefaultHTTPLimits().WatchesMax.
+	WatchesMax int
 }
 
 // API serves the HTTP/JSON API (docs/API.md) over a Replica. Any node
@@ -58,6 +61,7 @@ type API struct {
 	replica Replica
 	cfg     APIConfig
 	mux     *http.ServeMux
+	watches *watchLimit
 }
 
 // NewAPI returns the API of replica.
@@ -71,7 +75,10 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 	if cfg.Limits == (Limits{}) {
 		cfg.Limits = DefaultLimits()
 	}
-	a := &API{replica: replica, cfg: cfg, mux: http.NewServeMux()}
+	if cfg.WatchesMax <= 0 {
+		cfg.WatchesMax = DefaultHTTPLimits().WatchesMax
+	}
+	a := &API{replica: replica, cfg: cfg, mux: http.NewServeMux(), watches: newWatchLimit(cfg.WatchesMax, cfg.Metrics)}
 	a.handle("GET /v1/status", "status", a.status)
 	a.handle("GET /v1/kv/{key...}", "kv_get", a.getKey)
 	a.handle("PUT /v1/kv/{key...}", "kv_put", a.putKey)
@@ -498,6 +505,11 @@ func (a *API) watch(w http.ResponseWriter, r *request, current func() uint64, bo
 		return err
 	}
 	timeout := watchTimeout(timeoutMs, has)
+	release, err := a.admitWatch(w)
+	if err != nil {
+		return err
+	}
+	defer release()
 	if stream {
 		return a.read(w, r, func() error { return a.stream(w, r, rev, current, body) })
 	}

@@ -27,6 +27,12 @@ type Metrics struct {
 	requests       *prometheus.CounterVec
 	requestSeconds *prometheus.HistogramVec
 	dropped        *prometheus.CounterVec
+
+	// The HTTP limits (HTTPLimits): what is open, and what was refused.
+	watches             prometheus.Gauge
+	watchesRejected     prometheus.Counter
+	connections         prometheus.Gauge
+	connectionsRejected prometheus.Counter
 }
 
 // NewMetrics returns a fresh set of metrics, with the Go runtime's and the
@@ -52,9 +58,18 @@ func NewMetrics() *Metrics {
 			Help: "HTTP API request latency by route.", Buckets: latency}, []string{"route"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coord_transport_dropped_total",
 			Help: "Messages the transport dropped rather than block, by reason."}, []string{"reason"}),
+		watches: prometheus.NewGauge(prometheus.GaugeOpts{Name: "coord_http_watches",
+			Help: "Watches (long polls and streams) being served."}),
+		watchesRejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_http_watches_rejected_total",
+			Help: "Watches answered 503 because the node served its maximum."}),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "coord_http_connections",
+			Help: "Open connections to the HTTP API."}),
+		connectionsRejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_http_connections_rejected_total",
+			Help: "Connections closed when accepted because the node had its maximum open."}),
 	}
 	m.registry.MustRegister(m.term, m.role, m.commitIndex, m.appliedIndex, m.leaderChanges,
 		m.appendSeconds, m.proposeSeconds, m.requests, m.requestSeconds, m.dropped,
+		m.watches, m.watchesRejected, m.connections, m.connectionsRejected,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -85,3 +100,30 @@ func (m *Metrics) setState(st NodeStatus) {
 
 // Dropped counts one message the transport dropped, for the reason given.
 func (m *Metrics) Dropped(reason string) { m.dropped.WithLabelValues(reason).Inc() }
+
+// The HTTP limits' metrics; each does nothing on a nil Metrics, as an API
+// may have none.
+
+func (m *Metrics) setWatches(n int64) {
+	if m != nil {
+		m.watches.Set(float64(n))
+	}
+}
+
+func (m *Metrics) watchRejected() {
+	if m != nil {
+		m.watchesRejected.Inc()
+	}
+}
+
+func (m *Metrics) setConnections(n int64) {
+	if m != nil {
+		m.connections.Set(float64(n))
+	}
+}
+
+func (m *Metrics) connectionRejected() {
+	if m != nil {
+		m.connectionsRejected.Inc()
+	}
+}

@@ -66,6 +66,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, if set, is updated as the node runs.
 	Metrics *Metrics
+	// HTTP bounds the clients of the node's HTTP API (Serve). Zero:
+	// DefaultHTTPLimits().
+	HTTP HTTPLimits
 }
 
 // DefaultConfig returns coord's defaults: ticks of 100 ms, elections after
@@ -79,6 +82,7 @@ func DefaultConfig() Config {
 		HeartbeatTicks:  rc.HeartbeatTicks,
 		SnapshotEntries: 10000,
 		Limits:          DefaultLimits(),
+		HTTP:            DefaultHTTPLimits(),
 	}
 }
 

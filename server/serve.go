@@ -27,6 +27,8 @@ type Options struct {
 	ElectionTicks   int
 	HeartbeatTicks  int
 	SnapshotEntries uint64
+	// HTTPLimits bound the API's clients (--http-max-watches and others).
+	HTTPLimits HTTPLimits
 }
 
 // Register defines the flags of Options on fs.
@@ -42,6 +44,8 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ElectionTicks, "election-ticks", d.ElectionTicks, "election timeout in ticks (drawn from [n, 2n))")
 	fs.IntVar(&o.HeartbeatTicks, "heartbeat-ticks", d.HeartbeatTicks, "heartbeat interval in ticks")
 	fs.Uint64Var(&o.SnapshotEntries, "snapshot-entries", d.SnapshotEntries, "entries applied between snapshots")
+	o.HTTPLimits = d.HTTP
+	o.HTTPLimits.Register(fs)
 }
 
 // ParsePeers parses "1=HOST:PORT,2=HOST:PORT". Errors wrap ErrInvalid.
@@ -103,6 +107,10 @@ func (o Options) Config() (Config, error) {
 	}
 	cfg.ID, cfg.Peers, cfg.DataDir, cfg.Join = o.ID, peers, o.Data, o.Join
 	cfg.TickInterval, cfg.ElectionTicks, cfg.HeartbeatTicks, cfg.SnapshotEntries = o.Tick, o.ElectionTicks, o.HeartbeatTicks, o.SnapshotEntries
+	cfg.HTTP = o.HTTPLimits
+	if err := cfg.HTTP.Validate(); err != nil {
+		return cfg, fmt.Errorf("--http-max-*, --http-*-timeout: %w", err)
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
 	}
@@ -126,10 +134,7 @@ func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, ht
 		hl.Close()
 		return err
 	}
-	srv := &http.Server{
-		Handler:           NewAPI(node, APIConfig{Limits: cfg.Limits, Logger: cfg.Logger, Metrics: cfg.Metrics}),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	srv := newServeHTTP(node, cfg)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(hl) }()
 	if ready != nil {

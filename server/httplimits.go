@@ -1,0 +1,234 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// HTTPLimits bound what the clients of one node's HTTP API can hold of it:
+// connections, watches, and the time a request may take to arrive. Every
+// field must be positive; start from DefaultHTTPLimits.
+type HTTPLimits struct {
+	// ConnectionsMax bounds the open connections to the API. A connection
+	// beyond it is closed as soon as it is accepted, before a byte is
+	// read, so that clients learn at once rather than wait in the backlog.
+	ConnectionsMax int
+	// WatchesMax bounds the watches (long polls and event streams, those
+	// forwarded from other nodes included) that the node serves at once.
+	// One more is answered 503 too_many_watches with Retry-After. Keep it
+	// well below ConnectionsMax: every watch holds a connection.
+	WatchesMax int
+	// ReadHeaderTimeout bounds reading a request's headers, and
+	// ReadTimeout the whole request, its body included: a client that
+	// sends slowly is cut off. A watch is excepted by design once its
+	// request is read (net/http lifts the read deadline then, over HTTP/1
+	// and HTTP/2): it waits for a change for up to timeout_ms (a stream,
+	// for as long as the client stays), and only WatchesMax bounds how
+	// many do. There is no write timeout, which would cut watches off.
+	ReadHeaderTimeout, ReadTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that carries no request
+	// for this long.
+	IdleTimeout time.Duration
+}
+
+// DefaultHTTPLimits returns coord's limits: 4,096 connections, 1,024
+// watches, 10 s for the headers, 30 s for a whole request, 2 min idle.
+func DefaultHTTPLimits() HTTPLimits {
+	return HTTPLimits{
+		ConnectionsMax:    4096,
+		WatchesMax:        1024,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+}
+
+// Validate reports every field that is not positive, wrapping ErrInvalid.
+func (l HTTPLimits) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		name  string
+		value int64
+	}{
+		{"ConnectionsMax", int64(l.ConnectionsMax)},
+		{"WatchesMax", int64(l.WatchesMax)},
+		{"ReadHeaderTimeout", int64(l.ReadHeaderTimeout)},
+		{"ReadTimeout", int64(l.ReadTimeout)},
+		{"IdleTimeout", int64(l.IdleTimeout)},
+	} {
+		if f.value <= 0 {
+			errs = append(errs, fmt.Errorf("HTTPLimits.%s must be positive", f.name))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+	}
+	return nil
+}
+
+// Register defines the flags of HTTPLimits on fs, with l's values as
+// their defaults.
+func (l *HTTPLimits) Register(fs *pflag.FlagSet) {
+	fs.IntVar(&l.ConnectionsMax, "http-max-connections", l.ConnectionsMax, "connections the HTTP API keeps open at once; more are closed when accepted")
+	fs.IntVar(&l.WatchesMax, "http-max-watches", l.WatchesMax, "watches (long polls and streams) served at once; more are answered 503 with Retry-After")
+	fs.DurationVar(&l.ReadHeaderTimeout, "http-read-header-timeout", l.ReadHeaderTimeout, "time a client has to send a request's headers")
+	fs.DurationVar(&l.ReadTimeout, "http-read-timeout", l.ReadTimeout, "time a client has to send a whole request, body included (watches wait longer by design)")
+	fs.DurationVar(&l.IdleTimeout, "http-idle-timeout", l.IdleTimeout, "time a keep-alive connection may stay idle")
+}
+
+// newHTTPServer returns the http.Server of a node's API, with the limits
+// set: timeouts, and the connection limit enforced by a ConnState hook
+// (so that it holds for whatever listener the server is given).
+func newHTTPServer(h http.Handler, l HTTPLimits, logger *slog.Logger, metrics *Metrics) *http.Server {
+	cl := &connLimit{max: int64(l.ConnectionsMax), logger: logger, metrics: metrics}
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		ReadTimeout:       l.ReadTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		ConnState:         cl.track,
+	}
+}
+
+// connLimit counts a server's open connections and closes new ones beyond
+// max.
+//
+// connLimit is safe for concurrent use: the server calls track from its
+// accept loop and from each connection's goroutine.
+type connLimit struct {
+	max     int64
+	open    atomic.Int64
+	logger  *slog.Logger
+	metrics *Metrics
+	warned  rateLimit
+}
+
+func (c *connLimit) track(conn net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateNew:
+		n := c.open.Add(1)
+		c.metrics.setConnections(n)
+		if n > c.max {
+			c.metrics.connectionRejected()
+			if c.warned.allow(time.Now()) {
+				c.logger.Warn("HTTP connection limit reached: closing new connections", "limit", c.max, "remote", conn.RemoteAddr().String())
+			}
+			conn.Close() // the server sees StateClosed next, which counts it out
+		}
+	case http.StateClosed, http.StateHijacked:
+		c.metrics.setConnections(c.open.Add(-1))
+	}
+}
+
+// rateLimit lets one event through per second, for log lines that an
+// attacker could otherwise multiply.
+type rateLimit struct{ last atomic.Int64 }
+
+func (r *rateLimit) allow(now time.Time) bool {
+	last := r.last.Load()
+	return now.UnixNano()-last >= int64(time.Second) && r.last.CompareAndSwap(last, now.UnixNano())
+}
+
+// watchLimit admits at most max watches at once.
+//
+// When a burst of watches has ended (at most an eighth of its peak still
+// open), it hands the memory they used back to the operating system
+// (debug.FreeOSMemory): otherwise the Go runtime keeps the freed heap until
+// its next collection, which an idle node may not run for two minutes, and
+// returns it gradually after that, so that resident memory stays near the
+// burst's peak (the outsider's 10,000 watches left 280-560 MB behind).
+//
+// watchLimit is safe for concurrent use.
+type watchLimit struct {
+	max     int64
+	active  atomic.Int64
+	metrics *Metrics
+
+	mu      sync.Mutex // guards peak and freeing
+	peak    int64      // the most watches at once since memory was last freed
+	freeing bool       // a free is running
+	free    func()     // debug.FreeOSMemory; a test may count calls instead
+}
+
+// watchBurst is the peak of a burst of watches after which their end frees
+// memory: a node that serves a few hundred watches at most never pays for
+// a forced collection.
+const watchBurst = 256
+
+func newWatchLimit(max int, metrics *Metrics) *watchLimit {
+	return &watchLimit{max: int64(max), metrics: metrics, free: debug.FreeOSMemory}
+}
+
+// acquire reserves a watch, or reports false at the limit. A reserved watch
+// must be released.
+func (l *watchLimit) acquire() bool {
+	n := l.active.Add(1)
+	if n > l.max {
+		l.active.Add(-1)
+		l.metrics.watchRejected()
+		return false
+	}
+	l.metrics.setWatches(n)
+	l.mu.Lock()
+	l.peak = max(l.peak, n)
+	l.mu.Unlock()
+	return true
+}
+
+// release ends a watch, and frees memory once a burst has ended.
+func (l *watchLimit) release() {
+	n := l.active.Add(-1)
+	l.metrics.setWatches(n)
+	l.mu.Lock()
+	ended := l.peak >= watchBurst && n <= l.peak/8 && !l.freeing
+	if ended {
+		l.peak, l.freeing = n, true
+	}
+	l.mu.Unlock()
+	if !ended {
+		return
+	}
+	// On a goroutine of its own: this watch's answer is written, but its
+	// handler need not wait for a full collection.
+	go func() {
+		l.free()
+		l.mu.Lock()
+		l.freeing = false
+		l.mu.Unlock()
+	}()
+}
+
+// admitWatch reserves one of the node's watches for this request, or
+// answers 503 too_many_watches with Retry-After at the limit.
+func (a *API) admitWatch(w http.ResponseWriter) (release func(), err error) {
+	if !a.watches.acquire() {
+		w.Header().Set("Retry-After", "1")
+		return nil, &apiError{status: http.StatusServiceUnavailable, code: "too_many_watches",
+			msg: fmt.Sprintf("node serves its maximum of %d watches at once; retry later", a.watches.max)}
+	}
+	return a.watches.release, nil
+}
+
+// newServeHTTP returns the http.Server that Serve runs for node: its API
+// under cfg.HTTP's limits.
+func newServeHTTP(node *Node, cfg Config) *http.Server {
+	limits := cfg.HTTP
+	if limits == (HTTPLimits{}) {
+		limits = DefaultHTTPLimits()
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	api := NewAPI(node, APIConfig{Limits: cfg.Limits, Logger: logger, Metrics: cfg.Metrics, WatchesMax: limits.WatchesMax})
+	return newHTTPServer(api, limits, logger, cfg.Metrics)
+}
