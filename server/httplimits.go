@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -89,7 +90,7 @@ func (l *HTTPLimits) Register(fs *pflag.FlagSet) {
 // set: timeouts, and the connection limit enforced by a ConnState hook
 // (so that it holds for whatever listener the server is given).
 func newHTTPServer(h http.Handler, l HTTPLimits, logger *slog.Logger, metrics *Metrics) *http.Server {
-	cl := &connLimit{max: int64(l.ConnectionsMax), logger: logger, metrics: metrics}
+	cl := &connLimit{max: int64(l.ConnectionsMax), logger: logger, metrics: metrics, burst: burst{free: returnMemory}}
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
@@ -100,7 +101,8 @@ func newHTTPServer(h http.Handler, l HTTPLimits, logger *slog.Logger, metrics *M
 }
 
 // connLimit counts a server's open connections and closes new ones beyond
-// max.
+// max. The end of a burst of connections frees memory (see burst): a
+// connection holds more than the watch it carried, and closes after it.
 //
 // connLimit is safe for concurrent use: the server calls track from its
 // accept loop and from each connection's goroutine.
@@ -110,6 +112,7 @@ type connLimit struct {
 	logger  *slog.Logger
 	metrics *Metrics
 	warned  rateLimit
+	burst   burst
 }
 
 func (c *connLimit) track(conn net.Conn, state http.ConnState) {
@@ -117,6 +120,7 @@ func (c *connLimit) track(conn net.Conn, state http.ConnState) {
 	case http.StateNew:
 		n := c.open.Add(1)
 		c.metrics.setConnections(n)
+		c.burst.rose(n)
 		if n > c.max {
 			c.metrics.connectionRejected()
 			if c.warned.allow(time.Now()) {
@@ -125,7 +129,9 @@ func (c *connLimit) track(conn net.Conn, state http.ConnState) {
 			conn.Close() // the server sees StateClosed next, which counts it out
 		}
 	case http.StateClosed, http.StateHijacked:
-		c.metrics.setConnections(c.open.Add(-1))
+		n := c.open.Add(-1)
+		c.metrics.setConnections(n)
+		c.burst.fell(n)
 	}
 }
 
@@ -140,32 +146,16 @@ func (r *rateLimit) allow(now time.Time) bool {
 
 // watchLimit admits at most max watches at once.
 //
-// When a burst of watches has ended (at most an eighth of its peak still
-// open), it hands the memory they used back to the operating system
-// (debug.FreeOSMemory): otherwise the Go runtime keeps the freed heap until
-// its next collection, which an idle node may not run for two minutes, and
-// returns it gradually after that, so that resident memory stays near the
-// burst's peak (the outsider's 10,000 watches left 280-560 MB behind).
-//
 // watchLimit is safe for concurrent use.
 type watchLimit struct {
 	max     int64
 	active  atomic.Int64
 	metrics *Metrics
-
-	mu      sync.Mutex // guards peak and freeing
-	peak    int64      // the most watches at once since memory was last freed
-	freeing bool       // a free is running
-	free    func()     // debug.FreeOSMemory; a test may count calls instead
+	burst   burst
 }
 
-// watchBurst is the peak of a burst of watches after which their end frees
-// memory: a node that serves a few hundred watches at most never pays for
-// a forced collection.
-const watchBurst = 256
-
 func newWatchLimit(max int, metrics *Metrics) *watchLimit {
-	return &watchLimit{max: int64(max), metrics: metrics, free: debug.FreeOSMemory}
+	return &watchLimit{max: int64(max), metrics: metrics, burst: burst{free: returnMemory}}
 }
 
 // acquire reserves a watch, or reports false at the limit. A reserved watch
@@ -178,32 +168,74 @@ func (l *watchLimit) acquire() bool {
 		return false
 	}
 	l.metrics.setWatches(n)
-	l.mu.Lock()
-	l.peak = max(l.peak, n)
-	l.mu.Unlock()
+	l.burst.rose(n)
 	return true
 }
 
-// release ends a watch, and frees memory once a burst has ended.
+// release ends a watch.
 func (l *watchLimit) release() {
 	n := l.active.Add(-1)
 	l.metrics.setWatches(n)
-	l.mu.Lock()
-	ended := l.peak >= watchBurst && n <= l.peak/8 && !l.freeing
+	l.burst.fell(n)
+}
+
+// burst follows a count of things that hold memory (watches, connections)
+// and hands memory back to the operating system (returnMemory) when
+// a burst of them has ended: when at most an eighth of its peak is left.
+// Otherwise the Go runtime keeps the freed heap until its next collection,
+// which an idle node may not run for two minutes, and returns it gradually
+// after that: resident memory stays near the burst's peak (the outsider's
+// 10,000 watches left 280-560 MB behind).
+//
+// burst is safe for concurrent use.
+type burst struct {
+	mu      sync.Mutex
+	peak    int64  // the highest count since memory was last freed
+	freeing bool   // a free is running
+	free    func() // returnMemory; a test may count calls instead
+}
+
+// returnMemory collects garbage and hands the free heap back to the
+// operating system. It collects twice: net/http keeps a closed connection's
+// buffers in a sync.Pool, which one collection only moves to the pool's
+// victim cache, and the next frees.
+func returnMemory() {
+	runtime.GC()
+	debug.FreeOSMemory()
+}
+
+// burstMin is the smallest peak whose end frees memory: a node that only
+// ever holds a few hundred watches or connections never pays for a forced
+// collection.
+const burstMin = 256
+
+// rose records that the count is now n.
+func (b *burst) rose(n int64) {
+	b.mu.Lock()
+	b.peak = max(b.peak, n)
+	b.mu.Unlock()
+}
+
+// fell records that the count is now n, and frees memory if that ends a
+// burst.
+func (b *burst) fell(n int64) {
+	b.mu.Lock()
+	ended := b.peak >= burstMin && n <= b.peak/8 && !b.freeing
 	if ended {
-		l.peak, l.freeing = n, true
+		b.peak, b.freeing = n, true
 	}
-	l.mu.Unlock()
+	b.mu.Unlock()
 	if !ended {
 		return
 	}
-	// On a goroutine of its own: this watch's answer is written, but its
-	// handler need not wait for a full collection.
+	// On a goroutine of its own: the caller (a handler that has written its
+	// answer, the server's connection bookkeeping) need not wait for a full
+	// collection.
 	go func() {
-		l.free()
-		l.mu.Lock()
-		l.freeing = false
-		l.mu.Unlock()
+		b.free()
+		b.mu.Lock()
+		b.freeing = false
+		b.mu.Unlock()
 	}()
 }
 

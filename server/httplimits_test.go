@@ -252,48 +252,90 @@ func TestConnectionLimit(t *testing.T) {
 	}
 }
 
-// The end of a burst of watches frees memory once; a handful of watches
-// never does.
-func TestWatchLimitFreesMemoryAfterABurst(t *testing.T) {
-	l := newWatchLimit(10000, nil)
+// The end of a burst (at most an eighth of its peak left) frees memory
+// once; a count that never reaches burstMin never does.
+func TestBurstFreesMemoryWhenItEnds(t *testing.T) {
 	freed := make(chan struct{}, 10)
-	l.free = func() { freed <- struct{}{} }
-
-	for range 10 {
-		l.acquire()
-	}
-	for range 10 {
-		l.release()
-	}
-	for range watchBurst {
-		if !l.acquire() {
-			t.Fatal("acquire below the limit failed")
+	b := &burst{free: func() { freed <- struct{}{} }}
+	notFreed := func(what string) {
+		t.Helper()
+		select {
+		case <-freed:
+			t.Fatalf("memory freed %s", what)
+		default:
 		}
 	}
-	for range watchBurst - watchBurst/8 - 1 {
-		l.release()
+	for n := int64(1); n < burstMin; n++ {
+		b.rose(n)
 	}
-	select {
-	case <-freed:
-		t.Fatal("memory freed while more than an eighth of the burst is open")
-	default:
+	for n := int64(burstMin - 2); n >= 0; n-- {
+		b.fell(n)
 	}
-	l.release() // an eighth left
+	notFreed("after a count below burstMin")
+
+	const peak = 8 * burstMin
+	for n := int64(1); n <= peak; n++ {
+		b.rose(n)
+	}
+	for n := int64(peak - 1); n > peak/8; n-- {
+		b.fell(n)
+	}
+	notFreed("with more than an eighth of the burst left")
+	b.fell(peak / 8)
 	select {
 	case <-freed:
 	case <-time.After(30 * time.Second):
-		t.Fatal("memory not freed after a burst of watches ended")
+		t.Fatal("memory not freed after a burst ended")
 	}
-	for range watchBurst / 8 {
+	// The burst's remainder (peak/8 = burstMin) is a burst of its own.
+	for n := int64(peak/8 - 1); n > peak/64; n-- {
+		b.fell(n)
+	}
+	notFreed("before the remainder ended")
+	deadline := time.After(30 * time.Second)
+	for {
+		b.mu.Lock()
+		running := b.freeing
+		b.mu.Unlock()
+		if !running {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatal("the first free never finished")
+		case <-time.After(time.Millisecond): // a poll period: the free runs on its own goroutine
+		}
+	}
+	b.fell(peak / 64)
+	select {
+	case <-freed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("memory not freed after the remainder ended")
+	}
+	for n := int64(peak/64 - 1); n >= 0; n-- {
+		b.fell(n)
+	}
+	notFreed("after a remainder below burstMin ended")
+}
+
+// Watches feed their burst: a limit's acquire and release keep the count.
+func TestWatchLimitCountsItsBurst(t *testing.T) {
+	l := newWatchLimit(1000, nil)
+	freed := make(chan struct{}, 1)
+	l.burst.free = func() { freed <- struct{}{} }
+	for range burstMin {
+		l.acquire()
+	}
+	for range burstMin {
 		l.release()
-	}
-	if n := l.active.Load(); n != 0 {
-		t.Fatalf("%d watches active after all were released", n)
 	}
 	select {
 	case <-freed:
-		t.Fatal("memory freed twice for one burst")
-	default:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the end of a burst of watches freed no memory")
+	}
+	if n := l.active.Load(); n != 0 {
+		t.Fatalf("%d watches active after all were released", n)
 	}
 }
 
