@@ -90,7 +90,7 @@ func (l *HTTPLimits) Register(fs *pflag.FlagSet) {
 // set: timeouts, and the connection limit enforced by a ConnState hook
 // (so that it holds for whatever listener the server is given).
 func newHTTPServer(h http.Handler, l HTTPLimits, logger *slog.Logger, metrics *Metrics) *http.Server {
-	cl := &connLimit{max: int64(l.ConnectionsMax), logger: logger, metrics: metrics, burst: burst{free: returnMemory}}
+	cl := &connLimit{max: int64(l.ConnectionsMax), logger: logger, metrics: metrics, burst: newBurst()}
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
@@ -155,7 +155,7 @@ type watchLimit struct {
 }
 
 func newWatchLimit(max int, metrics *Metrics) *watchLimit {
-	return &watchLimit{max: int64(max), metrics: metrics, burst: burst{free: returnMemory}}
+	return &watchLimit{max: int64(max), metrics: metrics, burst: newBurst()}
 }
 
 // acquire reserves a watch, or reports false at the limit. A reserved watch
@@ -189,11 +189,20 @@ func (l *watchLimit) release() {
 //
 // burst is safe for concurrent use.
 type burst struct {
-	mu      sync.Mutex
-	peak    int64  // the highest count since memory was last freed
-	freeing bool   // a free is running
-	free    func() // returnMemory; a test may count calls instead
+	mu       sync.Mutex
+	peak     int64     // the highest count since memory was last freed
+	freeing  bool      // a free is pending or running
+	lastFree time.Time // when the last free ended
+
+	free      func()        // returnMemory; a test may count calls instead
+	freeEvery time.Duration // the least time between two frees
 }
+
+// freeEveryDefault spaces frees out: a count that swings past burstMin
+// many times a second costs a forced collection every 10 s at most.
+const freeEveryDefault = 10 * time.Second
+
+func newBurst() burst { return burst{free: returnMemory, freeEvery: freeEveryDefault} }
 
 // returnMemory collects garbage and hands the free heap back to the
 // operating system. It collects twice: net/http keeps a closed connection's
@@ -221,8 +230,10 @@ func (b *burst) rose(n int64) {
 func (b *burst) fell(n int64) {
 	b.mu.Lock()
 	ended := b.peak >= burstMin && n <= b.peak/8 && !b.freeing
+	var wait time.Duration
 	if ended {
 		b.peak, b.freeing = n, true
+		wait = time.Until(b.lastFree.Add(b.freeEvery))
 	}
 	b.mu.Unlock()
 	if !ended {
@@ -230,11 +241,14 @@ func (b *burst) fell(n int64) {
 	}
 	// On a goroutine of its own: the caller (a handler that has written its
 	// answer, the server's connection bookkeeping) need not wait for a full
-	// collection.
+	// collection, nor for the last one to be freeEvery old.
 	go func() {
+		if wait > 0 {
+			time.Sleep(wait)
+		}
 		b.free()
 		b.mu.Lock()
-		b.freeing = false
+		b.freeing, b.lastFree = false, time.Now()
 		b.mu.Unlock()
 	}()
 }

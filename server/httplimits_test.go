@@ -256,7 +256,7 @@ func TestConnectionLimit(t *testing.T) {
 // once; a count that never reaches burstMin never does.
 func TestBurstFreesMemoryWhenItEnds(t *testing.T) {
 	freed := make(chan struct{}, 10)
-	b := &burst{free: func() { freed <- struct{}{} }}
+	b := &burst{free: func() { freed <- struct{}{} }} // freeEvery 0: frees may follow each other at once
 	notFreed := func(what string) {
 		t.Helper()
 		select {
@@ -316,6 +316,40 @@ func TestBurstFreesMemoryWhenItEnds(t *testing.T) {
 		b.fell(n)
 	}
 	notFreed("after a remainder below burstMin ended")
+}
+
+// Frees are spaced freeEvery apart: a burst that ends sooner after the last
+// free is freed late, not never.
+func TestBurstSpacesFreesOut(t *testing.T) {
+	freed := make(chan time.Time, 10)
+	const every = 300 * time.Millisecond
+	b := &burst{free: func() { freed <- time.Now() }, freeEvery: every}
+	run := func() time.Time {
+		t.Helper()
+		b.rose(burstMin)
+		b.fell(0)
+		select {
+		case at := <-freed:
+			return at
+		case <-time.After(30 * time.Second):
+			t.Fatal("a burst ended without a free")
+			return time.Time{}
+		}
+	}
+	first := run()
+	deadline := time.Now().Add(30 * time.Second)
+	for { // the free's goroutine records its end after free returns
+		b.mu.Lock()
+		pending := b.freeing
+		b.mu.Unlock()
+		if !pending || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond) // a poll period: the free runs on its own goroutine
+	}
+	if second := run(); second.Sub(first) < every {
+		t.Fatalf("two frees %v apart, want at least %v", second.Sub(first), every)
+	}
 }
 
 // Watches feed their burst: a limit's acquire and release keep the count.
