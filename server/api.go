@@ -32,8 +32,12 @@ const (
 	HeaderLeader = "Coord-Leader"
 )
 
-// watchTimeoutMax bounds one long poll.
-const watchTimeoutMax = 5 * time.Minute
+// watchTimeoutMax bounds one long poll; watchTimeoutDefault is its wait
+// when the request names none.
+const (
+	watchTimeoutMax     = 5 * time.Minute
+	watchTimeoutDefault = 30 * time.Second
+)
 
 // APIConfig configures an API.
 type APIConfig struct {
@@ -54,6 +58,9 @@ type APIConfig struct {
 	// "https" on a node that serves HTTPS (Client then carries the TLS
 	// configuration). "": http.
 	ForwardScheme string
+	// WatchesMax bounds the watches served at once (HTTPLimits.WatchesMax).
+	// 0: DefaultHTTPLimits().WatchesMax.
+	WatchesMax int
 }
 
 // API serves the HTTP/JSON API (docs/API.md) over a Replica. Any node
@@ -65,6 +72,7 @@ type API struct {
 	replica Replica
 	cfg     APIConfig
 	mux     *http.ServeMux
+	watches *watchLimit
 }
 
 // NewAPI returns the API of replica.
@@ -78,7 +86,10 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 	if cfg.Limits == (Limits{}) {
 		cfg.Limits = DefaultLimits()
 	}
-	a := &API{replica: replica, cfg: cfg, mux: http.NewServeMux()}
+	if cfg.WatchesMax <= 0 {
+		cfg.WatchesMax = DefaultHTTPLimits().WatchesMax
+	}
+	a := &API{replica: replica, cfg: cfg, mux: http.NewServeMux(), watches: newWatchLimit(cfg.WatchesMax, cfg.Metrics)}
 	a.handle("GET /v1/status", "status", a.status)
 	a.handle("GET /v1/kv/{key...}", "kv_get", a.getKey)
 	a.handle("PUT /v1/kv/{key...}", "kv_put", a.putKey)
@@ -489,6 +500,9 @@ func (a *API) keyBody(key string) (int, any) {
 
 func (a *API) getKey(w http.ResponseWriter, r *request) error {
 	key := r.PathValue("key")
+	if err := checkName("key", key); err != nil {
+		return err
+	}
 	return a.read(w, r, func() error { return respond(w, func() (int, any) { return a.keyBody(key) }) })
 }
 
@@ -507,6 +521,9 @@ func condition(r *request, cmd *Command) error {
 
 func (a *API) putKey(w http.ResponseWriter, r *request) error {
 	cmd := Command{Op: OpPut, Key: r.PathValue("key"), Value: r.body}
+	if err := checkName("key", cmd.Key); err != nil {
+		return err
+	}
 	if err := condition(r, &cmd); err != nil {
 		return err
 	}
@@ -517,6 +534,9 @@ func (a *API) putKey(w http.ResponseWriter, r *request) error {
 
 func (a *API) deleteKey(w http.ResponseWriter, r *request) error {
 	cmd := Command{Op: OpDelete, Key: r.PathValue("key")}
+	if err := checkName("key", cmd.Key); err != nil {
+		return err
+	}
 	if err := condition(r, &cmd); err != nil {
 		return err
 	}
@@ -542,10 +562,12 @@ func (a *API) watch(w http.ResponseWriter, r *request, current func() uint64, bo
 	if err != nil {
 		return err
 	}
-	timeout := min(time.Duration(timeoutMs)*time.Millisecond, watchTimeoutMax)
-	if !has {
-		timeout = 30 * time.Second
+	timeout := watchTimeout(timeoutMs, has)
+	release, err := a.admitWatch(w)
+	if err != nil {
+		return err
 	}
+	defer release()
 	if stream {
 		return a.read(w, r, func() error { return a.stream(w, r, rev, current, body) })
 	}
@@ -615,6 +637,9 @@ func (a *API) stream(w http.ResponseWriter, r *request, rev uint64, current func
 
 func (a *API) watchKey(w http.ResponseWriter, r *request) error {
 	key := r.PathValue("key")
+	if err := checkName("key", key); err != nil {
+		return err
+	}
 	current := func() (rev uint64) {
 		a.replica.View(func(v View) {
 			kv, _ := v.Get(key)
@@ -647,6 +672,9 @@ type LeaseResponse struct {
 
 func leaseRequest(r *request) (LeaseRequest, error) {
 	var lr LeaseRequest
+	if err := checkJSONText(r.body); err != nil {
+		return lr, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(r.body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&lr); err != nil {
@@ -655,14 +683,19 @@ func leaseRequest(r *request) (LeaseRequest, error) {
 	if lr.Holder == "" {
 		return lr, fmt.Errorf("%w: holder is required", ErrInvalid)
 	}
-	if lr.TTLMs < 0 {
-		return lr, fmt.Errorf("%w: ttl_ms %d is negative", ErrInvalid, lr.TTLMs)
-	}
 	return lr, nil
 }
 
 func (a *API) leaseOp(w http.ResponseWriter, r *request, op Op) error {
+	name := r.PathValue("name")
+	if err := checkName("lease name", name); err != nil {
+		return err
+	}
 	lr, err := leaseRequest(r)
+	if err != nil {
+		return err
+	}
+	ttl, err := ttlFromMs(lr.TTLMs, a.cfg.Limits.TTLMax)
 	if err != nil {
 		return err
 	}
@@ -672,7 +705,7 @@ func (a *API) leaseOp(w http.ResponseWriter, r *request, op Op) error {
 	if op != OpAcquire && lr.Token == 0 {
 		return fmt.Errorf("%w: token is required", ErrInvalid)
 	}
-	cmd := Command{Op: op, Key: r.PathValue("name"), Holder: lr.Holder, Token: lr.Token, TTL: time.Duration(lr.TTLMs) * time.Millisecond}
+	cmd := Command{Op: op, Key: name, Holder: lr.Holder, Token: lr.Token, TTL: ttl}
 	return a.propose(w, r, cmd, func(res Result) error {
 		return writeJSON(w, http.StatusOK, LeaseResponse{Name: cmd.Key, Holder: res.Holder, Token: res.Token,
 			TTLMs: res.TTL.Milliseconds(), Revision: res.Revision})
@@ -698,11 +731,17 @@ func (a *API) leaseBody(name string) (int, any) {
 
 func (a *API) getLease(w http.ResponseWriter, r *request) error {
 	name := r.PathValue("name")
+	if err := checkName("lease name", name); err != nil {
+		return err
+	}
 	return a.read(w, r, func() error { return respond(w, func() (int, any) { return a.leaseBody(name) }) })
 }
 
 func (a *API) watchLease(w http.ResponseWriter, r *request) error {
 	name := r.PathValue("name")
+	if err := checkName("lease name", name); err != nil {
+		return err
+	}
 	current := func() (rev uint64) {
 		a.replica.View(func(v View) { rev = v.Lease(name).Revision })
 		return rev
@@ -721,6 +760,9 @@ func (a *API) addMember(w http.ResponseWriter, r *request) error {
 		return a.forward(w, r)
 	}
 	var mr MemberRequest
+	if err := checkJSONText(r.body); err != nil {
+		return err
+	}
 	if err := json.Unmarshal(r.body, &mr); err != nil {
 		return fmt.Errorf("%w: member request body: %v", ErrInvalid, err)
 	}

@@ -93,6 +93,9 @@ type Config struct {
 	// Security, if set, runs the transport over mutual TLS and makes the
 	// initial admin token (security.go). Nil: insecure.
 	Security *Security
+	// HTTP bounds the clients of the node's HTTP API (Serve). Zero:
+	// DefaultHTTPLimits().
+	HTTP HTTPLimits
 }
 
 // DefaultConfig returns coord's defaults: ticks of 100 ms, elections after
@@ -106,6 +109,7 @@ func DefaultConfig() Config {
 		HeartbeatTicks:  rc.HeartbeatTicks,
 		SnapshotEntries: 10000,
 		Limits:          DefaultLimits(),
+		HTTP:            DefaultHTTPLimits(),
 	}
 }
 

@@ -31,6 +31,8 @@ type Options struct {
 	WALSegmentBytes int64
 	// Security are the TLS and token flags (security.go).
 	Security SecurityOptions
+	// HTTPLimits bound the API's clients (--http-max-watches and others).
+	HTTPLimits HTTPLimits
 }
 
 // Register defines the flags of Options on fs.
@@ -49,6 +51,8 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.Uint64Var(&o.SnapshotEntries, "snapshot-entries", d.SnapshotEntries, "entries applied between snapshots")
 	fs.Int64Var(&o.WALSegmentBytes, "wal-segment-bytes", 0, "size past which the write-ahead log starts a new segment (0: 64 MiB)")
 	o.Security.Register(fs)
+	o.HTTPLimits = d.HTTP
+	o.HTTPLimits.Register(fs)
 }
 
 // ParsePeers parses "1=HOST:PORT,2=HOST:PORT". Errors wrap ErrInvalid.
@@ -118,6 +122,10 @@ func (o Options) Config() (Config, error) {
 	cfg.ID, cfg.Peers, cfg.DataDir, cfg.Join = o.ID, peers, o.Data, o.Join
 	cfg.TickInterval, cfg.ElectionTicks, cfg.HeartbeatTicks, cfg.SnapshotEntries = o.Tick, o.ElectionTicks, o.HeartbeatTicks, o.SnapshotEntries
 	cfg.WALSegmentBytes = o.WALSegmentBytes
+	cfg.HTTP = o.HTTPLimits
+	if err := cfg.HTTP.Validate(); err != nil {
+		return cfg, fmt.Errorf("--http-max-*, --http-*-timeout: %w", err)
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
 	}
@@ -153,12 +161,7 @@ func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, ht
 		hl.Close()
 		return err
 	}
-	apiCfg := APIConfig{Limits: cfg.Limits, Logger: cfg.Logger, Metrics: cfg.Metrics}
-	apiSecurity(&apiCfg, cfg.Security)
-	srv := &http.Server{
-		Handler:           NewAPI(node, apiCfg),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	srv := newServeHTTP(node, cfg)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(hl) }()
 	if ready != nil {
