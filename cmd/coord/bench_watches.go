@@ -50,6 +50,8 @@ memory (VmRSS):
   - after: at each of --after once a write to the key has ended them all and
     the clients have closed their connections.
 
+The nodes serve plain HTTP (--insecure), so that a build from before TLS
+existed can be measured beside this one with the same requests.
 --max-watches and --max-connections are passed to the nodes as
 --http-max-watches and --http-max-connections (0: their defaults).
 The process running this command holds one connection per watch: it needs a
@@ -111,7 +113,9 @@ func runWatchesBench(ctx context.Context, out io.Writer, f watchesFlags) error {
 	if f.maxConns > 0 {
 		args = append(args, "--http-max-connections", strconv.Itoa(f.maxConns))
 	}
-	c, err := localcluster.Start(ctx, localcluster.Config{Nodes: f.nodes, Dir: dir, Binary: binary, Args: args})
+	// Plain HTTP (--insecure), so that a build from before TLS existed can
+	// be measured beside this one with the same requests.
+	c, err := localcluster.Start(ctx, localcluster.Config{Nodes: f.nodes, Dir: dir, Binary: binary, Args: args, Insecure: true})
 	if err != nil {
 		return err
 	}
