@@ -292,11 +292,12 @@ func (e *Elector) lead(ctx context.Context, rec Record, start time.Time) {
 	defer endTenureWatch()
 	revoked := e.watchTenure(tenureCtx, t.token)
 
-	// stepDown ends the tenure for err. release says whether to hand the
-	// lease back (best effort): not when the store said it is gone
-	// already, but when it may still hold it (the deadline passed) or when
-	// this Backend may still keep what proves the tenure alive.
-	stepDown := func(err error, release bool) {
+	// stepDown ends the tenure for err, then hands the lease back, best
+	// effort: the store may still hold it (the deadline passed), or may
+	// still show the tenure alive to others (the file store's tenure
+	// socket, when its records were removed); a release of a tenure the
+	// store has given away already changes nothing.
+	stepDown := func(err error) {
 		e.token.Store(0)
 		cancelWork(err)
 		e.log.Info("lease: stepping down", "token", t.token, "err", err)
@@ -304,9 +305,7 @@ func (e *Elector) lead(ctx context.Context, rec Record, start time.Time) {
 			cb(t.token, err)
 		}
 		<-workDone
-		if release {
-			e.releaseBestEffort(ctx, t.token)
-		}
+		e.releaseBestEffort(ctx, t.token)
 	}
 
 	resign, ctxDone := e.resign, ctx.Done()
@@ -320,7 +319,7 @@ func (e *Elector) lead(ctx context.Context, rec Record, start time.Time) {
 		}
 		now := e.clock.Now()
 		if !now.Before(t.deadline) {
-			stepDown(fmt.Errorf("%w: no successful renew within %v", ErrDeadline, e.cfg.RenewDeadline), true)
+			stepDown(fmt.Errorf("%w: no successful renew within %v", ErrDeadline, e.cfg.RenewDeadline))
 			return
 		}
 		var work <-chan struct{}
@@ -347,7 +346,7 @@ func (e *Elector) lead(ctx context.Context, rec Record, start time.Time) {
 				revoked = nil
 				continue
 			}
-			stepDown(err, true)
+			stepDown(err)
 			return
 		case <-e.clock.After(t.deadline.Sub(now)):
 			// The check at the top of the loop steps down.
@@ -357,7 +356,7 @@ func (e *Elector) lead(ctx context.Context, rec Record, start time.Time) {
 		case r := <-renewDone:
 			renewing = false
 			if err := e.renewed(t, r); err != nil {
-				stepDown(err, !errors.Is(err, ErrLost))
+				stepDown(err)
 				return
 			}
 		}

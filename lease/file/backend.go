@@ -446,9 +446,15 @@ func (b *Backend) notCurrent(name string, s *snapshot, v view, holder string, to
 	default:
 		return ""
 	}
-	// The tenure of token is over, unless a caller that is not its holder
-	// presented the token of a tenure this Backend holds.
-	if v.token != token || v.holder == holder || t != nil && t.dirID != s.dirID || strings.HasPrefix(v.holder, "unknown (pid ") {
+	// The tenure of token is over. Its socket closes now if a newer tenure
+	// holds the lease (nobody waits on it), or on Release; otherwise (the
+	// directory replaced, the record removed) others wait on it, and it
+	// closes when the holder, having reported its loss, hands the lease
+	// back, so that its report comes first in a merged timeline. A caller
+	// that is not the holder never closes the holder's socket.
+	dirReplaced := t != nil && t.dirID != s.dirID
+	bogus := v.token == token && v.holder != holder && v.holder != "" && !dirReplaced && !strings.HasPrefix(v.holder, "unknown (pid ")
+	if !bogus && (releasing || v.token > token || v.token == token && v.holder == holder) {
 		b.endTenure(name, token)
 	}
 	return why

@@ -192,7 +192,11 @@ func TestDamagedRecordUnderLiveHolder(t *testing.T) {
 			if _, err := a.Renew(ctx, "leader.lock", "alice", rec.Token, time.Hour); !errors.Is(err, lease.ErrLost) {
 				t.Errorf("alice's Renew after her record was damaged: %v, want ErrLost", err)
 			}
-			// Her failed renewal ended her tenure: bob may go now.
+			// She hands the lease back, as an Elector does after a loss:
+			// her tenure socket closes, and bob may go.
+			if err := a.Release(ctx, "leader.lock", "alice", rec.Token); !errors.Is(err, lease.ErrLost) {
+				t.Errorf("alice's Release after her loss: %v, want ErrLost", err)
+			}
 			next, err := b.Acquire(ctx, "leader.lock", "bob", time.Minute)
 			if err != nil || next.Token <= rec.Token {
 				t.Errorf("bob's Acquire after alice stepped down = %+v, %v", next, err)
