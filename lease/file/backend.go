@@ -233,7 +233,7 @@ func (b *Backend) acquireOnce(name, holder string, ttl time.Duration, start time
 	// was replaced holds the lease until its expiry, which is written down
 	// now (from its TTL) so that it does not move.
 	found := b.scan(name)
-	if f, ok := unexplained(s, found); ok {
+	if f, ok := unexplained(s, name, found); ok {
 		if !b.orphaned(name, f) {
 			return lease.Record{}, errRace
 		}
@@ -246,7 +246,7 @@ func (b *Backend) acquireOnce(name, holder string, ttl time.Duration, start time
 	if v.status != statusNever || len(s.damage) > 0 {
 		b.log.Debug("lease/file: taking over", "lease", name, "was", v.describe(), "damage", s.damage)
 	}
-	sock := b.socketName(name, token, ttl)
+	sock := b.socketName(name, token, ttl, s.maxN+1)
 	t, err := b.listen(sock, s.dirID)
 	if err != nil {
 		return lease.Record{}, err
@@ -299,17 +299,31 @@ func (b *Backend) releaseAfterFailure(name, holder string, token uint64) {
 }
 
 // unexplained returns the live tenure with the highest token above every
-// token the record knows, if any.
-func unexplained(s *snapshot, found []foundTenure) (foundTenure, bool) {
+// token the record knows, if any, that may hold the lease: not one whose
+// acquisition was to commit a version that exists (intact) or existed
+// already. That acquisition lost its race, or is still to find out that
+// it did (a process stopped between listening and linking): had it
+// committed, every later record would carry its token or a greater one.
+// Its own record damaged is the exception: then it may hold the lease.
+func unexplained(s *snapshot, name string, found []foundTenure) (foundTenure, bool) {
 	var known uint64
 	if s.haveCur {
 		known = s.cur.Token
 	}
+	damaged := map[string]bool{}
+	for _, d := range s.damage {
+		file, _, _ := strings.Cut(d, ": ")
+		damaged[file] = true
+	}
 	var best foundTenure
 	for _, f := range found {
-		if f.token > known && f.token > best.token {
-			best = f
+		if f.token <= known || f.token <= best.token {
+			continue
 		}
+		if s.haveCur && f.version <= s.maxN && !damaged[versionFile(name, f.version)] {
+			continue
+		}
+		best = f
 	}
 	return best, best.token != 0
 }

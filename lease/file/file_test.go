@@ -101,13 +101,16 @@ func TestDamagedLockFileIsRewritten(t *testing.T) {
 		t.Run(what, func(t *testing.T) {
 			ctx := context.Background()
 			path := filepath.Join(t.TempDir(), "leader.lock")
-			b, _ := openLogged(t, path)
+			b, logs := openLogged(t, path)
 			if err := os.WriteFile(path, damage([]byte("coord-lease/v2 00000000 {}\n")), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			rec, err := b.Acquire(ctx, "leader.lock", "alice", time.Minute)
 			if err != nil {
 				t.Fatalf("Acquire over a damaged lock file: %v", err)
+			}
+			if !strings.Contains(logs.String(), "repairing lock file") {
+				t.Errorf("no repair logged; logs:\n%s", logs)
 			}
 			data, err := os.ReadFile(path)
 			if err != nil || !bytes.HasPrefix(data, []byte("coord-lease/v2 ")) || !bytes.Contains(data, []byte(`"holder":"alice"`)) {

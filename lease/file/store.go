@@ -351,6 +351,10 @@ func (b *Backend) publish(s *snapshot, name string, data []byte) error {
 		return nil
 	}
 	err = unix.Renameat2(dfd, tmp, dfd, name, unix.RENAME_EXCHANGE)
+	if err == nil {
+		b.checkReplaced(s, name, tmp)
+		return nil
+	}
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
 		err = unix.Renameat(dfd, tmp, dfd, name)
 	}
@@ -362,6 +366,27 @@ func (b *Backend) publish(s *snapshot, name string, data []byte) error {
 	default:
 		b.log.Warn("lease/file: cannot replace the lock file", "lease", name, "path", b.lockPath(name), "err", err)
 		return nil
+	}
+}
+
+// checkReplaced reads the lock file's previous content, which the exchange
+// left at tmp, and logs a repair if it was not a record (empty after a
+// touch, truncated, garbage): people reading the lock file should learn
+// that it had been damaged, and by whom it was put right.
+func (b *Backend) checkReplaced(s *snapshot, name, tmp string) {
+	fd, err := unix.Openat(int(s.dir.Fd()), tmp, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	defer f.Close()
+	old, err := io.ReadAll(io.LimitReader(f, maxRecordSize+1))
+	if err != nil {
+		return
+	}
+	var r fileRecord
+	if err := decodeLine(recordMagic, old, &r); err != nil {
+		b.log.Warn("lease/file: repairing lock file", "lease", name, "problem", "lock file unreadable: "+err.Error())
 	}
 }
 

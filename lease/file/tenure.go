@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -132,13 +133,14 @@ func (b *Backend) liveness(name string, r fileRecord) liveness {
 // live tenures of the one it replaced.
 func (b *Backend) socketPrefix(name string) string {
 	sum := sha256.Sum256([]byte(b.lockPath(name)))
-	return "coord-lease/v2/" + hex.EncodeToString(sum[:16]) + "/"
+	return "coord-lease/v2/" + hex.EncodeToString(sum[:12]) + "/"
 }
 
-// socketName is the abstract name of the tenure socket of token:
-// "coord-lease/v2/<path hash>/<token>/<ttl ns>", 89 bytes at most.
-func (b *Backend) socketName(name string, token uint64, ttl time.Duration) string {
-	return b.socketPrefix(name) + strconv.FormatUint(token, 10) + "/" + strconv.FormatInt(int64(ttl), 10)
+// socketName is the abstract name of the tenure socket of token, acquired
+// for ttl by committing record version: "coord-lease/v2/<path hash>/<token>/
+// <ttl ns>/<version>", 100 bytes at most (an address holds 107).
+func (b *Backend) socketName(name string, token uint64, ttl time.Duration, version uint64) string {
+	return b.socketPrefix(name) + strconv.FormatUint(token, 10) + "/" + strconv.FormatInt(int64(ttl), 10) + "/" + strconv.FormatUint(version, 10)
 }
 
 // tenureKey identifies one tenure of this Backend.
@@ -257,10 +259,11 @@ func (b *Backend) endTenure(name string, token uint64) {
 
 // foundTenure is a live tenure socket of a lease name found by scan.
 type foundTenure struct {
-	token  uint64
-	ttl    time.Duration
-	socket string
-	pid    int32
+	token   uint64
+	ttl     time.Duration
+	version uint64 // the record version its acquisition was to commit
+	socket  string
+	pid     int32
 }
 
 // scan lists the live tenure sockets of name in this network namespace,
@@ -286,13 +289,17 @@ func (b *Backend) scan(name string) []foundTenure {
 		if flags, err := strconv.ParseUint(fields[3], 16, 32); err != nil || flags&soAcceptCon == 0 {
 			continue // not a listener (an accepted connection shares its name)
 		}
-		tokenStr, ttlStr, ok := strings.Cut(fields[7][len(prefix):], "/")
-		token, err1 := strconv.ParseUint(tokenStr, 10, 64)
-		ttl, err2 := strconv.ParseInt(ttlStr, 10, 64)
-		if !ok || err1 != nil || err2 != nil || token == 0 || token >= maxVersion || ttl <= 0 {
+		parts := strings.Split(fields[7][len(prefix):], "/")
+		if len(parts) != 3 {
 			continue
 		}
-		f := foundTenure{token: token, ttl: time.Duration(ttl), socket: fields[7][1:]}
+		token, err1 := strconv.ParseUint(parts[0], 10, 64)
+		ttl, err2 := strconv.ParseInt(parts[1], 10, 64)
+		version, err3 := strconv.ParseUint(parts[2], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil || token == 0 || token >= math.MaxUint64/2 || ttl <= 0 || version == 0 {
+			continue
+		}
+		f := foundTenure{token: token, ttl: time.Duration(ttl), version: version, socket: fields[7][1:]}
 		if b.trusted(&f) {
 			found = append(found, f)
 		}
