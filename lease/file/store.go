@@ -248,12 +248,17 @@ func writeAll(f *os.File, data []byte) error {
 // removed before, its predecessor (a lower number) was removed too; and a
 // version numbered above rec that does not name rec as its predecessor was
 // linked before rec existed, from a snapshot rec's decision never saw.
+//
+// With a predecessor, its check alone suffices (and saves listing the
+// directory on every renewal): no version above rec can have been linked
+// before rec unless rec's number had been taken and removed before.
 func (b *Backend) confirm(s *snapshot, rec fileRecord) error {
 	if s.haveCur {
 		prev, err := b.readRecord(s, rec.Name, s.cur.Version)
 		if err != nil || prev.ID != s.cur.ID {
 			return errRace
 		}
+		return nil
 	}
 	names, err := readDirAgain(s.dir)
 	if err != nil {
