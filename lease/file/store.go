@@ -60,10 +60,13 @@ func (b *Backend) load(name string) (*snapshot, error) {
 }
 
 func (b *Backend) loadOnce(name string) (*snapshot, error) {
-	dir, err := os.Open(b.dir)
+	// Plain system calls: os.Open would also try to register the
+	// directory with the network poller, four calls on every operation.
+	dfd, err := unix.Open(b.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, b.fsError("open directory", b.dir, err)
 	}
+	dir := os.NewFile(uintptr(dfd), b.dir)
 	s := &snapshot{dir: dir}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(dir.Fd()), &st); err != nil {
@@ -109,26 +112,68 @@ func (b *Backend) loadOnce(name string) (*snapshot, error) {
 // readRecord reads and decodes the record file of version n.
 func (b *Backend) readRecord(s *snapshot, name string, n uint64) (fileRecord, error) {
 	file := versionFile(name, n)
-	fd, err := unix.Openat(int(s.dir.Fd()), file, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return fileRecord{}, fs.ErrNotExist
-		}
-		if errors.Is(err, unix.ELOOP) {
-			return fileRecord{}, fmt.Errorf("%w: a symbolic link", errFormat)
-		}
-		return fileRecord{}, b.fsError("open record", b.path(file), err)
-	}
-	f := os.NewFile(uintptr(fd), file)
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxRecordSize+1))
-	if err != nil {
+	data, err := readSmall(int(s.dir.Fd()), file)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return fileRecord{}, fs.ErrNotExist
+	case errors.Is(err, unix.ELOOP):
+		return fileRecord{}, fmt.Errorf("%w: a symbolic link", errFormat)
+	case errors.Is(err, errTooLong):
+		return fileRecord{}, fmt.Errorf("%w: longer than %d bytes", errFormat, maxRecordSize)
+	case err != nil:
 		return fileRecord{}, b.fsError("read record", b.path(file), err)
 	}
-	if len(data) > maxRecordSize {
-		return fileRecord{}, fmt.Errorf("%w: longer than %d bytes", errFormat, maxRecordSize)
-	}
 	return decodeRecord(name, n, data)
+}
+
+var errTooLong = errors.New("lease/file: file too long")
+
+// readSmall reads the file named file in the directory open at dirFD, up to
+// maxRecordSize bytes (errTooLong beyond), with plain system calls: these
+// reads are on every operation's path, and an *os.File costs a few more.
+// O_NONBLOCK keeps a FIFO put in a record file's place from blocking the
+// open; a symbolic link is refused (ELOOP).
+func readSmall(dirFD int, file string) ([]byte, error) {
+	fd, err := unix.Openat(dirFD, file, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, maxRecordSize+1)
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Read(fd, buf[n:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	if n > maxRecordSize {
+		return nil, errTooLong
+	}
+	return buf[:n], nil
+}
+
+// writeNew writes data to the open file fd and makes it readable by every
+// participant (not the umask's choice).
+func writeNew(fd int, data []byte) error {
+	for len(data) > 0 {
+		n, err := unix.Write(fd, data)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return unix.Fchmod(fd, 0o644)
 }
 
 // newID returns a random identifier for a record version.
@@ -191,9 +236,8 @@ func (b *Backend) linkNew(s *snapshot, file string, data []byte) error {
 		}
 		return b.fsError("create record", b.path(file), err)
 	}
-	f := os.NewFile(uintptr(fd), file)
-	defer f.Close()
-	if err := writeAll(f, data); err != nil {
+	defer unix.Close(fd)
+	if err := writeNew(fd, data); err != nil {
 		return b.fsError("write record", b.path(file), err)
 	}
 	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), dfd, file, unix.AT_SYMLINK_FOLLOW)
@@ -213,9 +257,8 @@ func (b *Backend) linkNewNamed(s *snapshot, file string, data []byte) error {
 	if err != nil {
 		return b.fsError("create record", b.path(tmp), err)
 	}
-	f := os.NewFile(uintptr(fd), tmp)
-	werr := writeAll(f, data)
-	f.Close()
+	werr := writeNew(fd, data)
+	unix.Close(fd)
 	defer unix.Unlinkat(dfd, tmp, 0)
 	if werr != nil {
 		return b.fsError("write record", b.path(tmp), werr)
@@ -228,13 +271,6 @@ func (b *Backend) linkNewNamed(s *snapshot, file string, data []byte) error {
 		return b.fsError("link record", b.path(file), err)
 	}
 	return nil
-}
-
-func writeAll(f *os.File, data []byte) error {
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	return f.Chmod(0o644) // not the umask's choice: every participant reads it
 }
 
 // confirm checks that the version rec just linked is a real successor of
@@ -347,9 +383,8 @@ func (b *Backend) publish(s *snapshot, name string, data []byte) error {
 		b.log.Warn("lease/file: cannot write the lock file's copy", "lease", name, "err", err)
 		return nil
 	}
-	f := os.NewFile(uintptr(fd), tmp)
-	werr := writeAll(f, data)
-	f.Close()
+	werr := writeNew(fd, data)
+	unix.Close(fd)
 	defer unix.Unlinkat(dfd, tmp, 0) // the old copy after an exchange; nothing after a rename
 	if werr != nil {
 		b.log.Warn("lease/file: cannot write the lock file's copy", "lease", name, "err", werr)
@@ -379,14 +414,8 @@ func (b *Backend) publish(s *snapshot, name string, data []byte) error {
 // touch, truncated, garbage): people reading the lock file should learn
 // that it had been damaged, and by whom it was put right.
 func (b *Backend) checkReplaced(s *snapshot, name, tmp string) {
-	fd, err := unix.Openat(int(s.dir.Fd()), tmp, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return
-	}
-	f := os.NewFile(uintptr(fd), tmp)
-	defer f.Close()
-	old, err := io.ReadAll(io.LimitReader(f, maxRecordSize+1))
-	if err != nil {
+	old, err := readSmall(int(s.dir.Fd()), tmp)
+	if err != nil && !errors.Is(err, errTooLong) {
 		return
 	}
 	var r fileRecord

@@ -274,7 +274,7 @@ type foundTenure struct {
 // so that another user cannot stall the lease by binding such names; they
 // are logged.
 func (b *Backend) scan(name string) []foundTenure {
-	data, err := os.ReadFile("/proc/net/unix")
+	data, err := readProcFile("/proc/net/unix")
 	if err != nil {
 		b.log.Warn("lease/file: cannot list unix sockets; tenures without records are not seen", "err", err)
 		return nil
@@ -331,6 +331,33 @@ func (b *Backend) trusted(f *foundTenure) bool {
 	}
 	f.pid = cred.Pid
 	return true
+}
+
+// readProcFile reads a file of /proc with plain system calls (os.ReadFile
+// registers it with the network poller first).
+func readProcFile(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 0, 16<<10)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
 }
 
 // soAcceptCon is the flag /proc/net/unix shows on listening sockets
