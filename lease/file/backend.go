@@ -232,7 +232,8 @@ func (b *Backend) acquireOnce(name, holder string, ttl time.Duration, start time
 	// explain: a live holder whose records were removed or whose directory
 	// was replaced holds the lease until its expiry, which is written down
 	// now (from its TTL) so that it does not move.
-	found := b.scan(name)
+	known := v.token // the current record's token (0 if none)
+	found := b.scan(name, known)
 	if f, ok := unexplained(s, name, found); ok {
 		if !b.orphaned(name, f) {
 			return lease.Record{}, errRace

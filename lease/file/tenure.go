@@ -266,14 +266,17 @@ type foundTenure struct {
 	pid     int32
 }
 
-// scan lists the live tenure sockets of name in this network namespace,
-// from the kernel's table of unix sockets (/proc/net/unix), whatever the
-// directory says: a holder whose records were removed, or whose directory
-// was replaced, is found here. Only sockets whose owner could be a
-// participant count (root, this process's user, the directory's owner),
-// so that another user cannot stall the lease by binding such names; they
-// are logged.
-func (b *Backend) scan(name string) []foundTenure {
+// scan lists the live tenure sockets of name in this network namespace
+// with a token above known, from the kernel's table of unix sockets
+// (/proc/net/unix), whatever the directory says: a holder whose records
+// were removed, or whose directory was replaced, is found here. Only
+// sockets whose owner could be a participant count (root, this process's
+// user, the directory's owner), so that another user cannot stall the
+// lease or inflate its tokens by binding such names; they are logged.
+// Sockets at or below known are tenures the record explains, and are not
+// connected to: a takeover usually finds none above it, and pays only for
+// reading the table.
+func (b *Backend) scan(name string, known uint64) []foundTenure {
 	data, err := readProcFile("/proc/net/unix")
 	if err != nil {
 		b.log.Warn("lease/file: cannot list unix sockets; tenures without records are not seen", "err", err)
@@ -300,7 +303,7 @@ func (b *Backend) scan(name string) []foundTenure {
 			continue
 		}
 		f := foundTenure{token: token, ttl: time.Duration(ttl), version: version, socket: fields[7][1:]}
-		if b.trusted(&f) {
+		if token > known && b.trusted(&f) {
 			found = append(found, f)
 		}
 	}
