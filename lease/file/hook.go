@@ -2,8 +2,11 @@ package file
 
 import (
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // testStopEnv names the environment variable through which tests of real
@@ -25,5 +28,12 @@ func testHook(point string) {
 	if testStopAt != point {
 		return
 	}
-	testStopOnce.Do(func() { syscall.Kill(os.Getpid(), syscall.SIGSTOP) })
+	testStopOnce.Do(func() {
+		// To this thread, not to the process: a process-directed stop is
+		// taken by whichever thread the kernel picks, and this one could
+		// run on for milliseconds (and link its record) before it stops.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		unix.Tgkill(os.Getpid(), unix.Gettid(), syscall.SIGSTOP)
+	})
 }
