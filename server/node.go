@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -48,7 +49,11 @@ type Config struct {
 	ID uint64
 	// Peers maps the initial voters' IDs, this node's included, to their
 	// Raft transport addresses. A brand-new node of a new cluster
-	// bootstraps with them as its voters.
+	// bootstraps with them as its voters. Every other address is
+	// replicated state (peers.go): a restarting node needs only its own
+	// here, a joining one its own and the leader's. An address given here
+	// wins over the replicated one for this node's own dialing (a proxy,
+	// a NAT).
 	Peers map[uint64]string
 	// Join says this node joins an existing cluster (it was added with
 	// AddMember): it does not bootstrap, and waits for the leader.
@@ -159,6 +164,14 @@ type Node struct {
 	closeOnce     sync.Once
 	closeErr      error
 	bootstrapping atomic.Bool // an initial admin token proposal is in flight
+
+	// routes keeps the transport dialing the replicated peer addresses
+	// (peers.go); announced holds addresses that membership changes
+	// written by an older coord carried, until the leader records them.
+	routes         *peerRoutes
+	announcedMu    sync.Mutex
+	announced      map[uint64]string
+	recordingPeers atomic.Bool // a proposeMissingPeers round is in flight
 }
 
 // stateMachine is the node.StateMachine: the Machine and the lessor, under
@@ -169,6 +182,8 @@ type stateMachine struct {
 	lessor  *lessor
 	leading bool
 	changed chan struct{}
+	// routes, if set, hears of every change to the peer addresses.
+	routes *peerRoutes
 }
 
 var _ node.StateMachine = (*stateMachine)(nil)
@@ -188,6 +203,8 @@ func (s *stateMachine) Apply(index uint64, data []byte) any {
 	switch cmd.Op {
 	case OpAcquire, OpRenew, OpRelease, OpExpire:
 		s.lessor.observe(s.machine.Lease(cmd.Key), time.Now())
+	case OpPeerSet, OpPeerForget:
+		s.routes.applied(cmd, res)
 	}
 	return res
 }
@@ -203,9 +220,11 @@ func (s *stateMachine) Snapshot() ([]byte, error) {
 func (s *stateMachine) Restore(data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	before := s.machine.Peers()
 	if err := s.machine.Restore(data); err != nil {
 		return err
 	}
+	s.routes.restored(before, s.machine.Peers())
 	// The old deadlines described another state: every held lease gets its
 	// full TTL from now, as on a promotion.
 	s.lessor.promote(s.machine.HeldLeases(), time.Now())
@@ -228,7 +247,9 @@ func NewNode(cfg Config) (*Node, error) {
 	if cfg.FS == nil {
 		cfg.FS = vfs.OS
 	}
-	n := &Node{cfg: cfg, log: logger(cfg.Logger).With("node", cfg.ID), stop: make(chan struct{}), watchDone: make(chan struct{})}
+	cfg.Peers = maps.Clone(cfg.Peers) // the caller may change its map
+	n := &Node{cfg: cfg, log: logger(cfg.Logger).With("node", cfg.ID), stop: make(chan struct{}), watchDone: make(chan struct{}),
+		announced: map[uint64]string{}}
 	n.sm = &stateMachine{machine: NewMachine(cfg.Limits), lessor: newLessor(time.Second), changed: make(chan struct{})}
 	if err := n.open(); err != nil {
 		if n.tr != nil {
@@ -290,22 +311,10 @@ func (n *Node) open() error {
 	if err := n.checkIdentity(fresh, hs, last); err != nil {
 		return err
 	}
-	// The transport needs the peers' addresses: the initial ones from the
-	// configuration, then those that membership changes recorded in the
-	// snapshot (newer, so they win). Entries after the snapshot add the
-	// rest as they are applied (ConfChanged).
-	peers := map[uint64]string{}
-	for id, addr := range n.cfg.Peers {
-		peers[id] = addr
-	}
-	if !snap.IsEmpty() {
-		probe := NewMachine(n.cfg.Limits)
-		if err := probe.Restore(snap.Data); err == nil {
-			for id, addr := range probe.Peers() {
-				peers[id] = addr
-			}
-		}
-	}
+	// The transport starts with the configured peers; the state machine
+	// adds the replicated addresses as it restores the snapshot and
+	// applies the log (peers.go).
+	peers := maps.Clone(n.cfg.Peers)
 	var shell atomic.Pointer[node.Node]
 	tc := tcp.DefaultConfig()
 	tc.ID, tc.Listener, tc.ListenAddr, tc.Peers, tc.Meta = n.cfg.ID, n.cfg.PeerListener, n.cfg.Peers[n.cfg.ID], peers, n.cfg.HTTPAddr
@@ -334,6 +343,8 @@ func (n *Node) open() error {
 	if n.tr, err = tcp.New(tc); err != nil {
 		return err
 	}
+	n.routes = &peerRoutes{self: n.cfg.ID, local: n.cfg.Peers, book: n.tr}
+	n.sm.routes = n.routes
 
 	seed := n.cfg.Seed
 	if seed == 0 {
@@ -416,33 +427,6 @@ func DeriveClusterID(peers map[uint64]string) uint64 {
 	return h.Sum64() | 1
 }
 
-// confChanged runs on the shell's loop after a membership change applies:
-// the state machine records the addresses (for restarts from a snapshot),
-// the transport learns or forgets the peers.
-func (n *Node) confChanged(cc raft.ConfChange, _ raft.ConfState) {
-	joined, left := map[uint64]string{}, []uint64(nil)
-	for _, c := range cc.Changes {
-		if c.Type == raft.ConfChangeRemove {
-			left = append(left, c.NodeID)
-		} else {
-			joined[c.NodeID] = string(cc.Context) // the joining node's address
-		}
-	}
-	n.sm.mu.Lock()
-	n.sm.machine.RecordMembership(joined, left)
-	n.sm.mu.Unlock()
-	for id, addr := range joined {
-		if id != n.cfg.ID && addr != "" {
-			n.tr.AddPeer(id, addr)
-		}
-	}
-	for _, id := range left {
-		if id != n.cfg.ID {
-			n.tr.RemovePeer(id)
-		}
-	}
-}
-
 // watch follows the shell's status: it promotes the lessor when this node
 // becomes leader, proposes the Expire commands the lessor asks for while it
 // leads (on every tick), and keeps the metrics current.
@@ -489,6 +473,7 @@ func (n *Node) watch() {
 		}
 		if leading && tick {
 			n.bootstrapTokens()
+			n.proposeMissingPeers(st.Conf, &expiring)
 		}
 		if st.Lead != lead {
 			if n.cfg.Metrics != nil {
@@ -705,26 +690,6 @@ func (n *Node) status(st raft.Status) NodeStatus {
 	}
 	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].ID < out.Members[j].ID })
 	return out
-}
-
-// AddMember implements Replica: the node joins as a learner, and is
-// promoted to voter once it has caught up (dissertation §4.2.1).
-func (n *Node) AddMember(ctx context.Context, id uint64, peer string) error {
-	if id == 0 || peer == "" {
-		return fmt.Errorf("%w: member id and address are required", ErrInvalid)
-	}
-	learner := raft.ConfChange{Changes: []raft.ConfChangeSingle{{Type: raft.ConfChangeAddLearner, NodeID: id}}, Context: []byte(peer)}
-	if err := n.changeMembership(ctx, learner); err != nil {
-		return err
-	}
-	voter := raft.ConfChange{Changes: []raft.ConfChangeSingle{{Type: raft.ConfChangeAddVoter, NodeID: id}}, Context: []byte(peer)}
-	return n.changeMembership(ctx, voter)
-}
-
-// RemoveMember implements Replica.
-func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
-	cc := raft.ConfChange{Changes: []raft.ConfChangeSingle{{Type: raft.ConfChangeRemove, NodeID: id}}}
-	return n.changeMembership(ctx, cc)
 }
 
 // changeMembership proposes cc until it applies, waiting while another
