@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"coord/api"
 	"coord/node"
 	"coord/raft"
 	"coord/storage/raftstore"
@@ -639,39 +640,39 @@ func (n *Node) Changed() <-chan struct{} {
 }
 
 // Status implements Replica.
-func (n *Node) Status() NodeStatus { return n.status(n.shell.Status()) }
+func (n *Node) Status() api.NodeStatus { return n.status(n.shell.Status()) }
 
 // StatusChanged returns a channel that is closed when the node's Raft
 // status (role, term, leader, commit, applied index) next changes. Take it
 // before reading Status, so that no change falls in between.
 func (n *Node) StatusChanged() <-chan struct{} { return n.shell.Changed() }
 
-func (n *Node) status(st raft.Status) NodeStatus {
-	out := NodeStatus{ID: n.cfg.ID, Term: st.Term, Leader: st.Lead, Commit: st.Commit, Applied: st.Applied}
+func (n *Node) status(st raft.Status) api.NodeStatus {
+	out := api.NodeStatus{ID: n.cfg.ID, Term: st.Term, Leader: st.Lead, Commit: st.Commit, Applied: st.Applied}
 	if id, ok := n.disk.Identity(); ok && id.ClusterID != 0 {
 		out.ClusterID = fmt.Sprintf("%016x", id.ClusterID)
 	}
 	if err := n.shell.StorageError(); err != nil {
-		out.Storage = &StorageStatus{Error: err.Error(), DiskFull: vfs.IsNoSpace(err)}
+		out.Storage = &api.StorageStatus{Error: err.Error(), DiskFull: vfs.IsNoSpace(err)}
 	}
 	if lost := st.LogLost; lost != nil {
-		out.LogLost = &LogLostStatus{Leader: lost.Leader, Commit: lost.Commit, LastIndex: lost.LastIndex}
+		out.LogLost = &api.LogLostStatus{Leader: lost.Leader, Commit: lost.Commit, LastIndex: lost.LastIndex}
 	}
 	switch {
 	case !st.Conf.IsVoter(n.cfg.ID) && st.Conf.IsLearner(n.cfg.ID):
-		out.Role = RoleLearner
+		out.Role = api.RoleLearner
 	case st.Role == raft.Leader:
-		out.Role = RoleLeader
+		out.Role = api.RoleLeader
 	case st.Role == raft.Candidate || st.Role == raft.PreCandidate:
-		out.Role = RoleCandidate
+		out.Role = api.RoleCandidate
 	default:
-		out.Role = RoleFollower
+		out.Role = api.RoleFollower
 	}
 	n.sm.mu.RLock()
 	peers := n.sm.machine.Peers()
 	n.sm.mu.RUnlock()
 	add := func(id uint64, voter bool) {
-		m := Member{ID: id, Peer: peers[id], Voter: voter}
+		m := api.Member{ID: id, Peer: peers[id], Voter: voter}
 		if m.Peer == "" {
 			m.Peer = n.cfg.Peers[id]
 		}
