@@ -287,38 +287,77 @@ func (t timedStorage) Save(hs raft.HardState, ents []raft.Entry) error {
 	return err
 }
 
+// open starts the node in named steps: the storage (refusing a damaged or
+// foreign data directory), the transport, then the shell over both and the
+// state machine, which restores the snapshot. On error the caller closes
+// whatever was opened.
 func (n *Node) open() error {
+	ds, err := n.openStorage()
+	if err != nil {
+		return err
+	}
+	// The transport hands messages to the shell, which needs the
+	// transport to start: until the shell is stored, messages are
+	// dropped, as a network would before the node is up.
+	var shell atomic.Pointer[node.Node]
+	if err := n.startTransport(&shell); err != nil {
+		return err
+	}
+	nc := n.shellConfig(ds.fresh && !n.cfg.Join)
+	s, err := node.Start(nc)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	shell.Store(s)
+	n.shell = s
+	n.log.Info("node started", "term", ds.hardState.Term, "commit", ds.hardState.Commit, "snapshot", ds.snapshot,
+		"last_index", ds.last, "bootstrap", len(nc.Raft.Peers) > 0)
+	return nil
+}
+
+// diskState is what the data directory held when the node opened it.
+type diskState struct {
+	hardState raft.HardState
+	snapshot  uint64 // the snapshot's index, 0 if none
+	last      uint64 // the last index in the log
+	fresh     bool   // nothing at all: a new node
+}
+
+// openStorage opens the data directory, reads where its log stands, and
+// checks (or, for a new one, records) whose it is.
+func (n *Node) openStorage() (diskState, error) {
+	var ds diskState
 	disk, err := raftstore.Open(n.cfg.FS, n.cfg.DataDir, raftstore.Options{Logger: n.log, SegmentBytes: n.cfg.WALSegmentBytes})
 	if errors.Is(err, raftstore.ErrLost) || errors.Is(err, raftstore.ErrCorrupt) {
-		return n.refuse("it is damaged: %w", err)
+		return ds, n.refuse("it is damaged: %w", err)
 	}
 	if err != nil {
-		return fmt.Errorf("server: open storage: %w", err)
+		return ds, fmt.Errorf("server: open storage: %w", err)
 	}
 	n.disk = disk
-	hs, _, err := disk.InitialState()
-	if err != nil {
-		return fmt.Errorf("server: storage state: %w", err)
+	if ds.hardState, _, err = disk.InitialState(); err != nil {
+		return ds, fmt.Errorf("server: storage state: %w", err)
 	}
 	snap, err := disk.Snapshot()
 	if err != nil {
-		return fmt.Errorf("server: read snapshot: %w", err)
+		return ds, fmt.Errorf("server: read snapshot: %w", err)
 	}
-	last, err := disk.LastIndex()
-	if err != nil {
-		return err
+	if ds.last, err = disk.LastIndex(); err != nil {
+		return ds, fmt.Errorf("server: last index: %w", err)
 	}
-	fresh := hs.IsEmpty() && last == 0 && snap.IsEmpty()
-	if err := n.checkIdentity(fresh, hs, last); err != nil {
-		return err
-	}
-	// The transport starts with the configured peers; the state machine
-	// adds the replicated addresses as it restores the snapshot and
-	// applies the log (peers.go).
-	peers := maps.Clone(n.cfg.Peers)
-	var shell atomic.Pointer[node.Node]
+	ds.snapshot = snap.Metadata.Index
+	ds.fresh = ds.hardState.IsEmpty() && ds.last == 0 && snap.IsEmpty()
+	return ds, n.checkIdentity(ds.fresh, ds.hardState, ds.last)
+}
+
+// startTransport starts the TCP transport, delivering to the shell that
+// shell will hold. It dials the configured peers; the state machine adds
+// the replicated addresses as it restores the snapshot and applies the
+// log (peers.go).
+func (n *Node) startTransport(shell *atomic.Pointer[node.Node]) error {
 	tc := tcp.DefaultConfig()
-	tc.ID, tc.Listener, tc.ListenAddr, tc.Peers, tc.Meta = n.cfg.ID, n.cfg.PeerListener, n.cfg.Peers[n.cfg.ID], peers, n.cfg.HTTPAddr
+	tc.ID, tc.Listener, tc.ListenAddr, tc.Meta = n.cfg.ID, n.cfg.PeerListener, n.cfg.Peers[n.cfg.ID], n.cfg.HTTPAddr
+	tc.Peers = maps.Clone(n.cfg.Peers)
 	tc.Logger = logger(n.cfg.Logger)
 	if n.cfg.Security != nil {
 		tc.TLS = n.cfg.Security.peerTLS()
@@ -341,28 +380,27 @@ func (n *Node) open() error {
 	if n.cfg.Metrics != nil {
 		tc.Dropped = n.cfg.Metrics.Dropped
 	}
-	if n.tr, err = tcp.New(tc); err != nil {
+	tr, err := tcp.New(tc)
+	if err != nil {
 		return err
 	}
-	n.routes = &peerRoutes{self: n.cfg.ID, local: n.cfg.Peers, book: n.tr}
+	n.tr = tr
+	n.routes = &peerRoutes{self: n.cfg.ID, local: n.cfg.Peers, book: tr}
 	n.sm.routes = n.routes
+	return nil
+}
 
-	seed := n.cfg.Seed
-	if seed == 0 {
-		var b [8]byte
-		_, _ = crand.Read(b[:])
-		seed = binary.LittleEndian.Uint64(b[:])
-	}
+// shellConfig returns the configuration of the node shell: the raft core's
+// (bootstrapping with the configured peers as voters if bootstrap), over
+// the storage, transport and state machine opened before.
+func (n *Node) shellConfig(bootstrap bool) node.Config {
 	nc := node.DefaultConfig()
-	nc.Raft.ID, nc.Raft.Rand = n.cfg.ID, rand.New(rand.NewPCG(seed, n.cfg.ID))
+	nc.Raft.ID, nc.Raft.Rand = n.cfg.ID, rand.New(rand.NewPCG(n.seed(), n.cfg.ID))
 	nc.Raft.ElectionTicks, nc.Raft.HeartbeatTicks = n.cfg.ElectionTicks, n.cfg.HeartbeatTicks
-	if fresh && !n.cfg.Join {
-		for id := range n.cfg.Peers {
-			nc.Raft.Peers = append(nc.Raft.Peers, id)
-		}
-		slices.Sort(nc.Raft.Peers)
+	if bootstrap {
+		nc.Raft.Peers = slices.Sorted(maps.Keys(n.cfg.Peers))
 	}
-	nc.Storage = timedStorage{disk, n.cfg.Metrics}
+	nc.Storage = timedStorage{n.disk, n.cfg.Metrics}
 	nc.Transport = n.tr
 	nc.StateMachine = n.sm
 	nc.TickInterval = n.cfg.TickInterval
@@ -372,15 +410,17 @@ func (n *Node) open() error {
 	if n.cfg.Metrics != nil {
 		nc.InvalidMessage = n.cfg.Metrics.InvalidMessage
 	}
-	s, err := node.Start(nc)
-	if err != nil {
-		return fmt.Errorf("server: %w", err)
+	return nc
+}
+
+// seed returns Config.Seed, or one from crypto/rand if it is 0.
+func (n *Node) seed() uint64 {
+	if n.cfg.Seed != 0 {
+		return n.cfg.Seed
 	}
-	shell.Store(s)
-	n.shell = s
-	n.log.Info("node started", "term", hs.Term, "commit", hs.Commit, "snapshot", snap.Metadata.Index,
-		"last_index", last, "bootstrap", len(nc.Raft.Peers) > 0)
-	return nil
+	var b [8]byte
+	_, _ = crand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
 }
 
 // refuse returns the error for a data directory this node must not run
