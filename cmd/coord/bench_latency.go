@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"coord/bench"
 	"coord/lease"
 )
 
@@ -192,8 +193,8 @@ func measureLatency(ctx context.Context, b lease.Backend, store string, f latenc
 		if s.N > 0 {
 			sorted := slices.Clone(samples[op])
 			slices.Sort(sorted)
-			s.MedianUS = float64(percentile(sorted, 50).Nanoseconds()) / 1000
-			s.P99US = float64(percentile(sorted, 99).Nanoseconds()) / 1000
+			s.MedianUS = float64(bench.Percentile(sorted, 50).Nanoseconds()) / 1000
+			s.P99US = float64(bench.Percentile(sorted, 99).Nanoseconds()) / 1000
 		}
 		out = append(out, s)
 	}
@@ -202,7 +203,7 @@ func measureLatency(ctx context.Context, b lease.Backend, store string, f latenc
 
 func printLatency(w io.Writer, f latencyFlags, results []latencyStats) {
 	fmt.Fprintf(w, "Lease operation latency, %d iterations per store, TTL %v\n", f.iterations, f.ttl)
-	fmt.Fprintf(w, "machine: %s\n\n", machineSummary())
+	fmt.Fprintf(w, "machine: %s\n\n", bench.Machine())
 	fmt.Fprintf(w, "%-8s %-8s %10s %10s %10s  %s\n", "store", "op", "median", "p99", "÷ping", "url")
 	pingMedian := map[string]float64{}
 	for _, r := range results {
