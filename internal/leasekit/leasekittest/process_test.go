@@ -128,7 +128,10 @@ func TestHelperServerExits(t *testing.T) {
 func TestHelperServerSilent(t *testing.T) {
 	helper(t)
 	port := FreePort(t)
-	StartServer(t, ServerOptions{Port: port, StartTimeout: 300 * time.Millisecond}, os.Args[0], silentArg)
+	// Long enough for the helper to print its line even when a loaded
+	// machine starts the (race-instrumented) binary slowly: the failure
+	// must show the server's output.
+	StartServer(t, ServerOptions{Port: port, StartTimeout: 3 * time.Second}, os.Args[0], silentArg)
 }
 
 // A server that exits before it is up, or is not up in time, fails the
@@ -140,7 +143,7 @@ func TestStartServerFailures(t *testing.T) {
 		t.Fatalf("failure message of a server that exits:\n%s", out)
 	}
 	out = runFailing(t, "TestHelperServerSilent")
-	if !(strings.Contains(out, "was not up on 127.0.0.1:") && strings.Contains(out, "within 300ms") && strings.Contains(out, "starting, slowly")) {
+	if !(strings.Contains(out, "was not up on 127.0.0.1:") && strings.Contains(out, "within 3s") && strings.Contains(out, "starting, slowly")) {
 		t.Fatalf("failure message of a server that never listens:\n%s", out)
 	}
 	out = runFailing(t, "TestHelperNoPort")
