@@ -50,6 +50,11 @@ type Config struct {
 	TTL time.Duration
 	// Baseline are the articles' program's timings (tests shorten them).
 	Baseline Timings
+	// FreezeOne adds, for the whole run, one more coord contender stopped
+	// (SIGSTOP) inside its first compare-and-swap, through the file
+	// store's test hook (COORD_FILE_TEST_STOP): the others must elect
+	// around a process frozen mid-write. File store only.
+	FreezeOne bool
 	// Progress, if set, is told what runs and what fails.
 	Progress func(format string, args ...any)
 }
@@ -142,11 +147,14 @@ func Run(ctx context.Context, cfg Config) ([]Stats, error) {
 	if cfg.Progress == nil {
 		cfg.Progress = quiet
 	}
-	store, name := cfg.Store, cfg.Name
-	if store == "" {
-		store, name = "file://"+filepath.Join(cfg.Dir, "leader.lock"), "leader.lock"
-	} else if name == "" {
-		name = fmt.Sprintf("bench-%d", os.Getpid())
+	store, name := cfg.Lease()
+	if cfg.FreezeOne {
+		stop, err := startFrozen(cfg.Binary, store, name, cfg.TTL)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		cfg.Progress("one more contender is stopped inside its compare-and-swap for the whole run")
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	var results []Stats
@@ -177,6 +185,19 @@ func Run(ctx context.Context, cfg Config) ([]Stats, error) {
 }
 
 func quiet(string, ...any) {}
+
+// Lease returns the store URL and the lease name coord's contenders use:
+// Store and Name, or a lock file in Dir, or a name of this process.
+func (c Config) Lease() (store, name string) {
+	store, name = c.Store, c.Name
+	if store == "" {
+		return "file://" + filepath.Join(c.Dir, "leader.lock"), "leader.lock"
+	}
+	if name == "" {
+		name = fmt.Sprintf("bench-%d", os.Getpid())
+	}
+	return store, name
+}
 
 // runBaseline measures the articles' lease program: cfg.Parallel groups,
 // each on its own lock file, share the trials.

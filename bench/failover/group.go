@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"coord/lease"
+
+	"golang.org/x/sys/unix"
 )
 
 // proc is one participant process and its events.
@@ -262,5 +265,38 @@ func (g *group) stopAll() {
 		case <-p.exited:
 		case <-time.After(10 * time.Second):
 		}
+	}
+}
+
+// startFrozen starts one more `coord elect` that stops itself (SIGSTOP)
+// inside its first compare-and-swap, through the file store's test hook
+// (COORD_FILE_TEST_STOP), and waits until it is stopped. stop kills it.
+// With a store that has no such hook it never stops: an error wrapping
+// ErrInvalid.
+func startFrozen(binary, store, name string, ttl time.Duration) (stop func(), err error) {
+	cmd := exec.Command(binary, "elect", "--store", store, "--name", name, "--id", "frozen", "--json", "--ttl", ttl.String())
+	cmd.Env = append(os.Environ(), "COORD_FILE_TEST_STOP=before-commit")
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	stop = func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	stopped := make(chan error, 1)
+	go func() {
+		var info unix.Siginfo
+		stopped <- unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WSTOPPED|unix.WNOWAIT, nil)
+	}()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("failover: freeze one: %w", err)
+		}
+		return stop, nil
+	case <-time.After(3*ttl + 30*time.Second):
+		stop()
+		return nil, fmt.Errorf("%w: freeze one: the extra contender never stopped inside its compare-and-swap (only the file store has that test hook)", ErrInvalid)
 	}
 }

@@ -54,6 +54,7 @@ type failoverFlags struct {
 	ttl            time.Duration
 	kinds          []string
 	jsonOut        bool
+	freezeOne      bool
 	baseline       failover.Timings // hidden flags, for quick tests
 }
 
@@ -91,6 +92,7 @@ its own lock file; --baseline-trials 0 skips it.`,
 	fl.DurationVar(&f.ttl, "ttl", def.TTL, "coord's lease TTL")
 	fl.StringSliceVar(&f.kinds, "kinds", []string{"kill", "term"}, "signals to measure: kill (SIGKILL), term (SIGTERM)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the results as JSON")
+	fl.BoolVar(&f.freezeOne, "freeze-one", false, "add a contender stopped (SIGSTOP) inside its compare-and-swap for the whole run (file store only)")
 	// The articles' timings are the point of the baseline; tests shorten them.
 	fl.DurationVar(&f.baseline.Lease, "baseline-lease", def.Baseline.Lease, "the articles' LEASE_DURATION")
 	fl.DurationVar(&f.baseline.Renew, "baseline-renew", def.Baseline.Renew, "the articles' RENEW_INTERVAL")
@@ -106,7 +108,7 @@ its own lock file; --baseline-trials 0 skips it.`,
 func runFailoverBench(ctx context.Context, stdout, stderr io.Writer, f failoverFlags) error {
 	signals := map[string]syscall.Signal{"kill": syscall.SIGKILL, "term": syscall.SIGTERM}
 	cfg := failover.Config{Store: f.store, Trials: f.trials, BaselineTrials: f.baselineTrials, Parallel: f.parallel,
-		Contenders: f.contenders, TTL: f.ttl, Baseline: f.baseline}
+		Contenders: f.contenders, TTL: f.ttl, Baseline: f.baseline, FreezeOne: f.freezeOne}
 	for _, k := range f.kinds {
 		sig, ok := signals[k]
 		if !ok {
@@ -136,6 +138,9 @@ func runFailoverBench(ctx context.Context, stdout, stderr io.Writer, f failoverF
 	}
 	cfg.Progress = func(format string, args ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", args...) }
 	results, runErr := failover.Run(ctx, cfg)
+	if errors.Is(runErr, failover.ErrInvalid) {
+		return &usageError{err: runErr}
+	}
 	if runErr != nil && !errors.Is(runErr, ctx.Err()) {
 		return runErr
 	}
