@@ -314,8 +314,17 @@ func TestAddAndRemoveMember(t *testing.T) {
 	if err := c.nodes[c.waitLeader()].RemoveMember(ctx(t), 4); err != nil {
 		t.Fatalf("remove member: %v", err)
 	}
-	if st := c.nodes[c.waitLeader()].Status(); len(st.Members) != 3 {
+	leader = c.waitLeader()
+	if st := c.nodes[leader].Status(); len(st.Members) != 3 {
 		t.Fatalf("members after removal: %+v", st.Members)
+	}
+	// The address left the replicated state with the member; removing it
+	// again changes nothing and succeeds.
+	if addr, ok := c.nodes[leader].recordedPeers()[4]; ok {
+		t.Fatalf("removed node's address %q still recorded", addr)
+	}
+	if err := c.nodes[leader].RemoveMember(ctx(t), 4); err != nil {
+		t.Fatalf("remove a removed member: %v", err)
 	}
 }
 
