@@ -30,7 +30,10 @@ type Core struct {
 
 	// conf is the latest membership in the log, committed or not
 	// (dissertation §4.1); confPoints records it after each membership
-	// entry not yet known committed, so a truncation can roll it back.
+	// entry not yet applied, so that a truncation can roll it back and a
+	// Ready can hand the committed ones to the application
+	// (Ready.ConfChanges). confPoints[0] is the base: the membership as of
+	// an index already applied (or the snapshot's).
 	conf       ConfState
 	confPoints []confPoint
 	voters     quorum.Joint
@@ -70,8 +73,10 @@ type Core struct {
 }
 
 type confPoint struct {
-	index uint64
-	conf  ConfState
+	index  uint64
+	term   uint64
+	change ConfChange
+	conf   ConfState
 }
 
 // New returns a core for cfg, restored from cfg.Storage. If the storage is
@@ -171,7 +176,7 @@ func (r *Core) noteConfEntries(entries []Entry) {
 		if err != nil {
 			continue
 		}
-		r.confPoints = append(r.confPoints, confPoint{index: e.Index, conf: cs})
+		r.confPoints = append(r.confPoints, confPoint{index: e.Index, term: e.Term, change: cc, conf: cs})
 	}
 }
 
@@ -187,9 +192,6 @@ func (r *Core) appendToLog(entries []Entry) {
 	first := entries[0].Index
 	for len(r.confPoints) > 1 && r.confPoints[len(r.confPoints)-1].index >= first {
 		r.confPoints = r.confPoints[:len(r.confPoints)-1]
-	}
-	for len(r.confPoints) > 1 && r.confPoints[1].index <= r.log.committed {
-		r.confPoints = r.confPoints[1:]
 	}
 	r.noteConfEntries(entries)
 	if latest := r.confPoints[len(r.confPoints)-1].conf; !latest.Equal(r.conf) {
@@ -1105,11 +1107,24 @@ func (r *Core) Ready() Ready {
 	rd.MustSync = rd.MustSync || len(rd.Entries) > 0 || !rd.Snapshot.IsEmpty()
 	if n := len(rd.CommittedEntries); n > 0 {
 		r.log.applying = rd.CommittedEntries[n-1].Index
+		rd.ConfChanges = r.committedConfChanges(rd.CommittedEntries[0].Index, r.log.applying)
 	}
 	r.msgs = nil
 	r.readStates = nil
 	r.readyOutstanding = true
 	return rd
+}
+
+// committedConfChanges returns the membership changes of the entries in
+// [lo, hi] that took effect, as worked out when they were appended.
+func (r *Core) committedConfChanges(lo, hi uint64) []CommittedConfChange {
+	var out []CommittedConfChange
+	for _, p := range r.confPoints[1:] {
+		if p.index >= lo && p.index <= hi {
+			out = append(out, CommittedConfChange{Index: p.index, Term: p.term, Change: p.change, Conf: p.conf})
+		}
+	}
+	return out
 }
 
 // Advance confirms that rd was handled: its entries and snapshot are
@@ -1126,6 +1141,11 @@ func (r *Core) Advance(rd Ready) {
 	}
 	if n := len(rd.CommittedEntries); n > 0 {
 		r.log.appliedTo(rd.CommittedEntries[n-1].Index)
+		// The application has recorded the applied changes: the latest
+		// of them becomes the base.
+		for len(r.confPoints) > 1 && r.confPoints[1].index <= r.log.applied {
+			r.confPoints = r.confPoints[1:]
+		}
 		if r.role == Leader {
 			var size uint64
 			for _, e := range rd.CommittedEntries {
