@@ -286,7 +286,9 @@ func (r *Core) becomeFollower(term, lead uint64) {
 }
 
 func (r *Core) becomePreCandidate() {
-	assert.That(r.role != Leader, "node %d: leader cannot become pre-candidate", r.id)
+	if r.role == Leader {
+		assert.Fail("node %d: leader cannot become pre-candidate", r.id)
+	}
 	// A pre-candidate keeps its term and vote: it only asks (§9.6).
 	r.step = stepCandidate
 	r.tick = tickElection
@@ -296,7 +298,9 @@ func (r *Core) becomePreCandidate() {
 }
 
 func (r *Core) becomeCandidate() {
-	assert.That(r.role != Leader, "node %d: leader cannot become candidate", r.id)
+	if r.role == Leader {
+		assert.Fail("node %d: leader cannot become candidate", r.id)
+	}
 	// Increment currentTerm and vote for self (Figure 2, Candidates).
 	r.step = stepCandidate
 	r.tick = tickElection
@@ -306,7 +310,9 @@ func (r *Core) becomeCandidate() {
 }
 
 func (r *Core) becomeLeader() {
-	assert.That(r.role == Candidate, "node %d: only a candidate becomes leader, not a %v", r.id, r.role)
+	if r.role != Candidate {
+		assert.Fail("node %d: only a candidate becomes leader, not a %v", r.id, r.role)
+	}
 	r.step = stepLeader
 	r.tick = tickHeartbeat
 	r.reset(r.term)
@@ -654,8 +660,9 @@ func stepLeader(r *Core, m Message) {
 		return // not a member (any more)
 	}
 	defer func() {
-		assert.That(pr.Match <= r.log.lastIndex(), "node %d: progress of %d matches %d, past the last index %d",
-			r.id, m.From, pr.Match, r.log.lastIndex())
+		if pr.Match > r.log.lastIndex() {
+			assert.Fail("node %d: progress of %d matches %d, past the last index %d", r.id, m.From, pr.Match, r.log.lastIndex())
+		}
 	}()
 	switch m.Type {
 	case MsgAppendResponse:
@@ -710,8 +717,9 @@ func (r *Core) handleAppend(m Message) {
 	// what is new (receiver steps 3 and 4). Entries we already hold are
 	// kept: a delayed, shorter append must not truncate newer ones.
 	if conflict := r.log.findConflict(m.Entries); conflict != 0 {
-		assert.That(conflict > r.log.committed, "node %d: entry %d conflicts with the committed log (commit %d)",
-			r.id, conflict, r.log.committed)
+		if conflict <= r.log.committed {
+			assert.Fail("node %d: entry %d conflicts with the committed log (commit %d)", r.id, conflict, r.log.committed)
+		}
 		r.appendToLog(m.Entries[conflict-(m.LogIndex+1):])
 	}
 	if r.logLost != nil && r.log.lastIndex() >= r.logLost.Commit {
@@ -896,7 +904,9 @@ func (r *Core) sendSnapshot(to uint64, pr *Progress) bool {
 		return false
 	}
 	assert.NoError(err, "storage Snapshot")
-	assert.That(!snap.IsEmpty(), "node %d: entries for %d are compacted but storage has no snapshot", r.id, to)
+	if snap.IsEmpty() {
+		assert.Fail("node %d: entries for %d are compacted but storage has no snapshot", r.id, to)
+	}
 	r.send(Message{Type: MsgSnapshotRequest, To: to, Snapshot: snap})
 	pr.becomeSnapshot(snap.Metadata.Index)
 	return true
@@ -1084,7 +1094,9 @@ func (r *Core) HasReady() bool {
 // Ready returns the work to do now (see Ready for the order). Every Ready
 // must be confirmed with Advance before the next call to Ready.
 func (r *Core) Ready() Ready {
-	assert.That(!r.readyOutstanding, "node %d: Ready called again before Advance", r.id)
+	if r.readyOutstanding {
+		assert.Fail("node %d: Ready called again before Advance", r.id)
+	}
 	r.flush()
 	rd := Ready{
 		Entries:          r.log.unstableEntries(),
@@ -1130,7 +1142,9 @@ func (r *Core) committedConfChanges(lo, hi uint64) []CommittedConfChange {
 // Advance confirms that rd was handled: its entries and snapshot are
 // persisted and its committed entries applied.
 func (r *Core) Advance(rd Ready) {
-	assert.That(r.readyOutstanding, "node %d: Advance without Ready", r.id)
+	if !r.readyOutstanding {
+		assert.Fail("node %d: Advance without Ready", r.id)
+	}
 	r.readyOutstanding = false
 	if n := len(rd.Entries); n > 0 {
 		r.log.stableTo(rd.Entries[n-1].Index, rd.Entries[n-1].Term)
