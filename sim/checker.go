@@ -155,7 +155,7 @@ func (c *checker) commitAdvanced(s *Sim, n *node) {
 // becameLeader checks Election Safety (one leader per term) and Leader
 // Completeness (the leader holds every committed entry, Raft §5.4.1).
 func (c *checker) becameLeader(s *Sim, n *node) {
-	term := n.core.Status().Term
+	term := n.h.Core().Status().Term
 	if prev, ok := c.leaders[term]; ok && prev != n.id {
 		s.fail("one leader per term", "nodes %d and %d both led term %d", prev, n.id, term)
 		return
@@ -179,7 +179,7 @@ func (c *checker) becameLeader(s *Sim, n *node) {
 // applied checks State Machine Safety: every node applies the same entry
 // at each index, after the same prefix.
 func (c *checker) applied(s *Sim, n *node, e raft.Entry) {
-	fact := appliedFact{term: e.Term, data: hashBytes(e.Data), chain: n.hash}
+	fact := appliedFact{term: e.Term, data: hashBytes(e.Data), chain: n.machine.hash}
 	if old, ok := c.appliedAt[e.Index]; ok {
 		if old != fact {
 			s.fail("state machine safety", "node %d applied %d/%d, another node applied %d/%d there (or a different prefix)",
@@ -193,8 +193,8 @@ func (c *checker) applied(s *Sim, n *node, e raft.Entry) {
 // snapshotInstalled checks that an installed snapshot is the state other
 // nodes reached at that index.
 func (c *checker) snapshotInstalled(s *Sim, n *node) {
-	old, ok := c.appliedAt[n.applied]
-	if ok && old.chain != n.hash {
-		s.fail("state machine safety", "node %d installed a snapshot at %d whose state differs from what was applied there", n.id, n.applied)
+	old, ok := c.appliedAt[n.h.Applied()]
+	if ok && old.chain != n.machine.hash {
+		s.fail("state machine safety", "node %d installed a snapshot at %d whose state differs from what was applied there", n.id, n.h.Applied())
 	}
 }

@@ -26,7 +26,7 @@ func (s *Sim) endChaos() {
 		if n.fault != nil {
 			n.fault.SetInjector(nil) // space returns
 		}
-		if n.core == nil && !n.retired {
+		if n.h == nil && !n.retired {
 			s.boot(n, nil) // refused for a node that lost its directory
 		}
 	}
@@ -36,7 +36,7 @@ func (s *Sim) endChaos() {
 func (s *Sim) leaderConfExcludes(id uint64) bool {
 	for _, other := range s.ids {
 		if n := s.up(other); n != nil {
-			if cs := n.core.Status().Conf; cs.IsMember(id) {
+			if cs := n.h.Core().Status().Conf; cs.IsMember(id) {
 				return false
 			}
 		}
@@ -73,13 +73,13 @@ func (s *Sim) converged() bool {
 	if l == nil {
 		return false
 	}
-	conf := l.core.Status().Conf
+	conf := l.h.Core().Status().Conf
 	for _, id := range append(append(slices.Clone(conf.Voters), conf.VotersOutgoing...), conf.Learners...) {
 		n := s.nodes[id]
 		if n == nil || n.retired || n.lost {
 			continue
 		}
-		if n.core == nil || n.applied < s.maxAcked {
+		if n.h == nil || n.h.Applied() < s.maxAcked {
 			return false
 		}
 	}
@@ -95,12 +95,12 @@ func (s *Sim) describe() string {
 			out += fmt.Sprintf("[%d retired]", id)
 		case n.lost:
 			out += fmt.Sprintf("[%d lost its directory]", id)
-		case n.core == nil:
+		case n.h == nil:
 			out += fmt.Sprintf("[%d down]", id)
 		default:
-			st := n.core.Status()
+			st := n.h.Core().Status()
 			out += fmt.Sprintf("[%d %v term=%d lead=%d commit=%d applied=%d last=%d %v]",
-				id, st.Role, st.Term, st.Lead, st.Commit, n.applied, st.LastIndex, st.Conf)
+				id, st.Role, st.Term, st.Lead, st.Commit, n.h.Applied(), st.LastIndex, st.Conf)
 		}
 	}
 	return out

@@ -47,9 +47,9 @@ func (s *Sim) transferLeadership() {
 	if l == nil {
 		return
 	}
-	voters := l.core.Status().Conf.Voters
+	voters := l.h.Core().Status().Conf.Voters
 	to := voters[s.rng.IntN(len(voters))]
-	if to == l.id || l.core.TransferLeadership(to) != nil {
+	if to == l.id || l.h.Core().TransferLeadership(to) != nil {
 		return
 	}
 	s.stats.Transfers++
@@ -101,7 +101,7 @@ func (s *Sim) partition() {
 func (s *Sim) crashSome() {
 	down := 0
 	for _, id := range s.activeIDs() {
-		if s.nodes[id].core == nil {
+		if s.nodes[id].h == nil {
 			down++
 		}
 	}
@@ -154,7 +154,7 @@ func (s *Sim) loseDir() {
 	if l == nil || s.anyLost() {
 		return
 	}
-	conf := l.core.Status().Conf
+	conf := l.h.Core().Status().Conf
 	if conf.IsJoint() || len(conf.Voters) < 3 {
 		return
 	}
@@ -237,7 +237,7 @@ func (s *Sim) changeMembership() {
 	if l == nil {
 		return
 	}
-	st := l.core.Status()
+	st := l.h.Core().Status()
 	conf := st.Conf
 	if conf.IsJoint() {
 		return // the leader leaves it by itself
@@ -255,7 +255,7 @@ func (s *Sim) changeMembership() {
 		return
 	}
 	changes := options[s.rng.IntN(len(options))]
-	_, _, err := l.core.ProposeConfChange(raft.ConfChange{Changes: changes})
+	_, _, err := l.h.Core().ProposeConfChange(raft.ConfChange{Changes: changes})
 	if err != nil {
 		return // pending change, or a learner not caught up: try later
 	}

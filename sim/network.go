@@ -39,12 +39,13 @@ func (s *Sim) send(m raft.Message) {
 func (s *Sim) deliver(m raft.Message) {
 	s.queued[m.To]--
 	to := s.up(m.To)
-	if to == nil || s.cut[[2]uint64{m.From, m.To}] || to.stuck != nil {
+	if to == nil || s.cut[[2]uint64{m.From, m.To}] || to.h.Held() {
+		// A node whose disk is full hears nothing, as node.Node.
 		s.stats.Dropped++
 		return
 	}
 	s.stats.Delivered++
-	if err := to.core.Step(m); err != nil {
+	if err := to.h.Step(m); err != nil {
 		s.fail("step", "node %d rejected %v: %v", to.id, m, err)
 		return
 	}

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -90,7 +89,7 @@ type Sim struct {
 	trace  io.Writer
 
 	writeSeq     uint64
-	readSeq      uint64
+	readSeq      uint64 // read IDs, unique in the run
 	acked        []ackedWrite
 	maxAcked     uint64
 	healedAt     int64
@@ -102,11 +101,11 @@ type Sim struct {
 
 type node struct {
 	id          uint64
-	core        *raft.Core // nil while down
-	storage     shell.Storage
+	h           *shell.Handler // the production Ready handler; nil while down
+	storage     shell.Storage  // checkedStorage, around disk or a MemoryStorage
+	disk        *raftstore.Disk
 	fs          *vfs.MemFS   // the disk under storage, with Config.Disk
 	fault       *vfs.FaultFS // fs as the storage sees it: it can fill up
-	stuck       *stuckReady  // a Ready the full disk did not take; nil normally
 	lost        bool         // its data directory was lost: it stays down
 	dying       bool         // a crash point is armed: the next writes crash it
 	incarnation int
@@ -114,33 +113,8 @@ type node struct {
 	retired     bool   // removed from the cluster: stays down
 	joined      bool   // seen in an applied configuration
 	memberSince uint64 // the index of the first applied configuration it is in
-
-	// The state machine (volatile): a hash chain over applied entries.
-	applied uint64
-	hash    uint64
-	conf    raft.ConfState
-
-	proposals map[uint64]proposal
-	reads     map[uint64]readRequest
-	role      raft.Role
-}
-
-// stuckReady is a Ready whose persistence failed on a full disk. As
-// node.Node does, the node holds it, sends and applies nothing, takes no
-// messages and no ticks, and writes it again on every tick.
-type stuckReady struct {
-	rd           raft.Ready
-	snapshotDone bool
-}
-
-type proposal struct {
-	term uint64
-	data string
-	at   int64
-}
-
-type readRequest struct {
-	minIndex uint64 // the highest acknowledged write when the read began
+	machine     *machine
+	role        raft.Role
 }
 
 type ackedWrite struct {
@@ -286,7 +260,7 @@ func (s *Sim) addNode(id uint64) *node {
 		n.fs = vfs.NewMemFS()
 		n.fault = vfs.NewFaultFS(n.fs, s.cfg.Seed^id, nil)
 	} else {
-		n.storage = shell.NewMemoryStorage()
+		n.storage = checkedStorage{Storage: shell.NewMemoryStorage(), s: s, n: n}
 	}
 	s.nodes[id] = n
 	s.ids = append(s.ids, id)
@@ -325,7 +299,8 @@ func (s *Sim) openDisk(n *node) bool {
 			return false
 		}
 	}
-	n.storage = d
+	n.disk = d
+	n.storage = checkedStorage{Storage: d, s: s, n: n}
 	return true
 }
 
@@ -338,7 +313,6 @@ func (s *Sim) boot(n *node, peers []uint64) {
 	n.incarnation++
 	cfg := raft.DefaultConfig()
 	cfg.ID = n.id
-	cfg.Storage = n.storage
 	cfg.Peers = peers
 	cfg.Rand = rand.New(rand.NewPCG(s.cfg.Seed, n.id<<20|uint64(n.incarnation)))
 	cfg.ElectionTicks = s.cfg.ElectionTicks
@@ -350,22 +324,21 @@ func (s *Sim) boot(n *node, peers []uint64) {
 	// (Figure 8).
 	cfg.MaxAppendBytes = []uint64{4, 16, 256}[s.cfg.Seed%3]
 	cfg.MaxInflightMsgs = []int{1, 2, 8}[(s.cfg.Seed/3)%3]
-	core, err := raft.New(cfg)
+	n.machine = &machine{}
+	h, err := shell.NewHandler(shell.HandlerConfig{
+		Raft:            cfg,
+		Storage:         n.storage,
+		Transport:       transport{s},
+		StateMachine:    n.machine,
+		SnapshotEntries: s.cfg.SnapshotEntries,
+		Hooks:           s.hooks(n),
+	})
 	if err != nil {
 		s.fail("restart", "node %d: %v", n.id, err)
 		return
 	}
-	n.core = core
+	n.h = h
 	n.role = raft.Follower
-	n.proposals = map[uint64]proposal{}
-	n.reads = map[uint64]readRequest{}
-	snap, _ := n.storage.Snapshot()
-	n.applied = snap.Metadata.Index
-	n.conf = snap.Metadata.ConfState
-	n.hash = 0
-	if len(snap.Data) == 8 {
-		n.hash = binary.BigEndian.Uint64(snap.Data)
-	}
 	s.check.restarted(s, n)
 	// Ticks start at the node's own phase within the tick.
 	first := s.now - s.now%s.us(s.cfg.Tick) + n.phase
@@ -376,31 +349,34 @@ func (s *Sim) boot(n *node, peers []uint64) {
 	s.process(n)
 }
 
+// errCrashed is what a crashed node's handler is stopped with.
+var errCrashed = errors.New("sim: node crashed")
+
+// crash stops a node at once: its handler does nothing more (not even the
+// rest of a Ready it is in the middle of), and with Config.Disk its file
+// system loses what was not synced.
 func (s *Sim) crash(n *node) {
-	if n.core == nil {
+	h := n.h
+	if h == nil {
 		return
 	}
 	s.tracef("crash node %d (%v)", n.id, n.role)
 	if n.fs != nil {
 		// Power loss: only what was synced is sure to survive; some of
 		// the rest may, torn.
-		if d, ok := n.storage.(*raftstore.Disk); ok {
-			_ = d.Close()
-		}
+		_ = n.disk.Close()
 		n.fs.CrashTorn(s.rng)
-		n.storage = nil
+		n.storage, n.disk = nil, nil
 		n.dying = false
-		n.stuck = nil
 	}
-	n.core = nil
+	n.h = nil
 	n.role = 0
 	n.incarnation++
-	n.proposals = nil
-	n.reads = nil
+	h.Stop(errCrashed)
 }
 
 func (s *Sim) up(id uint64) *node {
-	if n := s.nodes[id]; n != nil && n.core != nil {
+	if n := s.nodes[id]; n != nil && n.h != nil {
 		return n
 	}
 	return nil
@@ -412,10 +388,10 @@ func (s *Sim) leader() *node {
 	var term uint64
 	for _, id := range s.ids {
 		n := s.nodes[id]
-		if n.core == nil || n.role != raft.Leader {
+		if n.h == nil || n.role != raft.Leader {
 			continue
 		}
-		if t := n.core.Status().Term; best == nil || t > term {
+		if t := n.h.Core().Status().Term; best == nil || t > term {
 			best, term = n, t
 		}
 	}
@@ -426,15 +402,10 @@ func (s *Sim) handle(e *event) {
 	switch e.kind {
 	case eventTick:
 		n := s.nodes[e.node]
-		if n.core == nil || n.incarnation != e.incarnation {
+		if n.h == nil || n.incarnation != e.incarnation {
 			return
 		}
-		if n.stuck != nil {
-			s.retryStuck(n)
-		} else {
-			n.core.Tick()
-			s.process(n)
-		}
+		s.tick(n)
 		e.at += s.us(s.cfg.Tick)
 		s.schedule(e)
 	case eventDeliver:
@@ -465,7 +436,7 @@ func (s *Sim) handle(e *event) {
 			s.tracef("node %d's disk has space again", n.id)
 		}
 	case eventRestart:
-		if n := s.nodes[e.node]; s.chaos && n.core == nil && !n.retired && n.incarnation == e.incarnation {
+		if n := s.nodes[e.node]; s.chaos && n.h == nil && !n.retired && n.incarnation == e.incarnation {
 			s.tracef("restart node %d", n.id)
 			s.boot(n, nil)
 		}

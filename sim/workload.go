@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	shell "coord/node"
 	"coord/raft"
 )
 
@@ -29,22 +30,44 @@ func (s *Sim) randomLiveNode() *node {
 	return live[s.rng.IntN(len(live))]
 }
 
+// clientWrite proposes a write through a node's handler, as a client of
+// the server would; the write is acknowledged when that node applies it.
 func (s *Sim) clientWrite() {
 	n := s.pickNode()
-	if n == nil || n.stuck != nil {
+	if n == nil || n.h.Held() {
 		return // a node with a full disk refuses writes (disk_full)
 	}
 	s.writeSeq++
 	data := fmt.Sprintf("w%d", s.writeSeq)
-	index, term, err := n.core.Propose([]byte(data))
-	if err != nil {
+	at := s.now
+	if err := n.h.Propose([]byte(data), func(r shell.Result) { s.writeDone(n, data, at, r) }); err != nil {
 		return // not the leader, or busy: the client would retry elsewhere
 	}
 	s.stats.Writes++
-	n.proposals[index] = proposal{term: term, data: data, at: s.now}
 	s.process(n)
 }
 
+// writeDone records an acknowledged write: the history the final checks
+// hold the cluster to. A write lost to a leadership change, or of unknown
+// outcome, is not acknowledged.
+func (s *Sim) writeDone(n *node, data string, at int64, r shell.Result) {
+	if r.Err != nil {
+		return
+	}
+	if applied, _ := r.Value.([]byte); string(applied) != data {
+		s.fail("proposal", "node %d answered write %q with entry %d holding %q", n.id, data, r.Index, applied)
+		return
+	}
+	s.acked = append(s.acked, ackedWrite{index: r.Index, data: data})
+	s.maxAcked = max(s.maxAcked, r.Index)
+	s.stats.AckedWrites++
+	if s.healedAt > 0 && at >= s.healedAt && !s.livenessMet {
+		s.livenessMet = true
+		s.tracef("liveness: write proposed after the faults stopped committed at %d", r.Index)
+	}
+}
+
+// clientRead starts a linearizable read on a node that believes it leads.
 func (s *Sim) clientRead() {
 	// Reads go to any node that believes it leads, stale leaders
 	// included: those are the reads ReadIndex must get right.
@@ -58,29 +81,27 @@ func (s *Sim) clientRead() {
 	if len(leaders) > 0 {
 		n = leaders[s.rng.IntN(len(leaders))]
 	}
-	if n == nil || n.stuck != nil {
+	if n == nil || n.h.Held() {
 		return
 	}
 	s.readSeq++
-	if err := n.core.ReadIndex(s.readSeq); err != nil {
+	id, minIndex := s.readSeq, s.maxAcked
+	if err := n.h.ReadIndex(id, func(r shell.Result) { s.readDone(n, id, minIndex, r) }); err != nil {
 		return
 	}
-	n.reads[s.readSeq] = readRequest{minIndex: s.maxAcked}
 	s.process(n)
 }
 
-// readConfirmed checks a ReadIndex result: every write acknowledged before
+// readDone checks a read the node served: every write acknowledged before
 // the read began must be at or below the read index, or the read could
 // miss it (linearizability, dissertation §6.4).
-func (s *Sim) readConfirmed(n *node, rs raft.ReadState) {
-	req, ok := n.reads[rs.ID]
-	if !ok {
-		return
+func (s *Sim) readDone(n *node, id, minIndex uint64, r shell.Result) {
+	if r.Err != nil {
+		return // the leader was deposed: the client would retry
 	}
-	delete(n.reads, rs.ID)
-	if rs.Index < req.minIndex {
+	if r.Index < minIndex {
 		s.fail("linearizable read", "node %d confirmed read %d at index %d, but a write at %d was acknowledged before it began",
-			n.id, rs.ID, rs.Index, req.minIndex)
+			n.id, id, r.Index, minIndex)
 		return
 	}
 	s.stats.Reads++
