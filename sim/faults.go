@@ -3,6 +3,7 @@ package sim
 import (
 	"time"
 
+	shell "coord/node"
 	"coord/raft"
 	"coord/storage/vfs"
 )
@@ -255,9 +256,10 @@ func (s *Sim) changeMembership() {
 		return
 	}
 	changes := options[s.rng.IntN(len(options))]
-	_, _, err := l.h.Core().ProposeConfChange(raft.ConfChange{Changes: changes})
-	if err != nil {
-		return // pending change, or a learner not caught up: try later
+	// Through the handler, as the server's operator does it: a leader
+	// whose disk is full refuses it.
+	if err := l.h.ProposeConfChange(raft.ConfChange{Changes: changes}, func(shell.Result) {}); err != nil {
+		return // pending change, a learner not caught up, a full disk: try later
 	}
 	s.stats.ConfChanges++
 	if len(changes) > 1 {
