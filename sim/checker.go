@@ -64,18 +64,30 @@ func (c *checker) restarted(s *Sim, n *node) {
 	}
 }
 
-// sent checks votes as they leave: a node grants at most one vote per term
-// (Figure 2, RequestVote), even across crashes.
+// sent checks messages as they leave. A node grants at most one vote per
+// term (Figure 2, RequestVote), even across crashes. And a message leaves
+// only once what it vouches for is durable (Figure 2: "respond to RPCs
+// after updating stable storage"): a granted vote is in the sender's hard
+// state, an acknowledged index in its log; the handler's order of work is
+// what makes it so.
 func (c *checker) sent(s *Sim, m raft.Message) {
-	if m.Type != raft.MsgVoteResponse || m.Reject {
-		return
+	switch {
+	case m.Type == raft.MsgAppendResponse && !m.Reject:
+		if last, err := s.nodes[m.From].storage.LastIndex(); err != nil || last < m.LogIndex {
+			s.fail("durable before sent", "node %d acknowledges index %d with its log ending at %d (%v)", m.From, m.LogIndex, last, err)
+		}
+	case m.Type == raft.MsgVoteResponse && !m.Reject:
+		if hs, _, err := s.nodes[m.From].storage.InitialState(); err != nil || hs.Term != m.Term || hs.Vote != m.To {
+			s.fail("durable before sent", "node %d grants its term-%d vote to %d with hard state %+v stored (%v)", m.From, m.Term, m.To, hs, err)
+			return
+		}
+		key := [2]uint64{m.From, m.Term}
+		if prev, ok := c.grants[key]; ok && prev != m.To {
+			s.fail("one vote per term", "node %d granted its term-%d vote to %d and then to %d", m.From, m.Term, prev, m.To)
+			return
+		}
+		c.grants[key] = m.To
 	}
-	key := [2]uint64{m.From, m.Term}
-	if prev, ok := c.grants[key]; ok && prev != m.To {
-		s.fail("one vote per term", "node %d granted its term-%d vote to %d and then to %d", m.From, m.Term, prev, m.To)
-		return
-	}
-	c.grants[key] = m.To
 }
 
 // persisted checks what a Ready just wrote to storage.
