@@ -31,7 +31,7 @@ type Stats struct {
 	Snapshots       int // snapshots created
 	Writes          int // client writes accepted by a leader
 	AckedWrites     int // client writes applied and acknowledged
-	Reads           int // ReadIndex reads confirmed
+	Reads           int // ReadIndex reads served
 	MaxQueuedToNode int // the most messages ever in flight to one node
 	DiskFulls       int // times a node's disk filled up
 	StuckReadies    int // Readies held because the disk was full, then written
@@ -152,7 +152,8 @@ func Run(cfg Config) Result {
 }
 
 // Run runs the simulation to its end or to the first violation. A panic
-// in the core (a failed assertion) is reported as a violation too.
+// in the core or the node's handler (a failed assertion) is reported as a
+// violation too.
 func (s *Sim) Run() (res Result) {
 	defer func() {
 		if p := recover(); p != nil {
