@@ -127,8 +127,12 @@ type Handler struct {
 	log             *slog.Logger
 	snapshotEntries uint64
 
-	held    *heldReady // a Ready whose persistence failed; nil while the storage works
-	stopped error      // why the handler was stopped; nil while it runs
+	// ready is the Ready being handled, kept here rather than allocated
+	// for each; held says its persistence failed, and it waits for a
+	// retry.
+	ready   pendingReady
+	held    bool
+	stopped error // why the handler was stopped; nil while it runs
 
 	ticks        uint64 // ticks seen: the clock of the retries
 	compactAfter uint64 // no compaction before this tick (after a failure)
@@ -140,25 +144,27 @@ type Handler struct {
 	conf         raft.ConfState // the membership as of applied
 	leading      bool
 
-	// proposals holds the callers waiting for their entry, by index. One
-	// index may have several: a deposed leader's caller, whose entry was
-	// truncated, and a later one's, after this node leads again and
-	// appends a new entry there.
-	proposals map[uint64][]proposalWaiter
+	// proposals holds the callers waiting for their entry, in index order
+	// (and, at one index, in the order they proposed). One index may have
+	// several: a deposed leader's caller, whose entry was truncated, and a
+	// later one's, after this node leads again and appends a new entry
+	// there. Every index is above applied: a proposal's entry is appended
+	// after the last, and the waiters at an index leave when it is applied.
+	proposals []proposalWaiter
 	reads     map[uint64]Waiter // by read ID, until the core confirms them
 	readQueue []pendingRead     // confirmed, until applied through their index
 }
 
-// heldReady is a Ready that could not be made durable.
-type heldReady struct {
+// pendingReady is a Ready on its way to being durable.
+type pendingReady struct {
 	rd           raft.Ready
-	snapshotDone bool // rd.Snapshot is durable; only the Save is left
-	err          error
+	snapshotDone bool  // rd.Snapshot is durable; only the Save is left
+	err          error // why the last attempt failed
 }
 
 type proposalWaiter struct {
-	term uint64
-	done Waiter
+	index, term uint64
+	done        Waiter
 }
 
 type pendingRead struct {
@@ -185,7 +191,6 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		hooks:           cfg.Hooks,
 		log:             cfg.Logger,
 		snapshotEntries: cfg.SnapshotEntries,
-		proposals:       map[uint64][]proposalWaiter{},
 		reads:           map[uint64]Waiter{},
 	}
 	if h.log == nil {
@@ -221,15 +226,15 @@ func (h *Handler) Applied() uint64 { return h.applied }
 func (h *Handler) Conf() raft.ConfState { return h.conf }
 
 // Held reports whether the handler holds a Ready its storage did not take.
-func (h *Handler) Held() bool { return h.held != nil }
+func (h *Handler) Held() bool { return h.held }
 
 // StorageErr returns why the storage is failing, wrapping ErrStorage, or
 // nil while no Ready is held.
 func (h *Handler) StorageErr() error {
-	if h.held == nil {
+	if !h.held {
 		return nil
 	}
-	return fmt.Errorf("%w: %w", ErrStorage, h.held.err)
+	return fmt.Errorf("%w: %w", ErrStorage, h.ready.err)
 }
 
 // Tick is one tick of the caller's clock: the core's Tick, or, while a
@@ -241,27 +246,26 @@ func (h *Handler) Tick() error {
 		return h.stopped
 	}
 	h.ticks++
-	if h.held == nil {
+	if !h.held {
 		h.core.Tick()
 		return nil
 	}
-	held := h.held
 	var err error
 	if r, ok := h.storage.(Repairer); ok {
 		err = r.Repair()
 	}
 	if err == nil {
-		err = h.persist(held)
+		err = h.persist()
 	}
 	if h.stopped != nil {
 		return h.stopped
 	}
 	if err != nil {
-		held.err = err
+		h.ready.err = err
 		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
-	h.held = nil
-	return h.finish(held.rd)
+	h.held = false
+	return h.finish()
 }
 
 // Step hands a peer's message to the core. While a Ready is held the
@@ -271,7 +275,7 @@ func (h *Handler) Step(m raft.Message) error {
 	if h.stopped != nil {
 		return h.stopped
 	}
-	if h.held != nil {
+	if h.held {
 		return h.StorageErr()
 	}
 	return h.core.Step(m)
@@ -294,15 +298,25 @@ func (h *Handler) propose(submit func() (uint64, uint64, error), done Waiter) er
 	if h.stopped != nil {
 		return h.stopped
 	}
-	if h.held != nil {
+	if h.held {
 		return h.StorageErr()
 	}
 	index, term, err := submit()
 	if err != nil {
 		return err
 	}
-	h.proposals[index] = append(h.proposals[index], proposalWaiter{term: term, done: done})
+	h.await(index, term, done)
 	return nil
+}
+
+// await registers done to hear how the entry proposed at index in term
+// ends: after every waiter at or below index (usually, at the end).
+func (h *Handler) await(index, term uint64, done Waiter) {
+	at := len(h.proposals)
+	for at > 0 && h.proposals[at-1].index > index {
+		at--
+	}
+	h.proposals = slices.Insert(h.proposals, at, proposalWaiter{index: index, term: term, done: done})
 }
 
 // ReadIndex starts a linearizable read (dissertation §6.4) under the
@@ -313,7 +327,7 @@ func (h *Handler) ReadIndex(id uint64, done Waiter) error {
 	if h.stopped != nil {
 		return h.stopped
 	}
-	if h.held != nil {
+	if h.held {
 		return h.StorageErr()
 	}
 	if _, ok := h.reads[id]; ok {
@@ -331,17 +345,17 @@ func (h *Handler) ReadIndex(id uint64, done Waiter) error {
 // ErrStorage when a Ready's write failed and the Ready is now held (the
 // caller goes on ticking); any other error stopped the handler.
 func (h *Handler) Handle() error {
-	for h.stopped == nil && h.held == nil && h.core.HasReady() {
-		held := &heldReady{rd: h.core.Ready()}
-		if err := h.persist(held); err != nil {
+	for h.stopped == nil && !h.held && h.core.HasReady() {
+		h.ready = pendingReady{rd: h.core.Ready()}
+		if err := h.persist(); err != nil {
 			if h.stopped != nil {
 				break
 			}
-			held.err = err
-			h.held = held
+			h.ready.err = err
+			h.held = true
 			return fmt.Errorf("%w: %w", ErrStorage, err)
 		}
-		if err := h.finish(held.rd); err != nil {
+		if err := h.finish(); err != nil {
 			return err
 		}
 	}
@@ -359,23 +373,22 @@ func (h *Handler) Stop(err error) {
 		err = ErrStopped
 	}
 	h.stopped = err
-	for _, index := range slices.Sorted(maps.Keys(h.proposals)) {
-		for _, w := range h.proposals[index] {
-			w.done(Result{Index: index, Err: err})
-		}
+	proposals := h.proposals
+	h.proposals = nil
+	for _, w := range proposals {
+		w.done(Result{Index: w.index, Err: err})
 	}
-	clear(h.proposals)
 	h.failReads(err)
 }
 
 // persist makes the Ready's snapshot, hard state and entries durable.
-func (h *Handler) persist(held *heldReady) error {
-	rd := held.rd
-	if !rd.Snapshot.IsEmpty() && !held.snapshotDone {
+func (h *Handler) persist() error {
+	rd := &h.ready.rd
+	if !rd.Snapshot.IsEmpty() && !h.ready.snapshotDone {
 		if err := h.storage.ApplySnapshot(rd.Snapshot); err != nil {
 			return fmt.Errorf("node %d: apply snapshot: %w", h.id, err)
 		}
-		held.snapshotDone = true
+		h.ready.snapshotDone = true
 	}
 	if !rd.HardState.IsEmpty() || len(rd.Entries) > 0 {
 		if err := h.storage.Save(rd.HardState, rd.Entries); err != nil {
@@ -385,8 +398,11 @@ func (h *Handler) persist(held *heldReady) error {
 	return nil
 }
 
-// finish does the rest of a Ready's work once it is durable: steps 2 to 4.
-func (h *Handler) finish(rd raft.Ready) error {
+// finish does the rest of the Ready's work once it is durable: steps 2 to
+// 4.
+func (h *Handler) finish() error {
+	rd := h.ready.rd
+	h.ready = pendingReady{} // keeps nothing of it alive
 	if h.hooks.Persisted != nil {
 		h.hooks.Persisted(rd)
 	}
@@ -430,15 +446,11 @@ func (h *Handler) installSnapshot(s raft.Snapshot) error {
 	h.applied, h.lastSnapshot, h.conf = s.Metadata.Index, s.Metadata.Index, s.Metadata.ConfState
 	// The entries the snapshot covers were never seen here: whether a
 	// waiter's entry is among them is unknown.
-	for _, index := range slices.Sorted(maps.Keys(h.proposals)) {
-		if index > h.applied {
-			break
-		}
-		for _, w := range h.proposals[index] {
-			w.done(Result{Index: index, Err: ErrOutcomeUnknown})
-		}
-		delete(h.proposals, index)
+	n := 0
+	for n < len(h.proposals) && h.proposals[n].index <= h.applied {
+		n++
 	}
+	h.answerFirst(n, func(w proposalWaiter) Result { return Result{Index: w.index, Err: ErrOutcomeUnknown} })
 	h.appliedTermIs(s.Metadata.Index, s.Metadata.Term)
 	if h.hooks.SnapshotInstalled != nil {
 		h.hooks.SnapshotInstalled(s.Metadata)
@@ -478,14 +490,16 @@ func (h *Handler) apply(entries []raft.Entry, changes []raft.CommittedConfChange
 		if h.stopped != nil {
 			return
 		}
-		for _, w := range h.proposals[e.Index] {
-			if w.term == e.Term {
-				w.done(Result{Index: e.Index, Value: value})
-			} else {
-				w.done(Result{Index: e.Index, Err: ErrProposalLost})
-			}
+		n := 0
+		for n < len(h.proposals) && h.proposals[n].index == e.Index {
+			n++
 		}
-		delete(h.proposals, e.Index)
+		h.answerFirst(n, func(w proposalWaiter) Result {
+			if w.term == e.Term {
+				return Result{Index: e.Index, Value: value}
+			}
+			return Result{Index: e.Index, Err: ErrProposalLost}
+		})
 		h.appliedTermIs(e.Index, e.Term)
 	}
 	if len(changes) > 0 {
@@ -505,28 +519,34 @@ func (h *Handler) appliedTermIs(index, term uint64) {
 		return
 	}
 	h.appliedTerm = term
-	if len(h.proposals) == 0 {
+	kept := h.proposals[:0]
+	var lost []proposalWaiter
+	for _, w := range h.proposals {
+		if w.index > index && w.term < term {
+			lost = append(lost, w)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(h.proposals[len(kept):])
+	h.proposals = kept
+	for _, w := range lost {
+		w.done(Result{Index: w.index, Err: ErrProposalLost})
+	}
+}
+
+// answerFirst removes the first n waiters and answers each with
+// result(w). A Waiter may propose again: the waiters it adds go after.
+func (h *Handler) answerFirst(n int, result func(w proposalWaiter) Result) {
+	if n == 0 {
 		return
 	}
-	for _, i := range slices.Sorted(maps.Keys(h.proposals)) {
-		if i <= index {
-			continue
-		}
-		ws := h.proposals[i]
-		kept := ws[:0]
-		for _, w := range ws {
-			if w.term < term {
-				w.done(Result{Index: i, Err: ErrProposalLost})
-			} else {
-				kept = append(kept, w)
-			}
-		}
-		if len(kept) == 0 {
-			delete(h.proposals, i)
-		} else {
-			h.proposals[i] = kept
-		}
+	first := h.proposals[:n:n]
+	h.proposals = h.proposals[n:]
+	for _, w := range first {
+		w.done(result(w))
 	}
+	clear(first)
 }
 
 // confirmReads queues the reads the core confirmed and answers those

@@ -14,10 +14,10 @@ import (
 // newBookkeeper returns a handler with only what its waiters' bookkeeping
 // needs, applied through index applied.
 func newBookkeeper(applied uint64) (*Handler, func(index, term uint64) chan Result) {
-	h := &Handler{sm: newKV(), applied: applied, proposals: map[uint64][]proposalWaiter{}, reads: map[uint64]Waiter{}}
+	h := &Handler{sm: newKV(), applied: applied, reads: map[uint64]Waiter{}}
 	wait := func(index, term uint64) chan Result {
 		ch := make(chan Result, 1)
-		h.proposals[index] = append(h.proposals[index], proposalWaiter{term: term, done: func(r Result) { ch <- r }})
+		h.await(index, term, func(r Result) { ch <- r })
 		return ch
 	}
 	return h, wait
@@ -73,7 +73,7 @@ func TestSnapshotAnswersWaiters(t *testing.T) {
 	if r := <-above; !errors.Is(r.Err, ErrProposalLost) {
 		t.Errorf("term-2 waiter at 7 above a term-3 snapshot at 6: %v, want ErrProposalLost", r.Err)
 	}
-	if len(h.proposals) != 1 || len(h.proposals[8]) != 1 || len(current) != 0 {
+	if len(h.proposals) != 1 || h.proposals[0].index != 8 || len(current) != 0 {
 		t.Errorf("the term-3 waiter at 8 may still commit and must wait: %v", h.proposals)
 	}
 }

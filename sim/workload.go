@@ -54,8 +54,10 @@ func (s *Sim) writeDone(n *node, data string, at int64, r shell.Result) {
 	if r.Err != nil {
 		return
 	}
-	if applied, _ := r.Value.([]byte); string(applied) != data {
-		s.fail("proposal", "node %d answered write %q with entry %d holding %q", n.id, data, r.Index, applied)
+	// The Applied hook has checked this node's entry against what the
+	// cluster applied at its index.
+	if fact := s.check.appliedAt[r.Index]; fact.data != hashString(data) {
+		s.fail("proposal", "node %d answered write %q with entry %d, which holds other data", n.id, data, r.Index)
 		return
 	}
 	s.acked = append(s.acked, ackedWrite{index: r.Index, data: data})
