@@ -68,6 +68,9 @@ type HandlerConfig struct {
 	Hooks Hooks
 }
 
+// Handler is not safe for concurrent use; one goroutine owns it (Node's
+// loop, or a simulator's).
+//
 // Handler drives one raft core through the Ready contract (see the package
 // doc): for each raft.Ready it persists to the Storage, sends through the
 // Transport, applies to the StateMachine, records the membership changes
@@ -116,7 +119,11 @@ type HandlerConfig struct {
 // machine could not restore a snapshot) stopped the handler: the node
 // cannot go on.
 //
-// Handler is not safe for concurrent use; one goroutine owns it.
+// # Stopping
+//
+// Stop ends the handler (a node stopped, or crashed in a simulation, even
+// from inside a hook or a storage call): every waiter hears the error, the
+// Ready in progress goes no further, and every later call returns it.
 type Handler struct {
 	id              uint64
 	core            *raft.Core
