@@ -15,10 +15,14 @@ type checker struct {
 	grants    map[[2]uint64]uint64    // (voter, term) → candidate granted
 	entries   map[[2]uint64]entryFact // (index, term) → what the entry is
 	committed map[uint64]uint64       // index → term of the committed entry
-	appliedAt map[uint64]appliedFact  // index → what was applied there
-	terms     map[uint64]uint64       // node → durable term
-	commits   map[uint64]uint64       // node → durable commit index checked
-	maxCommit uint64
+	// commitTerms holds, by index, the lowest term of a node seen to
+	// commit it: the term it was committed in (usually, as its leader
+	// commits first), or a later one, never an earlier one.
+	commitTerms map[uint64]uint64
+	appliedAt   map[uint64]appliedFact // index → what was applied there
+	terms       map[uint64]uint64      // node → durable term
+	commits     map[uint64]uint64      // node → durable commit index checked
+	maxCommit   uint64
 }
 
 type entryFact struct {
@@ -34,14 +38,15 @@ type appliedFact struct {
 
 func newChecker() checker {
 	return checker{
-		leaders:   map[uint64]uint64{},
-		votes:     map[[2]uint64]uint64{},
-		grants:    map[[2]uint64]uint64{},
-		entries:   map[[2]uint64]entryFact{},
-		committed: map[uint64]uint64{},
-		appliedAt: map[uint64]appliedFact{},
-		terms:     map[uint64]uint64{},
-		commits:   map[uint64]uint64{},
+		leaders:     map[uint64]uint64{},
+		votes:       map[[2]uint64]uint64{},
+		grants:      map[[2]uint64]uint64{},
+		entries:     map[[2]uint64]entryFact{},
+		committed:   map[uint64]uint64{},
+		commitTerms: map[uint64]uint64{},
+		appliedAt:   map[uint64]appliedFact{},
+		terms:       map[uint64]uint64{},
+		commits:     map[uint64]uint64{},
 	}
 }
 
@@ -154,18 +159,25 @@ func (c *checker) commitAdvanced(s *Sim, n *node) {
 			s.fail("commit", "node %d committed %d but cannot read its term: %v", n.id, i, err)
 			return
 		}
-		if old, ok := c.committed[i]; ok && old != t {
+		old, ok := c.committed[i]
+		if ok && old != t {
 			s.fail("committed entry changed", "index %d was committed with term %d, node %d commits term %d", i, old, n.id, t)
 			return
 		}
-		c.committed[i] = t
+		if !ok || hs.Term < c.commitTerms[i] {
+			c.committed[i], c.commitTerms[i] = t, hs.Term
+		}
 	}
 	c.commits[n.id] = max(c.commits[n.id], commit)
 	c.maxCommit = max(c.maxCommit, commit)
 }
 
 // becameLeader checks Election Safety (one leader per term) and Leader
-// Completeness (the leader holds every committed entry, Raft §5.4.1).
+// Completeness: the leader holds every entry committed in an earlier term
+// (Raft §5.4.1). An entry committed in its own term or a later one it may
+// lack: a node can win an election, hold the Ready that says so while its
+// disk is full, and only then be seen leading, after a leader of a later
+// term committed more (seed 861 on disk).
 func (c *checker) becameLeader(s *Sim, n *node) {
 	term := n.h.Core().Status().Term
 	if prev, ok := c.leaders[term]; ok && prev != n.id {
@@ -176,7 +188,7 @@ func (c *checker) becameLeader(s *Sim, n *node) {
 	first, _ := n.storage.FirstIndex()
 	for i := first; i <= c.maxCommit; i++ {
 		want, ok := c.committed[i]
-		if !ok {
+		if !ok || c.commitTerms[i] >= term {
 			continue
 		}
 		got, err := n.storage.Term(i)
