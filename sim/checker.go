@@ -14,20 +14,24 @@ type checker struct {
 	votes     map[[2]uint64]uint64    // (node, term) → durable vote
 	grants    map[[2]uint64]uint64    // (voter, term) → candidate granted
 	entries   map[[2]uint64]entryFact // (index, term) → what the entry is
-	committed map[uint64]uint64       // index → term of the committed entry
-	// commitTerms holds, by index, the lowest term of a node seen to
-	// commit it: the term it was committed in (usually, as its leader
-	// commits first), or a later one, never an earlier one.
-	commitTerms map[uint64]uint64
-	appliedAt   map[uint64]appliedFact // index → what was applied there
-	terms       map[uint64]uint64      // node → durable term
-	commits     map[uint64]uint64      // node → durable commit index checked
-	maxCommit   uint64
+	committed map[uint64]commitFact   // index → the committed entry
+	appliedAt map[uint64]appliedFact  // index → what was applied there
+	terms     map[uint64]uint64       // node → durable term
+	commits   map[uint64]uint64       // node → durable commit index checked
+	maxCommit uint64
 }
 
 type entryFact struct {
 	data     uint64 // hash of type and data
 	prevTerm uint64 // term of the entry before; 0 if unknown (compacted)
+}
+
+type commitFact struct {
+	term uint64 // the entry's
+	// in is the lowest term of a node seen to commit the entry: the term
+	// it was committed in (usually, as its leader commits first), or a
+	// later one, never an earlier one.
+	in uint64
 }
 
 type appliedFact struct {
@@ -38,15 +42,14 @@ type appliedFact struct {
 
 func newChecker() checker {
 	return checker{
-		leaders:     map[uint64]uint64{},
-		votes:       map[[2]uint64]uint64{},
-		grants:      map[[2]uint64]uint64{},
-		entries:     map[[2]uint64]entryFact{},
-		committed:   map[uint64]uint64{},
-		commitTerms: map[uint64]uint64{},
-		appliedAt:   map[uint64]appliedFact{},
-		terms:       map[uint64]uint64{},
-		commits:     map[uint64]uint64{},
+		leaders:   map[uint64]uint64{},
+		votes:     map[[2]uint64]uint64{},
+		grants:    map[[2]uint64]uint64{},
+		entries:   map[[2]uint64]entryFact{},
+		committed: map[uint64]commitFact{},
+		appliedAt: map[uint64]appliedFact{},
+		terms:     map[uint64]uint64{},
+		commits:   map[uint64]uint64{},
 	}
 }
 
@@ -160,12 +163,12 @@ func (c *checker) commitAdvanced(s *Sim, n *node) {
 			return
 		}
 		old, ok := c.committed[i]
-		if ok && old != t {
-			s.fail("committed entry changed", "index %d was committed with term %d, node %d commits term %d", i, old, n.id, t)
+		if ok && old.term != t {
+			s.fail("committed entry changed", "index %d was committed with term %d, node %d commits term %d", i, old.term, n.id, t)
 			return
 		}
-		if !ok || hs.Term < c.commitTerms[i] {
-			c.committed[i], c.commitTerms[i] = t, hs.Term
+		if !ok || hs.Term < old.in {
+			c.committed[i] = commitFact{term: t, in: hs.Term}
 		}
 	}
 	c.commits[n.id] = max(c.commits[n.id], commit)
@@ -188,13 +191,13 @@ func (c *checker) becameLeader(s *Sim, n *node) {
 	first, _ := n.storage.FirstIndex()
 	for i := first; i <= c.maxCommit; i++ {
 		want, ok := c.committed[i]
-		if !ok || c.commitTerms[i] >= term {
+		if !ok || want.in >= term {
 			continue
 		}
 		got, err := n.storage.Term(i)
-		if err != nil || got != want {
+		if err != nil || got != want.term {
 			s.fail("leader completeness", "node %d leads term %d without committed entry %d/%d (has term %d, %v)",
-				n.id, term, i, want, got, err)
+				n.id, term, i, want.term, got, err)
 			return
 		}
 	}
