@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -135,15 +137,22 @@ func TestWriteOutcomeUnknownOnlyIfAnAttemptMayHaveApplied(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			srv := httptest.NewServer(tt.handler)
 			defer srv.Close()
+			// One attempt per write: the back-off after it outlasts the
+			// context, so the context never cuts an attempt that the server
+			// would have answered (a loaded machine may take long to answer,
+			// and a cut attempt may have applied). Only the hanging server's
+			// attempt ends at AttemptTimeout.
 			cfg := DefaultConfig(strings.TrimPrefix(srv.URL, "http://"))
-			cfg.AttemptTimeout = 50 * time.Millisecond
+			cfg.AttemptTimeout = 3 * time.Second
+			cfg.BackoffMin, cfg.BackoffMax = time.Minute, time.Minute
 			c, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_, err = c.Put(ctx, "k", nil)
 			if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrUnknown) != tt.unknown {
@@ -159,13 +168,78 @@ func TestWriteOutcomeUnknownOnlyIfAnAttemptMayHaveApplied(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	for _, cfg := range []Config{
 		{},
-		DefaultConfig("http://x:1"),
+		DefaultConfig("ftp://x:1"),
+		DefaultConfig("http://x:1/v1"),
+		DefaultConfig("https://"),
+		DefaultConfig("u@x:1"),
 		{Endpoints: []string{"a:1"}, AttemptTimeout: 0, BackoffMin: 1, BackoffMax: 1},
 		{Endpoints: []string{"a:1"}, AttemptTimeout: 1, BackoffMin: 2, BackoffMax: 1},
 	} {
 		if _, err := New(cfg); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%+v: err %v, want ErrInvalid", cfg, err)
 		}
+	}
+}
+
+// TestTLSAndToken: over HTTPS, the client verifies the server with the CA
+// it is given, sends its token, and types the refusals.
+func TestTLSAndToken(t *testing.T) {
+	var auth atomic.Value
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth.Store(r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/kv/denied":
+			w.WriteHeader(403)
+			fmt.Fprint(w, `{"error":"token 3 has role read","code":"permission_denied"}`)
+		case "/v1/kv/anon":
+			w.WriteHeader(401)
+			fmt.Fprint(w, `{"error":"no token","code":"unauthenticated"}`)
+		default:
+			fmt.Fprint(w, `{"revision":5}`)
+		}
+	}))
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	hostport := strings.TrimPrefix(srv.URL, "https://")
+	for _, ep := range []string{hostport, srv.URL} {
+		cfg := DefaultConfig(ep)
+		cfg.TLS = &tls.Config{RootCAs: roots}
+		cfg.Token = "coord_secret"
+		c, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if rev, err := c.Put(ctx, "k", []byte("v")); err != nil || rev != 5 {
+			t.Fatalf("%s: put %d %v", ep, rev, err)
+		}
+		if got := auth.Load(); got != "Bearer coord_secret" {
+			t.Fatalf("Authorization %q", got)
+		}
+		if _, err := c.Put(ctx, "denied", nil); !errors.Is(err, ErrPermissionDenied) {
+			t.Fatalf("403: %v", err)
+		}
+		if _, err := c.Get(ctx, "anon"); !errors.Is(err, ErrUnauthenticated) {
+			t.Fatalf("401: %v", err)
+		}
+		cancel()
+	}
+	// Without the CA, the server's certificate is refused. The attempt may
+	// take as long as the context allows: a loaded machine took more than
+	// the default 2 s to fail the handshake.
+	cfg := DefaultConfig(srv.URL)
+	cfg.AttemptTimeout = 30 * time.Second
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// One attempt (Status does not retry), so the TLS error itself comes back.
+	if _, err := c.Status(ctx, srv.URL); err == nil || !strings.Contains(err.Error(), "certificate signed by unknown authority") {
+		t.Fatalf("unknown CA: %v", err)
 	}
 }
 
@@ -244,5 +318,53 @@ func TestFindsTheLeader(t *testing.T) {
 	}
 	if leaderHits.Load() == 0 {
 		t.Fatal("the client never went to the leader directly")
+	}
+}
+
+// TestLearnedLeaderSticks: a client writing in a closed loop has a write
+// in flight to the follower when its lookup of the leader returns; the
+// answer of that write must not send the client back to the follower.
+func TestLearnedLeaderSticks(t *testing.T) {
+	var leaderHits, followerPuts atomic.Int64
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaderHits.Add(1)
+		w.Header().Set("Coord-Node", "1")
+		w.Header().Set("Coord-Leader", "1")
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"revision":5}`)
+	}))
+	defer leader.Close()
+	leaderAddr := strings.TrimPrefix(leader.URL, "http://")
+	statusServed := make(chan struct{})
+	var once sync.Once
+	follower := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Coord-Node", "2")
+		w.Header().Set("Coord-Leader", "1")
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/status" {
+			fmt.Fprintf(w, `{"id":2,"leader":1,"members":[{"id":1,"http":%q,"voter":true},{"id":2,"voter":true}]}`, leaderAddr)
+			once.Do(func() { close(statusServed) })
+			return
+		}
+		if followerPuts.Add(1) == 2 {
+			// The write after the one that started the lookup: answer it
+			// only once the lookup has its answer, as a slower forward would.
+			<-statusServed
+			time.Sleep(50 * time.Millisecond) // let the client take the lookup's answer in
+		}
+		fmt.Fprint(w, `{"revision":5}`) // as if forwarded
+	}))
+	defer follower.Close()
+	c, err := New(DefaultConfig(strings.TrimPrefix(follower.URL, "http://"), leaderAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := c.Put(context.Background(), "k", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if leaderHits.Load() != 1 {
+		t.Fatalf("the third write went to the follower (leader hits %d): the answer in flight undid the lookup", leaderHits.Load())
 	}
 }

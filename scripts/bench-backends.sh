@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lease backends' figures for docs/BENCHMARKS.md, in one run: starts
-# Redis, etcd and PostgreSQL on loopback with durable writes (as
+# Redis, etcd, PostgreSQL and ZooKeeper on loopback with durable writes (as
 # scripts/test.sh does, installing them on a fresh Debian machine), then
 #   coord bench latency  - acquire/renew/release beside each store's plain round trip
 #   coord bench failover - the leaderless gap after SIGKILL and SIGTERM, per store
@@ -17,19 +17,20 @@ export COORD_SERVERS_DURABLE=1
 start_redis
 start_etcd
 start_postgres
+start_zookeeper
 bin="$COORD_TEST_TMP/coord"
 go build -o "$bin" ./cmd/coord
 
 sqlite="sqlite://$COORD_TEST_TMP/leases.db"
 file="file://$COORD_TEST_TMP/leader.lock"
-stores=("$sqlite" "$COORD_TEST_REDIS" "$COORD_TEST_POSTGRES" "$COORD_TEST_ETCD" "$file")
+stores=("$sqlite" "$COORD_TEST_REDIS" "$COORD_TEST_POSTGRES" "$COORD_TEST_ETCD" "$COORD_TEST_ZOOKEEPER" "$file")
 args=()
 for s in "${stores[@]}"; do args+=(--store "$s"); done
 "$bin" bench latency --iterations "$iterations" "${args[@]}"
 echo
 
 # TTL 2 s: short enough for many trials, a whole number of seconds for etcd.
-for s in "$sqlite" "$COORD_TEST_REDIS" "$COORD_TEST_POSTGRES" "$COORD_TEST_POSTGRES&advisory=true" "$COORD_TEST_ETCD"; do
+for s in "$sqlite" "$COORD_TEST_REDIS" "$COORD_TEST_POSTGRES" "$COORD_TEST_POSTGRES&advisory=true" "$COORD_TEST_ETCD" "$COORD_TEST_ZOOKEEPER"; do
   echo "== $s"
   "$bin" bench failover --store "$s" --ttl 2s --trials "$trials" --baseline-trials 0
   echo

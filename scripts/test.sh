@@ -15,6 +15,12 @@ export COORD_TEST_REQUIRE_SERVERS=1
 start_redis    # COORD_TEST_REDIS=redis://127.0.0.1:PORT/0
 start_etcd     # COORD_TEST_ETCD=etcd://127.0.0.1:PORT
 start_postgres # COORD_TEST_POSTGRES=postgres://postgres@127.0.0.1:PORT/postgres
+start_zookeeper # COORD_TEST_ZOOKEEPER=zk://127.0.0.1:PORT
+ensure_pkg curl # the secure cluster's test drives curl as a user would (cmd/coord)
+# The same servers serving only TLS, with a CA made now (issue 10, item 6).
+start_redis_tls    # COORD_TEST_REDIS_TLS=rediss://localhost:PORT/0?cacert=...&cert=...&key=...
+start_postgres_tls # COORD_TEST_POSTGRES_TLS=postgres://...?sslmode=verify-full&sslrootcert=...
+start_etcd_tls     # COORD_TEST_ETCD_TLS=etcd://localhost:PORT?cacert=...&cert=...&key=...
 
 log "gofmt"
 unformatted=$(find . -name '*.go' -not -path './.git/*' -print0 | xargs -0 gofmt -l)

@@ -15,7 +15,9 @@
 //   - client sessions: a command carries a client id and a sequence number,
 //     and the machine remembers each session's results until the client
 //     acknowledges them, so a retried write is applied exactly once (the
-//     Raft dissertation, §6.3).
+//     Raft dissertation, §6.3);
+//   - the members' Raft transport addresses (OpPeerSet, OpPeerForget), so
+//     that a restarted or new node learns them from the log (peers.go).
 //
 // # Lease expiry
 //
@@ -31,6 +33,17 @@
 // thinks, never shorter. A holder measures its own expiry from before it
 // sent the request, so its view is never later than the leader's (clock
 // rate drift aside).
+//
+// # Security
+//
+// With Config.Security (coord server's default), the transport is mutual
+// TLS 1.3 bound to node ids, the API is HTTPS, and every request but
+// GET /v1/status carries a bearer token. Tokens live in the replicated
+// state as SHA-256 hashes with a role (read, write, admin) and key and
+// lease-name prefixes (tokens.go); the API checks them against a
+// route-role table (auth.go), so every node decides alike. The leader of a
+// new cluster makes the initial admin token once, only if the cluster
+// never had one. docs/security.md has the threat model.
 //
 // # Not guaranteed
 //

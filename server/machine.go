@@ -61,10 +61,16 @@ type Machine struct {
 	keys     map[string]*KeyValue
 	leases   map[string]*Lease
 	sessions map[uint64]*session
-	// peers maps member IDs to their Raft transport addresses, as the
-	// membership changes in the log announced them; kept here so that a
-	// node restarted from a snapshot still knows where its peers are.
+	// peers maps member IDs to their Raft transport addresses, as
+	// OpPeerSet recorded them (peers.go); kept here so that a node
+	// restarted from its snapshot and log knows where its peers are.
 	peers map[uint64]string
+	// tokens are the API's bearer tokens by ID, tokenIDs their IDs by
+	// hash; tokensEver is set by the first token ever made, after which
+	// OpTokenBootstrap does nothing (see tokens.go).
+	tokens     map[uint64]*Token
+	tokenIDs   map[[TokenHashBytes]byte]uint64
+	tokensEver bool
 }
 
 // NewMachine returns an empty machine with the given limits.
@@ -77,6 +83,8 @@ func NewMachine(limits Limits) *Machine {
 		leases:   map[string]*Lease{},
 		sessions: map[uint64]*session{},
 		peers:    map[uint64]string{},
+		tokens:   map[uint64]*Token{},
+		tokenIDs: map[[TokenHashBytes]byte]uint64{},
 	}
 }
 
@@ -90,22 +98,7 @@ func (m *Machine) Advance(index uint64) {
 	m.applied = index
 }
 
-// RecordMembership records a membership change: the transport addresses of
-// the nodes that joined, and the nodes that left. The membership entries
-// are applied apart from commands (node.Node), so this takes no index;
-// replicas must call it at the same point of the log.
-func (m *Machine) RecordMembership(joined map[uint64]string, left []uint64) {
-	for id, addr := range joined {
-		if addr != "" {
-			m.peers[id] = addr
-		}
-	}
-	for _, id := range left {
-		delete(m.peers, id)
-	}
-}
-
-// Peers returns the transport addresses recorded by membership changes.
+// Peers returns the transport addresses recorded by OpPeerSet.
 func (m *Machine) Peers() map[uint64]string {
 	out := make(map[uint64]string, len(m.peers))
 	for id, addr := range m.peers {
@@ -192,6 +185,12 @@ func (m *Machine) evictSessions(keep uint64) {
 
 // execute performs the command itself, after the session checks.
 func (m *Machine) execute(index uint64, c Command) Result {
+	switch c.Op {
+	case OpTokenCreate, OpTokenBootstrap, OpTokenRevoke:
+		return m.executeToken(index, c)
+	case OpPeerSet, OpPeerForget:
+		return m.executePeer(index, c)
+	}
 	if reason := m.check(c); reason != "" {
 		return Result{Status: StatusInvalid, Reason: reason}
 	}

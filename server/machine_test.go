@@ -230,6 +230,14 @@ func randomCommands(rng *rand.Rand, n int) []Command {
 		c.Token = uint64(rng.IntN(i + 1))
 		c.Renewed = uint64(rng.IntN(i + 1))
 		c.TTL = time.Duration(1+rng.IntN(5)) * time.Second
+		switch rng.IntN(20) { // now and then, a token command
+		case 0:
+			c = TokenCreateCommand(Token{Hash: HashToken(fmt.Sprint(rng.IntN(5))), Role: TokenRole(1 + rng.IntN(3))})
+		case 1:
+			c = TokenRevokeCommand(uint64(rng.IntN(i + 1)))
+		case 2:
+			c = TokenBootstrapCommand(Token{Hash: HashToken("boot"), Role: TokenAdmin})
+		}
 		if rng.IntN(2) == 0 {
 			c.Client = uint64(1 + rng.IntN(3))
 			c.Seq = uint64(1 + rng.IntN(i+1))
@@ -250,14 +258,13 @@ func TestSnapshotRestoreIsExactAndDeterministic(t *testing.T) {
 			a.do(c)
 			b.do(c)
 			if i%17 == 0 {
-				a.index++
-				b.index++
-				joined := map[uint64]string{uint64(i%5 + 1): fmt.Sprintf("10.0.0.%d:7000", i)}
-				left := []uint64{uint64(i%3 + 1)}
-				a.m.Advance(a.index)
-				b.m.Advance(b.index)
-				a.m.RecordMembership(joined, left)
-				b.m.RecordMembership(joined, left)
+				for _, p := range []Command{
+					PeerSetCommand(uint64(i%5+1), fmt.Sprintf("10.0.0.%d:7000", i)),
+					PeerForgetCommand(uint64(i%3 + 1)),
+				} {
+					a.do(p)
+					b.do(p)
+				}
 			}
 		}
 		// b restarts from a's snapshot, then both apply the rest.

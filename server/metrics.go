@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"coord/api"
 	"coord/raft"
 )
 
@@ -30,6 +31,12 @@ type Metrics struct {
 	requestSeconds *prometheus.HistogramVec
 	dropped        *prometheus.CounterVec
 	invalid        *prometheus.CounterVec
+
+	// The HTTP limits (HTTPLimits): what is open, and what was refused.
+	watches             prometheus.Gauge
+	watchesRejected     prometheus.Counter
+	connections         prometheus.Gauge
+	connectionsRejected prometheus.Counter
 }
 
 // NewMetrics returns a fresh set of metrics, with the Go runtime's and the
@@ -57,9 +64,18 @@ func NewMetrics() *Metrics {
 			Help: "Messages the transport dropped rather than block, by reason."}, []string{"reason"}),
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coord_raft_invalid_messages_total",
 			Help: "Peer messages the Raft core refused as ones no correct peer sends (a duplicate node ID, say), by type."}, []string{"type"}),
+		watches: prometheus.NewGauge(prometheus.GaugeOpts{Name: "coord_http_watches",
+			Help: "Watches (long polls and streams) being served."}),
+		watchesRejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_http_watches_rejected_total",
+			Help: "Watches answered 503 because the node served its maximum."}),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "coord_http_connections",
+			Help: "Open connections to the HTTP API."}),
+		connectionsRejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_http_connections_rejected_total",
+			Help: "Connections closed when accepted because the node had its maximum open."}),
 	}
 	m.registry.MustRegister(m.term, m.role, m.commitIndex, m.appliedIndex, m.leaderChanges,
 		m.appendSeconds, m.proposeSeconds, m.requests, m.requestSeconds, m.dropped, m.invalid,
+		m.watches, m.watchesRejected, m.connections, m.connectionsRejected,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -75,9 +91,9 @@ func (m *Metrics) observeRequest(route string, code int, d time.Duration) {
 }
 
 // setState records the node's term, role and indexes.
-func (m *Metrics) setState(st NodeStatus) {
+func (m *Metrics) setState(st api.NodeStatus) {
 	m.term.Set(float64(st.Term))
-	for _, r := range []Role{RoleLeader, RoleFollower, RoleCandidate, RoleLearner} {
+	for _, r := range []api.Role{api.RoleLeader, api.RoleFollower, api.RoleCandidate, api.RoleLearner} {
 		v := 0.0
 		if r == st.Role {
 			v = 1
@@ -95,4 +111,31 @@ func (m *Metrics) Dropped(reason string) { m.dropped.WithLabelValues(reason).Inc
 // (raft.ErrInvalidMessage), by its type.
 func (m *Metrics) InvalidMessage(msg raft.Message, _ error) {
 	m.invalid.WithLabelValues(msg.Type.String()).Inc()
+}
+
+// The HTTP limits' metrics; each does nothing on a nil Metrics, as an API
+// may have none.
+
+func (m *Metrics) setWatches(n int64) {
+	if m != nil {
+		m.watches.Set(float64(n))
+	}
+}
+
+func (m *Metrics) watchRejected() {
+	if m != nil {
+		m.watchesRejected.Inc()
+	}
+}
+
+func (m *Metrics) setConnections(n int64) {
+	if m != nil {
+		m.connections.Set(float64(n))
+	}
+}
+
+func (m *Metrics) connectionRejected() {
+	if m != nil {
+		m.connectionsRejected.Inc()
+	}
 }

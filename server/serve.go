@@ -29,6 +29,10 @@ type Options struct {
 	HeartbeatTicks  int
 	SnapshotEntries uint64
 	WALSegmentBytes int64
+	// Security are the TLS and token flags (security.go).
+	Security SecurityOptions
+	// HTTPLimits bound the API's clients (--http-max-watches and others).
+	HTTPLimits HTTPLimits
 }
 
 // Register defines the flags of Options on fs.
@@ -46,6 +50,9 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.HeartbeatTicks, "heartbeat-ticks", d.HeartbeatTicks, "heartbeat interval in ticks")
 	fs.Uint64Var(&o.SnapshotEntries, "snapshot-entries", d.SnapshotEntries, "entries applied between snapshots")
 	fs.Int64Var(&o.WALSegmentBytes, "wal-segment-bytes", 0, "size past which the write-ahead log starts a new segment (0: 64 MiB)")
+	o.Security.Register(fs)
+	o.HTTPLimits = d.HTTP
+	o.HTTPLimits.Register(fs)
 }
 
 // ParsePeers parses "1=HOST:PORT,2=HOST:PORT". Errors wrap ErrInvalid.
@@ -115,7 +122,14 @@ func (o Options) Config() (Config, error) {
 	cfg.ID, cfg.Peers, cfg.DataDir, cfg.Join = o.ID, peers, o.Data, o.Join
 	cfg.TickInterval, cfg.ElectionTicks, cfg.HeartbeatTicks, cfg.SnapshotEntries = o.Tick, o.ElectionTicks, o.HeartbeatTicks, o.SnapshotEntries
 	cfg.WALSegmentBytes = o.WALSegmentBytes
+	cfg.HTTP = o.HTTPLimits
+	if err := cfg.HTTP.Validate(); err != nil {
+		return cfg, fmt.Errorf("--http-max-*, --http-*-timeout: %w", err)
+	}
 	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	if cfg.Security, err = o.Security.Load(o.ID, cfg.Logger); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
@@ -123,13 +137,22 @@ func (o Options) Config() (Config, error) {
 
 // Serve runs one node with its HTTP API (and /metrics) on httpAddr until
 // ctx is done, then shuts both down. ready, if not nil, is called once both
-// listen, with their addresses.
+// listen, with their addresses. With cfg.Security, the API is HTTPS with
+// tokens, and the certificates are reloaded on SIGHUP and when their
+// files change; without, Serve logs a warning.
 func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, http string)) error {
-	hl, err := net.Listen("tcp", httpAddr)
+	hl, err := listenHTTP(httpAddr, cfg.Security)
 	if err != nil {
-		return fmt.Errorf("server: listen http %s: %w", httpAddr, err)
+		return err
 	}
 	cfg.HTTPAddr = hl.Addr().String()
+	if cfg.Security == nil {
+		logger(cfg.Logger).Warn("running insecure (--insecure): no TLS and no tokens; anyone who reaches the peer or API port can act as any node or client")
+	} else {
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		cfg.Security.watch(wctx, logger(cfg.Logger))
+	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
@@ -138,10 +161,7 @@ func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, ht
 		hl.Close()
 		return err
 	}
-	srv := &http.Server{
-		Handler:           NewAPI(node, APIConfig{Limits: cfg.Limits, Logger: cfg.Logger, Metrics: cfg.Metrics}),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	srv := newServeHTTP(node, cfg)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(hl) }()
 	if ready != nil {

@@ -12,7 +12,7 @@ import (
 
 // The snapshot format, all integers uvarint unless said otherwise:
 //
-//	magic "coordsm1" (8 bytes)
+//	magic "coordsm2" (8 bytes; "coordsm1" is the same without the tokens)
 //	applied index
 //	key count, then per key in key order:
 //	    key, value (length-prefixed), create revision, revision, version
@@ -23,11 +23,18 @@ import (
 //	    sequence order: sequence, status byte, revision, holder, token,
 //	    ttl (varint ns), reason
 //	peer count, then per peer in ID order: ID, address
+//	tokens ever made (byte 0 or 1), token count, then per token in ID
+//	    order: ID, hash (length-prefixed, 32 bytes), role byte, key
+//	    prefix, lease prefix, name
 //	CRC-32C of everything before it (4 bytes, big endian)
 //
 // Collections are written sorted so that two replicas with the same state
 // write the same bytes.
-const snapshotMagic = "coordsm1"
+const snapshotMagic = "coordsm2"
+
+// snapshotMagicV1 opens snapshots written before tokens existed; they
+// restore with none.
+const snapshotMagicV1 = "coordsm1"
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -75,6 +82,17 @@ func (m *Machine) Snapshot() []byte {
 		e.Uvarint(id)
 		e.String(m.peers[id])
 	}
+	e.Bool(m.tokensEver)
+	e.Uvarint(uint64(len(m.tokens)))
+	for _, id := range sortedKeys(m.tokens) {
+		t := m.tokens[id]
+		e.Uvarint(t.ID)
+		e.Bytes(t.Hash[:])
+		e.Byte(byte(t.Role))
+		e.String(t.KeyPrefix)
+		e.String(t.LeasePrefix)
+		e.String(t.Name)
+	}
 	return binary.BigEndian.AppendUint32(e.Buf, crc32.Checksum(e.Buf, castagnoli))
 }
 
@@ -90,7 +108,11 @@ func sortedKeys[K string | uint64, V any](m map[K]V) []K {
 // Restore replaces the machine's whole state with a snapshot's. On error
 // (wrapping ErrMalformed) the machine is unchanged.
 func (m *Machine) Restore(data []byte) error {
-	if len(data) < len(snapshotMagic)+4 || string(data[:len(snapshotMagic)]) != snapshotMagic {
+	if len(data) < len(snapshotMagic)+4 {
+		return fmt.Errorf("%w: snapshot: bad magic", ErrMalformed)
+	}
+	magic := string(data[:len(snapshotMagic)])
+	if magic != snapshotMagic && magic != snapshotMagicV1 {
 		return fmt.Errorf("%w: snapshot: bad magic", ErrMalformed)
 	}
 	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
@@ -135,6 +157,9 @@ func (m *Machine) Restore(data []byte) error {
 	for range d.Count("peer count", len(d.Rest())) {
 		id := d.Uvarint("peer id")
 		n.peers[id] = d.String("peer address", maxEncodedField)
+	}
+	if magic == snapshotMagic {
+		n.restoreTokens(d)
 	}
 	if err := d.Done(); err != nil {
 		return fmt.Errorf("snapshot: %w", err)

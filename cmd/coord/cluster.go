@@ -8,12 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"coord/lab"
 	"coord/server/localcluster"
 
 	"github.com/spf13/cobra"
@@ -30,7 +28,7 @@ its state, add and remove nodes, and stop it. The cluster is described in
 DIR/cluster.json; every subcommand finds it through --dir.`,
 		Args: usageArgs(cobra.NoArgs),
 	}
-	cmd.AddCommand(newClusterUpCmd(), newClusterStatusCmd(), newClusterAddCmd(), newClusterRemoveCmd(), newClusterDownCmd(), newClusterBenchCmd())
+	cmd.AddCommand(newClusterUpCmd(), newClusterStatusCmd(), newClusterEnvCmd(), newClusterAddCmd(), newClusterRemoveCmd(), newClusterDownCmd(), newClusterBenchCmd())
 	return cmd
 }
 
@@ -42,10 +40,11 @@ func addDirFlag(cmd *cobra.Command, dir *string) {
 
 func newClusterUpCmd() *cobra.Command {
 	var (
-		nodes  int
-		dir    string
-		detach bool
-		tick   time.Duration
+		nodes    int
+		dir      string
+		detach   bool
+		tick     time.Duration
+		insecure bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up [--nodes 3] [--dir DIR] [--detach]",
@@ -57,7 +56,15 @@ running ('coord cluster down' stops them). A new cluster gets new
 addresses, and old data with new addresses would be a different cluster
 that believes it is the old one: so 'up' refuses a --dir where a cluster
 is running, removes what a stopped one left there (its node-N data and
-logs), and refuses a --dir that holds anything else.`,
+logs, its tls directory), and refuses a --dir that holds anything else.
+
+The cluster is secure unless --insecure: 'up' makes a CA, a certificate
+per node, a client certificate and an admin token in DIR/tls (files
+0600), and the nodes speak mutual TLS to each other and HTTPS with tokens
+to clients. 'eval "$(coord cluster env --dir DIR)"' sets the variables
+that coord's commands (and curl, given them) use to reach it. --insecure
+keeps the old plain mode: no TLS and no tokens, for experiments on
+loopback only (docs/security.md).`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if nodes < 1 || nodes > 9 {
@@ -85,7 +92,7 @@ logs), and refuses a --dir that holds anything else.`,
 			}
 			ctx := cmd.Context()
 			c, err := localcluster.Start(ctx, localcluster.Config{Nodes: nodes, Dir: dir, Binary: self, Detach: detach,
-				Args: []string{"--tick", tick.String()}})
+				Insecure: insecure, Args: []string{"--tick", tick.String()}})
 			if err != nil {
 				return err
 			}
@@ -111,6 +118,7 @@ logs), and refuses a --dir that holds anything else.`,
 	cmd.Flags().IntVar(&nodes, "nodes", 3, "number of nodes")
 	cmd.Flags().BoolVar(&detach, "detach", false, "leave the nodes running and exit")
 	cmd.Flags().DurationVar(&tick, "tick", 100*time.Millisecond, "Raft tick of every node")
+	cmd.Flags().BoolVar(&insecure, "insecure", false, "no TLS and no tokens: anyone who reaches a port may act as any node or client")
 	addDirFlag(cmd, &dir)
 	return cmd
 }
@@ -124,14 +132,27 @@ func printCluster(w io.Writer, c *localcluster.Cluster, leader uint64, dir strin
 	}
 	tw.Flush()
 	eps := c.Endpoints()
-	fmt.Fprintf(w, `
-Try:
+	if c.Security() == nil {
+		fmt.Fprintf(w, `
+Insecure (--insecure): no TLS, no tokens. Try:
   curl -X PUT --data hello http://%[1]s/v1/kv/greeting
   curl http://%[2]s/v1/kv/greeting
   curl -X POST -d '{"holder":"me","ttl_ms":5000}' http://%[1]s/v1/leases/demo/acquire
   coord elect --store raft://%[3]s --name demo
   coord cluster status --dir %[4]s
 `, eps[0], eps[len(eps)-1], strings.Join(eps, ","), dir)
+	} else {
+		fmt.Fprintf(w, `
+Secure: mutual TLS between nodes, HTTPS and tokens for clients; CA,
+certificates and the admin token are in %[5]s. Try:
+  eval "$(coord cluster env --dir %[4]s)"
+  curl --cacert "$COORD_CACERT" -H "Authorization: Bearer $COORD_TOKEN" -X PUT --data hello https://%[1]s/v1/kv/greeting
+  curl --cacert "$COORD_CACERT" -H "Authorization: Bearer $COORD_TOKEN" https://%[2]s/v1/kv/greeting
+  coord elect --store raft:// --name demo
+  coord auth token create --role read --prefix app/
+  coord cluster status
+`, eps[0], eps[len(eps)-1], strings.Join(eps, ","), dir, filepath.Join(dir, localcluster.TLSDir))
+	}
 	if detach {
 		fmt.Fprintf(w, "\nThe nodes keep running; stop them with: coord cluster down --dir %s\n", dir)
 	} else {
@@ -140,25 +161,20 @@ Try:
 }
 
 func newClusterStatusCmd() *cobra.Command {
-	var dir, endpoints string
+	var access accessFlags
 	cmd := &cobra.Command{
-		Use:   "status [--dir DIR | --endpoints HOST:PORT,...]",
+		Use:   "status [--dir DIR | --endpoints ADDR,... [--cacert FILE]]",
 		Short: "Show every node's role, term, leader and indexes",
-		Args:  usageArgs(cobra.NoArgs),
+		Long: `Show every node's role, term, leader and indexes. The nodes are those of
+--endpoints, else of $COORD_ENDPOINTS (with $COORD_CACERT, as coord cluster
+env sets them), else of the cluster in --dir. Status needs no token.`,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var eps []string
-			if endpoints != "" {
-				eps = strings.Split(endpoints, ",")
-			} else {
-				info, err := localcluster.Load(dir)
-				if err != nil {
-					return err
-				}
-				for _, n := range info.Nodes {
-					eps = append(eps, n.HTTP)
-				}
+			eps, acc, err := access.resolve(cmd, os.Getenv)
+			if err != nil {
+				return err
 			}
-			sts, errs := localcluster.StatusAll(cmd.Context(), eps)
+			sts, errs := localcluster.StatusAll(cmd.Context(), eps, acc)
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NODE\tHTTP\tROLE\tTERM\tLEADER\tCOMMIT\tAPPLIED\tMEMBERS")
 			down := 0
@@ -186,10 +202,67 @@ func newClusterStatusCmd() *cobra.Command {
 			return nil
 		},
 	}
-	addDirFlag(cmd, &dir)
-	cmd.Flags().StringVar(&endpoints, "endpoints", "", "HTTP addresses of the nodes to ask (instead of --dir)")
+	access.register(cmd)
 	return cmd
 }
+
+func newClusterEnvCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "env [--dir DIR]",
+		Short: "Print shell exports to reach the cluster in DIR",
+		Long: `Print shell exports for the cluster in --dir: COORD_ENDPOINTS (its nodes'
+API URLs, comma-separated), and for a secure cluster COORD_CACERT,
+COORD_CERT and COORD_KEY (the CA and the client certificate's files) and
+COORD_TOKEN (the admin token itself). Every coord command that talks to a
+cluster (cluster status, auth, elect and run with raft://) reads them when
+its flags are not given. Use it as
+
+  eval "$(coord cluster env --dir DIR)"
+
+The token is a secret: the output is for the shell, not for a log.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			info, err := localcluster.Load(dir)
+			if err != nil {
+				return err
+			}
+			return printEnv(cmd.OutOrStdout(), info)
+		},
+	}
+	addDirFlag(cmd, &dir)
+	return cmd
+}
+
+// printEnv writes the exports of the cluster info describes.
+func printEnv(w io.Writer, info localcluster.Info) error {
+	scheme := "https"
+	if info.Security == nil {
+		scheme = "http"
+	}
+	var urls []string
+	for _, n := range info.Nodes {
+		urls = append(urls, scheme+"://"+n.HTTP)
+	}
+	fmt.Fprintf(w, "export COORD_ENDPOINTS=%s\n", shellQuote(strings.Join(urls, ",")))
+	sec := info.Security
+	if sec == nil {
+		fmt.Fprintln(w, "unset COORD_CACERT COORD_CERT COORD_KEY COORD_TOKEN")
+		return nil
+	}
+	token, err := os.ReadFile(sec.TokenFile)
+	if err != nil {
+		return fmt.Errorf("admin token: %w", err)
+	}
+	for _, kv := range [][2]string{{"COORD_CACERT", sec.CA}, {"COORD_CERT", sec.Cert}, {"COORD_KEY", sec.Key},
+		{"COORD_TOKEN", strings.TrimSpace(string(token))}} {
+		fmt.Fprintf(w, "export %s=%s\n", kv[0], shellQuote(kv[1]))
+	}
+	return nil
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func newClusterAddCmd() *cobra.Command {
 	var dir string
@@ -276,6 +349,8 @@ func newClusterBenchCmd() *cobra.Command {
 		jsonOut      bool
 		keepDir      bool
 		settleFactor int
+		insecure     bool
+		compare      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench [--nodes 3] [--concurrency 1,4,16,64] [--duration 5s] [--failovers 20]",
@@ -289,81 +364,50 @@ default timing unless --tick), then measure:
   - the failover time distribution: the leader killed with SIGKILL
     --failovers times, and the time until the other nodes agree on a new one.
 
+The cluster is secure (mutual TLS, HTTPS, tokens) unless --insecure.
+--compare measures the cost of security: it starts a secure and an
+insecure cluster side by side and runs each concurrency on both, one after
+the other, printing writes/s of each and their ratio (no failovers).
+
 The figures in docs/BENCHMARKS.md come from this command.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if nodes < 1 || nodes > 9 || duration <= 0 || failovers < 0 || tick <= 0 {
-				return usagef("want 1 <= --nodes <= 9, a positive --duration and --tick, --failovers >= 0")
+			cfg := localcluster.BenchConfig{Nodes: nodes, Dir: dir, Tick: tick, Concurrency: concurrency, Duration: duration,
+				Failovers: failovers, Settle: time.Duration(settleFactor) * tick * 10, Insecure: insecure}
+			var err error
+			if cfg.Binary, err = os.Executable(); err != nil {
+				return err
 			}
-			for _, c := range concurrency {
-				if c < 1 || c > 1024 {
-					return usagef("--concurrency %d: want 1 to 1024", c)
+			if cfg.Dir == "" {
+				if cfg.Dir, err = os.MkdirTemp("", "coord-bench-"); err != nil {
+					return err
+				}
+				if !keepDir {
+					defer os.RemoveAll(cfg.Dir)
 				}
 			}
-			if dir == "" {
-				d, err := os.MkdirTemp("", "coord-bench-")
+			if err := cfg.Validate(); err != nil {
+				return &usageError{err: err}
+			}
+			out := cmd.OutOrStdout()
+			if compare {
+				r, err := localcluster.RunCompare(cmd.Context(), cfg)
 				if err != nil {
 					return err
 				}
-				dir = d
-				if !keepDir {
-					defer os.RemoveAll(d)
+				if jsonOut {
+					return json.NewEncoder(out).Encode(r)
 				}
+				return r.WriteText(out)
 			}
-			self, err := os.Executable()
+			r, err := localcluster.RunBench(cmd.Context(), cfg)
 			if err != nil {
 				return err
-			}
-			ctx := cmd.Context()
-			c, err := localcluster.Start(ctx, localcluster.Config{Nodes: nodes, Dir: dir, Binary: self,
-				Args: []string{"--tick", tick.String()}})
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			_, err = c.WaitLeader(wctx)
-			cancel()
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			rows, err := c.Bench(ctx, concurrency, duration)
-			if err != nil {
-				return err
-			}
-			fos, err := c.Failovers(ctx, failovers, time.Duration(settleFactor)*tick*10)
-			if err != nil {
-				return err
-			}
-			var times []time.Duration
-			split := 0
-			for _, f := range fos {
-				times = append(times, f.Took)
-				if f.Terms > 1 {
-					split++
-				}
 			}
 			if jsonOut {
-				return json.NewEncoder(out).Encode(map[string]any{"nodes": nodes, "tick": tick.String(), "writes": rows,
-					"failover_seconds": lab.Seconds(times), "failovers": fos})
+				return json.NewEncoder(out).Encode(r)
 			}
-			fmt.Fprintf(out, "%d-node cluster on loopback, fsync on, tick %v\n\n", nodes, tick)
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "clients\twrites/s\tp50\tp99\twrites\terrors\t")
-			for _, r := range rows {
-				fmt.Fprintf(tw, "%d\t%.0f\t%s\t%s\t%d\t%d\t\n", r.Concurrency, r.PerSecond, ms(r.P50), ms(r.P99), r.Ops, r.Errors)
-			}
-			tw.Flush()
-			if len(times) > 0 {
-				s := lab.Seconds(times)
-				sort.Float64s(s)
-				q := func(p float64) float64 { return s[min(len(s)-1, int(p*float64(len(s))))] }
-				fmt.Fprintf(out, "\nfailover (leader killed, %d times): min %.2f s, p50 %.2f s, p90 %.2f s, max %.2f s; %d needed more than one election\n",
-					len(s), s[0], q(0.5), q(0.9), s[len(s)-1], split)
-				fmt.Fprintf(out, "  all: %v\n", fmtSeconds(s))
-			}
-			return nil
+			return r.WriteText(out)
 		},
 	}
 	fl := cmd.Flags()
@@ -376,15 +420,7 @@ The figures in docs/BENCHMARKS.md come from this command.`,
 	fl.StringVar(&dir, "dir", "", "directory for the cluster (default: a temporary one, removed after)")
 	fl.BoolVar(&keepDir, "keep", false, "keep the temporary directory (data and logs)")
 	fl.IntVar(&settleFactor, "settle", 3, "election timeouts to wait between failovers")
+	fl.BoolVar(&insecure, "insecure", false, "measure a cluster without TLS and tokens")
+	fl.BoolVar(&compare, "compare", false, "measure a secure and an insecure cluster side by side and print the ratio")
 	return cmd
 }
-
-func fmtSeconds(s []float64) string {
-	parts := make([]string, len(s))
-	for i, v := range s {
-		parts[i] = fmt.Sprintf("%.2f", v)
-	}
-	return strings.Join(parts, " ")
-}
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }

@@ -96,6 +96,18 @@ func TestClusterAndServerRefuseBadInput(t *testing.T) {
 		{[]string{"server", "--id", "1", "--peers", "1=nowhere", "--data", dir}, exitUsage, "missing port"},
 		{[]string{"server", "--id", "2", "--peers", "1=127.0.0.1:1", "--data", dir}, exitUsage, "no address for --id 2"},
 		{[]string{"server", "--id", "1", "--peers", "1=127.0.0.1:1"}, exitUsage, "--data is required"},
+		{[]string{"server", "--id", "1", "--peers", "1=127.0.0.1:1", "--data", dir}, exitUsage, "runs with TLS unless told --insecure"},
+		{[]string{"server", "--id", "1", "--peers", "1=127.0.0.1:1", "--data", dir, "--cert-file", "x"}, exitUsage, "--peer-cert-file, --peer-key-file"},
+		{[]string{"server", "--id", "1", "--peers", "1=127.0.0.1:1", "--data", dir, "--insecure", "--cert-file", "x"}, exitUsage, "--insecure with --cert-file"},
+		{[]string{"server", "--id", "1", "--peers", "1=127.0.0.1:1", "--data", dir, "--insecure", "--client-cert-auth"}, exitUsage, "--insecure with --client-cert-auth"},
+		{[]string{"server", "--id", "1", "--peers", "1=127.0.0.1:1", "--data", dir, "--peer-cert-file", "/nonexistent/a", "--peer-key-file", "b",
+			"--peer-trusted-ca-file", "c", "--cert-file", "d", "--key-file", "e"}, exitFailure, "peer TLS"},
+		{[]string{"cluster", "env", "--dir", dir}, exitFailure, "no cluster in"},
+		{[]string{"auth", "token", "create", "--dir", dir}, exitUsage, "--role"},
+		{[]string{"auth", "token", "create", "--role", "root", "--dir", dir}, exitUsage, "want read, write or admin"},
+		{[]string{"auth", "token", "create", "--role", "read", "--prefix", "a", "--key-prefix", "b", "--dir", dir}, exitUsage, "--prefix sets both"},
+		{[]string{"auth", "token", "revoke", "x", "--dir", dir}, exitUsage, "want a positive integer"},
+		{[]string{"auth", "token", "list", "--dir", dir}, exitFailure, "no cluster in"},
 	} {
 		code, _, stderr := runCLI(t, tt.args...)
 		if code != tt.code || !strings.Contains(stderr, tt.has) {

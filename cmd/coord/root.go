@@ -58,6 +58,7 @@ swappable stores, and a Raft cluster.`,
 		{"lease", newRunCmd()},
 		{"raft", newServerCmd()},
 		{"raft", newClusterCmd()},
+		{"raft", newAuthCmd()},
 		{"raft", newSimCmd()},
 	} {
 		c.cmd.GroupID = c.group

@@ -14,7 +14,7 @@ import (
 func newServerCmd() *cobra.Command {
 	var o server.Options
 	cmd := &cobra.Command{
-		Use:   "server --id N --peers 1=ADDR,2=ADDR,3=ADDR --data DIR [--http ADDR]",
+		Use:   "server --id N --peers 1=ADDR,2=ADDR,3=ADDR --data DIR [--http ADDR] (TLS FLAGS | --insecure)",
 		Short: "Run one node of a coord Raft cluster",
 		Long: `Run one node of a coord Raft cluster: the Raft core, its write-ahead log in
 --data, the TCP transport on this node's address in --peers (or --listen),
@@ -29,9 +29,22 @@ The data directory records whose it is on the first start (--cluster-id, or
 one derived from --peers; the node id). A node refuses a directory that is
 another node's or cluster's, or that lost its log, vote file or identity, and
 says how to replace it (docs/storage.md). A full disk does not stop it: writes
-are answered 507 disk_full until space returns, then it resumes by itself.`,
+are answered 507 disk_full until space returns, then it resumes by itself.
+
+A node is secure unless told --insecure, and refuses to start without its
+TLS files: peers speak mutual TLS 1.3, each certificate naming its node as
+coord://CLUSTER/node/ID (--peer-cert-file, --peer-key-file,
+--peer-trusted-ca-file); the API is HTTPS (--cert-file, --key-file,
+optionally --trusted-ca-file and --client-cert-auth) and wants a bearer
+token on every request but GET /v1/status. The first admin token of a new
+cluster comes from --initial-admin-token-file. The node reloads its
+certificate files on SIGHUP and when they change. 'coord cluster up' makes
+all of these; docs/security.md explains them. --insecure runs without TLS
+and tokens: anyone who reaches a port may act as any node or client.`,
 		Example: `  coord server --id 1 --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 \
-      --http 127.0.0.1:8001 --data /tmp/coord/1`,
+      --http 127.0.0.1:8001 --data /tmp/coord/1 \
+      --peer-cert-file tls/node-1.crt --peer-key-file tls/node-1.key --peer-trusted-ca-file tls/ca.crt \
+      --cert-file tls/node-1.crt --key-file tls/node-1.key --initial-admin-token-file tls/admin.token`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := o.Config()

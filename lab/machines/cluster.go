@@ -23,8 +23,12 @@ func startCluster(ctx context.Context, env *lab.Env, nodes int, proxies bool, na
 	if err != nil {
 		return nil, err
 	}
+	// Insecure on purpose: these experiments measure consensus (elections,
+	// partitions, quorums) on loopback, where TLS would add handshakes
+	// and CPU to every figure and change none of the lessons. The cost of
+	// TLS is measured on its own (coord cluster bench, docs/BENCHMARKS.md).
 	c, err := localcluster.Start(ctx, localcluster.Config{Nodes: nodes, Dir: dir, Binary: env.Binary,
-		SelfServe: selfServe, Proxies: proxies, Args: args})
+		SelfServe: selfServe, Proxies: proxies, Args: args, Insecure: true})
 	if err != nil {
 		return nil, err
 	}

@@ -1,5 +1,7 @@
 // Package etcd is a lease.Backend on an etcd cluster:
-// etcd://host:port[,host:port...][?prefix=/coord/lease/].
+// etcd://host:port[,host:port...][?prefix=/coord/lease/], over TLS with
+// cacert=CA.pem, cert=CLIENT.pem and key=KEY.pem (etcdctl's names) or
+// tls=true (the system's roots).
 //
 // Part 2 of the articles ends on etcd and ZooKeeper as the stores that give
 // a compare-and-swap on a key with a session TTL, and watches that push

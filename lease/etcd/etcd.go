@@ -2,9 +2,11 @@ package etcd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +37,10 @@ type Config struct {
 
 	// Timeout bounds an operation whose context has no deadline.
 	Timeout time.Duration
+
+	// TLS, if not nil, is the client's TLS configuration: Endpoints are
+	// then https:// URLs (or host:port pairs dialed with TLS).
+	TLS *tls.Config
 }
 
 // DefaultConfig returns a Config with the prefix /coord/lease/ and 5 s
@@ -90,18 +96,26 @@ type tenure struct {
 
 var _ lease.Backend = (*Backend)(nil)
 
-// openURL opens etcd://host:port,host:port/?prefix=...&dial_timeout=....
+// openURL opens etcd://host:port,host:port/?prefix=...&dial_timeout=...,
+// over TLS with tls=true or any of cacert=, cert= and key= (etcdctl's
+// names).
 func openURL(ctx context.Context, u *url.URL) (lease.Backend, error) {
 	cfg := DefaultConfig()
 	if u.Host == "" || (u.Path != "" && u.Path != "/") || u.User != nil {
 		return nil, fmt.Errorf("%s: %w: store URL %q: want etcd://host:port[,host:port...][?prefix=/coord/lease/]", prefix, lease.ErrInvalid, u.Redacted())
 	}
-	for _, h := range strings.Split(u.Host, ",") {
-		cfg.Endpoints = append(cfg.Endpoints, "http://"+h)
-	}
-	for key, vals := range u.Query() {
+	q := u.Query()
+	files := leasekit.TakeTLSParams(q)
+	useTLS := !files.Empty()
+	for key, vals := range q {
 		v := vals[len(vals)-1]
 		switch key {
+		case "tls":
+			on, err := strconv.ParseBool(v)
+			if err != nil || (!on && useTLS) {
+				return nil, fmt.Errorf("%s: %w: store URL %q: tls=%q: want true, or false without cacert, cert and key", prefix, lease.ErrInvalid, u.Redacted(), v)
+			}
+			useTLS = on
 		case "prefix":
 			cfg.Prefix = v
 		case "dial_timeout":
@@ -111,8 +125,21 @@ func openURL(ctx context.Context, u *url.URL) (lease.Backend, error) {
 			}
 			cfg.DialTimeout = d
 		default:
-			return nil, fmt.Errorf("%s: %w: store URL %q: unknown parameter %q (known: prefix, dial_timeout)", prefix, lease.ErrInvalid, u.Redacted(), key)
+			return nil, fmt.Errorf("%s: %w: store URL %q: unknown parameter %q (known: prefix, dial_timeout, tls, cacert, cert, key)", prefix, lease.ErrInvalid, u.Redacted(), key)
 		}
+	}
+	scheme := "http://"
+	if useTLS {
+		// The server name is left to the dialer: it verifies each
+		// endpoint's certificate against the host of that endpoint.
+		tlsConfig, err := files.Config(prefix, "")
+		if err != nil {
+			return nil, err
+		}
+		cfg.TLS, scheme = tlsConfig, "https://"
+	}
+	for _, h := range strings.Split(u.Host, ",") {
+		cfg.Endpoints = append(cfg.Endpoints, scheme+h)
 	}
 	return Open(ctx, cfg)
 }
@@ -130,6 +157,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		DialKeepAliveTime:    5 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
 		Logger:               zap.NewNop(),
+		TLS:                  cfg.TLS,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %v", prefix, lease.ErrInvalid, err)
@@ -139,6 +167,11 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	defer cancel()
 	if _, err := client.Get(pctx, cfg.Prefix+"ping"); err != nil {
 		client.Close()
+		if cfg.TLS != nil {
+			if perr := tlsProbe(ctx, cfg.Endpoints, cfg.TLS); perr != nil {
+				err = fmt.Errorf("%w; %w", err, perr)
+			}
+		}
 		return nil, leasekit.Unavailable(prefix, "open", strings.Join(cfg.Endpoints, ","), err)
 	}
 	return b, nil

@@ -1,5 +1,8 @@
 // Package postgres is a lease.Backend in a PostgreSQL table:
 // postgres://user:password@host:port/db?sslmode=...[&table=coord_lease&advisory=false&listen=true&poll=200ms].
+// TLS is pgx's, with libpq's parameters: sslmode=verify-full with
+// sslrootcert, sslcert and sslkey checks the server's chain and name and
+// presents a client certificate; pgx's default, prefer, checks nothing.
 //
 // Part 2 of the articles names the relational version of the lock file's
 // O_EXCL: an INSERT against a unique constraint, with the expiry a column

@@ -2,6 +2,23 @@
 // raft://HOST:PORT,HOST:PORT,...[?timeout=5s], the HTTP addresses of some
 // or all of the cluster's nodes (`coord cluster up` prints them).
 //
+// # Security
+//
+// A secure cluster (the default of coord cluster up) speaks HTTPS and
+// wants a bearer token. The URL's parameters say how to reach it:
+//
+//	cacert=FILE      CA bundle the nodes' certificates must chain to
+//	cert=FILE        client certificate, for a cluster run with --client-cert-auth
+//	key=FILE         its private key
+//	token_file=FILE  file holding the token
+//	tls=true|false   force HTTPS on or off (default: on when a CA or a
+//	                 certificate is named, or an endpoint is https://)
+//
+// What the URL leaves out comes from the environment that `coord cluster
+// env` sets: COORD_ENDPOINTS (when the URL names no host: raft://),
+// COORD_CACERT, COORD_CERT, COORD_KEY and COORD_TOKEN. The token itself
+// never goes in the URL, which commands print and logs keep.
+//
 // Every operation is one command in the replicated log, applied by the
 // cluster's state machine (package server) as one atomic step:
 //

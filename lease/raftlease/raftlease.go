@@ -2,14 +2,18 @@ package raftlease
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"coord/client"
 	"coord/internal/leasekit"
+	"coord/internal/pki"
 	"coord/lease"
 )
 
@@ -21,29 +25,93 @@ func init() {
 
 // Options configure a Backend.
 type Options struct {
-	// Endpoints are HTTP addresses (host:port) of cluster nodes.
+	// Endpoints are the addresses of cluster nodes' APIs (host:port, or
+	// https://host:port; see client.Config).
 	Endpoints []string
 	// Timeout bounds an operation whose context has no earlier deadline.
 	Timeout time.Duration
+	// TLS and Token are the client's (client.Config): nil and "" for a
+	// cluster run with --insecure.
+	TLS   *tls.Config
+	Token string
 }
 
-// OpenURL opens the Backend a raft:// URL names.
-func OpenURL(u *url.URL) (*Backend, error) {
+// The environment variables `coord cluster env` prints, which a raft://
+// URL falls back on for what it does not say.
+const (
+	EnvEndpoints = "COORD_ENDPOINTS"
+	EnvCACert    = "COORD_CACERT"
+	EnvCert      = "COORD_CERT"
+	EnvKey       = "COORD_KEY"
+	EnvToken     = "COORD_TOKEN"
+)
+
+// OpenURL opens the Backend a raft:// URL names. What the URL leaves out
+// comes from the environment (EnvEndpoints and the others).
+func OpenURL(u *url.URL) (*Backend, error) { return openURL(u, os.Getenv) }
+
+func openURL(u *url.URL, getenv func(string) string) (*Backend, error) {
 	if u.Scheme != "raft" {
 		return nil, fmt.Errorf("%s: %w: scheme %q, want raft", prefix, lease.ErrInvalid, u.Scheme)
 	}
+	bad := func(format string, args ...any) (*Backend, error) {
+		return nil, fmt.Errorf("%s: %w: %s", prefix, lease.ErrInvalid, fmt.Sprintf(format, args...))
+	}
+	q := u.Query()
+	for name := range q {
+		switch name {
+		case "timeout", "cacert", "cert", "key", "token_file", "tls":
+		default:
+			return bad("unknown parameter %q (want timeout, cacert, cert, key, token_file, tls)", name)
+		}
+	}
 	opts := Options{Timeout: leasekit.TimeoutDefault}
-	for _, ep := range strings.Split(u.Host, ",") {
+	hosts := u.Host
+	if hosts == "" {
+		hosts = getenv(EnvEndpoints)
+	}
+	for _, ep := range strings.Split(hosts, ",") {
 		if ep = strings.TrimSpace(ep); ep != "" {
 			opts.Endpoints = append(opts.Endpoints, ep)
 		}
 	}
-	if t := u.Query().Get("timeout"); t != "" {
+	if t := q.Get("timeout"); t != "" {
 		d, err := time.ParseDuration(t)
 		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("%s: %w: timeout %q: want a positive duration", prefix, lease.ErrInvalid, t)
+			return bad("timeout %q: want a positive duration", t)
 		}
 		opts.Timeout = d
+	}
+	param := func(name, env string) string {
+		if v := q.Get(name); v != "" {
+			return v
+		}
+		return getenv(env)
+	}
+	caFile, certFile, keyFile := param("cacert", EnvCACert), param("cert", EnvCert), param("key", EnvKey)
+	// TLS when a CA is named or an endpoint says https, unless tls=false.
+	useTLS := caFile != "" || certFile != "" || strings.Contains(hosts, "https://")
+	if v := q.Get("tls"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return bad("tls %q: want true or false", v)
+		}
+		useTLS = b
+	}
+	if useTLS {
+		conf, err := pki.LoadClientConfig(caFile, certFile, keyFile)
+		if err != nil {
+			return bad("%v", err)
+		}
+		opts.TLS = conf
+	}
+	opts.Token = getenv(EnvToken)
+	if f := q.Get("token_file"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return bad("token_file: %v", err)
+		}
+		opts.Token = strings.TrimSpace(string(b))
 	}
 	return Open(opts)
 }
@@ -54,6 +122,7 @@ func Open(opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("%s: %w: no endpoints (want raft://HOST:PORT,...)", prefix, lease.ErrInvalid)
 	}
 	cfg := client.DefaultConfig(opts.Endpoints...)
+	cfg.TLS, cfg.Token = opts.TLS, opts.Token
 	cfg.AttemptTimeout = min(cfg.AttemptTimeout, max(opts.Timeout/2, 100*time.Millisecond))
 	c, err := client.New(cfg)
 	if err != nil {
@@ -104,6 +173,10 @@ func (b *Backend) fail(op, name string, err error) (lease.Record, error) {
 		return held, fmt.Errorf("%s: %s %q: %w (holder %q, token %d)", prefix, op, name, lease.ErrLost, ce.Holder, ce.Token)
 	case errors.Is(err, client.ErrInvalid):
 		return held, fmt.Errorf("%s: %s %q: %w: %v", prefix, op, name, lease.ErrInvalid, err)
+	case errors.Is(err, client.ErrUnauthenticated), errors.Is(err, client.ErrPermissionDenied):
+		// The cluster answered, and will answer the same until the token
+		// changes: a retry would not help.
+		return held, fmt.Errorf("%s: %s %q: %w: not allowed: %v", prefix, op, name, lease.ErrInvalid, err)
 	}
 	return lease.Record{Name: name}, leasekit.Unavailable(prefix, op, name, err)
 }

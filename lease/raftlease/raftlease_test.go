@@ -3,6 +3,7 @@ package raftlease
 import (
 	"context"
 	"errors"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -48,8 +49,11 @@ func startCluster(t *testing.T) *localcluster.Cluster {
 	return c
 }
 
+// storeURL names the cluster, its CA and its admin token in a raft://
+// URL, as a user of a secure cluster writes it.
 func storeURL(c *localcluster.Cluster) string {
-	return "raft://" + strings.Join(c.Endpoints(), ",")
+	sec := c.Security()
+	return "raft://" + strings.Join(c.Endpoints(), ",") + "?" + url.Values{"cacert": {sec.CA}, "token_file": {sec.TokenFile}}.Encode()
 }
 
 func TestConformance(t *testing.T) {
@@ -87,7 +91,74 @@ func TestLeaderCrashExtendsLeases(t *testing.T) {
 }
 
 func TestBadURLs(t *testing.T) {
-	leasekittest.OpenFails(t, lease.ErrInvalid, "raft://", "raft://a:1?timeout=soon", "raft://a:1?timeout=-1s")
+	noEnv := func(string) string { return "" }
+	for _, raw := range []string{
+		"raft://", "raft://a:1?timeout=soon", "raft://a:1?timeout=-1s", "raft://a:1?tls=maybe",
+		"raft://a:1?cacert=/nonexistent/ca.crt", "raft://a:1?token_file=/nonexistent/token",
+		"raft://a:1?cert=/nonexistent/c.crt", "raft://a:1?token=secret",
+	} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, err := openURL(u, noEnv); !errors.Is(err, lease.ErrInvalid) {
+			if b != nil {
+				b.Close()
+			}
+			t.Errorf("%s: %v, want ErrInvalid", raw, err)
+		}
+	}
+}
+
+// TestSecureClusterFromTheEnvironment reaches a secure cluster with
+// raft:// and the variables coord cluster env prints; without the token,
+// or with the wrong CA, it cannot.
+func TestSecureClusterFromTheEnvironment(t *testing.T) {
+	c := startCluster(t)
+	sec := c.Security()
+	token, err := os.ReadFile(sec.TokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var https []string
+	for _, ep := range c.Endpoints() {
+		https = append(https, "https://"+ep)
+	}
+	env := map[string]string{EnvEndpoints: strings.Join(https, ","), EnvCACert: sec.CA, EnvToken: strings.TrimSpace(string(token))}
+	open := func(raw string, env map[string]string) (*Backend, error) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return openURL(u, func(k string) string { return env[k] })
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := open("raft://", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.Acquire(ctx, "env", "a", time.Second); err != nil {
+		t.Fatalf("acquire with the environment's settings: %v", err)
+	}
+	noToken := map[string]string{EnvEndpoints: env[EnvEndpoints], EnvCACert: sec.CA}
+	b2, err := open("raft://", noToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	if _, err := b2.Get(ctx, "env"); !errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), "unauthenticated") {
+		t.Fatalf("without a token: %v, want a refusal", err)
+	}
+	plain, err := open("raft://"+strings.Join(c.Endpoints(), ",")+"?tls=false&timeout=1s", map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := plain.Get(ctx, "env"); !errors.Is(err, lease.ErrUnavailable) {
+		t.Fatalf("plain HTTP to a TLS cluster: %v, want unavailable", err)
+	}
 }
 
 func TestUnreachableClusterIsUnavailable(t *testing.T) {

@@ -1,5 +1,8 @@
 // Package redis is a lease.Backend on one Redis server:
-// redis://[user:password@]host:port/db[?prefix=coord:&keyspace=auto].
+// redis://[user:password@]host:port/db[?prefix=coord:&keyspace=auto], or
+// over TLS rediss://host:port/db?cacert=CA.pem&cert=CLIENT.pem&key=KEY.pem
+// (redis-cli's names; the server's certificate must name host, and chain to
+// cacert, or to the system's roots without it).
 //
 // Part 2 of the articles names SET NX PX as the operation that closes the
 // lock file's hole, because it creates the value and its expiry in one

@@ -21,6 +21,7 @@ const prefix = "lease/redis"
 
 func init() {
 	lease.Register("redis", openURL)
+	lease.Register("rediss", openURL) // TLS
 	// go-redis logs dial failures to stderr from its own global logger; the
 	// backend reports them as errors, so they go to slog at debug level.
 	goredis.SetLogger(debugLogger{})
@@ -94,11 +95,13 @@ type Backend struct {
 
 var _ lease.Backend = (*Backend)(nil)
 
-// openURL opens redis://host:port/db with go-redis's URL options, plus
-// prefix=... and keyspace=auto|off.
+// openURL opens redis://host:port/db or rediss:// (TLS) with go-redis's
+// URL options, plus prefix=..., keyspace=auto|off and, for rediss://, the
+// files cacert=, cert= and key=.
 func openURL(ctx context.Context, u *url.URL) (lease.Backend, error) {
 	cfg := DefaultConfig()
 	q := u.Query()
+	files := leasekit.TakeTLSParams(q)
 	if v, ok := q["prefix"]; ok {
 		cfg.Prefix = v[len(v)-1]
 		q.Del("prefix")
@@ -119,6 +122,17 @@ func openURL(ctx context.Context, u *url.URL) (lease.Backend, error) {
 	opts, err := goredis.ParseURL(rest.String())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: store URL %q: %v", prefix, lease.ErrInvalid, u.Redacted(), err)
+	}
+	if !files.Empty() {
+		if opts.TLSConfig == nil {
+			return nil, fmt.Errorf("%s: %w: store URL %q: cacert, cert and key need rediss://, not redis://", prefix, lease.ErrInvalid, u.Redacted())
+		}
+		tlsConfig, err := files.Config(prefix, opts.TLSConfig.ServerName)
+		if err != nil {
+			return nil, err
+		}
+		tlsConfig.InsecureSkipVerify = opts.TLSConfig.InsecureSkipVerify // skip_verify, go-redis's
+		opts.TLSConfig = tlsConfig
 	}
 	cfg.Options = opts
 	return Open(ctx, cfg)

@@ -40,6 +40,9 @@ type Config struct {
 	SelfServe bool
 	// ServerArgs are extra flags for every server (--tick 20ms).
 	ServerArgs []string
+	// Insecure runs the cluster without TLS and tokens. By default it runs
+	// as coord cluster up does: mutual TLS between nodes, HTTPS, tokens.
+	Insecure bool
 	// Logf, if set, narrates the nemesis.
 	Logf func(format string, args ...any)
 }
@@ -55,6 +58,8 @@ type Report struct {
 	Acked int
 	// Faults lists the nemesis's actions, in order.
 	Faults []string
+	// Secure says the cluster ran with TLS and tokens.
+	Secure bool
 	// Linearizable is porcupine's verdict; Result its raw result.
 	Linearizable bool
 	Result       porcupine.CheckResult
@@ -92,7 +97,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		logf = func(string, ...any) {}
 	}
 	c, err := localcluster.Start(ctx, localcluster.Config{Nodes: cfg.Nodes, Dir: cfg.Dir, Binary: cfg.Binary,
-		Prefix: cfg.Prefix, SelfServe: cfg.SelfServe, Args: cfg.ServerArgs, Proxies: true})
+		Prefix: cfg.Prefix, SelfServe: cfg.SelfServe, Args: cfg.ServerArgs, Proxies: true, Insecure: cfg.Insecure})
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +109,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 
-	rep := &Report{}
+	rep := &Report{Secure: c.Security() != nil}
 	rec := &recorder{start: time.Now()}
 	runCtx, stop := context.WithTimeout(ctx, cfg.Duration)
 	defer stop()
@@ -114,7 +119,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			counts[i] = runClient(runCtx, c.Endpoints(), i, cfg, rec)
+			counts[i] = runClient(runCtx, c.ClientConfig(), i, cfg, rec)
 		}()
 	}
 	rep.Faults = nemesis(runCtx, c, cfg, logf)
@@ -173,9 +178,8 @@ type clientCounts struct{ failed, unknown, acked int }
 
 // runClient performs random operations until ctx ends. Each operation has
 // its own deadline; a write that misses it has an unknown outcome.
-func runClient(ctx context.Context, endpoints []string, id int, cfg Config, rec *recorder) (counts clientCounts) {
+func runClient(ctx context.Context, ccfg client.Config, id int, cfg Config, rec *recorder) (counts clientCounts) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(id)+1))
-	ccfg := client.DefaultConfig(endpoints...)
 	ccfg.AttemptTimeout = 500 * time.Millisecond
 	ccfg.BackoffMax = 100 * time.Millisecond
 	cl, err := client.New(ccfg)
@@ -361,7 +365,7 @@ func pick(rng *rand.Rand, ids []uint64, n int) []uint64 {
 // finalReads reads every key linearizably, retrying until the healed
 // cluster answers, and adds the reads to the history.
 func finalReads(ctx context.Context, c *localcluster.Cluster, cfg Config, rec *recorder) error {
-	cl, err := client.New(client.DefaultConfig(c.Endpoints()...))
+	cl, err := client.New(c.ClientConfig())
 	if err != nil {
 		return err
 	}
@@ -410,7 +414,7 @@ func converged(ctx context.Context, c *localcluster.Cluster, cfg Config) ([]stri
 	nodes := c.Nodes()
 	clients := make([]*client.Client, len(nodes)) // one per node: stale reads ask it alone
 	for i, n := range nodes {
-		if clients[i], err = client.New(client.DefaultConfig(n.HTTP)); err != nil {
+		if clients[i], err = client.New(c.Access().ClientConfig(n.HTTP)); err != nil {
 			return nil, err
 		}
 	}

@@ -47,6 +47,9 @@ func runChaos(t *testing.T, nodes int) {
 	for _, d := range rep.Diverged {
 		t.Errorf("diverged: %s", d)
 	}
+	if !rep.Secure {
+		t.Error("the chaos run was not secure: it must run as coord cluster up does, with TLS and tokens")
+	}
 	if rep.Acked == 0 || len(rep.Faults) == 0 {
 		t.Errorf("the run proved nothing: %d acknowledged writes, %d faults", rep.Acked, len(rep.Faults))
 	}

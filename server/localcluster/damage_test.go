@@ -120,7 +120,9 @@ func segments(t *testing.T, dir string) []string {
 func TestDamagedDataDirectories(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := Start(ctx, Config{Nodes: 3, Dir: t.TempDir(), Binary: os.Args[0], SelfServe: true,
+	// Insecure: the test impersonates the victim's peers on its Raft port,
+	// which mutual TLS exists to prevent (attack_test.go).
+	c, err := Start(ctx, Config{Nodes: 3, Dir: t.TempDir(), Binary: os.Args[0], SelfServe: true, Insecure: true,
 		Args: []string{"--tick", "20ms", "--snapshot-entries", "40", "--wal-segment-bytes", "2048"}})
 	if err != nil {
 		t.Fatal(err)

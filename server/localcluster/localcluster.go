@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,9 +14,12 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"coord/api"
+	"coord/client"
 	"coord/internal/faultproxy"
 	"coord/internal/freeport"
 	"coord/server"
@@ -48,6 +50,10 @@ type Config struct {
 	// Detach starts the nodes in their own sessions, to outlive this
 	// process (`coord cluster up --detach`).
 	Detach bool
+	// Insecure runs the nodes with --insecure: no TLS, no tokens. By
+	// default Start makes a CA, node and client certificates and an admin
+	// token in Dir/tls (see TLSDir), and the nodes run with them.
+	Insecure bool
 }
 
 // Node is one member of the cluster.
@@ -73,8 +79,14 @@ type Node struct {
 type Cluster struct {
 	cfg Config
 	// clusterID is every node's --cluster-id, recorded in its data
-	// directory's identity and checked on every restart.
+	// directory's identity and checked on every restart; a secure
+	// cluster's certificates name the same id.
 	clusterID string
+	sec       *Security // nil: insecure
+	access    Access
+	// tokenReady is set once the leader accepted the admin token (the
+	// first leader of a secure cluster makes it; see WaitLeader).
+	tokenReady atomic.Bool
 
 	mu      sync.Mutex
 	nodes   map[uint64]*Node
@@ -105,8 +117,21 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Nodes < 1 || cfg.Dir == "" || cfg.Binary == "" {
 		return nil, fmt.Errorf("%w: want Nodes >= 1, Dir and Binary (got %d, %q, %q)", ErrInvalid, cfg.Nodes, cfg.Dir, cfg.Binary)
 	}
+	// One id for the data directories' identities and the certificates.
+	clusterID := fmt.Sprintf("%016x", rand.Uint64()|1)
+	var sec *Security
+	if !cfg.Insecure {
+		var err error
+		if sec, err = newSecurity(cfg.Dir, clusterID); err != nil {
+			return nil, fmt.Errorf("localcluster: make the cluster's certificates: %w", err)
+		}
+	}
+	acc, err := sec.Load()
+	if err != nil {
+		return nil, err
+	}
 	for attempt := 1; ; attempt++ {
-		c, err := start(ctx, cfg)
+		c, err := start(ctx, cfg, clusterID, sec, acc)
 		if err == nil || !errors.Is(err, errPortTaken) || attempt == startAttempts {
 			return c, err
 		}
@@ -115,9 +140,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 
 // start makes one attempt of Start. On failure it stops every node it
 // started (detached or not) and, after errPortTaken, removes their files.
-func start(ctx context.Context, cfg Config) (*Cluster, error) {
-	c := &Cluster{cfg: cfg, nodes: map[uint64]*Node{}, proxies: map[[2]uint64]*faultproxy.Proxy{}, cut: map[[2]uint64]bool{}, holed: map[[2]uint64]bool{},
-		clusterID: fmt.Sprintf("%016x", rand.Uint64()|1)}
+func start(ctx context.Context, cfg Config, clusterID string, sec *Security, acc Access) (*Cluster, error) {
+	c := &Cluster{cfg: cfg, clusterID: clusterID, sec: sec, access: acc, nodes: map[uint64]*Node{},
+		proxies: map[[2]uint64]*faultproxy.Proxy{}, cut: map[[2]uint64]bool{}, holed: map[[2]uint64]bool{}}
 	err := c.startNodes(ctx)
 	if err != nil {
 		for _, id := range c.IDs() {
@@ -169,6 +194,11 @@ func (c *Cluster) newNode(id uint64, join bool) (*Node, error) {
 	n := &Node{ID: id, Peer: peer, HTTP: httpAddr, Join: join,
 		Data: filepath.Join(c.cfg.Dir, fmt.Sprintf("node-%d", id)),
 		Log:  filepath.Join(c.cfg.Dir, fmt.Sprintf("node-%d.log", id))}
+	if c.sec != nil {
+		if err := c.sec.IssueNode(id, httpAddr); err != nil {
+			return nil, err
+		}
+	}
 	c.mu.Lock()
 	c.nodes[id] = n
 	c.mu.Unlock()
@@ -225,6 +255,7 @@ func (c *Cluster) args(n *Node) []string {
 	if n.Join {
 		args = append(args, "--join")
 	}
+	args = append(args, c.sec.serverArgs(n.ID, n.Join)...)
 	return append(args, c.cfg.Args...)
 }
 
@@ -360,6 +391,9 @@ func (c *Cluster) Stop(id uint64) error { return c.signal(id, syscall.SIGTERM, t
 // frozen, as a long GC pause or a hung VM.
 func (c *Cluster) Pause(id uint64) error { return c.signal(id, syscall.SIGSTOP, false) }
 
+// Reload sends the node SIGHUP: it reloads its certificate files.
+func (c *Cluster) Reload(id uint64) error { return c.signal(id, syscall.SIGHUP, false) }
+
 // Resume continues a paused node with SIGCONT.
 func (c *Cluster) Resume(id uint64) error { return c.signal(id, syscall.SIGCONT, false) }
 
@@ -483,37 +517,48 @@ func (c *Cluster) Heal() {
 }
 
 // Status asks one node for its status.
-func (c *Cluster) Status(ctx context.Context, id uint64) (server.NodeStatus, error) {
+func (c *Cluster) Status(ctx context.Context, id uint64) (api.NodeStatus, error) {
 	n, err := c.node(id)
 	if err != nil {
-		return server.NodeStatus{}, err
+		return api.NodeStatus{}, err
 	}
-	return StatusOf(ctx, n.HTTP)
+	return StatusOf(ctx, n.HTTP, c.Access())
 }
 
-// StatusOf asks the node at an HTTP address for its status, within a
-// second.
-func StatusOf(ctx context.Context, httpAddr string) (server.NodeStatus, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	var st server.NodeStatus
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+httpAddr+"/v1/status", nil)
+// ReloadAccess reads the cluster's CA and client files again, after they
+// changed (a rotation), for the cluster's own requests and Access.
+func (c *Cluster) ReloadAccess() error {
+	acc, err := c.sec.Load()
 	if err != nil {
-		return st, err
+		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("localcluster: %s: status %d", httpAddr, resp.StatusCode)
-	}
-	return st, json.NewDecoder(resp.Body).Decode(&st)
+	c.mu.Lock()
+	c.access = acc
+	c.mu.Unlock()
+	return nil
 }
+
+// Access returns what a client needs to reach the cluster: its TLS
+// configuration (the CA, and the client certificate) and the admin
+// token; zero for an insecure cluster.
+func (c *Cluster) Access() Access {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.access
+}
+
+// Security returns the cluster's certificate files, nil if insecure.
+func (c *Cluster) Security() *Security { return c.sec }
+
+// ClientConfig returns a client configuration for the cluster: its
+// endpoints, TLS and admin token.
+func (c *Cluster) ClientConfig() client.Config { return c.Access().ClientConfig(c.Endpoints()...) }
 
 // WaitLeader waits until every node in among (all running nodes if empty)
 // answers and names the same leader, itself one of them, and returns it.
+// The first time, on a secure cluster, it also waits until the leader
+// accepts the admin token, which the first leader makes just after its
+// election: from then on the cluster serves the token.
 func (c *Cluster) WaitLeader(ctx context.Context, among ...uint64) (uint64, error) {
 	if len(among) == 0 {
 		for _, id := range c.IDs() {
@@ -524,7 +569,7 @@ func (c *Cluster) WaitLeader(ctx context.Context, among ...uint64) (uint64, erro
 	}
 	for {
 		leader, ok := c.agreedLeader(ctx, among)
-		if ok {
+		if ok && c.tokenAccepted(ctx, leader) {
 			return leader, nil
 		}
 		select {
@@ -533,6 +578,31 @@ func (c *Cluster) WaitLeader(ctx context.Context, among ...uint64) (uint64, erro
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// tokenAccepted reports whether the admin token is known to the cluster,
+// asking leader if that was never seen; true on an insecure cluster.
+func (c *Cluster) tokenAccepted(ctx context.Context, leader uint64) bool {
+	if c.sec == nil || c.tokenReady.Load() {
+		return true
+	}
+	n, err := c.node(leader)
+	if err != nil {
+		return false
+	}
+	cfg := c.Access().ClientConfig(n.HTTP)
+	cfg.AttemptTimeout = time.Second
+	cl, err := client.New(cfg)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := cl.Tokens(ctx); err != nil {
+		return false
+	}
+	c.tokenReady.Store(true)
+	return true
 }
 
 func (c *Cluster) agreedLeader(ctx context.Context, among []uint64) (uint64, bool) {
@@ -578,10 +648,13 @@ type Info struct {
 	Nodes []Node `json:"nodes"`
 	// ClusterID is the nodes' --cluster-id.
 	ClusterID string `json:"cluster_id,omitempty"`
+	// Security names the certificate and token files of a secure
+	// cluster; nil for an insecure one.
+	Security *Security `json:"security,omitempty"`
 }
 
 func (c *Cluster) save() error {
-	return writeInfo(c.cfg.Dir, Info{Nodes: c.Nodes(), ClusterID: c.clusterID})
+	return writeInfo(c.cfg.Dir, Info{Nodes: c.Nodes(), ClusterID: c.clusterID, Security: c.sec})
 }
 
 // ClusterID returns the cluster's ID (the nodes' --cluster-id).

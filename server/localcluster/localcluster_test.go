@@ -34,7 +34,7 @@ func TestClusterOfProcessesSurvivesKillPauseAndPartition(t *testing.T) {
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cl, err := client.New(client.DefaultConfig(c.Endpoints()...))
+	cl, err := client.New(c.ClientConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestClusterOfProcessesSurvivesKillPauseAndPartition(t *testing.T) {
 // and left as it was.
 func TestClearRemovesOnlyAClustersFiles(t *testing.T) {
 	dir := t.TempDir()
-	for _, name := range []string{"node-1/wal", "node-1.log", "node-12.log", File} {
+	for _, name := range []string{"node-1/wal", "node-1.log", "node-12.log", File, "tls/ca.key"} {
 		path := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)

@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"coord/api"
 	"coord/client"
-	"coord/server"
 )
 
 // These functions manage a cluster described by a cluster.json, from a
@@ -57,8 +57,12 @@ func AddNode(ctx context.Context, dir, binary string, prefix []string, selfServe
 	if err != nil {
 		return Node{}, err
 	}
-	c := &Cluster{cfg: Config{Dir: dir, Binary: binary, Prefix: prefix, SelfServe: selfServe, Detach: true, Args: extraArgs},
-		nodes: map[uint64]*Node{}, clusterID: info.ClusterID}
+	acc, err := info.Security.Load()
+	if err != nil {
+		return Node{}, err
+	}
+	c := &Cluster{cfg: Config{Dir: dir, Binary: binary, Prefix: prefix, SelfServe: selfServe, Detach: true, Args: extraArgs,
+		Insecure: info.Security == nil}, clusterID: info.ClusterID, sec: info.Security, access: acc, nodes: map[uint64]*Node{}}
 	var endpoints []string
 	for i := range info.Nodes {
 		n := info.Nodes[i]
@@ -72,7 +76,7 @@ func AddNode(ctx context.Context, dir, binary string, prefix []string, selfServe
 	if err != nil {
 		return Node{}, err
 	}
-	cl, err := client.New(client.DefaultConfig(endpoints...))
+	cl, err := client.New(acc.ClientConfig(endpoints...))
 	if err != nil {
 		return Node{}, err
 	}
@@ -105,7 +109,11 @@ func RemoveNode(ctx context.Context, dir string, id uint64) error {
 	if victim == nil {
 		return fmt.Errorf("%w: no node %d in %s", ErrInvalid, id, filepath.Join(dir, File))
 	}
-	cl, err := client.New(client.DefaultConfig(endpoints...))
+	acc, err := info.Security.Load()
+	if err != nil {
+		return err
+	}
+	cl, err := client.New(acc.ClientConfig(endpoints...))
 	if err != nil {
 		return err
 	}
@@ -161,13 +169,13 @@ func Running(dir string) (map[uint64]bool, error) {
 
 // StatusAll asks every endpoint for its status; a node that does not
 // answer has an error in its slot.
-func StatusAll(ctx context.Context, endpoints []string) ([]server.NodeStatus, []error) {
-	sts := make([]server.NodeStatus, len(endpoints))
+func StatusAll(ctx context.Context, endpoints []string, acc Access) ([]api.NodeStatus, []error) {
+	sts := make([]api.NodeStatus, len(endpoints))
 	errs := make([]error, len(endpoints))
 	done := make(chan int)
 	for i, ep := range endpoints {
 		go func() {
-			sts[i], errs[i] = StatusOf(ctx, ep)
+			sts[i], errs[i] = StatusOf(ctx, ep, acc)
 			done <- i
 		}()
 	}
@@ -204,9 +212,10 @@ func Clear(dir string) error {
 }
 
 // clusterFile reports whether name is one a Cluster writes in its Dir:
-// cluster.json (and its temporary), node-N, node-N.log.
+// cluster.json (and its temporary), node-N, node-N.log, and the tls
+// directory.
 func clusterFile(name string) bool {
-	if name == File || name == File+".tmp" {
+	if name == File || name == File+".tmp" || name == TLSDir {
 		return true
 	}
 	id, ok := strings.CutPrefix(strings.TrimSuffix(name, ".log"), "node-")

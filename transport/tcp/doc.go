@@ -34,6 +34,20 @@
 // metadata (index, term, and the voter, learner and outgoing voter lists,
 // each a count and uvarint IDs).
 //
+// # Mutual TLS
+//
+// With Config.TLS set (coord server's default), every connection is TLS
+// 1.3 with certificates on both ends, made before any frame: the hello
+// and everything after it travel inside. A node's certificate names its
+// cluster and node ID (internal/pki: a coord://CLUSTER/node/ID URI). The
+// acceptor refuses a dialer whose certificate does not verify, names no
+// node of its cluster, or names another node than the hello claims; the
+// dialer refuses an acceptor whose certificate names another node than
+// the one it dialed. Each refusal closes the connection and is logged
+// with its reason, before anything the other end sent reaches the node.
+// Without TLS (--insecure), a hello is taken at its word: anyone who can
+// reach the port can speak as any node.
+//
 // The dialer sends a hello naming itself and the node it meant to reach;
 // the acceptor refuses (closes, and logs why) a hello that is malformed, of
 // another protocol version, addressed to another node, or from a node that

@@ -2,6 +2,8 @@ package tcp
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -64,12 +66,31 @@ type Config struct {
 	// BackoffMin and BackoffMax bound the wait between dial attempts.
 	BackoffMin, BackoffMax time.Duration
 
+	// TLS, if set, runs every connection over mutual TLS, and binds each
+	// connection to the node its certificate names: a hello that claims
+	// another node, or an acceptor that is not the node dialed, is
+	// refused. Nil: plain TCP, where a hello is taken at its word
+	// (`coord server --insecure`).
+	TLS *TLSConfig
+
 	// Logger logs connections and rejected frames. Nil: slog.Default().
 	Logger *slog.Logger
 
 	// beforeAdopt, if set, runs after an incoming handshake is answered
 	// and before the connection is adopted: tests widen that window.
 	beforeAdopt func(from uint64)
+}
+
+// TLSConfig is the transport's TLS: the configurations of both ends of a
+// connection, and how to read the node a verified certificate names.
+type TLSConfig struct {
+	// Server accepts peers, Client dials them. Each must require the
+	// other end's certificate and verify it (pki.PeerConfigs does, for
+	// nodes of one cluster).
+	Server, Client *tls.Config
+	// PeerID returns the node ID the verified certificate of a connection
+	// names (pki.NodeOf).
+	PeerID func(tls.ConnectionState) (uint64, error)
 }
 
 // DefaultConfig returns a Config with coord's defaults; ID, the listener,
@@ -108,6 +129,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: DialTimeout %v and WriteTimeout %v must be positive", ErrInvalidConfig, c.DialTimeout, c.WriteTimeout)
 	case c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin:
 		return fmt.Errorf("%w: BackoffMin %v and BackoffMax %v: want 0 < min <= max", ErrInvalidConfig, c.BackoffMin, c.BackoffMax)
+	case c.TLS != nil && (c.TLS.Server == nil || c.TLS.Client == nil || c.TLS.PeerID == nil):
+		return fmt.Errorf("%w: TLS needs Server, Client and PeerID", ErrInvalidConfig)
 	}
 	for id, addr := range c.Peers {
 		if id == 0 || (addr == "" && id != c.ID) {
@@ -156,15 +179,19 @@ type peer struct {
 
 // conn is one established connection to a peer.
 type conn struct {
-	net.Conn
-	peer   *peer
-	closed chan struct{}
-	once   sync.Once
+	net.Conn          // the TLS connection over raw, or raw itself
+	raw      net.Conn // the TCP connection
+	peer     *peer
+	closed   chan struct{}
+	once     sync.Once
 }
 
+// close closes the TCP connection itself: a TLS close alert could wait on
+// a peer that does not read, and the frames' own lengths already tell a
+// truncated stream from a finished one.
 func (c *conn) close() {
 	c.once.Do(func() {
-		c.Conn.Close()
+		c.raw.Close()
 		close(c.closed)
 	})
 }
@@ -358,12 +385,32 @@ func (t *Transport) accept() {
 }
 
 // handshakeIncoming checks a dialer's hello and, if it names a known peer
-// and this node, answers and adopts the connection.
-func (t *Transport) handshakeIncoming(nc net.Conn) {
-	_ = nc.SetDeadline(time.Now().Add(t.cfg.DialTimeout))
+// and this node, answers and adopts the connection. With TLS, the TLS
+// handshake comes first, and the hello must claim the node the dialer's
+// certificate names: nothing a dialer sends reaches the node unless both
+// hold.
+func (t *Transport) handshakeIncoming(raw net.Conn) {
+	_ = raw.SetDeadline(time.Now().Add(t.cfg.DialTimeout))
+	nc := raw
 	reject := func(reason string, args ...any) {
-		t.log.Warn("rejected connection", append([]any{"remote", nc.RemoteAddr().String(), "reason", reason}, args...)...)
-		nc.Close()
+		t.log.Warn("rejected connection", append([]any{"remote", raw.RemoteAddr().String(), "reason", reason}, args...)...)
+		raw.Close()
+	}
+	var certID uint64
+	if t.cfg.TLS != nil {
+		tc := tls.Server(raw, t.cfg.TLS.Server)
+		ctx, cancel := context.WithTimeout(context.Background(), t.cfg.DialTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			reject("tls handshake", "err", err)
+			return
+		}
+		if certID, err = t.cfg.TLS.PeerID(tc.ConnectionState()); err != nil {
+			reject("tls certificate", "err", err)
+			return
+		}
+		nc = tc
 	}
 	typ, payload, err := readFrame(nc, 4096)
 	if err != nil {
@@ -385,6 +432,9 @@ func (t *Transport) handshakeIncoming(nc net.Conn) {
 	case h.To != t.cfg.ID:
 		reject("hello addressed to another node", "to", h.To)
 		return
+	case t.cfg.TLS != nil && h.From != certID:
+		reject("hello claims another node than its certificate names", "from", h.From, "certificate_node", certID)
+		return
 	}
 	p := t.peer(h.From)
 	if p == nil {
@@ -396,11 +446,11 @@ func (t *Transport) handshakeIncoming(nc net.Conn) {
 		reject("writing hello ack", "err", err)
 		return
 	}
-	_ = nc.SetDeadline(time.Time{})
+	_ = raw.SetDeadline(time.Time{})
 	if t.cfg.beforeAdopt != nil {
 		t.cfg.beforeAdopt(h.From)
 	}
-	c := t.adopt(p, nc, h.Meta)
+	c := t.adopt(p, nc, raw, h.Meta)
 	if c == nil {
 		reject("node removed during the handshake", "from", h.From)
 		return
@@ -413,8 +463,8 @@ func (t *Transport) handshakeIncoming(nc net.Conn) {
 // shut down (removed, or the transport closed) since the caller looked it
 // up: shutdown closes only the connection it finds, so one adopted after
 // it would be read forever, and Close would wait for that reader.
-func (t *Transport) adopt(p *peer, nc net.Conn, meta string) *conn {
-	c := &conn{Conn: nc, peer: p, closed: make(chan struct{})}
+func (t *Transport) adopt(p *peer, nc, raw net.Conn, meta string) *conn {
+	c := &conn{Conn: nc, raw: raw, peer: p, closed: make(chan struct{})}
 	p.mu.Lock()
 	select {
 	case <-p.stop:
@@ -480,19 +530,25 @@ func (t *Transport) dial(p *peer) {
 
 func (t *Transport) dialOnce(p *peer, addr string) (*conn, error) {
 	d := net.Dialer{Timeout: t.cfg.DialTimeout, KeepAlive: 5 * time.Second}
-	nc, err := d.Dial("tcp", addr)
+	raw, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	_ = nc.SetDeadline(time.Now().Add(t.cfg.DialTimeout))
+	_ = raw.SetDeadline(time.Now().Add(t.cfg.DialTimeout))
+	nc, err := t.secureDial(raw, p.id)
+	if err != nil {
+		raw.Close()
+		t.log.Warn("rejected connection", "peer", p.id, "addr", addr, "reason", err)
+		return nil, err
+	}
 	h := hello{Version: protocolVersion, From: t.cfg.ID, To: p.id, Meta: t.cfg.Meta}
 	if _, err := nc.Write(appendFrame(nil, frameHello, h.marshal())); err != nil {
-		nc.Close()
+		raw.Close()
 		return nil, fmt.Errorf("write hello: %w", err)
 	}
 	typ, payload, err := readFrame(nc, 4096)
 	if err != nil {
-		nc.Close()
+		raw.Close()
 		return nil, fmt.Errorf("read hello ack: %w", err)
 	}
 	ack, err := unmarshalHello(payload)
@@ -500,17 +556,40 @@ func (t *Transport) dialOnce(p *peer, addr string) (*conn, error) {
 		err = fmt.Errorf("%w: hello ack from node %d to %d (type %d), want from %d", ErrMalformed, ack.From, ack.To, typ, p.id)
 	}
 	if err != nil {
-		nc.Close()
+		raw.Close()
 		t.log.Warn("rejected connection", "peer", p.id, "addr", addr, "reason", err)
 		return nil, err
 	}
-	_ = nc.SetDeadline(time.Time{})
-	c := t.adopt(p, nc, ack.Meta)
+	_ = raw.SetDeadline(time.Time{})
+	c := t.adopt(p, nc, raw, ack.Meta)
 	if c == nil {
-		nc.Close()
+		raw.Close()
 		return nil, fmt.Errorf("peer %d removed during the handshake", p.id)
 	}
 	return c, nil
+}
+
+// secureDial runs the TLS handshake on a dialed connection, if the
+// transport uses TLS, and checks that the acceptor's certificate names the
+// node dialed (an address can be taken over; a certificate cannot).
+func (t *Transport) secureDial(raw net.Conn, id uint64) (net.Conn, error) {
+	if t.cfg.TLS == nil {
+		return raw, nil
+	}
+	tc := tls.Client(raw, t.cfg.TLS.Client)
+	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.DialTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return nil, fmt.Errorf("tls handshake: %w", err)
+	}
+	certID, err := t.cfg.TLS.PeerID(tc.ConnectionState())
+	if err != nil {
+		return nil, fmt.Errorf("tls certificate: %w", err)
+	}
+	if certID != id {
+		return nil, fmt.Errorf("%w: dialed node %d, its certificate names node %d", ErrMalformed, id, certID)
+	}
+	return tc, nil
 }
 
 // read delivers the frames of one connection until it breaks. A malformed

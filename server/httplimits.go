@@ -1,0 +1,281 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"coord/api"
+)
+
+// HTTPLimits bound what the clients of one node's HTTP API can hold of it:
+// connections, watches, and the time a request may take to arrive. Every
+// field must be positive; start from DefaultHTTPLimits.
+type HTTPLimits struct {
+	// ConnectionsMax bounds the open connections to the API. A connection
+	// beyond it is closed as soon as it is accepted, before a byte is
+	// read, so that clients learn at once rather than wait in the backlog.
+	ConnectionsMax int
+	// WatchesMax bounds the watches (long polls and event streams, those
+	// forwarded from other nodes included) that the node serves at once.
+	// One more is answered 503 too_many_watches with Retry-After. Keep it
+	// well below ConnectionsMax: every watch holds a connection.
+	WatchesMax int
+	// ReadHeaderTimeout bounds reading a request's headers, and
+	// ReadTimeout the whole request, its body included: a client that
+	// sends slowly is cut off. A watch is excepted by design once its
+	// request is read (net/http lifts the read deadline then, over HTTP/1
+	// and HTTP/2): it waits for a change for up to timeout_ms (a stream,
+	// for as long as the client stays), and only WatchesMax bounds how
+	// many do. There is no write timeout, which would cut watches off.
+	ReadHeaderTimeout, ReadTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that carries no request
+	// for this long.
+	IdleTimeout time.Duration
+}
+
+// DefaultHTTPLimits returns coord's limits: 4,096 connections, 1,024
+// watches, 10 s for the headers, 30 s for a whole request, 2 min idle.
+func DefaultHTTPLimits() HTTPLimits {
+	return HTTPLimits{
+		ConnectionsMax:    4096,
+		WatchesMax:        1024,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+}
+
+// Validate reports every field that is not positive, wrapping ErrInvalid.
+func (l HTTPLimits) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		name  string
+		value int64
+	}{
+		{"ConnectionsMax", int64(l.ConnectionsMax)},
+		{"WatchesMax", int64(l.WatchesMax)},
+		{"ReadHeaderTimeout", int64(l.ReadHeaderTimeout)},
+		{"ReadTimeout", int64(l.ReadTimeout)},
+		{"IdleTimeout", int64(l.IdleTimeout)},
+	} {
+		if f.value <= 0 {
+			errs = append(errs, fmt.Errorf("HTTPLimits.%s must be positive", f.name))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+	}
+	return nil
+}
+
+// Register defines the flags of HTTPLimits on fs, with l's values as
+// their defaults.
+func (l *HTTPLimits) Register(fs *pflag.FlagSet) {
+	fs.IntVar(&l.ConnectionsMax, "http-max-connections", l.ConnectionsMax, "connections the HTTP API keeps open at once; more are closed when accepted")
+	fs.IntVar(&l.WatchesMax, "http-max-watches", l.WatchesMax, "watches (long polls and streams) served at once; more are answered 503 with Retry-After")
+	fs.DurationVar(&l.ReadHeaderTimeout, "http-read-header-timeout", l.ReadHeaderTimeout, "time a client has to send a request's headers")
+	fs.DurationVar(&l.ReadTimeout, "http-read-timeout", l.ReadTimeout, "time a client has to send a whole request, body included (watches wait longer by design)")
+	fs.DurationVar(&l.IdleTimeout, "http-idle-timeout", l.IdleTimeout, "time a keep-alive connection may stay idle")
+}
+
+// newHTTPServer returns the http.Server of a node's API, with the limits
+// set: timeouts, and the connection limit enforced by a ConnState hook
+// (so that it holds for whatever listener the server is given).
+func newHTTPServer(h http.Handler, l HTTPLimits, logger *slog.Logger, metrics *Metrics) *http.Server {
+	cl := &connLimit{max: int64(l.ConnectionsMax), logger: logger, metrics: metrics, burst: newBurst()}
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		ReadTimeout:       l.ReadTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		ConnState:         cl.track,
+	}
+}
+
+// connLimit counts a server's open connections and closes new ones beyond
+// max. The end of a burst of connections frees memory (see burst): a
+// connection holds more than the watch it carried, and closes after it.
+//
+// connLimit is safe for concurrent use: the server calls track from its
+// accept loop and from each connection's goroutine.
+type connLimit struct {
+	max     int64
+	open    atomic.Int64
+	logger  *slog.Logger
+	metrics *Metrics
+	warned  rateLimit
+	burst   burst
+}
+
+func (c *connLimit) track(conn net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateNew:
+		n := c.open.Add(1)
+		c.metrics.setConnections(n)
+		c.burst.rose(n)
+		if n > c.max {
+			c.metrics.connectionRejected()
+			if c.warned.allow(time.Now()) {
+				c.logger.Warn("HTTP connection limit reached: closing new connections", "limit", c.max, "remote", conn.RemoteAddr().String())
+			}
+			conn.Close() // the server sees StateClosed next, which counts it out
+		}
+	case http.StateClosed, http.StateHijacked:
+		n := c.open.Add(-1)
+		c.metrics.setConnections(n)
+		c.burst.fell(n)
+	}
+}
+
+// rateLimit lets one event through per second, for log lines that an
+// attacker could otherwise multiply.
+type rateLimit struct{ last atomic.Int64 }
+
+func (r *rateLimit) allow(now time.Time) bool {
+	last := r.last.Load()
+	return now.UnixNano()-last >= int64(time.Second) && r.last.CompareAndSwap(last, now.UnixNano())
+}
+
+// watchLimit admits at most max watches at once.
+//
+// watchLimit is safe for concurrent use.
+type watchLimit struct {
+	max     int64
+	active  atomic.Int64
+	metrics *Metrics
+	burst   burst
+}
+
+func newWatchLimit(max int, metrics *Metrics) *watchLimit {
+	return &watchLimit{max: int64(max), metrics: metrics, burst: newBurst()}
+}
+
+// acquire reserves a watch, or reports false at the limit. A reserved watch
+// must be released.
+func (l *watchLimit) acquire() bool {
+	n := l.active.Add(1)
+	if n > l.max {
+		l.active.Add(-1)
+		l.metrics.watchRejected()
+		return false
+	}
+	l.metrics.setWatches(n)
+	l.burst.rose(n)
+	return true
+}
+
+// release ends a watch.
+func (l *watchLimit) release() {
+	n := l.active.Add(-1)
+	l.metrics.setWatches(n)
+	l.burst.fell(n)
+}
+
+// burst follows a count of things that hold memory (watches, connections)
+// and hands memory back to the operating system (returnMemory) when
+// a burst of them has ended: when at most an eighth of its peak is left.
+// Otherwise the Go runtime keeps the freed heap until its next collection,
+// which an idle node may not run for two minutes, and returns it gradually
+// after that: resident memory stays near the burst's peak (the outsider's
+// 10,000 watches left 280-560 MB behind).
+//
+// burst is safe for concurrent use.
+type burst struct {
+	mu       sync.Mutex
+	peak     int64     // the highest count since memory was last freed
+	freeing  bool      // a free is pending or running
+	lastFree time.Time // when the last free ended
+
+	free      func()        // returnMemory; a test may count calls instead
+	freeEvery time.Duration // the least time between two frees
+}
+
+// freeEveryDefault spaces frees out: a count that swings past burstMin
+// many times a second costs a forced collection every 10 s at most.
+const freeEveryDefault = 10 * time.Second
+
+func newBurst() burst { return burst{free: returnMemory, freeEvery: freeEveryDefault} }
+
+// returnMemory collects garbage and hands the free heap back to the
+// operating system. It collects twice: net/http keeps a closed connection's
+// buffers in a sync.Pool, which one collection only moves to the pool's
+// victim cache, and the next frees.
+func returnMemory() {
+	runtime.GC()
+	debug.FreeOSMemory()
+}
+
+// burstMin is the smallest peak whose end frees memory: a node that only
+// ever holds a few hundred watches or connections never pays for a forced
+// collection.
+const burstMin = 256
+
+// rose records that the count is now n.
+func (b *burst) rose(n int64) {
+	b.mu.Lock()
+	b.peak = max(b.peak, n)
+	b.mu.Unlock()
+}
+
+// fell records that the count is now n, and frees memory if that ends a
+// burst.
+func (b *burst) fell(n int64) {
+	b.mu.Lock()
+	ended := b.peak >= burstMin && n <= b.peak/8 && !b.freeing
+	var wait time.Duration
+	if ended {
+		b.peak, b.freeing = n, true
+		wait = time.Until(b.lastFree.Add(b.freeEvery))
+	}
+	b.mu.Unlock()
+	if !ended {
+		return
+	}
+	// On a goroutine of its own: the caller (a handler that has written its
+	// answer, the server's connection bookkeeping) need not wait for a full
+	// collection, nor for the last one to be freeEvery old.
+	go func() {
+		if wait > 0 {
+			time.Sleep(wait)
+		}
+		b.free()
+		b.mu.Lock()
+		b.freeing, b.lastFree = false, time.Now()
+		b.mu.Unlock()
+	}()
+}
+
+// admitWatch reserves one of the node's watches for this request, or
+// answers 503 too_many_watches with Retry-After at the limit.
+func (a *API) admitWatch(w http.ResponseWriter) (release func(), err error) {
+	if !a.watches.acquire() {
+		return nil, fail(api.CodeTooManyWatches, fmt.Sprintf("node serves its maximum of %d watches at once; retry later", a.watches.max))
+	}
+	return a.watches.release, nil
+}
+
+// newServeHTTP returns the http.Server that Serve runs for node: its API
+// under cfg.HTTP's limits.
+func newServeHTTP(node *Node, cfg Config) *http.Server {
+	limits := cfg.HTTP
+	if limits == (HTTPLimits{}) {
+		limits = DefaultHTTPLimits()
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	apiCfg := APIConfig{Limits: cfg.Limits, Logger: logger, Metrics: cfg.Metrics, WatchesMax: limits.WatchesMax}
+	apiSecurity(&apiCfg, cfg.Security)
+	return newHTTPServer(NewAPI(node, apiCfg), limits, logger, cfg.Metrics)
+}
