@@ -150,7 +150,7 @@ type Event struct {
 	Signal syscall.Signal
 	// Code is the exit status of exited and the exit code of failed.
 	Code int
-	// Detail says why, for failed.
+	// Detail says why, for failed; for started, the containment in use.
 	Detail string
 }
 
@@ -354,6 +354,8 @@ func (j *Job) handle(m message) {
 	ev := Event{Kind: m.kind}
 	j.mu.Lock()
 	switch m.kind {
+	case msgStarted:
+		ev.Detail = j.mode.String()
 	case msgFailed:
 		ev.Code, ev.Detail = int(m.number), m.text
 		sentinel := ErrNotExecutable

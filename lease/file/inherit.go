@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"coord/lease"
+
+	"golang.org/x/sys/unix"
 )
 
 // TenureFile returns a duplicate of the listening socket of this Backend's
@@ -22,9 +24,21 @@ func (b *Backend) TenureFile(name string, token uint64) (*os.File, error) {
 	if t == nil {
 		return nil, fmt.Errorf("lease/file: tenure file of %q token %d: %w", name, token, lease.ErrLost)
 	}
-	f, err := t.ln.File()
+	// Not t.ln.File(): that switches the shared file description to
+	// blocking mode, and the accept loop would then block Close forever.
+	raw, err := t.ln.SyscallConn()
 	if err != nil {
 		return nil, fmt.Errorf("lease/file: tenure file of %q token %d: %w", name, token, err)
 	}
-	return f, nil
+	var dup int
+	var dupErr error
+	if err := raw.Control(func(fd uintptr) {
+		dup, dupErr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return nil, fmt.Errorf("lease/file: tenure file of %q token %d: %w", name, token, err)
+	}
+	if dupErr != nil {
+		return nil, fmt.Errorf("lease/file: tenure file of %q token %d: %w", name, token, dupErr)
+	}
+	return os.NewFile(uintptr(dup), b.sockPath(name, token)), nil
 }
