@@ -31,9 +31,9 @@ const (
 	// timed out (--timeout). EX_TEMPFAIL of sysexits.h: try again later.
 	exitConflictDefault = 75
 	// exitLostDefault: the lease was lost while CMD ran, and CMD was
-	// stopped. EX_UNAVAILABLE of sysexits.h: the lease CMD ran under is no
-	// longer there.
-	exitLostDefault = 69
+	// stopped. 70 (EX_SOFTWARE's number) is used by neither flock(1) (69
+	// when the command cannot be run) nor the shell, and rarely by jobs.
+	exitLostDefault = 70
 )
 
 // shimCommand is the hidden command that runs job.Init: coord run
@@ -95,7 +95,7 @@ reports it taken), CMD's group gets SIGTERM and the job SIGKILL after
 Exit codes: CMD's own status when it ran (128+N when signal N killed it);
 127 command not found, 126 not executable; --conflict-exit-code (75) when
 the lease is held with -n or the --timeout passed, naming the holder and
-token; --lost-exit-code (69) when the lease was lost and CMD stopped; 2 for
+token; --lost-exit-code (70) when the lease was lost and CMD stopped; 2 for
 a usage error; 1 when coord run itself failed.
 
 Names: file:// names the lease after the lock file. Other stores need

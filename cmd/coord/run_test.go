@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -228,4 +229,32 @@ func TestRunTerminalCtrlZ(t *testing.T) {
 	io.WriteString(term, "echo status=$?\n")
 	expect(t, out, "status=0")
 	io.WriteString(term, "exit\n")
+}
+
+// coord run --json writes elect's events plus the job's on stderr, in
+// order, each a JSON object; stdout stays CMD's.
+func TestRunJSONEvents(t *testing.T) {
+	store := "file://" + filepath.Join(t.TempDir(), "job.lock")
+	code, stdout, stderr := runCLI(t, "run", "--store", store, "--id", "j", "--json", "--", "sh", "-c", "exit 3")
+	if code != 3 || stdout != "" {
+		t.Fatalf("exit %d, stdout %q; want 3 and nothing", code, stdout)
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		var ev lease.Event
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("stderr line %q is not an event: %v", line, err)
+		}
+		if ev.ID != "j" || ev.MonoNS == 0 || ev.Token != 1 {
+			t.Errorf("event %+v: want id j, a mono_ns and token 1", ev)
+		}
+		if ev.Event == "started" && (ev.Detail == "pidns" || ev.Detail == "subreaper") {
+			ev.Detail = "CONTAINMENT"
+		}
+		got = append(got, ev.Event+" "+ev.Detail)
+	}
+	want := []string{"elected ", "started CONTAINMENT", "exited exit 3", "released "}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("events %q, want %q", got, want)
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -146,9 +147,12 @@ func trialStores(t testing.TB) []trialStore {
 // trialOutcome is what one trial saw.
 type trialOutcome struct {
 	gap       time.Duration // old job's last write to new job's first
+	takeover  time.Duration // old job's last write to the new holder's election
 	failover  bool          // the new job wrote
 	stale     int           // lines of the old token after the new one's first
 	oldTokens int           // lines of the old token
+
+	lastOldMono int64
 }
 
 // runTrial runs one trial: job A under `coord run` writes; B waits for the
@@ -177,7 +181,23 @@ func runTrial(t testing.TB, bin string, store trialStore, trial int, variant str
 	b.cmd.Process.Signal(syscall.SIGTERM)
 	b.wait(t)
 	a.wait(t)
-	return analyzeWrites(t, out)
+	o := analyzeWrites(t, out)
+	if elected := eventMono(b.errBuf.String(), lease.EventElected); elected != 0 && o.failover {
+		o.takeover = time.Duration(elected - o.lastOldMono)
+	}
+	return o
+}
+
+// eventMono returns the mono_ns of the first JSON event named event in
+// lines, or 0.
+func eventMono(lines, event string) int64 {
+	for _, l := range strings.Split(lines, "\n") {
+		var ev lease.Event
+		if json.Unmarshal([]byte(l), &ev) == nil && ev.Event == event {
+			return ev.MonoNS
+		}
+	}
+	return 0
 }
 
 // analyzeWrites reads the writes file: the old token is the lowest, the
@@ -229,6 +249,7 @@ func analyzeWrites(t testing.TB, path string) trialOutcome {
 	if firstNew >= 0 {
 		o.failover = true
 		o.gap = time.Duration(lines[firstNew].mono - lines[lastOld].mono)
+		o.lastOldMono = lines[lastOld].mono
 	}
 	return o
 }
@@ -365,7 +386,7 @@ func TestRunFencingTrials(t *testing.T) {
 				variants = variants[:1]
 			}
 			trial := 0
-			var gaps []time.Duration
+			var gaps, takeovers []time.Duration
 			for i := 0; i < n; i++ {
 				for _, variant := range variants {
 					for _, sig := range signals {
@@ -378,13 +399,14 @@ func TestRunFencingTrials(t *testing.T) {
 							t.Errorf("trial %d (%s, %v, seed %d): %d writes of the old token after the new token's first", trial, variant, sig, seed, o.stale)
 						}
 						if sig == syscall.SIGKILL {
-							gaps = append(gaps, o.gap)
+							gaps, takeovers = append(gaps, o.gap), append(takeovers, o.takeover)
 						}
 					}
 				}
 			}
 			slices.Sort(gaps)
-			t.Logf("%d trials; gap after SIGKILL (old job's last write to new job's first): %v", trial, gaps)
+			slices.Sort(takeovers)
+			t.Logf("%d trials; after SIGKILL, old job's last write to new holder's election %v, to new job's first write %v", trial, takeovers, gaps)
 		})
 	}
 }
@@ -403,7 +425,7 @@ func BenchmarkRunFailover(b *testing.B) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	b.Run("coord-run-file", func(b *testing.B) {
 		store := trialStores(b)[0]
-		var gaps []time.Duration
+		var gaps, takeovers []time.Duration
 		stale := 0
 		for i := 0; i < b.N; i++ {
 			o := runTrial(b, bin, store, i, "fork", syscall.SIGKILL, rng)
@@ -411,9 +433,10 @@ func BenchmarkRunFailover(b *testing.B) {
 				b.Fatalf("trial %d: no failover", i)
 			}
 			stale += o.stale
-			gaps = append(gaps, o.gap)
+			gaps, takeovers = append(gaps, o.gap), append(takeovers, o.takeover)
 		}
-		reportGaps(b, gaps)
+		reportPercentiles(b, "gap", gaps)
+		reportPercentiles(b, "takeover", takeovers)
 		b.ReportMetric(float64(stale), "stale-writes")
 	})
 	b.Run("flock", func(b *testing.B) {
@@ -435,14 +458,15 @@ func BenchmarkRunFailover(b *testing.B) {
 	})
 }
 
-func reportGaps(b *testing.B, gaps []time.Duration) {
-	slices.Sort(gaps)
+// reportPercentiles reports the median, p99 and maximum of ds in ms.
+func reportPercentiles(b *testing.B, name string, ds []time.Duration) {
+	slices.Sort(ds)
 	pct := func(p float64) float64 {
-		return float64(gaps[min(len(gaps)-1, int(p*float64(len(gaps))))]) / float64(time.Millisecond)
+		return float64(ds[min(len(ds)-1, int(p*float64(len(ds))))]) / float64(time.Millisecond)
 	}
-	b.ReportMetric(pct(0.5), "gap-median-ms")
-	b.ReportMetric(pct(0.99), "gap-p99-ms")
-	b.ReportMetric(float64(gaps[len(gaps)-1])/float64(time.Millisecond), "gap-max-ms")
+	b.ReportMetric(pct(0.5), name+"-median-ms")
+	b.ReportMetric(pct(0.99), name+"-p99-ms")
+	b.ReportMetric(float64(ds[len(ds)-1])/float64(time.Millisecond), name+"-max-ms")
 }
 
 // flockTrial runs the same scenario with flock(1): A and B are
