@@ -362,8 +362,12 @@ func (r *runner) result() error {
 	case !r.ran:
 		return fmt.Errorf("stopped before acquiring lease %q; %s was not run", r.cfg.Name, r.args[0])
 	}
-	if r.lostErr != nil {
-		fmt.Fprintf(r.stderr, "coord: lost lease %q; %s was stopped (%s): %v\n", r.cfg.Name, r.args[0], describeStatus(r.status), r.lostErr)
+	if r.lostErr != nil || r.status.Expired {
+		why := "its renewals stopped"
+		if r.lostErr != nil {
+			why = r.lostErr.Error()
+		}
+		fmt.Fprintf(r.stderr, "coord: lost lease %q; %s was stopped (%s): %s\n", r.cfg.Name, r.args[0], describeStatus(r.status), why)
 		return &exitError{code: r.lostCode}
 	}
 	if r.status.Code != 0 {
@@ -459,9 +463,11 @@ func (r *runner) runJob(ctx context.Context, token uint64) job.Status {
 	}
 	r.mu.Lock()
 	r.job = j
-	deadline := r.expiry.Add(-killMargin)
+	expiry := r.expiry
 	r.mu.Unlock()
-	j.SetDeadline(deadline)
+	if !expiry.IsZero() {
+		j.SetDeadline(expiry.Add(-killMargin))
+	}
 	return r.supervise(ctx, j)
 }
 
