@@ -248,6 +248,9 @@ func TestRunJSONEvents(t *testing.T) {
 		if ev.ID != "j" || ev.MonoNS == 0 || ev.Token != 1 {
 			t.Errorf("event %+v: want id j, a mono_ns and token 1", ev)
 		}
+		if ev.Event == lease.EventRenewed {
+			continue // one may come at any moment on a slow machine
+		}
 		if ev.Event == "started" && (ev.Detail == "pidns" || ev.Detail == "subreaper") {
 			ev.Detail = "CONTAINMENT"
 		}
