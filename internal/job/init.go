@@ -169,11 +169,58 @@ func (s *shim) run(control *os.File, files []uintptr) int {
 			timer = time.NewTimer(time.Duration(mono - monotonicNow()))
 			expiry = timer.C
 		case <-expiry:
+			// Deadlines queue up while the shim starts or is slow: the
+			// one that fired may be stale. Act only on the latest.
+			latest, open := latestDeadline(control, deadlines)
+			if !open {
+				s.killAll()
+				return 128 + int(syscall.SIGKILL)
+			}
+			if latest != 0 && latest > monotonicNow() {
+				timer = time.NewTimer(time.Duration(latest - monotonicNow()))
+				expiry = timer.C
+				continue
+			}
 			s.report(message{kind: msgExpired})
 			s.killAll()
 			return 128 + int(syscall.SIGKILL)
 		}
 	}
+}
+
+// latestDeadline returns the latest deadline sent but not yet acted on (0
+// if none), once the control pipe holds no unread bytes, and false if the
+// parent is gone.
+func latestDeadline(control *os.File, deadlines chan int64) (int64, bool) {
+	var latest int64
+	for range 1000 {
+		select {
+		case mono, ok := <-deadlines:
+			if !ok {
+				return latest, false
+			}
+			latest = max(latest, mono)
+			continue
+		default:
+		}
+		n, err := unix.IoctlGetInt(int(control.Fd()), unix.TIOCINQ) // FIONREAD: unread bytes in the pipe
+		if err != nil || n == 0 {
+			// Give readControl a moment to hand over a line it read.
+			time.Sleep(time.Millisecond)
+			select {
+			case mono, ok := <-deadlines:
+				if !ok {
+					return latest, false
+				}
+				latest = max(latest, mono)
+				continue
+			default:
+			}
+			return latest, true
+		}
+		time.Sleep(time.Millisecond) // readControl is reading them
+	}
+	return latest, true
 }
 
 // readControl sends each deadline read from control, and closes deadlines

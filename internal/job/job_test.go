@@ -377,3 +377,21 @@ func waitExit(t *testing.T, pidfd, pid int) {
 		return
 	}
 }
+
+// Deadlines that queue up while the shim starts are acted on as the latest
+// one: a stale deadline read first does not kill a job whose lease was
+// renewed since (coord run's trials under heavy load did).
+func TestStaleDeadlineDoesNotKill(t *testing.T) {
+	for _, mode := range modes(t) {
+		t.Run(mode.String(), func(t *testing.T) {
+			for i := range 5 {
+				j := start(t, job.Config{Args: []string{"sh", "-c", "sleep 0.2"}, Containment: mode})
+				j.SetDeadline(time.Now().Add(-time.Second))
+				j.SetDeadline(time.Now().Add(time.Hour))
+				if st := j.Wait(); st.Expired || st.Code != 0 {
+					t.Fatalf("run %d: status %+v, want exit 0: the stale deadline killed the job", i, st)
+				}
+			}
+		})
+	}
+}
