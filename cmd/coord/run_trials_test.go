@@ -137,7 +137,9 @@ func trialStores(t testing.TB) []trialStore {
 			t.Logf("%s is not set: no trials on %s", s.env, s.name)
 			continue
 		}
-		stores = append(stores, trialStore{name: s.name, ttl: 2 * time.Second, url: func(_ string, trial int) string {
+		// A renew deadline of a third of the TTL: 1.3 s, so that a store
+		// slowed by a loaded machine does not lose the lease mid-trial.
+		stores = append(stores, trialStore{name: s.name, ttl: 4 * time.Second, url: func(_ string, trial int) string {
 			return fmt.Sprintf("%s#%s-%d", base, prefix, trial)
 		}})
 	}
