@@ -205,8 +205,10 @@ func latestDeadline(control *os.File, deadlines chan int64) (int64, bool) {
 		}
 		n, err := unix.IoctlGetInt(int(control.Fd()), unix.TIOCINQ) // FIONREAD: unread bytes in the pipe
 		if err != nil || n == 0 {
-			// Give readControl a moment to hand over a line it read.
-			time.Sleep(time.Millisecond)
+			// Give readControl a moment to hand over a line it read (10
+			// ms of the 250 ms coord run leaves between this deadline and
+			// the lease's expiry).
+			time.Sleep(10 * time.Millisecond)
 			select {
 			case mono, ok := <-deadlines:
 				if !ok {
