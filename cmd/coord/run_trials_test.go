@@ -137,9 +137,10 @@ func trialStores(t testing.TB) []trialStore {
 			t.Logf("%s is not set: no trials on %s", s.env, s.name)
 			continue
 		}
-		// A renew deadline of a third of the TTL: 1.3 s, so that a store
-		// slowed by a loaded machine does not lose the lease mid-trial.
-		stores = append(stores, trialStore{name: s.name, ttl: 4 * time.Second, url: func(_ string, trial int) string {
+		// coord run's renew deadline is a third of the TTL: 2 s here, so
+		// that a store slowed by a loaded machine does not lose the lease
+		// mid-trial (at 4 s, CI at load 20 saw etcd miss 1.3 s).
+		stores = append(stores, trialStore{name: s.name, ttl: 6 * time.Second, url: func(_ string, trial int) string {
 			return fmt.Sprintf("%s#%s-%d", base, prefix, trial)
 		}})
 	}
