@@ -96,6 +96,9 @@ type Config struct {
 	// HTTP bounds the clients of the node's HTTP API (Serve). Zero:
 	// DefaultHTTPLimits().
 	HTTP HTTPLimits
+	// Pprof serves the Go profiler on the API at /debug/pprof/, for admin
+	// tokens (Serve).
+	Pprof bool
 }
 
 // DefaultConfig returns coord's defaults: ticks of 100 ms, elections after
@@ -153,6 +156,9 @@ type Node struct {
 	tr    *tcp.Transport
 	shell *node.Node
 	sm    *stateMachine
+	// obs notices peers' messages, elections and write rates for the
+	// dashboard, /readyz and the per-peer metrics (observe.go).
+	obs *observer
 
 	stop          chan struct{}
 	watchDone     chan struct{}
@@ -169,6 +175,10 @@ type stateMachine struct {
 	lessor  *lessor
 	leading bool
 	changed chan struct{}
+	// metrics, if not nil, counts lease transitions; commands counts the
+	// commands applied, for the dashboard's write rate.
+	metrics  *Metrics
+	commands atomic.Uint64
 }
 
 var _ node.StateMachine = (*stateMachine)(nil)
@@ -184,10 +194,18 @@ func (s *stateMachine) Apply(index uint64, data []byte) any {
 		s.machine.Advance(index)
 		return Result{Status: StatusInvalid, Reason: err.Error()}
 	}
+	s.commands.Add(1)
+	var before Lease
+	switch cmd.Op {
+	case OpAcquire, OpRelease, OpExpire:
+		before = s.machine.Lease(cmd.Key)
+	}
 	res := s.machine.ApplyCommand(index, cmd)
 	switch cmd.Op {
 	case OpAcquire, OpRenew, OpRelease, OpExpire:
-		s.lessor.observe(s.machine.Lease(cmd.Key), time.Now())
+		after := s.machine.Lease(cmd.Key)
+		s.lessor.observe(after, time.Now())
+		s.metrics.leaseChanged(cmd.Op, before, after)
 	}
 	return res
 }
@@ -208,7 +226,9 @@ func (s *stateMachine) Restore(data []byte) error {
 	}
 	// The old deadlines described another state: every held lease gets its
 	// full TTL from now, as on a promotion.
-	s.lessor.promote(s.machine.HeldLeases(), time.Now())
+	held := s.machine.HeldLeases()
+	s.lessor.promote(held, time.Now())
+	s.metrics.setLeasesHeld(len(held))
 	s.notify()
 	return nil
 }
@@ -229,7 +249,8 @@ func NewNode(cfg Config) (*Node, error) {
 		cfg.FS = vfs.OS
 	}
 	n := &Node{cfg: cfg, log: logger(cfg.Logger).With("node", cfg.ID), stop: make(chan struct{}), watchDone: make(chan struct{})}
-	n.sm = &stateMachine{machine: NewMachine(cfg.Limits), lessor: newLessor(time.Second), changed: make(chan struct{})}
+	n.sm = &stateMachine{machine: NewMachine(cfg.Limits), lessor: newLessor(time.Second), changed: make(chan struct{}), metrics: cfg.Metrics}
+	n.obs = newObserver(cfg.ID)
 	if err := n.open(); err != nil {
 		if n.tr != nil {
 			n.tr.Close()
@@ -314,6 +335,7 @@ func (n *Node) open() error {
 		tc.TLS = n.cfg.Security.peerTLS()
 	}
 	tc.Deliver = func(m raft.Message) {
+		n.obs.delivered(m, time.Now())
 		if s := shell.Load(); s != nil {
 			s.Deliver(m)
 		}
@@ -496,8 +518,10 @@ func (n *Node) watch() {
 			}
 			lead = st.Lead
 		}
+		n.obs.status(st, n.sm.commands.Load(), now)
 		if tick && n.cfg.Metrics != nil {
 			n.cfg.Metrics.setState(n.status(st))
+			n.cfg.Metrics.setPeers(st, n.obs, now)
 		}
 		select {
 		case <-n.stop:

@@ -1,0 +1,485 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"coord/raft"
+)
+
+// The dashboard: GET /v1/dashboard is the cluster as the answering node
+// sees it, in one JSON document (Dashboard); with stream=true, a stream of
+// server-sent events, one such document per event, at least every
+// dashboardInterval and soon after every change. The page at /ui/ (ui.go)
+// draws it. It needs a read token, as the leases it shows do.
+
+// Timings of the dashboard.
+const (
+	// dashboardInterval is the longest gap between two events of a
+	// stream: the page counts leases down and notices a node it lost
+	// within it.
+	dashboardInterval = 500 * time.Millisecond
+	// dashboardThrottle is the shortest gap: a burst of changes (an
+	// election, a load of writes) sends one event, not hundreds.
+	dashboardThrottle = 100 * time.Millisecond
+	// peerStatusTimeout bounds asking one peer for its status, and
+	// peerStatusFresh is how long an answer is used before asking again
+	// (several open pages share the answers).
+	peerStatusTimeout = 500 * time.Millisecond
+	peerStatusFresh   = 250 * time.Millisecond
+	// dashboardLeasesMax bounds the leases one document lists (by name);
+	// LeasesHeld still counts them all.
+	dashboardLeasesMax = 200
+)
+
+// Dashboard is the JSON of GET /v1/dashboard.
+type Dashboard struct {
+	// Node is the id of the node that answered, HTTP its API address.
+	Node uint64 `json:"node"`
+	HTTP string `json:"http"`
+	// Scheme is how to reach the members' HTTP addresses: "https", or
+	// "http" on an insecure cluster.
+	Scheme    string    `json:"scheme"`
+	ClusterID string    `json:"cluster_id,omitempty"`
+	Time      time.Time `json:"time"`
+	// Leader and Term are the answering node's.
+	Leader uint64 `json:"leader"`
+	Term   uint64 `json:"term"`
+	// Nodes are the members, by id, each as it answered the answering
+	// node's status request (or why it did not).
+	Nodes []DashboardNode `json:"nodes"`
+	// Elections are the leader changes the answering node saw, newest
+	// first.
+	Elections []Election `json:"elections"`
+	// Leases are the held leases, by name, at most dashboardLeasesMax of
+	// LeasesHeld.
+	Leases     []DashboardLease `json:"leases"`
+	LeasesHeld int              `json:"leases_held"`
+	// WritesPerSecond are the commands the answering node applied in each
+	// of the last seconds, oldest first.
+	WritesPerSecond []uint64 `json:"writes_per_second"`
+}
+
+// DashboardNode is one member in a Dashboard.
+type DashboardNode struct {
+	ID    uint64 `json:"id"`
+	Peer  string `json:"peer"`
+	HTTP  string `json:"http,omitempty"`
+	Voter bool   `json:"voter"`
+	// Reachable says whether it answered its status request; Error says
+	// why not.
+	Reachable bool   `json:"reachable"`
+	Error     string `json:"error,omitempty"`
+	// Role, Term, Leader, Commit and Applied are as the node reported
+	// them.
+	Role    Role   `json:"role,omitempty"`
+	Term    uint64 `json:"term,omitempty"`
+	Leader  uint64 `json:"leader,omitempty"`
+	Commit  uint64 `json:"commit,omitempty"`
+	Applied uint64 `json:"applied,omitempty"`
+	// LagEntries is how far behind it is: when the leader answers, its
+	// last index minus the node's match index; elsewhere the leader's
+	// commit index minus the node's applied index, both as polled.
+	LagEntries *uint64 `json:"lag_entries,omitempty"`
+	// LastContactMs is the time since the answering node last received
+	// a Raft message from it; absent for the answering node itself.
+	LastContactMs *int64 `json:"last_contact_ms,omitempty"`
+}
+
+// DashboardLease is one held lease in a Dashboard.
+type DashboardLease struct {
+	Name   string `json:"name"`
+	Holder string `json:"holder"`
+	Token  uint64 `json:"token"`
+	TTLMs  int64  `json:"ttl_ms"`
+	// RemainingMs is the time left by the answering node's clock (the
+	// leader's decides; a follower's is close, from when it applied the
+	// last renewal).
+	RemainingMs *int64 `json:"remaining_ms,omitempty"`
+	Revision    uint64 `json:"revision"`
+}
+
+// observation is what a Node knows beyond its Status, for the dashboard
+// and /readyz.
+type observation struct {
+	status    NodeStatus
+	lastIndex uint64
+	// progress is the leader's view of each follower; nil elsewhere.
+	progress map[uint64]raft.Progress
+	// contacts is when each peer was last heard from.
+	contacts map[uint64]time.Time
+	// leaderCommit is the highest commit index the current leader sent.
+	leaderCommit uint64
+	// contactMax is how long a follower may go without a word from its
+	// leader before it starts an election (the longest election timeout).
+	contactMax time.Duration
+	elections  []Election
+	writes     []uint64
+	leases     []DashboardLease
+	leasesHeld int
+}
+
+// observable is a Replica that can say more than its Status (Node).
+type observable interface {
+	observation(withLeases bool) observation
+	// StatusChanged is closed at the next change of the Raft status.
+	StatusChanged() <-chan struct{}
+}
+
+var _ observable = (*Node)(nil)
+
+func (n *Node) observation(withLeases bool) observation {
+	st := n.shell.Status()
+	now := time.Now()
+	o := observation{
+		status:       n.status(st),
+		lastIndex:    st.LastIndex,
+		contacts:     map[uint64]time.Time{},
+		leaderCommit: n.obs.leaderCommitSeen(st.Term),
+		contactMax:   2 * time.Duration(n.cfg.ElectionTicks) * n.cfg.TickInterval,
+		elections:    n.obs.recentElections(),
+		writes:       n.obs.writesPerSecond(),
+	}
+	if st.Role == raft.Leader {
+		o.progress = st.Progress
+	}
+	for _, m := range o.status.Members {
+		if last, ok := n.obs.lastContact(m.ID); ok {
+			o.contacts[m.ID] = last
+		}
+	}
+	if withLeases {
+		n.sm.mu.RLock()
+		held := n.sm.machine.HeldLeases()
+		o.leasesHeld = len(held)
+		slices.SortFunc(held, func(a, b Lease) int { return strings.Compare(a.Name, b.Name) })
+		for _, l := range held[:min(len(held), dashboardLeasesMax)] {
+			dl := DashboardLease{Name: l.Name, Holder: l.Holder, Token: l.Token, TTLMs: l.TTL.Milliseconds(), Revision: l.Revision}
+			if left, ok := n.sm.lessor.remaining(l.Name, now); ok {
+				ms := left.Milliseconds()
+				dl.RemainingMs = &ms
+			}
+			o.leases = append(o.leases, dl)
+		}
+		n.sm.mu.RUnlock()
+	}
+	return o
+}
+
+// observe returns the replica's observation, or what its Status alone
+// says.
+func (a *API) observe(withLeases bool) observation {
+	if obs, ok := a.replica.(observable); ok {
+		return obs.observation(withLeases)
+	}
+	return observation{status: a.replica.Status()}
+}
+
+func (a *API) scheme() string {
+	if a.cfg.ForwardScheme != "" {
+		return a.cfg.ForwardScheme
+	}
+	return "http"
+}
+
+// buildDashboard asks every other member for its status and puts the
+// answers beside this node's observation.
+func (a *API) buildDashboard(ctx context.Context) Dashboard {
+	obs := a.observe(true)
+	st := obs.status
+	now := time.Now()
+	d := Dashboard{Node: st.ID, Scheme: a.scheme(), ClusterID: st.ClusterID, Time: now, Leader: st.Leader, Term: st.Term,
+		Elections: obs.elections, Leases: obs.leases, LeasesHeld: obs.leasesHeld, WritesPerSecond: obs.writes}
+	if d.Elections == nil {
+		d.Elections = []Election{}
+	}
+	if d.Leases == nil {
+		d.Leases = []DashboardLease{}
+	}
+	if d.WritesPerSecond == nil {
+		d.WritesPerSecond = []uint64{}
+	}
+	answers := a.peers.statuses(ctx, a, st)
+	for _, m := range st.Members {
+		if m.ID == st.ID {
+			d.HTTP = m.HTTP
+		}
+		dn := DashboardNode{ID: m.ID, Peer: m.Peer, HTTP: m.HTTP, Voter: m.Voter}
+		ans := answers[m.ID]
+		if ans.err != nil {
+			dn.Error = ans.err.Error()
+		} else {
+			dn.Reachable = true
+			dn.Role, dn.Term, dn.Leader, dn.Commit, dn.Applied = ans.st.Role, ans.st.Term, ans.st.Leader, ans.st.Commit, ans.st.Applied
+		}
+		if last, ok := obs.contacts[m.ID]; ok && m.ID != st.ID {
+			ms := max(now.Sub(last), 0).Milliseconds()
+			dn.LastContactMs = &ms
+		}
+		dn.LagEntries = lag(obs, answers, m.ID)
+		d.Nodes = append(d.Nodes, dn)
+	}
+	return d
+}
+
+// lag is how far behind member id is (see DashboardNode.LagEntries), or
+// nil if it cannot be told.
+func lag(obs observation, answers map[uint64]peerAnswer, id uint64) *uint64 {
+	st := obs.status
+	if obs.progress != nil {
+		if id == st.ID {
+			zero := uint64(0)
+			return &zero
+		}
+		pr, ok := obs.progress[id]
+		if !ok {
+			return nil
+		}
+		v := obs.lastIndex - min(pr.Match, obs.lastIndex)
+		return &v
+	}
+	leader, node := answers[st.Leader], answers[id]
+	if st.Leader == 0 || leader.err != nil || node.err != nil {
+		return nil
+	}
+	v := leader.st.Commit - min(node.st.Applied, leader.st.Commit)
+	return &v
+}
+
+// peerAnswer is a member's answer to GET /v1/status.
+type peerAnswer struct {
+	st  NodeStatus
+	err error
+}
+
+// peerPoller asks the members for their status (the public GET
+// /v1/status, so it needs no token), and keeps the answers for
+// peerStatusFresh so that several pages share them.
+//
+// peerPoller is safe for concurrent use.
+type peerPoller struct {
+	mu      sync.Mutex
+	at      time.Time
+	answers map[uint64]peerAnswer
+}
+
+// statuses returns every member's answer; this node answers for itself
+// with self.
+func (p *peerPoller) statuses(ctx context.Context, a *API, self NodeStatus) map[uint64]peerAnswer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if time.Since(p.at) >= peerStatusFresh || !sameMembers(p.answers, self.Members) {
+		p.answers = a.pollPeers(ctx, self)
+		p.at = time.Now()
+	}
+	out := make(map[uint64]peerAnswer, len(p.answers))
+	for id, ans := range p.answers {
+		out[id] = ans
+	}
+	out[self.ID] = peerAnswer{st: self}
+	return out
+}
+
+func sameMembers(answers map[uint64]peerAnswer, members []Member) bool {
+	if len(answers) != len(members) {
+		return false
+	}
+	for _, m := range members {
+		if _, ok := answers[m.ID]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *API) pollPeers(ctx context.Context, self NodeStatus) map[uint64]peerAnswer {
+	answers := make(map[uint64]peerAnswer, len(self.Members))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range self.Members {
+		if m.ID == self.ID {
+			answers[m.ID] = peerAnswer{st: self}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := a.peerStatus(ctx, m)
+			mu.Lock()
+			answers[m.ID] = peerAnswer{st: st, err: err}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return answers
+}
+
+func (a *API) peerStatus(ctx context.Context, m Member) (NodeStatus, error) {
+	var st NodeStatus
+	if m.HTTP == "" {
+		return st, fmt.Errorf("its API address is not known yet (it has not connected)")
+	}
+	ctx, cancel := context.WithTimeout(ctx, peerStatusTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.scheme()+"://"+m.HTTP+"/v1/status", nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := a.cfg.Client.Do(req)
+	if err != nil {
+		return st, fmt.Errorf("unreachable: %s", shortNetError(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("status %s", resp.Status)
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 1<<20)).Decode(&st); err != nil {
+		return st, fmt.Errorf("bad status: %v", err)
+	}
+	if st.ID != m.ID {
+		return st, fmt.Errorf("answered as node %d", st.ID)
+	}
+	return st, nil
+}
+
+// shortNetError names what failed without the whole URL.
+func shortNetError(err error) string {
+	var op *net.OpError
+	switch {
+	case errors.As(err, &op) && op.Err != nil:
+		return op.Op + ": " + op.Err.Error()
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Sprintf("no answer within %v", peerStatusTimeout)
+	}
+	return err.Error()
+}
+
+// dashboard serves GET /v1/dashboard.
+func (a *API) dashboard(w http.ResponseWriter, r *request) error {
+	a.allowOrigin(w, r.Request)
+	stream, err := boolParam(r, "stream")
+	if err != nil {
+		return err
+	}
+	if !stream {
+		return writeJSON(w, http.StatusOK, a.buildDashboard(r.Context()))
+	}
+	release, err := a.admitWatch(w)
+	if err != nil {
+		return err
+	}
+	defer release()
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		return fmt.Errorf("server: streaming unsupported by this connection")
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	ticker := time.NewTicker(dashboardInterval)
+	defer ticker.Stop()
+	var statusChanged <-chan struct{}
+	for {
+		if obs, ok := a.replica.(observable); ok {
+			statusChanged = obs.StatusChanged()
+		}
+		changed := a.replica.Changed()
+		data, err := json.Marshal(a.buildDashboard(r.Context()))
+		if err != nil {
+			return nil
+		}
+		if _, err := fmt.Fprintf(w, "event: dashboard\ndata: %s\n\n", data); err != nil {
+			return nil // the page went away
+		}
+		flusher.Flush()
+		select {
+		case <-ticker.C:
+		case <-changed:
+		case <-statusChanged:
+		case <-r.Context().Done():
+			return nil
+		}
+		select {
+		case <-time.After(dashboardThrottle):
+		case <-r.Context().Done():
+			return nil
+		}
+	}
+}
+
+// dashboardPreflight answers a browser's CORS preflight of GET
+// /v1/dashboard from a page another member served: the page fails over to
+// this node when its own is gone. A preflight carries no credentials.
+func (a *API) dashboardPreflight(w http.ResponseWriter, r *http.Request) {
+	a.allowOrigin(w, r)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// allowOrigin lets a page served by a member of the cluster read the
+// dashboard of this node (CORS). Only members' origins are allowed: the
+// token travels in a header the page sets, never in a cookie, so another
+// site could not use a visitor's token even if it were allowed, but there
+// is no reason to allow it.
+func (a *API) allowOrigin(w http.ResponseWriter, r *http.Request) {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return
+	}
+	w.Header().Add("Vary", "Origin")
+	if !slices.Contains(a.memberOrigins(), origin) && !a.loopbackMemberOrigin(origin) {
+		return
+	}
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Set("Access-Control-Allow-Methods", "GET")
+	h.Set("Access-Control-Allow-Headers", "Authorization")
+	h.Set("Access-Control-Max-Age", "600")
+}
+
+// memberOrigins are the origins of the members' APIs.
+func (a *API) memberOrigins() []string {
+	var out []string
+	for _, m := range a.replica.Status().Members {
+		if m.HTTP != "" {
+			out = append(out, a.scheme()+"://"+m.HTTP)
+		}
+	}
+	return out
+}
+
+// loopbackMemberOrigin allows a page loaded as https://localhost:PORT when
+// the member's address is 127.0.0.1:PORT (or the other way round): the
+// same API.
+func (a *API) loopbackMemberOrigin(origin string) bool {
+	scheme, hostport, ok := strings.Cut(origin, "://")
+	if !ok || scheme != a.scheme() {
+		return false
+	}
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil || !isLoopback(host) {
+		return false
+	}
+	for _, m := range a.replica.Status().Members {
+		if mh, mp, err := net.SplitHostPort(m.HTTP); err == nil && mp == port && isLoopback(mh) {
+			return true
+		}
+	}
+	return false
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
