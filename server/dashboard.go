@@ -214,6 +214,9 @@ func (a *API) buildDashboard(ctx context.Context) Dashboard {
 		}
 		dn := DashboardNode{ID: m.ID, Peer: m.Peer, HTTP: m.HTTP, Voter: m.Voter}
 		ans := answers[m.ID]
+		if dn.HTTP == "" {
+			dn.HTTP = ans.http // learned from another member
+		}
 		if ans.err != nil {
 			dn.Error = ans.err.Error()
 		} else {
@@ -254,10 +257,12 @@ func lag(obs observation, answers map[uint64]peerAnswer, id uint64) *uint64 {
 	return &v
 }
 
-// peerAnswer is a member's answer to GET /v1/status.
+// peerAnswer is a member's answer to GET /v1/status, and the API address
+// it was asked at.
 type peerAnswer struct {
-	st  NodeStatus
-	err error
+	http string
+	st   NodeStatus
+	err  error
 }
 
 // peerPoller asks the members for their status (the public GET
@@ -284,7 +289,7 @@ func (p *peerPoller) statuses(ctx context.Context, a *API, self NodeStatus) map[
 	for id, ans := range p.answers {
 		out[id] = ans
 	}
-	out[self.ID] = peerAnswer{st: self}
+	out[self.ID] = peerAnswer{http: a.selfHTTP(self), st: self}
 	return out
 }
 
@@ -300,26 +305,58 @@ func sameMembers(answers map[uint64]peerAnswer, members []Member) bool {
 	return true
 }
 
+// pollPeers asks every other member for its status. A follower may not
+// know another follower's API address (nodes learn it when a peer connects,
+// and followers do not talk to each other): it asks those that answered,
+// the leader among them, and asks at the address they know.
 func (a *API) pollPeers(ctx context.Context, self NodeStatus) map[uint64]peerAnswer {
-	answers := make(map[uint64]peerAnswer, len(self.Members))
-	var mu sync.Mutex
-	var wg sync.WaitGroup
+	answers := map[uint64]peerAnswer{self.ID: {http: a.selfHTTP(self), st: self}}
+	ask := func(members []Member) {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, m := range members {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				st, err := a.peerStatus(ctx, m)
+				mu.Lock()
+				answers[m.ID] = peerAnswer{http: m.HTTP, st: st, err: err}
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+	}
+	var known, unknown []Member
+	for _, m := range self.Members {
+		switch {
+		case m.ID == self.ID:
+		case m.HTTP != "":
+			known = append(known, m)
+		default:
+			unknown = append(unknown, m)
+		}
+	}
+	ask(known)
+	for i, m := range unknown {
+		for _, ans := range answers {
+			for _, other := range ans.st.Members {
+				if other.ID == m.ID && other.HTTP != "" && unknown[i].HTTP == "" {
+					unknown[i].HTTP = other.HTTP
+				}
+			}
+		}
+	}
+	ask(unknown)
+	return answers
+}
+
+func (a *API) selfHTTP(self NodeStatus) string {
 	for _, m := range self.Members {
 		if m.ID == self.ID {
-			answers[m.ID] = peerAnswer{st: self}
-			continue
+			return m.HTTP
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			st, err := a.peerStatus(ctx, m)
-			mu.Lock()
-			answers[m.ID] = peerAnswer{st: st, err: err}
-			mu.Unlock()
-		}()
 	}
-	wg.Wait()
-	return answers
+	return ""
 }
 
 func (a *API) peerStatus(ctx context.Context, m Member) (NodeStatus, error) {
@@ -435,7 +472,7 @@ func (a *API) allowOrigin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Add("Vary", "Origin")
-	if !slices.Contains(a.memberOrigins(), origin) && !a.loopbackMemberOrigin(origin) {
+	if !a.memberOrigin(r.Context(), origin, false) && !a.memberOrigin(r.Context(), origin, true) {
 		return
 	}
 	h := w.Header()
@@ -445,31 +482,59 @@ func (a *API) allowOrigin(w http.ResponseWriter, r *http.Request) {
 	h.Set("Access-Control-Max-Age", "600")
 }
 
-// memberOrigins are the origins of the members' APIs.
-func (a *API) memberOrigins() []string {
+// memberAPIs returns the API addresses of the members this node knows:
+// its own view, and (with ask) what the members it polled know, which
+// includes followers this follower never heard from.
+func (a *API) memberAPIs(ctx context.Context, ask bool) []string {
+	st := a.replica.Status()
 	var out []string
-	for _, m := range a.replica.Status().Members {
-		if m.HTTP != "" {
-			out = append(out, a.scheme()+"://"+m.HTTP)
+	add := func(addr string) {
+		if addr != "" && !slices.Contains(out, addr) {
+			out = append(out, addr)
+		}
+	}
+	for _, m := range st.Members {
+		add(m.HTTP)
+	}
+	if !ask {
+		return out
+	}
+	for _, ans := range a.peers.statuses(ctx, a, st) {
+		add(ans.http)
+		for _, m := range ans.st.Members {
+			add(m.HTTP)
 		}
 	}
 	return out
 }
 
-// loopbackMemberOrigin allows a page loaded as https://localhost:PORT when
-// the member's address is 127.0.0.1:PORT (or the other way round): the
-// same API.
-func (a *API) loopbackMemberOrigin(origin string) bool {
+// memberOrigins are the origins of the members' APIs.
+func (a *API) memberOrigins(ctx context.Context) []string {
+	var out []string
+	for _, addr := range a.memberAPIs(ctx, true) {
+		out = append(out, a.scheme()+"://"+addr)
+	}
+	return out
+}
+
+// memberOrigin reports whether origin is a member's API. A page loaded as
+// https://localhost:PORT matches a member at 127.0.0.1:PORT (or the other
+// way round): the same API.
+func (a *API) memberOrigin(ctx context.Context, origin string, ask bool) bool {
 	scheme, hostport, ok := strings.Cut(origin, "://")
 	if !ok || scheme != a.scheme() {
 		return false
 	}
 	host, port, err := net.SplitHostPort(hostport)
-	if err != nil || !isLoopback(host) {
+	if err != nil {
 		return false
 	}
-	for _, m := range a.replica.Status().Members {
-		if mh, mp, err := net.SplitHostPort(m.HTTP); err == nil && mp == port && isLoopback(mh) {
+	for _, addr := range a.memberAPIs(ctx, ask) {
+		mh, mp, err := net.SplitHostPort(addr)
+		if err != nil || mp != port {
+			continue
+		}
+		if mh == host || (isLoopback(mh) && isLoopback(host)) {
 			return true
 		}
 	}

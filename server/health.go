@@ -35,9 +35,8 @@ type readyCheck struct {
 	failed string
 }
 
-// readiness runs the checks of /readyz.
-func (a *API) readiness(now time.Time) []readyCheck {
-	obs := a.observe(false)
+// readiness runs the checks of /readyz on what obs says at now.
+func readiness(obs observation, now time.Time) []readyCheck {
 	st := obs.status
 	checks := []readyCheck{{name: "member"}, {name: "leader"}, {name: "storage"}, {name: "applied"}}
 	if !slices.ContainsFunc(st.Members, func(m Member) bool { return m.ID == st.ID }) {
@@ -72,7 +71,7 @@ func (a *API) readyz(w http.ResponseWriter, r *request) error {
 	_, verbose := r.URL.Query()["verbose"]
 	var b strings.Builder
 	failed := false
-	for _, c := range a.readiness(time.Now()) {
+	for _, c := range readiness(a.observe(false), time.Now()) {
 		switch {
 		case slices.Contains(exclude, c.name):
 			fmt.Fprintf(&b, "[+]%s excluded: ok\n", c.name)

@@ -195,14 +195,13 @@ func (s *stateMachine) Apply(index uint64, data []byte) any {
 		return Result{Status: StatusInvalid, Reason: err.Error()}
 	}
 	s.commands.Add(1)
+	leaseOp := cmd.Op == OpAcquire || cmd.Op == OpRenew || cmd.Op == OpRelease || cmd.Op == OpExpire
 	var before Lease
-	switch cmd.Op {
-	case OpAcquire, OpRelease, OpExpire:
+	if leaseOp {
 		before = s.machine.Lease(cmd.Key)
 	}
 	res := s.machine.ApplyCommand(index, cmd)
-	switch cmd.Op {
-	case OpAcquire, OpRenew, OpRelease, OpExpire:
+	if leaseOp {
 		after := s.machine.Lease(cmd.Key)
 		s.lessor.observe(after, time.Now())
 		s.metrics.leaseChanged(cmd.Op, before, after)

@@ -27,7 +27,7 @@ func (a *API) uiHandler() http.Handler {
 		h := w.Header()
 		// The page may read the dashboard of its own node and of the other
 		// members (to fail over), and load nothing from anywhere else.
-		connect := append([]string{"'self'"}, a.memberOrigins()...)
+		connect := append([]string{"'self'"}, a.memberOrigins(r.Context())...)
 		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "+
 			"connect-src "+strings.Join(connect, " ")+"; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 		h.Set("X-Content-Type-Options", "nosniff")
