@@ -24,7 +24,7 @@ func TestReadinessChecks(t *testing.T) {
 	now := time.Unix(1000, 0)
 	for _, c := range []struct {
 		name, check, says string
-		change           func(*observation)
+		change            func(*observation)
 	}{
 		{"ready", "", "", func(*observation) {}},
 		{"leader itself", "", "", func(o *observation) { o.status.Leader, o.status.ID, o.contacts = 2, 2, nil }},
