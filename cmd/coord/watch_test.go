@@ -28,16 +28,16 @@ func watchStores(t *testing.T) map[string]func(t *testing.T) string {
 	}
 }
 
-// startWatch runs `coord watch ARGS` in-process until the test ends, and
-// returns its stdout line by line.
-func startWatch(t *testing.T, args ...string) <-chan string {
+// startCLI runs `coord ARGS` in-process until the test ends (a command
+// that runs until interrupted), and returns its stdout line by line.
+func startCLI(t *testing.T, args ...string) <-chan string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out, w := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
 		root := newRootCmd(w, io.Discard)
-		root.SetArgs(append([]string{"watch"}, args...))
+		root.SetArgs(args)
 		err := root.ExecuteContext(ctx)
 		w.CloseWithError(err)
 		done <- err
@@ -52,8 +52,12 @@ func startWatch(t *testing.T, args ...string) <-chan string {
 	}()
 	t.Cleanup(func() {
 		cancel()
+		go func() { // unblock a command still printing
+			for range lines {
+			}
+		}()
 		if err := <-done; err != nil {
-			t.Errorf("coord watch: %v", err)
+			t.Errorf("coord %v: %v", args, err)
 		}
 	})
 	return lines
@@ -94,7 +98,7 @@ func TestWatchFollowsALeaseOnEveryStore(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer actor.Close()
-			lines := startWatch(t, "--store", u, "--name", name, "--json")
+			lines := startCLI(t, "watch", "--store", u, "--name", name, "--json")
 			if first := nextLine(t, lines, "current"); first["holder"] != "" {
 				t.Fatalf("first line %v: want the lease free", first)
 			}
@@ -138,7 +142,7 @@ func TestWatchReadableLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer actor.Close()
-	lines := startWatch(t, "--store", u)
+	lines := startCLI(t, "watch", "--store", u)
 	read := func() string {
 		select {
 		case l := <-lines:
