@@ -29,7 +29,8 @@ ZooKeeper watches, inotify for file://; stores that cannot push poll, as
 their docs say). A watch that fails is logged and made again. On etcd and
 ZooKeeper a renewal changes nothing a watch can see (a keep-alive of the
 key's etcd lease, a read on the holder's session): there the watcher
-prints acquisitions and frees only.
+prints acquisitions and frees only. A ZooKeeper lease lasts as long as its
+holder's session, which only the server sees: no expiry is printed.
 
 Changes may coalesce: a holder that came and went between two reads of a
 polling store is not seen, only the state after it. Expiry is on this
