@@ -162,15 +162,50 @@ func (n *Node) observation(withLeases bool) observation {
 	return o
 }
 
+// heldNamesCache is the first dashboardLeasesMax names of held leases, as
+// of a count of stateMachine.heldChanges.
+type heldNamesCache struct {
+	mu      sync.Mutex
+	valid   bool
+	changes uint64
+	names   []string
+	total   int
+}
+
 // dashboardLeases returns the first dashboardLeasesMax held leases by
-// name, and how many are held. It runs under the state machine's read lock,
-// which holds up applying, once per open page every 500 ms: so it walks
-// only the names of the held leases (the lessor has a deadline for each,
-// on every node), keeps the smallest in a sorted window, and reads the
-// records of those alone (BenchmarkDashboardLeases).
+// name, and how many are held. It runs under the state machine's read
+// lock, which holds up applying, once per open page every 500 ms. So it
+// walks the names of the held leases (the lessor has a deadline for each,
+// on every node) only when which leases are held changed since it last
+// did, keeps the smallest in a sorted window, and reads the records of
+// those alone (BenchmarkDashboardLeases).
 func (s *stateMachine) dashboardLeases(now time.Time) ([]DashboardLease, int) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	names, total := s.heldNamesLocked()
+	out := make([]DashboardLease, 0, len(names))
+	for _, name := range names {
+		l := s.machine.Lease(name)
+		dl := DashboardLease{Name: l.Name, Holder: l.Holder, Token: l.Token, TTLMs: l.TTL.Milliseconds(), Revision: l.Revision}
+		if left, ok := s.lessor.remaining(l.Name, now); ok {
+			ms := left.Milliseconds()
+			dl.RemainingMs = &ms
+		}
+		out = append(out, dl)
+	}
+	return out, total
+}
+
+// heldNamesLocked returns the cached names, walking them anew if they
+// changed; s.mu is held (read), which keeps heldChanges still.
+func (s *stateMachine) heldNamesLocked() ([]string, int) {
+	c := &s.heldNames
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	changes := s.heldChanges.Load()
+	if c.valid && c.changes == changes {
+		return c.names, c.total
+	}
 	names := make([]string, 0, dashboardLeasesMax)
 	for name := range s.lessor.deadlines {
 		switch {
@@ -183,17 +218,8 @@ func (s *stateMachine) dashboardLeases(now time.Time) ([]DashboardLease, int) {
 			names[i] = name
 		}
 	}
-	out := make([]DashboardLease, 0, len(names))
-	for _, name := range names {
-		l := s.machine.Lease(name)
-		dl := DashboardLease{Name: l.Name, Holder: l.Holder, Token: l.Token, TTLMs: l.TTL.Milliseconds(), Revision: l.Revision}
-		if left, ok := s.lessor.remaining(l.Name, now); ok {
-			ms := left.Milliseconds()
-			dl.RemainingMs = &ms
-		}
-		out = append(out, dl)
-	}
-	return out, len(s.lessor.deadlines)
+	c.valid, c.changes, c.names, c.total = true, changes, names, len(s.lessor.deadlines)
+	return names, c.total
 }
 
 // observe returns the replica's observation, or what its Status alone

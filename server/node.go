@@ -179,6 +179,11 @@ type stateMachine struct {
 	// commands applied, for the dashboard's write rate.
 	metrics  *Metrics
 	commands atomic.Uint64
+	// heldChanges counts the commands and restores that changed which
+	// leases are held, so that the dashboard's list of held names is
+	// walked again only then (dashboard.go); heldNames caches it.
+	heldChanges atomic.Uint64
+	heldNames   heldNamesCache
 }
 
 var _ node.StateMachine = (*stateMachine)(nil)
@@ -205,6 +210,9 @@ func (s *stateMachine) Apply(index uint64, data []byte) any {
 		after := s.machine.Lease(cmd.Key)
 		s.lessor.observe(after, time.Now())
 		s.metrics.leaseChanged(cmd.Op, before, after)
+		if before.Held() != after.Held() {
+			s.heldChanges.Add(1)
+		}
 	}
 	return res
 }
@@ -228,6 +236,7 @@ func (s *stateMachine) Restore(data []byte) error {
 	held := s.machine.HeldLeases()
 	s.lessor.promote(held, time.Now())
 	s.metrics.setLeasesHeld(len(held))
+	s.heldChanges.Add(1)
 	s.notify()
 	return nil
 }
