@@ -142,6 +142,7 @@ Insecure (--insecure): no TLS, no tokens. Try:
   curl -X POST -d '{"holder":"me","ttl_ms":5000}' http://%[1]s/v1/leases/demo/acquire
   coord elect --store raft://%[3]s --name demo
   coord cluster status --dir %[4]s
+  open http://%[1]s/ui/ in a browser: the live page of the cluster
 `, eps[0], eps[len(eps)-1], strings.Join(eps, ","), dir)
 	} else {
 		fmt.Fprintf(w, `
@@ -153,6 +154,8 @@ certificates and the admin token are in %[5]s. Try:
   coord elect --store raft:// --name demo
   coord auth token create --role read --prefix app/
   coord cluster status
+  coord auth token create --role read --name dashboard, then open https://%[1]s/ui/
+    in a browser that trusts %[5]s/ca.crt (docs/ui.md): the live page of the cluster
 `, eps[0], eps[len(eps)-1], strings.Join(eps, ","), dir, filepath.Join(dir, localcluster.TLSDir))
 	}
 	if detach {
