@@ -12,11 +12,12 @@ import (
 	"sync"
 	"time"
 
+	"coord/api"
 	"coord/raft"
 )
 
 // The dashboard: GET /v1/dashboard is the cluster as the answering node
-// sees it, in one JSON document (Dashboard); with stream=true, a stream of
+// sees it, in one JSON document (api.Dashboard); with stream=true, a stream of
 // server-sent events, one such document per event, at least every
 // dashboardInterval and soon after every change. The page at /ui/ (ui.go)
 // draws it. It needs a read token, as the leases it shows do.
@@ -40,77 +41,10 @@ const (
 	dashboardLeasesMax = 200
 )
 
-// Dashboard is the JSON of GET /v1/dashboard.
-type Dashboard struct {
-	// Node is the id of the node that answered, HTTP its API address.
-	Node uint64 `json:"node"`
-	HTTP string `json:"http"`
-	// Scheme is how to reach the members' HTTP addresses: "https", or
-	// "http" on an insecure cluster.
-	Scheme    string    `json:"scheme"`
-	ClusterID string    `json:"cluster_id,omitempty"`
-	Time      time.Time `json:"time"`
-	// Leader and Term are the answering node's.
-	Leader uint64 `json:"leader"`
-	Term   uint64 `json:"term"`
-	// Nodes are the members, by id, each as it answered the answering
-	// node's status request (or why it did not).
-	Nodes []DashboardNode `json:"nodes"`
-	// Elections are the leader changes the answering node saw, newest
-	// first.
-	Elections []Election `json:"elections"`
-	// Leases are the held leases, by name, at most dashboardLeasesMax of
-	// LeasesHeld.
-	Leases     []DashboardLease `json:"leases"`
-	LeasesHeld int              `json:"leases_held"`
-	// WritesPerSecond are the commands the answering node applied in each
-	// of the last seconds, oldest first.
-	WritesPerSecond []uint64 `json:"writes_per_second"`
-}
-
-// DashboardNode is one member in a Dashboard.
-type DashboardNode struct {
-	ID    uint64 `json:"id"`
-	Peer  string `json:"peer"`
-	HTTP  string `json:"http,omitempty"`
-	Voter bool   `json:"voter"`
-	// Reachable says whether it answered its status request; Error says
-	// why not.
-	Reachable bool   `json:"reachable"`
-	Error     string `json:"error,omitempty"`
-	// Role, Term, Leader, Commit and Applied are as the node reported
-	// them.
-	Role    Role   `json:"role,omitempty"`
-	Term    uint64 `json:"term,omitempty"`
-	Leader  uint64 `json:"leader,omitempty"`
-	Commit  uint64 `json:"commit,omitempty"`
-	Applied uint64 `json:"applied,omitempty"`
-	// LagEntries is how far behind it is: when the leader answers, its
-	// last index minus the node's match index; elsewhere the leader's
-	// commit index minus the node's applied index, both as polled.
-	LagEntries *uint64 `json:"lag_entries,omitempty"`
-	// LastContactMs is the time since the answering node last received
-	// a Raft message from it; absent for the answering node itself.
-	LastContactMs *int64 `json:"last_contact_ms,omitempty"`
-}
-
-// DashboardLease is one held lease in a Dashboard.
-type DashboardLease struct {
-	Name   string `json:"name"`
-	Holder string `json:"holder"`
-	Token  uint64 `json:"token"`
-	TTLMs  int64  `json:"ttl_ms"`
-	// RemainingMs is the time left by the answering node's clock (the
-	// leader's decides; a follower's is close, from when it applied the
-	// last renewal).
-	RemainingMs *int64 `json:"remaining_ms,omitempty"`
-	Revision    uint64 `json:"revision"`
-}
-
 // observation is what a Node knows beyond its Status, for the dashboard
 // and /readyz.
 type observation struct {
-	status    NodeStatus
+	status    api.NodeStatus
 	lastIndex uint64
 	// progress is the leader's view of each follower; nil elsewhere.
 	progress map[uint64]raft.Progress
@@ -121,9 +55,9 @@ type observation struct {
 	// contactMax is how long a follower may go without a word from its
 	// leader before it starts an election (the longest election timeout).
 	contactMax time.Duration
-	elections  []Election
+	elections  []api.Election
 	writes     []uint64
-	leases     []DashboardLease
+	leases     []api.DashboardLease
 	leasesHeld int
 }
 
@@ -179,14 +113,14 @@ type heldNamesCache struct {
 // on every node) only when which leases are held changed since it last
 // did, keeps the smallest in a sorted window, and reads the records of
 // those alone (BenchmarkDashboardLeases).
-func (s *stateMachine) dashboardLeases(now time.Time) ([]DashboardLease, int) {
+func (s *stateMachine) dashboardLeases(now time.Time) ([]api.DashboardLease, int) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	names, total := s.heldNamesLocked()
-	out := make([]DashboardLease, 0, len(names))
+	out := make([]api.DashboardLease, 0, len(names))
 	for _, name := range names {
 		l := s.machine.Lease(name)
-		dl := DashboardLease{Name: l.Name, Holder: l.Holder, Token: l.Token, TTLMs: l.TTL.Milliseconds(), Revision: l.Revision}
+		dl := api.DashboardLease{Name: l.Name, Holder: l.Holder, Token: l.Token, TTLMs: l.TTL.Milliseconds(), Revision: l.Revision}
 		if left, ok := s.lessor.remaining(l.Name, now); ok {
 			ms := left.Milliseconds()
 			dl.RemainingMs = &ms
@@ -240,17 +174,17 @@ func (a *API) scheme() string {
 
 // buildDashboard asks every other member for its status and puts the
 // answers beside this node's observation.
-func (a *API) buildDashboard(ctx context.Context) Dashboard {
+func (a *API) buildDashboard(ctx context.Context) api.Dashboard {
 	obs := a.observe(true)
 	st := obs.status
 	now := time.Now()
-	d := Dashboard{Node: st.ID, Scheme: a.scheme(), ClusterID: st.ClusterID, Time: now, Leader: st.Leader, Term: st.Term,
+	d := api.Dashboard{Node: st.ID, Scheme: a.scheme(), ClusterID: st.ClusterID, Time: now, Leader: st.Leader, Term: st.Term,
 		Elections: obs.elections, Leases: obs.leases, LeasesHeld: obs.leasesHeld, WritesPerSecond: obs.writes}
 	if d.Elections == nil {
-		d.Elections = []Election{}
+		d.Elections = []api.Election{}
 	}
 	if d.Leases == nil {
-		d.Leases = []DashboardLease{}
+		d.Leases = []api.DashboardLease{}
 	}
 	if d.WritesPerSecond == nil {
 		d.WritesPerSecond = []uint64{}
@@ -260,7 +194,7 @@ func (a *API) buildDashboard(ctx context.Context) Dashboard {
 		if m.ID == st.ID {
 			d.HTTP = m.HTTP
 		}
-		dn := DashboardNode{ID: m.ID, Peer: m.Peer, HTTP: m.HTTP, Voter: m.Voter}
+		dn := api.DashboardNode{ID: m.ID, Peer: m.Peer, HTTP: m.HTTP, Voter: m.Voter}
 		ans := answers[m.ID]
 		if dn.HTTP == "" {
 			dn.HTTP = ans.http // learned from another member
@@ -309,7 +243,7 @@ func lag(obs observation, answers map[uint64]peerAnswer, id uint64) *uint64 {
 // it was asked at.
 type peerAnswer struct {
 	http string
-	st   NodeStatus
+	st   api.NodeStatus
 	err  error
 }
 
@@ -326,7 +260,7 @@ type peerPoller struct {
 
 // statuses returns every member's answer; this node answers for itself
 // with self.
-func (p *peerPoller) statuses(ctx context.Context, a *API, self NodeStatus) map[uint64]peerAnswer {
+func (p *peerPoller) statuses(ctx context.Context, a *API, self api.NodeStatus) map[uint64]peerAnswer {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if time.Since(p.at) >= peerStatusFresh || !sameMembers(p.answers, self.Members) {
@@ -341,7 +275,7 @@ func (p *peerPoller) statuses(ctx context.Context, a *API, self NodeStatus) map[
 	return out
 }
 
-func sameMembers(answers map[uint64]peerAnswer, members []Member) bool {
+func sameMembers(answers map[uint64]peerAnswer, members []api.Member) bool {
 	if len(answers) != len(members) {
 		return false
 	}
@@ -357,9 +291,9 @@ func sameMembers(answers map[uint64]peerAnswer, members []Member) bool {
 // know another follower's API address (nodes learn it when a peer connects,
 // and followers do not talk to each other): it asks those that answered,
 // the leader among them, and asks at the address they know.
-func (a *API) pollPeers(ctx context.Context, self NodeStatus) map[uint64]peerAnswer {
+func (a *API) pollPeers(ctx context.Context, self api.NodeStatus) map[uint64]peerAnswer {
 	answers := map[uint64]peerAnswer{self.ID: {http: a.selfHTTP(self), st: self}}
-	ask := func(members []Member) {
+	ask := func(members []api.Member) {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		for _, m := range members {
@@ -374,7 +308,7 @@ func (a *API) pollPeers(ctx context.Context, self NodeStatus) map[uint64]peerAns
 		}
 		wg.Wait()
 	}
-	var known, unknown []Member
+	var known, unknown []api.Member
 	for _, m := range self.Members {
 		switch {
 		case m.ID == self.ID:
@@ -398,7 +332,7 @@ func (a *API) pollPeers(ctx context.Context, self NodeStatus) map[uint64]peerAns
 	return answers
 }
 
-func (a *API) selfHTTP(self NodeStatus) string {
+func (a *API) selfHTTP(self api.NodeStatus) string {
 	for _, m := range self.Members {
 		if m.ID == self.ID {
 			return m.HTTP
@@ -407,8 +341,8 @@ func (a *API) selfHTTP(self NodeStatus) string {
 	return ""
 }
 
-func (a *API) peerStatus(ctx context.Context, m Member) (NodeStatus, error) {
-	var st NodeStatus
+func (a *API) peerStatus(ctx context.Context, m api.Member) (api.NodeStatus, error) {
+	var st api.NodeStatus
 	if m.HTTP == "" {
 		return st, fmt.Errorf("its API address is not known yet (it has not connected)")
 	}

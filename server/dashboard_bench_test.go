@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"coord/api"
 	"coord/raft"
 )
 
@@ -61,14 +62,14 @@ func TestDashboardLeasesAreTheFirstByName(t *testing.T) {
 
 // leasesBySortingAll is the first way the dashboard listed leases, kept to
 // measure against: copy every held lease record, sort them all, keep 200.
-func leasesBySortingAll(s *stateMachine, now time.Time) ([]DashboardLease, int) {
+func leasesBySortingAll(s *stateMachine, now time.Time) ([]api.DashboardLease, int) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	held := s.machine.HeldLeases()
 	slices.SortFunc(held, func(a, b Lease) int { return strings.Compare(a.Name, b.Name) })
-	var out []DashboardLease
+	var out []api.DashboardLease
 	for _, l := range held[:min(len(held), dashboardLeasesMax)] {
-		dl := DashboardLease{Name: l.Name, Holder: l.Holder, Token: l.Token, TTLMs: l.TTL.Milliseconds(), Revision: l.Revision}
+		dl := api.DashboardLease{Name: l.Name, Holder: l.Holder, Token: l.Token, TTLMs: l.TTL.Milliseconds(), Revision: l.Revision}
 		if left, ok := s.lessor.remaining(l.Name, now); ok {
 			ms := left.Milliseconds()
 			dl.RemainingMs = &ms

@@ -9,9 +9,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"coord/api"
 )
 
-func dashboardOf(t *testing.T, url string) Dashboard {
+func dashboardOf(t *testing.T, url string) api.Dashboard {
 	t.Helper()
 	resp, err := http.Get(url + "/v1/dashboard")
 	if err != nil {
@@ -21,7 +23,7 @@ func dashboardOf(t *testing.T, url string) Dashboard {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("dashboard: %s", resp.Status)
 	}
-	var d Dashboard
+	var d api.Dashboard
 	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +49,7 @@ func TestDashboardOfAFollower(t *testing.T) {
 		if !n.Reachable || n.HTTP == "" || n.LagEntries == nil {
 			t.Errorf("node %d: %+v; want reachable at a known address with a lag", n.ID, n)
 		}
-		if n.Role == RoleLeader {
+		if n.Role == api.RoleLeader {
 			leaders++
 		}
 		// A follower hears from the leader; maybe never from the
@@ -80,7 +82,7 @@ func TestDashboardOfAFollower(t *testing.T) {
 	next := stream(t, ctx, f.httpURL)
 	for {
 		d := next()
-		i := slices.IndexFunc(d.Nodes, func(n DashboardNode) bool { return n.ID == gone })
+		i := slices.IndexFunc(d.Nodes, func(n api.DashboardNode) bool { return n.ID == gone })
 		if i >= 0 && !d.Nodes[i].Reachable && d.Nodes[i].Error != "" {
 			return
 		}
@@ -90,7 +92,7 @@ func TestDashboardOfAFollower(t *testing.T) {
 // stream opens the dashboard's event stream and returns a function that
 // reads the next document; it fails the test when the stream ends (ctx's
 // deadline).
-func stream(t *testing.T, ctx context.Context, url string) func() Dashboard {
+func stream(t *testing.T, ctx context.Context, url string) func() api.Dashboard {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/dashboard?stream=true", nil)
 	resp, err := http.DefaultClient.Do(req)
@@ -103,11 +105,11 @@ func stream(t *testing.T, ctx context.Context, url string) func() Dashboard {
 	}
 	events := bufio.NewScanner(resp.Body)
 	events.Buffer(make([]byte, 1<<20), 1<<20)
-	return func() Dashboard {
+	return func() api.Dashboard {
 		t.Helper()
 		for events.Scan() {
 			if data, ok := strings.CutPrefix(events.Text(), "data: "); ok {
-				var d Dashboard
+				var d api.Dashboard
 				if err := json.Unmarshal([]byte(data), &d); err != nil {
 					t.Fatalf("event %q: %v", data, err)
 				}
@@ -115,7 +117,7 @@ func stream(t *testing.T, ctx context.Context, url string) func() Dashboard {
 			}
 		}
 		t.Fatalf("stream ended: %v", events.Err())
-		return Dashboard{}
+		return api.Dashboard{}
 	}
 }
 

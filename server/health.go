@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"coord/api"
 )
 
 // Probes in the style of Kubernetes' API server: GET /healthz answers "ok"
@@ -39,7 +41,7 @@ type readyCheck struct {
 func readiness(obs observation, now time.Time) []readyCheck {
 	st := obs.status
 	checks := []readyCheck{{name: "member"}, {name: "leader"}, {name: "storage"}, {name: "applied"}}
-	if !slices.ContainsFunc(st.Members, func(m Member) bool { return m.ID == st.ID }) {
+	if !slices.ContainsFunc(st.Members, func(m api.Member) bool { return m.ID == st.ID }) {
 		checks[0].failed = fmt.Sprintf("node %d is not in the cluster's configuration", st.ID)
 	}
 	switch {

@@ -6,13 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"coord/api"
 )
 
 // ready is an observation of a follower that passes every check.
 func ready(now time.Time) observation {
 	return observation{
-		status: NodeStatus{ID: 2, Role: RoleFollower, Term: 3, Leader: 1, Commit: 50, Applied: 50,
-			Members: []Member{{ID: 1, Voter: true}, {ID: 2, Voter: true}, {ID: 3, Voter: true}}},
+		status: api.NodeStatus{ID: 2, Role: api.RoleFollower, Term: 3, Leader: 1, Commit: 50, Applied: 50,
+			Members: []api.Member{{ID: 1, Voter: true}, {ID: 2, Voter: true}, {ID: 3, Voter: true}}},
 		contacts:     map[uint64]time.Time{1: now.Add(-50 * time.Millisecond)},
 		leaderCommit: 60,
 		contactMax:   time.Second,
@@ -32,8 +34,8 @@ func TestReadinessChecks(t *testing.T) {
 		{"no leader", "leader", "no leader known", func(o *observation) { o.status.Leader = 0 }},
 		{"leader never heard", "leader", "never heard from", func(o *observation) { o.contacts = nil }},
 		{"leader silent", "leader", "silent for 2s", func(o *observation) { o.contacts[1] = now.Add(-2 * time.Second) }},
-		{"disk full", "storage", "storage failing: no space", func(o *observation) { o.status.Storage = &StorageStatus{Error: "no space", DiskFull: true} }},
-		{"log lost", "storage", "log lost", func(o *observation) { o.status.LogLost = &LogLostStatus{Leader: 1, Commit: 50, LastIndex: 20} }},
+		{"disk full", "storage", "storage failing: no space", func(o *observation) { o.status.Storage = &api.StorageStatus{Error: "no space", DiskFull: true} }},
+		{"log lost", "storage", "log lost", func(o *observation) { o.status.LogLost = &api.LogLostStatus{Leader: 1, Commit: 50, LastIndex: 20} }},
 		{"far behind the leader", "applied", "trails the commit index 5000", func(o *observation) { o.leaderCommit = 5000 }},
 		{"applying slowly", "applied", "applied index 3", func(o *observation) { o.status.Applied = 3; o.status.Commit = 2000 }},
 		{"a little behind", "", "", func(o *observation) { o.leaderCommit = 50 + ReadyLagEntriesMax }},

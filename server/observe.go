@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"coord/api"
 	"coord/raft"
 )
 
@@ -21,31 +22,6 @@ const (
 	electionsMax = 32
 	writeSeconds = 60
 )
-
-// Election is one change of leader as a node saw it.
-type Election struct {
-	// Term is the term the leader was elected in; Leader the node elected.
-	Term   uint64 `json:"term"`
-	Leader uint64 `json:"leader"`
-	// StartTerm is the term when this node saw the election begin: below
-	// Term when it took more than one round (split votes), or when the
-	// node learned of it late.
-	StartTerm uint64 `json:"start_term"`
-	// Previous is the leader before it, 0 if none was known.
-	Previous uint64 `json:"previous"`
-	// Started is when this node first saw the election: its own election
-	// timeout, another node's vote request, or the leader disappearing.
-	// Elected is when it learned the new leader.
-	Started time.Time `json:"started"`
-	Elected time.Time `json:"elected"`
-	// TookMs is Elected - Started. SilenceMs, when the previous leader
-	// was known, is the time from the last message this node had from it
-	// to Elected: how long this node was without a working leader.
-	TookMs    int64  `json:"took_ms"`
-	SilenceMs *int64 `json:"silence_ms,omitempty"`
-	// Reason says why the election started, as far as this node can tell.
-	Reason string `json:"reason"`
-}
 
 // observer is what one node notices as messages arrive and its status
 // changes.
@@ -69,8 +45,8 @@ type observer struct {
 	// lead and term are the leader and term of the last status seen;
 	// electing is the election in progress, if any.
 	lead, term uint64
-	electing   *Election
-	elections  []Election // oldest first, at most electionsMax
+	electing   *api.Election
+	elections  []api.Election // oldest first, at most electionsMax
 	writes     writeRate
 }
 
@@ -137,7 +113,7 @@ func (o *observer) status(st raft.Status, applied uint64, now time.Time) {
 	o.writes.observe(now, applied)
 	switch {
 	case o.electing == nil && (st.Lead == 0 || st.Term > o.term || st.Lead != o.lead):
-		o.electing = &Election{StartTerm: st.Term, Previous: o.lead, Started: o.startOf(st, now), Reason: o.reason(st, now)}
+		o.electing = &api.Election{StartTerm: st.Term, Previous: o.lead, Started: o.startOf(st, now), Reason: o.reason(st, now)}
 	}
 	if o.electing != nil && st.Lead != 0 {
 		e := *o.electing
@@ -199,10 +175,10 @@ func (o *observer) reason(st raft.Status, now time.Time) string {
 }
 
 // recentElections returns the elections seen, newest first.
-func (o *observer) recentElections() []Election {
+func (o *observer) recentElections() []api.Election {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	out := make([]Election, len(o.elections))
+	out := make([]api.Election, len(o.elections))
 	for i, e := range o.elections {
 		out[len(out)-1-i] = e
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"coord/bench/failover"
 	"coord/lease"
 	"coord/lease/leasetest"
 
@@ -393,7 +394,7 @@ func testBenchFailover(t *testing.T, bin string) {
 		t.Fatalf("bench failover: %v\n%s", err, out)
 	}
 	var res struct {
-		Results []gapStats `json:"results"`
+		Results []failover.Stats `json:"results"`
 	}
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("bench output is not JSON: %v\n%s", err, out)
