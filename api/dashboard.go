@@ -1,7 +1,5 @@
 package api
 
-import "time"
-
 // The dashboard: GET /v1/dashboard is the cluster as the answering node
 // sees it (Dashboard); with stream=true, a stream of server-sent events
 // (EventDashboard), one such document per event. The page at /ui/ draws
@@ -17,9 +15,10 @@ type Dashboard struct {
 	HTTP string `json:"http"`
 	// Scheme is how to reach the members' HTTP addresses: "https", or
 	// "http" on an insecure cluster.
-	Scheme    string    `json:"scheme"`
-	ClusterID string    `json:"cluster_id,omitempty"`
-	Time      time.Time `json:"time"`
+	Scheme    string `json:"scheme"`
+	ClusterID string `json:"cluster_id,omitempty"`
+	// TimeUnixMs is when it answered, in milliseconds since 1970.
+	TimeUnixMs int64 `json:"time_unix_ms"`
 	// Leader and Term are the answering node's.
 	Leader uint64 `json:"leader"`
 	Term   uint64 `json:"term"`
@@ -88,14 +87,15 @@ type Election struct {
 	StartTerm uint64 `json:"start_term"`
 	// Previous is the leader before it, 0 if none was known.
 	Previous uint64 `json:"previous"`
-	// Started is when this node first saw the election: its own election
+	// StartedUnixMs (milliseconds since 1970) is when this node first saw
+	// the election: its own election
 	// timeout, another node's vote request, or the leader disappearing.
-	// Elected is when it learned the new leader.
-	Started time.Time `json:"started"`
-	Elected time.Time `json:"elected"`
-	// TookMs is Elected - Started. SilenceMs, when the previous leader
+	// ElectedUnixMs is when it learned the new leader.
+	StartedUnixMs int64 `json:"started_unix_ms"`
+	ElectedUnixMs int64 `json:"elected_unix_ms"`
+	// TookMs is ElectedUnixMs - StartedUnixMs. SilenceMs, when the previous leader
 	// was known, is the time from the last message this node had from it
-	// to Elected: how long this node was without a working leader.
+	// to ElectedUnixMs: how long this node was without a working leader.
 	TookMs    int64  `json:"took_ms"`
 	SilenceMs *int64 `json:"silence_ms,omitempty"`
 	// Reason says why the election started, as far as this node can tell.

@@ -178,7 +178,7 @@ func (a *API) buildDashboard(ctx context.Context) api.Dashboard {
 	obs := a.observe(true)
 	st := obs.status
 	now := time.Now()
-	d := api.Dashboard{Node: st.ID, Scheme: a.scheme(), ClusterID: st.ClusterID, Time: now, Leader: st.Leader, Term: st.Term,
+	d := api.Dashboard{Node: st.ID, Scheme: a.scheme(), ClusterID: st.ClusterID, TimeUnixMs: now.UnixMilli(), Leader: st.Leader, Term: st.Term,
 		Elections: obs.elections, Leases: obs.leases, LeasesHeld: obs.leasesHeld, WritesPerSecond: obs.writes}
 	if d.Elections == nil {
 		d.Elections = []api.Election{}
@@ -416,7 +416,7 @@ func (a *API) dashboard(w http.ResponseWriter, r *request) error {
 		if err != nil {
 			return nil
 		}
-		if _, err := fmt.Fprintf(w, "event: dashboard\ndata: %s\n\n", data); err != nil {
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", api.EventDashboard, data); err != nil {
 			return nil // the page went away
 		}
 		flusher.Flush()

@@ -45,9 +45,11 @@ type observer struct {
 	// lead and term are the leader and term of the last status seen;
 	// electing is the election in progress, if any.
 	lead, term uint64
-	electing   *api.Election
-	elections  []api.Election // oldest first, at most electionsMax
-	writes     writeRate
+	// electing is the election in progress, and started when it began.
+	electing  *api.Election
+	started   time.Time
+	elections []api.Election // oldest first, at most electionsMax
+	writes    writeRate
 }
 
 type voteSeen struct {
@@ -113,12 +115,13 @@ func (o *observer) status(st raft.Status, applied uint64, now time.Time) {
 	o.writes.observe(now, applied)
 	switch {
 	case o.electing == nil && (st.Lead == 0 || st.Term > o.term || st.Lead != o.lead):
-		o.electing = &api.Election{StartTerm: st.Term, Previous: o.lead, Started: o.startOf(st, now), Reason: o.reason(st, now)}
+		o.started = o.startOf(st, now)
+		o.electing = &api.Election{StartTerm: st.Term, Previous: o.lead, StartedUnixMs: o.started.UnixMilli(), Reason: o.reason(st, now)}
 	}
 	if o.electing != nil && st.Lead != 0 {
 		e := *o.electing
-		e.Term, e.Leader, e.Elected = st.Term, st.Lead, now
-		e.TookMs = max(now.Sub(e.Started), 0).Milliseconds()
+		e.Term, e.Leader, e.ElectedUnixMs = st.Term, st.Lead, now.UnixMilli()
+		e.TookMs = max(now.Sub(o.started), 0).Milliseconds()
 		if e.Previous != 0 && e.Previous != o.self {
 			if last, ok := o.lastContact(e.Previous); ok && !last.After(now) {
 				ms := now.Sub(last).Milliseconds()

@@ -224,7 +224,7 @@
   function drawElections(list) {
     $('#elections-none').hidden = list.length > 0;
     $('#elections').replaceChildren(...list.map((e) => {
-      const when = new Date(e.elected).toLocaleTimeString();
+      const when = new Date(e.elected_unix_ms).toLocaleTimeString();
       const silence = e.silence_ms === undefined ? '' : '; no word from leader ' + e.previous + ' for ' + fmtMs(e.silence_ms);
       return el('li', { 'data-term': e.term, 'data-leader': e.leader },
         when + ': node ' + e.leader + ' elected in term ' + e.term + ', ' + fmtMs(e.took_ms) + ' after the election began' + silence + '. Why: ' + e.reason);
