@@ -40,26 +40,40 @@ func TestDashboardOfAFollower(t *testing.T) {
 	f := c.follower(leader)
 	waitApplied(t, f, 10*time.Second, "the lease applied", func(v View) bool { return v.Lease("dash").Token == res.Token })
 
-	d := dashboardOf(t, f.httpURL)
-	if d.Node != f.id || d.Leader != leader || d.Scheme != "http" || len(d.Nodes) != 3 {
-		t.Fatalf("dashboard of node %d: node %d, leader %d (want %d), scheme %q, %d nodes", f.id, d.Node, d.Leader, leader, d.Scheme, len(d.Nodes))
-	}
-	leaders := 0
-	for _, n := range d.Nodes {
-		if !n.Reachable || n.HTTP == "" || n.LagEntries == nil {
-			t.Errorf("node %d: %+v; want reachable at a known address with a lag", n.ID, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	next := stream(t, ctx, f.httpURL)
+	// The first document that shows every member answering with one
+	// leader (a loaded machine may be between elections for a moment).
+	var d api.Dashboard
+	for {
+		d = next()
+		up, leaders := 0, 0
+		for _, n := range d.Nodes {
+			if n.Reachable {
+				up++
+			}
+			if n.Role == api.RoleLeader && n.ID == d.Leader {
+				leaders++
+			}
 		}
-		if n.Role == api.RoleLeader {
-			leaders++
+		if len(d.Nodes) == 3 && up == 3 && leaders == 1 {
+			break
+		}
+	}
+	leader = d.Leader
+	if d.Node != f.id || d.Scheme != "http" {
+		t.Fatalf("dashboard of node %d: node %d, leader %d, scheme %q", f.id, d.Node, leader, d.Scheme)
+	}
+	for _, n := range d.Nodes {
+		if n.HTTP == "" || n.LagEntries == nil {
+			t.Errorf("node %d: %+v; want a known address and a lag", n.ID, n)
 		}
 		// A follower hears from the leader; maybe never from the
 		// other follower.
-		if (n.ID == f.id && n.LastContactMs != nil) || (n.ID == leader && n.LastContactMs == nil) {
+		if (n.ID == f.id && n.LastContactMs != nil) || (n.ID == leader && leader != f.id && n.LastContactMs == nil) {
 			t.Errorf("node %d: last contact %v (none for the answering node, some for the leader)", n.ID, n.LastContactMs)
 		}
-	}
-	if leaders != 1 {
-		t.Errorf("%d leaders shown", leaders)
 	}
 	if len(d.Leases) != 1 || d.LeasesHeld != 1 || d.Leases[0].Holder != "worker-7" || d.Leases[0].Token != res.Token ||
 		d.Leases[0].RemainingMs == nil || *d.Leases[0].RemainingMs <= 0 || *d.Leases[0].RemainingMs > 30000 {
@@ -77,9 +91,6 @@ func TestDashboardOfAFollower(t *testing.T) {
 		}
 	}
 	c.crash(gone)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	next := stream(t, ctx, f.httpURL)
 	for {
 		d := next()
 		i := slices.IndexFunc(d.Nodes, func(n api.DashboardNode) bool { return n.ID == gone })
