@@ -50,6 +50,8 @@ type APIConfig struct {
 	// WatchesMax bounds the watches served at once (HTTPLimits.WatchesMax).
 	// 0: DefaultHTTPLimits().WatchesMax.
 	WatchesMax int
+	// Pprof serves the Go profiler at /debug/pprof/ (admin tokens only).
+	Pprof bool
 }
 
 // API serves the HTTP/JSON API (docs/API.md) over a Replica. Any node
@@ -62,6 +64,8 @@ type API struct {
 	cfg     APIConfig
 	mux     *http.ServeMux
 	watches *watchLimit
+	// peers asks the other members for their status, for the dashboard.
+	peers *peerPoller
 }
 
 // NewAPI returns the API of replica.
@@ -78,7 +82,7 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 	if cfg.WatchesMax <= 0 {
 		cfg.WatchesMax = DefaultHTTPLimits().WatchesMax
 	}
-	a := &API{replica: replica, cfg: cfg, mux: http.NewServeMux(), watches: newWatchLimit(cfg.WatchesMax, cfg.Metrics)}
+	a := &API{replica: replica, cfg: cfg, mux: http.NewServeMux(), watches: newWatchLimit(cfg.WatchesMax, cfg.Metrics), peers: &peerPoller{}}
 	a.handle("GET /v1/status", "status", a.status)
 	a.handle("GET /v1/kv/{key...}", "kv_get", a.getKey)
 	a.handle("PUT /v1/kv/{key...}", "kv_put", a.putKey)
@@ -98,6 +102,7 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 	if cfg.Metrics != nil {
 		a.mux.Handle("GET /metrics", a.guarded("metrics", cfg.Metrics.Handler()))
 	}
+	a.handleObservability() // health.go: /healthz, /readyz, /ui/, the dashboard, pprof
 	return a
 }
 

@@ -45,6 +45,15 @@
 // new cluster makes the initial admin token once, only if the cluster
 // never had one. docs/security.md has the threat model.
 //
+// # Seeing it
+//
+// Every node serves a page at /ui/ (ui.go, three embedded files) that
+// reads GET /v1/dashboard (dashboard.go): the members' statuses as each
+// answers, the held leases, the elections this node saw and why they began
+// (observe.go), the write rate. /healthz and /readyz are probes in the
+// style of Kubernetes (health.go); per-peer and lease metrics are in
+// metrics_cluster.go. docs/ui.md describes them.
+//
 // # Not guaranteed
 //
 // Sessions are evicted least-recently-used beyond Limits.Sessions; a client

@@ -102,6 +102,9 @@ type Config struct {
 	// HTTP bounds the clients of the node's HTTP API (Serve). Zero:
 	// DefaultHTTPLimits().
 	HTTP HTTPLimits
+	// Pprof serves the Go profiler on the API at /debug/pprof/, for admin
+	// tokens (Serve).
+	Pprof bool
 }
 
 // DefaultConfig returns coord's defaults: ticks of 100 ms, elections after
@@ -159,6 +162,9 @@ type Node struct {
 	tr    *tcp.Transport
 	shell *node.Node
 	sm    *stateMachine
+	// obs notices peers' messages, elections and write rates for the
+	// dashboard, /readyz and the per-peer metrics (observe.go).
+	obs *observer
 
 	stop          chan struct{}
 	watchDone     chan struct{}
@@ -183,6 +189,15 @@ type stateMachine struct {
 	lessor  *lessor
 	leading bool
 	changed chan struct{}
+	// metrics, if not nil, counts lease transitions; commands counts the
+	// commands applied, for the dashboard's write rate.
+	metrics  *Metrics
+	commands atomic.Uint64
+	// heldChanges counts the commands and restores that changed which
+	// leases are held, so that the dashboard's list of held names is
+	// walked again only then (dashboard.go); heldNames caches it.
+	heldChanges atomic.Uint64
+	heldNames   heldNamesCache
 	// routes, if set, hears of every change to the peer addresses.
 	routes *peerRoutes
 }
@@ -200,11 +215,22 @@ func (s *stateMachine) Apply(index uint64, data []byte) any {
 		s.machine.Advance(index)
 		return Result{Status: StatusInvalid, Reason: err.Error()}
 	}
+	s.commands.Add(1)
+	leaseOp := cmd.Op == OpAcquire || cmd.Op == OpRenew || cmd.Op == OpRelease || cmd.Op == OpExpire
+	var before Lease
+	if leaseOp {
+		before = s.machine.Lease(cmd.Key)
+	}
 	res := s.machine.ApplyCommand(index, cmd)
-	switch cmd.Op {
-	case OpAcquire, OpRenew, OpRelease, OpExpire:
-		s.lessor.observe(s.machine.Lease(cmd.Key), time.Now())
-	case OpPeerSet, OpPeerForget:
+	switch {
+	case leaseOp:
+		after := s.machine.Lease(cmd.Key)
+		s.lessor.observe(after, time.Now())
+		s.metrics.leaseChanged(cmd.Op, before, after)
+		if before.Held() != after.Held() {
+			s.heldChanges.Add(1)
+		}
+	case cmd.Op == OpPeerSet || cmd.Op == OpPeerForget:
 		s.routes.applied(cmd, res)
 	}
 	return res
@@ -228,7 +254,10 @@ func (s *stateMachine) Restore(data []byte) error {
 	s.routes.restored(before, s.machine.Peers())
 	// The old deadlines described another state: every held lease gets its
 	// full TTL from now, as on a promotion.
-	s.lessor.promote(s.machine.HeldLeases(), time.Now())
+	held := s.machine.HeldLeases()
+	s.lessor.promote(held, time.Now())
+	s.metrics.setLeasesHeld(len(held))
+	s.heldChanges.Add(1)
 	s.notify()
 	return nil
 }
@@ -251,7 +280,8 @@ func NewNode(cfg Config) (*Node, error) {
 	cfg.Peers = maps.Clone(cfg.Peers) // the caller may change its map
 	n := &Node{cfg: cfg, log: logger(cfg.Logger).With("node", cfg.ID), stop: make(chan struct{}), watchDone: make(chan struct{}),
 		announced: map[uint64]string{}}
-	n.sm = &stateMachine{machine: NewMachine(cfg.Limits), lessor: newLessor(time.Second), changed: make(chan struct{})}
+	n.sm = &stateMachine{machine: NewMachine(cfg.Limits), lessor: newLessor(time.Second), changed: make(chan struct{}), metrics: cfg.Metrics}
+	n.obs = newObserver(cfg.ID)
 	if err := n.open(); err != nil {
 		if n.tr != nil {
 			n.tr.Close()
@@ -363,6 +393,7 @@ func (n *Node) startTransport(shell *atomic.Pointer[node.Node]) error {
 		tc.TLS = n.cfg.Security.peerTLS()
 	}
 	tc.Deliver = func(m raft.Message) {
+		n.obs.delivered(m, time.Now())
 		if s := shell.Load(); s != nil {
 			s.Deliver(m)
 		}
@@ -522,8 +553,10 @@ func (n *Node) watch() {
 			}
 			lead = st.Lead
 		}
+		n.obs.status(st, n.sm.commands.Load(), now)
 		if tick && n.cfg.Metrics != nil {
 			n.cfg.Metrics.setState(n.status(st))
+			n.cfg.Metrics.setPeers(st, n.obs, now)
 		}
 		select {
 		case <-n.stop:
