@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	crand "crypto/rand"
 	"encoding/binary"
@@ -169,6 +170,9 @@ type stateMachine struct {
 	lessor  *lessor
 	leading bool
 	changed chan struct{}
+	// restored, if set, hears the peer addresses a restored snapshot
+	// recorded; it runs under mu.
+	restored func(peers map[uint64]string)
 }
 
 var _ node.StateMachine = (*stateMachine)(nil)
@@ -192,11 +196,18 @@ func (s *stateMachine) Apply(index uint64, data []byte) any {
 	return res
 }
 
-// Snapshot implements node.StateMachine.
+// Snapshot implements node.StateMachine. The view is taken under the lock,
+// in constant time; the encoding runs without it, so that the API's reads
+// go on meanwhile.
 func (s *stateMachine) Snapshot() ([]byte, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.machine.Snapshot(), nil
+	s.mu.Lock()
+	view := s.machine.SnapshotView()
+	s.mu.Unlock()
+	var b bytes.Buffer
+	if _, err := view.WriteTo(&b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // Restore implements node.StateMachine.
@@ -209,6 +220,9 @@ func (s *stateMachine) Restore(data []byte) error {
 	// The old deadlines described another state: every held lease gets its
 	// full TTL from now, as on a promotion.
 	s.lessor.promote(s.machine.HeldLeases(), time.Now())
+	if s.restored != nil {
+		s.restored(s.machine.Peers())
+	}
 	s.notify()
 	return nil
 }
@@ -278,33 +292,29 @@ func (n *Node) open() error {
 	if err != nil {
 		return fmt.Errorf("server: storage state: %w", err)
 	}
-	snap, err := disk.Snapshot()
+	first, err := disk.FirstIndex()
 	if err != nil {
-		return fmt.Errorf("server: read snapshot: %w", err)
+		return err
 	}
 	last, err := disk.LastIndex()
 	if err != nil {
 		return err
 	}
-	fresh := hs.IsEmpty() && last == 0 && snap.IsEmpty()
+	// The last index is at least the snapshot's, so a directory with a
+	// snapshot is never fresh. The snapshot itself is read once, by
+	// node.Start, which restores the state machine from it.
+	fresh := hs.IsEmpty() && last == 0
 	if err := n.checkIdentity(fresh, hs, last); err != nil {
 		return err
 	}
-	// The transport needs the peers' addresses: the initial ones from the
-	// configuration, then those that membership changes recorded in the
-	// snapshot (newer, so they win). Entries after the snapshot add the
-	// rest as they are applied (ConfChanged).
+	// The transport starts with the configured peers' addresses; those
+	// that membership changes recorded in a snapshot (newer, so they win)
+	// are added when the snapshot is restored (at node.Start, or later
+	// from the leader), and entries after it add the rest as they are
+	// applied (ConfChanged).
 	peers := map[uint64]string{}
 	for id, addr := range n.cfg.Peers {
 		peers[id] = addr
-	}
-	if !snap.IsEmpty() {
-		probe := NewMachine(n.cfg.Limits)
-		if err := probe.Restore(snap.Data); err == nil {
-			for id, addr := range probe.Peers() {
-				peers[id] = addr
-			}
-		}
 	}
 	var shell atomic.Pointer[node.Node]
 	tc := tcp.DefaultConfig()
@@ -333,6 +343,11 @@ func (n *Node) open() error {
 	}
 	if n.tr, err = tcp.New(tc); err != nil {
 		return err
+	}
+	n.sm.restored = func(peers map[uint64]string) {
+		for id, addr := range peers {
+			n.tr.AddPeer(id, addr) // ignores this node's own ID
+		}
 	}
 
 	seed := n.cfg.Seed
@@ -366,7 +381,7 @@ func (n *Node) open() error {
 	}
 	shell.Store(s)
 	n.shell = s
-	n.log.Info("node started", "term", hs.Term, "commit", hs.Commit, "snapshot", snap.Metadata.Index,
+	n.log.Info("node started", "term", hs.Term, "commit", hs.Commit, "snapshot", first-1,
 		"last_index", last, "bootstrap", len(nc.Raft.Peers) > 0)
 	return nil
 }
