@@ -169,7 +169,11 @@ type stateMachine struct {
 	machine *Machine
 	lessor  *lessor
 	leading bool
-	changed chan struct{}
+	// changed is closed at the next change of anything, if anyone took it
+	// (changedTaken); watches wait on their own key's channel in watches.
+	changed      chan struct{}
+	changedTaken bool
+	watches      watchIndex
 	// restored, if set, hears the peer addresses a restored snapshot
 	// recorded; it runs under mu.
 	restored func(peers map[uint64]string)
@@ -189,6 +193,9 @@ func (s *stateMachine) Apply(index uint64, data []byte) any {
 		return Result{Status: StatusInvalid, Reason: err.Error()}
 	}
 	res := s.machine.ApplyCommand(index, cmd)
+	if w, ok := watchedBy(cmd); ok && res.Status == StatusOK {
+		s.watches.changed(w)
+	}
 	switch cmd.Op {
 	case OpAcquire, OpRenew, OpRelease, OpExpire:
 		s.lessor.observe(s.machine.Lease(cmd.Key), time.Now())
@@ -223,14 +230,17 @@ func (s *stateMachine) Restore(data []byte) error {
 	if s.restored != nil {
 		s.restored(s.machine.Peers())
 	}
+	s.watches.changedAll()
 	s.notify()
 	return nil
 }
 
-// notify wakes the watches; s.mu is held.
+// notify closes the channel of Changed, if anyone took it; s.mu is held.
 func (s *stateMachine) notify() {
-	close(s.changed)
-	s.changed = make(chan struct{})
+	if s.changedTaken {
+		close(s.changed)
+		s.changed, s.changedTaken = make(chan struct{}), false
+	}
 }
 
 // NewNode opens the node's storage, restores its state machine, starts its
@@ -243,7 +253,8 @@ func NewNode(cfg Config) (*Node, error) {
 		cfg.FS = vfs.OS
 	}
 	n := &Node{cfg: cfg, log: logger(cfg.Logger).With("node", cfg.ID), stop: make(chan struct{}), watchDone: make(chan struct{})}
-	n.sm = &stateMachine{machine: NewMachine(cfg.Limits), lessor: newLessor(time.Second), changed: make(chan struct{})}
+	n.sm = &stateMachine{machine: NewMachine(cfg.Limits), lessor: newLessor(time.Second), changed: make(chan struct{}),
+		watches: newWatchIndex(cfg.HTTP.WatchesMax)}
 	if err := n.open(); err != nil {
 		if n.tr != nil {
 			n.tr.Close()
@@ -663,9 +674,17 @@ func (n *Node) View(fn func(View)) {
 
 // Changed implements Replica.
 func (n *Node) Changed() <-chan struct{} {
-	n.sm.mu.RLock()
-	defer n.sm.mu.RUnlock()
+	n.sm.mu.Lock()
+	defer n.sm.mu.Unlock()
+	n.sm.changedTaken = true
 	return n.sm.changed
+}
+
+// ChangedOf implements Replica.
+func (n *Node) ChangedOf(w Watched) <-chan struct{} {
+	n.sm.mu.Lock()
+	defer n.sm.mu.Unlock()
+	return n.sm.watches.wait(w)
 }
 
 // Status implements Replica.
