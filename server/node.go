@@ -168,7 +168,10 @@ type stateMachine struct {
 	mu      sync.RWMutex
 	machine *Machine
 	lessor  *lessor
-	leading bool
+	// leading is set while this node leads and its lessor was promoted in
+	// term leaderTerm.
+	leading    bool
+	leaderTerm uint64
 	// changed is closed at the next change of anything, if anyone took it
 	// (changedTaken); watches wait on their own key's channel in watches.
 	changed      chan struct{}
@@ -486,11 +489,15 @@ func (n *Node) watch() {
 		leading := st.Role == raft.Leader && st.Lead == n.cfg.ID
 		now := time.Now()
 		n.sm.mu.Lock()
-		if leading && !n.sm.leading {
+		if leading && (!n.sm.leading || n.sm.leaderTerm != st.Term) {
 			// Give every held lease its full TTL from now: the old
-			// leader's deadlines are gone, and none may expire early
-			// (etcd's lessor Promote does the same).
+			// leader's deadlines, and the renewals it answered without
+			// a Raft write, are gone, and none may expire early (etcd's
+			// lessor Promote does the same). A node that leads again in
+			// a later term, even with no other status seen in between,
+			// promotes again: another leader may have renewed since.
 			n.sm.lessor.promote(n.sm.machine.HeldLeases(), now)
+			n.sm.leaderTerm = st.Term
 			n.log.Info("became leader", "term", st.Term)
 		}
 		n.sm.leading = leading
@@ -590,6 +597,11 @@ func mapErr(err error) error {
 // the error wraps ErrOutcomeUnknown; ErrNotLeader and ErrStorage mean it
 // was not applied.
 func (n *Node) Propose(ctx context.Context, cmd Command) (Result, error) {
+	if cmd.Op == OpRenew {
+		if res, answered, err := n.renewOnLeader(ctx, cmd); answered {
+			return res, err
+		}
+	}
 	res, err := n.propose(ctx, cmd)
 	switch {
 	case err == nil, errors.Is(err, ErrOutcomeUnknown), errors.Is(err, ErrNotLeader), errors.Is(err, ErrStorage):
@@ -640,6 +652,46 @@ func (n *Node) propose(ctx context.Context, cmd Command) (Result, error) {
 			return Result{}, ctx.Err()
 		}
 	}
+}
+
+// renewOnLeader answers a renewal without a Raft write, as etcd's lessor
+// does: the leader confirms with a quorum that it still leads (a ReadIndex
+// round, which also applies everything committed before the request
+// arrived), checks the holder and token against its state, and moves its
+// own deadline to now plus the TTL. The package doc ("Lease expiry") says
+// why this is safe. It answers (answered false) nothing it cannot answer
+// that way: a renewal that changes the TTL, one on a node that does not
+// lead (or whose lessor is not promoted yet), and one whose deadline passed
+// or whose Expire is in flight go through the log as before.
+func (n *Node) renewOnLeader(ctx context.Context, c Command) (res Result, answered bool, err error) {
+	if st := n.shell.Status(); st.Role != raft.Leader {
+		return Result{}, false, nil
+	}
+	if err := n.ReadBarrier(ctx); err != nil {
+		if errors.Is(err, ErrNotLeader) {
+			return Result{}, false, nil
+		}
+		// Nothing was written: the renewal did not happen.
+		return Result{}, true, err
+	}
+	now := time.Now()
+	n.sm.mu.Lock()
+	defer n.sm.mu.Unlock()
+	if !n.sm.leading || n.sm.machine.check(c) != "" {
+		return Result{}, false, nil
+	}
+	l := n.sm.machine.Lease(c.Key)
+	if !l.Held() || l.Holder != c.Holder || l.Token != c.Token {
+		// Final: tokens only grow, and a freed tenure never returns.
+		return leaseResult(StatusLost, l), true, nil
+	}
+	if (c.TTL != 0 && c.TTL != l.TTL) || !n.sm.lessor.extend(l, now) {
+		return Result{}, false, nil
+	}
+	if n.cfg.Metrics != nil {
+		n.cfg.Metrics.leaseRenewalsLocal.Inc()
+	}
+	return leaseResult(StatusOK, l), true, nil
 }
 
 type proposeResult struct {
