@@ -363,3 +363,55 @@ func TestProposeAnswersWhenLeadershipIsLost(t *testing.T) {
 		t.Fatalf("Propose on a leader that lost its quorum: %v, want ErrOutcomeUnknown or ErrNotLeader", err)
 	}
 }
+
+// TestLeaderRenewsWithoutARaftWrite renews a lease on the leader: the
+// renewals are answered OK without a log entry (the applied index stays),
+// a renewal by another holder is refused, and a renewal that changes the
+// TTL goes through the log. An attempt during which the leader changed
+// (a new leader appends an entry of its own) is made again.
+func TestLeaderRenewsWithoutARaftWrite(t *testing.T) {
+	c := newTestCluster(t, 3)
+	res := propose(t, c, Command{Op: OpAcquire, Key: "L", Holder: "a", TTL: time.Minute})
+	if res.Status != StatusOK {
+		t.Fatalf("acquire: %+v", res)
+	}
+	for attempt := 0; ; attempt++ {
+		if attempt == 20 {
+			t.Fatal("the leader changed during 20 attempts")
+		}
+		leader := c.nodes[c.waitLeader()]
+		// Wait until the lessor has promoted (its deadline is there).
+		waitApplied(t, leader, 10*time.Second, "the leader's deadline", func(v View) bool {
+			_, ok := v.Remaining("L")
+			return ok
+		})
+		before := leader.Node.Status()
+		var err error
+		for i := 0; i < 10 && err == nil; i++ {
+			var r Result
+			r, err = leader.Node.Propose(ctx(t), Command{Op: OpRenew, Key: "L", Holder: "a", Token: res.Token})
+			if err == nil && (r.Status != StatusOK || r.Token != res.Token) {
+				t.Fatalf("renew: %+v", r)
+			}
+		}
+		after := leader.Node.Status()
+		if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrOutcomeUnknown) || after.Term != before.Term || after.Leader != before.ID {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("renew: %v", err)
+		}
+		if after.Applied != before.Applied {
+			t.Fatalf("renewals moved the applied index from %d to %d: they were Raft writes", before.Applied, after.Applied)
+		}
+		r, err := leader.Node.Propose(ctx(t), Command{Op: OpRenew, Key: "L", Holder: "b", Token: res.Token})
+		if err == nil && r.Status != StatusLost {
+			t.Fatalf("renew by another holder: %+v, want lost", r)
+		}
+		break
+	}
+	r := propose(t, c, Command{Op: OpRenew, Key: "L", Holder: "a", Token: res.Token, TTL: 2 * time.Minute})
+	if r.Status != StatusOK || r.TTL != 2*time.Minute || r.Revision <= res.Revision {
+		t.Fatalf("renew with a new TTL: %+v, want it applied through the log", r)
+	}
+}
