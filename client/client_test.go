@@ -137,15 +137,22 @@ func TestWriteOutcomeUnknownOnlyIfAnAttemptMayHaveApplied(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			srv := httptest.NewServer(tt.handler)
 			defer srv.Close()
+			// One attempt per write: the back-off after it outlasts the
+			// context, so the context never cuts an attempt that the server
+			// would have answered (a loaded machine may take long to answer,
+			// and a cut attempt may have applied). Only the hanging server's
+			// attempt ends at AttemptTimeout.
 			cfg := DefaultConfig(strings.TrimPrefix(srv.URL, "http://"))
-			cfg.AttemptTimeout = 50 * time.Millisecond
+			cfg.AttemptTimeout = 3 * time.Second
+			cfg.BackoffMin, cfg.BackoffMax = time.Minute, time.Minute
 			c, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_, err = c.Put(ctx, "k", nil)
 			if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrUnknown) != tt.unknown {
@@ -219,8 +226,12 @@ func TestTLSAndToken(t *testing.T) {
 		}
 		cancel()
 	}
-	// Without the CA, the server's certificate is refused.
-	c, err := New(DefaultConfig(srv.URL))
+	// Without the CA, the server's certificate is refused. The attempt may
+	// take as long as the context allows: a loaded machine took more than
+	// the default 2 s to fail the handshake.
+	cfg := DefaultConfig(srv.URL)
+	cfg.AttemptTimeout = 30 * time.Second
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

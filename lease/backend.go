@@ -35,6 +35,14 @@ var (
 	// ErrInvalid means the arguments were invalid: an empty name or holder, a
 	// non-positive TTL, a zero token.
 	ErrInvalid = errors.New("lease: invalid argument")
+
+	// ErrUnrepairable means the store is in a state this process cannot
+	// repair and will not leave by waiting: a lock file it may not replace
+	// (owned by another user in a sticky directory, immutable), a record it
+	// may not read, a read-only file system. The error names the file and
+	// the reason. An Elector gives up after a few attempts
+	// (Elector.Run returns the error) instead of retrying forever.
+	ErrUnrepairable = errors.New("lease: store needs an operator")
 )
 
 // Record is a lease as its store holds it.
@@ -113,4 +121,19 @@ type Backend interface {
 	// Backend without Release is, to others, a holder that died. Operations
 	// after Close return ErrClosed.
 	Close() error
+}
+
+// TenureWatcher is implemented by Backends that can tell a holder at once
+// that its tenure is over, without waiting for its next renewal: the file
+// backend does when its directory is replaced or its record files are
+// removed or overwritten. The Elector uses it, when its Backend has it, to
+// step down at once.
+type TenureWatcher interface {
+	// WatchTenure returns a channel that receives one error, wrapping
+	// ErrLost and saying why, as soon as the store no longer shows the
+	// tenure of token on name as current, for any reason other than this
+	// Backend's own Release. The channel is closed without a value when
+	// ctx is done, when the tenure ends through this Backend (Release,
+	// Renew finding it lost), or when the Backend is closed.
+	WatchTenure(ctx context.Context, name string, token uint64) (<-chan error, error)
 }

@@ -74,9 +74,12 @@ func (e *Elector) Token() uint64 { return e.token.Load() }
 func (e *Elector) Resign() { e.resignOnce.Do(func() { close(e.resign) }) }
 
 // Run campaigns until ctx is done or Resign is called, then releases the
-// lease if it holds it and returns nil. It returns an error only if it was
-// already running. Backend errors are logged and retried, never returned:
-// a store that is down is a store to wait for.
+// lease if it holds it and returns nil. Backend errors are logged and
+// retried: a store that is down is a store to wait for. Run returns an
+// error only if it was already running, or when the store answered
+// maxUnrepairable acquisitions in a row with an error wrapping
+// ErrUnrepairable (a lock file it may not replace, say): waiting would not
+// help, and an operator should hear of it.
 func (e *Elector) Run(ctx context.Context) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return fmt.Errorf("%w: Elector.Run called twice", ErrInvalid)
@@ -86,17 +89,33 @@ func (e *Elector) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer func() { e.watch = nil }()
+	unrepairable := 0 // consecutive acquisitions that failed with ErrUnrepairable
 	for !e.stopping(ctx) {
 		start := e.clock.Now()
 		rec, err := e.request(ctx, e.cfg.RenewDeadline, func(rctx context.Context) (Record, error) {
 			return e.backend.Acquire(rctx, e.cfg.Name, e.cfg.Holder, e.cfg.TTL)
 		})
+		if errors.Is(err, ErrUnrepairable) {
+			unrepairable++
+		} else {
+			unrepairable = 0
+		}
 		switch {
+		case err == nil && e.late(start):
+			// The answer came after the deadline measured from the
+			// request's start (this process was paused, say): by now the
+			// lease may have passed to another. Hand it back, do not lead.
+			e.log.Warn("lease: acquisition answered after its deadline; handing it back", "token", rec.Token,
+				"late_by", e.clock.Now().Sub(start.Add(e.cfg.RenewDeadline)))
+			e.releaseBestEffort(ctx, rec.Token)
 		case err == nil:
 			e.lead(ctx, rec, start)
 		case errors.Is(err, ErrHeld):
 			e.observe(rec)
 			e.waitForChance(ctx, rec)
+		case unrepairable >= maxUnrepairable:
+			e.log.Error("lease: giving up: the store needs an operator", "attempts", unrepairable, "err", err)
+			return err
 		default:
 			if !errors.Is(err, context.Canceled) {
 				e.log.Warn("lease: acquire failed", "err", err)
@@ -105,6 +124,28 @@ func (e *Elector) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// maxUnrepairable is how many acquisitions in a row may fail with
+// ErrUnrepairable before Run gives up and returns the error.
+const maxUnrepairable = 3
+
+// late reports whether an answer to a request started at start arrived
+// after the request's deadline, start + RenewDeadline, on the monotonic
+// clock.
+func (e *Elector) late(start time.Time) bool {
+	return !e.clock.Now().Before(start.Add(e.cfg.RenewDeadline))
+}
+
+// releaseBestEffort hands token back, bounded by the retry period; its
+// result is only logged: a lease that is not released expires.
+func (e *Elector) releaseBestEffort(ctx context.Context, token uint64) {
+	_, err := e.request(ctx, e.cfg.RetryPeriod, func(rctx context.Context) (Record, error) {
+		return Record{}, e.backend.Release(rctx, e.cfg.Name, e.cfg.Holder, token)
+	})
+	if err != nil && !errors.Is(err, ErrLost) {
+		e.log.Debug("lease: best-effort release failed", "token", token, "err", err)
+	}
 }
 
 // stopping reports whether Run should stop: ctx done or Resign called.
@@ -214,8 +255,21 @@ type tenure struct {
 	resigning bool // ctx cancelled on request; release once work returns
 }
 
+// renewal is the answer to one renew request, started at start.
+type renewal struct {
+	start time.Time
+	rec   Record
+	err   error
+}
+
 // lead holds the lease acquired at start until it is lost or handed back. It
 // returns only after the tenure's OnElected has returned.
+//
+// Renew requests run on a goroutine of their own, one at a time, so that
+// the deadline is kept even by a store call that ignores its context: at
+// the deadline the leader steps down whether or not the call has returned.
+// An answer that arrives at or after the deadline is not a renewal (the
+// lease may have passed to another by then) and steps the leader down.
 func (e *Elector) lead(ctx context.Context, rec Record, start time.Time) {
 	t := &tenure{
 		token:     rec.Token,
@@ -234,7 +288,15 @@ func (e *Elector) lead(ctx context.Context, rec Record, start time.Time) {
 		}
 	}()
 	e.log.Debug("lease: elected", "token", t.token)
+	tenureCtx, endTenureWatch := context.WithCancel(ctx)
+	defer endTenureWatch()
+	revoked := e.watchTenure(tenureCtx, t.token)
 
+	// stepDown ends the tenure for err, then hands the lease back, best
+	// effort: the store may still hold it (the deadline passed), or may
+	// still show the tenure alive to others (the file store's tenure
+	// socket, when its records were removed); a release of a tenure the
+	// store has given away already changes nothing.
 	stepDown := func(err error) {
 		e.token.Store(0)
 		cancelWork(err)
@@ -243,19 +305,15 @@ func (e *Elector) lead(ctx context.Context, rec Record, start time.Time) {
 			cb(t.token, err)
 		}
 		<-workDone
-		// Best effort: if the store still thinks we hold it, let others in
-		// now rather than at expiry.
-		if errors.Is(err, ErrDeadline) {
-			_, _ = e.request(ctx, e.cfg.RetryPeriod, func(rctx context.Context) (Record, error) {
-				return Record{}, e.backend.Release(rctx, e.cfg.Name, e.cfg.Holder, t.token)
-			})
-		}
+		e.releaseBestEffort(ctx, t.token)
 	}
 
 	resign, ctxDone := e.resign, ctx.Done()
 	workReturned := false
+	renewDone := make(chan renewal, 1) // buffered: an abandoned request never blocks
+	renewing := false
 	for {
-		if t.resigning && workReturned {
+		if t.resigning && workReturned && !renewing {
 			e.release(ctx, t)
 			return
 		}
@@ -268,6 +326,10 @@ func (e *Elector) lead(ctx context.Context, rec Record, start time.Time) {
 		if !workReturned {
 			work = workDone
 		}
+		var renewTimer <-chan time.Time
+		if !renewing {
+			renewTimer = e.clock.After(max(t.nextRenew.Sub(now), 0))
+		}
 		select {
 		case <-ctxDone:
 			resign, ctxDone = nil, nil
@@ -279,15 +341,41 @@ func (e *Elector) lead(ctx context.Context, rec Record, start time.Time) {
 			// Work that returns on its own leaves the lease held (a leader
 			// with nothing to do is still the leader) until resigned or lost.
 			workReturned = true
+		case err, ok := <-revoked:
+			if !ok {
+				revoked = nil
+				continue
+			}
+			stepDown(err)
+			return
 		case <-e.clock.After(t.deadline.Sub(now)):
 			// The check at the top of the loop steps down.
-		case <-e.clock.After(max(t.nextRenew.Sub(now), 0)):
-			if err := e.renew(ctx, t); err != nil {
+		case <-renewTimer:
+			renewing = true
+			e.startRenew(ctx, t, renewDone)
+		case r := <-renewDone:
+			renewing = false
+			if err := e.renewed(t, r); err != nil {
 				stepDown(err)
 				return
 			}
 		}
 	}
+}
+
+// watchTenure returns the channel on which the Backend revokes the tenure
+// of token, if it can (TenureWatcher), or nil.
+func (e *Elector) watchTenure(ctx context.Context, token uint64) <-chan error {
+	tw, ok := e.backend.(TenureWatcher)
+	if !ok {
+		return nil
+	}
+	ch, err := tw.WatchTenure(ctx, e.cfg.Name, token)
+	if err != nil {
+		e.log.Debug("lease: tenure watch failed; relying on renewals", "err", err)
+		return nil
+	}
+	return ch
 }
 
 // beginResign cancels the tenure's work; the lease is released when the work
@@ -298,31 +386,55 @@ func (e *Elector) beginResign(t *tenure, cancelWork context.CancelCauseFunc) {
 	cancelWork(ErrResigned)
 }
 
-// renew renews the lease once. It returns nil on success or on a failure
-// worth retrying before the deadline, and an error wrapping ErrLost when
-// the lease is gone.
-func (e *Elector) renew(ctx context.Context, t *tenure) error {
+// startRenew sends one renew request on a goroutine of its own; its answer
+// arrives on done. The request's context ends at the tenure's deadline.
+func (e *Elector) startRenew(ctx context.Context, t *tenure, done chan<- renewal) {
 	start := e.clock.Now()
-	rec, err := e.request(ctx, t.deadline.Sub(start), func(rctx context.Context) (Record, error) {
-		return e.backend.Renew(rctx, e.cfg.Name, e.cfg.Holder, t.token, e.cfg.TTL)
-	})
+	timeout, token := t.deadline.Sub(start), t.token
+	go func() {
+		rec, err := e.request(ctx, timeout, func(rctx context.Context) (Record, error) {
+			return e.backend.Renew(rctx, e.cfg.Name, e.cfg.Holder, token, e.cfg.TTL)
+		})
+		done <- renewal{start: start, rec: rec, err: err}
+	}()
+}
+
+// renewed handles the answer to one renew request. It returns nil on
+// success or on a failure worth retrying before the deadline, an error
+// wrapping ErrLost when the lease is gone, ErrUnrepairable as the store
+// said it, and ErrDeadline when the answer came too late to count.
+func (e *Elector) renewed(t *tenure, r renewal) error {
+	now := e.clock.Now()
 	switch {
-	case err == nil:
+	case !now.Before(t.deadline):
+		// Checked against the deadline in force when the request was sent
+		// (at most RenewDeadline after its start), on the monotonic clock:
+		// an answer that arrives later, however good, may describe a lease
+		// that has since expired and passed to another (a process paused
+		// while the answer was in flight).
+		if r.err == nil {
+			e.log.Warn("lease: renewal answered after the renew deadline; stepping down", "token", t.token, "late_by", now.Sub(t.deadline))
+		}
+		return fmt.Errorf("%w: renewal answered %v after the renew deadline", ErrDeadline, now.Sub(t.deadline))
+	case r.err == nil:
 		// Measured from the start of the request: the store's expiry is
 		// at least start + TTL, so stepping down at start + RenewDeadline
 		// leaves TTL - RenewDeadline before anyone else can acquire.
-		t.deadline = start.Add(e.cfg.RenewDeadline)
-		t.nextRenew = start.Add(e.cfg.RenewInterval)
+		t.deadline = r.start.Add(e.cfg.RenewDeadline)
+		t.nextRenew = r.start.Add(e.cfg.RenewInterval)
 		if cb := e.cfg.Callbacks.OnRenewed; cb != nil {
-			cb(rec)
+			cb(r.rec)
 		}
 		return nil
-	case errors.Is(err, ErrLost):
-		e.observe(rec)
-		return err
+	case errors.Is(r.err, ErrLost):
+		e.observe(r.rec)
+		return r.err
+	case errors.Is(r.err, ErrUnrepairable):
+		// Waiting for the deadline would not help: say why now.
+		return r.err
 	default:
-		e.log.Warn("lease: renew failed; retrying", "token", t.token, "err", err)
-		t.nextRenew = e.clock.Now().Add(e.jitter(e.cfg.RetryPeriod))
+		e.log.Warn("lease: renew failed; retrying", "token", t.token, "err", r.err)
+		t.nextRenew = now.Add(e.jitter(e.cfg.RetryPeriod))
 		return nil
 	}
 }

@@ -229,11 +229,14 @@ func ExampleElector() {
 	var e *lease.Elector
 	cfg.Callbacks = lease.Callbacks{
 		OnElected: func(ctx context.Context, token uint64) {
-			fmt.Println("elected with fencing token", token)
+			// The file store's tokens start from the wall clock in
+			// microseconds, so that they keep growing even if its
+			// directory is wiped.
+			fmt.Println("elected with a fencing token:", token > 0)
 			e.Resign() // the work is done: hand the lease back
 		},
 		OnLost: func(token uint64, err error) {
-			fmt.Println("released token", token, "error:", err)
+			fmt.Println("released, error:", err)
 		},
 	}
 	e, err = lease.NewElector(b, cfg)
@@ -243,8 +246,8 @@ func ExampleElector() {
 	}
 	e.Run(context.Background())
 	// Output:
-	// elected with fencing token 1
-	// released token 1 error: <nil>
+	// elected with a fencing token: true
+	// released, error: <nil>
 }
 
 // countingBackend counts a candidate's Acquire calls; with noWatch set it
@@ -381,5 +384,140 @@ func TestRetryJitterComesFromConfigRand(t *testing.T) {
 	}
 	if fmt.Sprint(a) == fmt.Sprint(other) {
 		t.Errorf("different seeds, equal waits: %v", a)
+	}
+}
+
+// offsetClock is the system clock moved forward by a settable offset; its
+// timers run in real time. Moving it forward is what a paused process sees
+// on waking: the time has passed, but no timer has run.
+type offsetClock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *offsetClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *offsetClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+func (c *offsetClock) jump(d time.Duration) {
+	c.mu.Lock()
+	c.offset += d
+	c.mu.Unlock()
+}
+
+// A renewal whose answer arrives after the renew deadline (measured from the
+// start of the renewal, on the monotonic clock) is not reported as a
+// renewal: the leader steps down with ErrDeadline. The store did renew
+// here; only the answer was late, as for a process stopped while the answer
+// was in flight, which wakes to find its time gone and its answer waiting.
+func TestElectorIgnoresARenewalAnsweredAfterItsDeadline(t *testing.T) {
+	faulty := leasetest.NewFaulty(openFile(t, t.TempDir()))
+	clock := &offsetClock{}
+	cfg := testConfig("alice")
+	cfg.TTL, cfg.RenewDeadline, cfg.RenewInterval = 3*time.Second, 2*time.Second, 100*time.Millisecond
+	cfg.Clock = clock
+	var (
+		mu      sync.Mutex
+		renewed int
+		e       *lease.Elector
+	)
+	elected := make(chan struct{}, 1)
+	lost := make(chan error, 1)
+	cfg.Callbacks = lease.Callbacks{
+		OnElected: func(ctx context.Context, token uint64) { elected <- struct{}{}; <-ctx.Done() },
+		OnRenewed: func(lease.Record) { mu.Lock(); renewed++; mu.Unlock() },
+		OnLost:    func(_ uint64, err error) { lost <- err; e.Resign() },
+	}
+	e, err := lease.NewElector(faulty, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { e.Run(context.Background()); close(done) }()
+	t.Cleanup(func() { e.Resign(); faulty.HoldRenewalAnswers(false); <-done })
+	wait(t, elected, "election")
+
+	faulty.HoldRenewalAnswers(true)
+	wait(t, faulty.FaultyRenewals(), "a renewal whose answer is held")
+	mu.Lock()
+	before := renewed
+	mu.Unlock()
+	clock.jump(cfg.RenewDeadline + 500*time.Millisecond) // the pause
+	faulty.HoldRenewalAnswers(false)                     // the answer, now late
+	if err := wait(t, lost, "OnLost"); !errors.Is(err, lease.ErrDeadline) {
+		t.Errorf("OnLost err = %v, want ErrDeadline", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if renewed != before {
+		t.Errorf("the Elector reported the renewal answered %v after its deadline", 500*time.Millisecond)
+	}
+}
+
+// A leader whose renewal never comes back (a store call that ignores its
+// context) still steps down at its renew deadline, before anyone else can
+// acquire: the deadline does not wait for the call.
+func TestElectorStepsDownWhileARenewalIsOutstanding(t *testing.T) {
+	dir := t.TempDir()
+	faulty := leasetest.NewFaulty(openFile(t, dir))
+	other := openFile(t, dir)
+	cfg := testConfig("alice")
+	cfg.TTL, cfg.RenewDeadline = 1500*time.Millisecond, 500*time.Millisecond
+	var e *lease.Elector
+	elected := make(chan context.Context, 1)
+	renewedAfterHold := make(chan struct{}, 1)
+	var holding sync.Mutex
+	held := false
+	cfg.Callbacks = lease.Callbacks{
+		OnElected: func(ctx context.Context, token uint64) { elected <- ctx; <-ctx.Done() },
+		OnRenewed: func(lease.Record) {
+			holding.Lock()
+			defer holding.Unlock()
+			if held {
+				select {
+				case renewedAfterHold <- struct{}{}:
+				default:
+				}
+			}
+		},
+		OnLost: func(uint64, error) { e.Resign() },
+	}
+	e, err := lease.NewElector(faulty, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); faulty.HoldRenewalAnswers(false); <-done })
+	workCtx := wait(t, elected, "election")
+
+	holding.Lock()
+	held = true
+	faulty.HoldRenewalAnswers(true)
+	holding.Unlock()
+	wait(t, faulty.FaultyRenewals(), "a renewal whose answer is held")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := other.Acquire(ctx, cfg.Name, "bob", time.Minute); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("bob never acquired the lease")
+		}
+		time.Sleep(10 * time.Millisecond) // workload pacing
+	}
+	if workCtx.Err() == nil {
+		t.Error("bob acquired the lease while alice, her renewal outstanding, still led")
+	}
+	faulty.HoldRenewalAnswers(false)
+	select {
+	case <-renewedAfterHold:
+		t.Error("alice reported a renewal after bob was elected")
+	default:
 	}
 }

@@ -391,7 +391,7 @@ func TestHTTPLimitsFlagsAndValidate(t *testing.T) {
 	if o.HTTPLimits != DefaultHTTPLimits() {
 		t.Fatalf("flag defaults %+v, want %+v", o.HTTPLimits, DefaultHTTPLimits())
 	}
-	err := fs.Parse([]string{"--id", "1", "--peers", "1=127.0.0.1:1", "--data", t.TempDir(),
+	err := fs.Parse([]string{"--id", "1", "--peers", "1=127.0.0.1:1", "--data", t.TempDir(), "--insecure",
 		"--http-max-watches", "7", "--http-max-connections", "9", "--http-read-timeout", "3s",
 		"--http-read-header-timeout", "2s", "--http-idle-timeout", "1m"})
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"coord/lease"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
 
 // benchCommands are the subcommands of coord bench. A benchmark in another
@@ -60,6 +61,7 @@ type failoverFlags struct {
 	ttl            time.Duration
 	kinds          []string
 	jsonOut        bool
+	freezeOne      bool
 	baseline       articlesTimings // hidden flags, for quick tests
 }
 
@@ -99,6 +101,7 @@ its own lock file; --baseline-trials 0 skips it.`,
 	fl.DurationVar(&f.ttl, "ttl", 9*time.Second, "coord's lease TTL")
 	fl.StringSliceVar(&f.kinds, "kinds", []string{"kill", "term"}, "signals to measure: kill (SIGKILL), term (SIGTERM)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the results as JSON")
+	fl.BoolVar(&f.freezeOne, "freeze-one", false, "add a contender stopped (SIGSTOP) inside its compare-and-swap for the whole run (file store only)")
 	// The articles' timings are the point of the baseline; tests shorten them.
 	fl.DurationVar(&f.baseline.lease, "baseline-lease", 9*time.Second, "the articles' LEASE_DURATION")
 	fl.DurationVar(&f.baseline.renew, "baseline-renew", 3*time.Second, "the articles' RENEW_INTERVAL")
@@ -193,6 +196,14 @@ func runFailoverBench(ctx context.Context, stdout, stderr io.Writer, f failoverF
 	}
 	progress := func(format string, args ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", args...) }
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	if f.freezeOne {
+		stop, err := startFrozenContender(self, store, name, f.ttl)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		progress("one more contender is stopped inside its compare-and-swap for the whole run")
+	}
 
 	var results []gapStats
 	for _, kind := range f.kinds {
@@ -232,6 +243,38 @@ func runFailoverBench(ctx context.Context, stdout, stderr io.Writer, f failoverF
 		printFailover(stdout, f, results)
 	}
 	return ctx.Err() // an interrupted run printed what it measured, and fails
+}
+
+// startFrozenContender starts one more `coord elect` that stops itself
+// (SIGSTOP) inside its first compare-and-swap, through the file store's
+// test hook (COORD_FILE_TEST_STOP), and waits until it is stopped. stop
+// kills it. With a store that has no such hook it never stops: an error.
+func startFrozenContender(self, store, name string, ttl time.Duration) (stop func(), err error) {
+	cmd := exec.Command(self, "elect", "--store", store, "--name", name, "--id", "frozen", "--json", "--ttl", ttl.String())
+	cmd.Env = append(os.Environ(), "COORD_FILE_TEST_STOP=before-commit")
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	stop = func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	stopped := make(chan error, 1)
+	go func() {
+		var info unix.Siginfo
+		stopped <- unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WSTOPPED|unix.WNOWAIT, nil)
+	}()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("--freeze-one: %w", err)
+		}
+		return stop, nil
+	case <-time.After(3*ttl + 30*time.Second):
+		stop()
+		return nil, usagef("--freeze-one: the extra contender never stopped inside its compare-and-swap (only the file store has that test hook)")
+	}
 }
 
 // runBaseline measures the articles' lease program: f.parallel groups, each

@@ -119,7 +119,12 @@ mono_ns from several participants its successor's elected comes after it.
 
 Timings: --ttl alone scales the others (renew deadline 2/3, renew interval
 2/9, retry period 1/9 of the TTL); they must satisfy
-ttl > renew-deadline > renew-interval > 0.`,
+ttl > renew-deadline > renew-interval > 0.
+
+A store in a state that waiting will not mend (a lock file this user may
+not replace, an immutable one) ends the command after three attempts: a
+leader first prints lost with the reason; the last line on stderr names the
+file and the reason, and the exit status is 1.`,
 		Example: `  coord elect --store file:///tmp/leader.lock
   coord elect --store file:///tmp/leader.lock --id a --ttl 3s --json
   coord elect --store raft:// --name demo    # a coord cluster: endpoints, CA and token from coord cluster env

@@ -76,8 +76,9 @@ func TestRunPassesStatusAndEnvironment(t *testing.T) {
 		t.Fatalf("exit %d, want CMD's 3; stderr %q", code, stderr)
 	}
 	env, err := os.ReadFile(out)
-	if err != nil || strings.TrimSpace(string(env)) != "1 job leader.lock" {
-		t.Errorf("CMD's environment: %q, %v; want token 1, holder job, name leader.lock", env, err)
+	token, rest, _ := strings.Cut(strings.TrimSpace(string(env)), " ")
+	if n, perr := strconv.ParseUint(token, 10, 64); err != nil || perr != nil || n == 0 || rest != "job leader.lock" {
+		t.Errorf("CMD's environment: %q, %v; want a token, holder job, name leader.lock", env, err)
 	}
 	b, err := lease.Open(context.Background(), store)
 	if err != nil {
@@ -263,12 +264,17 @@ func waitLine(t *testing.T, lines <-chan string, want string) string {
 func testElectReadable(t *testing.T, bin string) {
 	store := "file://" + filepath.Join(t.TempDir(), "leader.lock")
 	a, aOut := startProc(t, bin, "elect", "--store", store, "--id", "a", "--ttl", "3s")
-	waitLine(t, aOut, "[a] [LEADER] elected, token 1")
+	line := waitLine(t, aOut, "[a] [LEADER] elected, token ")
+	_, first, _ := strings.Cut(line, "token ")
 	_, bOut := startProc(t, bin, "elect", "--store", store, "--id", "b", "--ttl", "3s")
-	waitLine(t, bOut, "[b] [WATCHER] lease held by a, token 1")
+	waitLine(t, bOut, "[b] [WATCHER] lease held by a, token "+first)
 	a.Process.Signal(syscall.SIGTERM)
-	waitLine(t, aOut, "[a] [WATCHER] released the lease, token 1")
-	waitLine(t, bOut, "[b] [LEADER] elected, token 2")
+	waitLine(t, aOut, "[a] [WATCHER] released the lease, token "+first)
+	line = waitLine(t, bOut, "[b] [LEADER] elected, token ")
+	_, second, _ := strings.Cut(line, "token ")
+	if n1, _ := strconv.ParseUint(first, 10, 64); func() bool { n2, _ := strconv.ParseUint(second, 10, 64); return n2 <= n1 }() {
+		t.Errorf("b's token %s is not above a's %s", second, first)
+	}
 	if err := a.Wait(); err != nil {
 		t.Errorf("elect after SIGTERM: %v, want exit 0", err)
 	}

@@ -123,21 +123,61 @@ func runArticlesChild(ctx context.Context, env *lab.Env, blocking bool, seed uin
 		args = append(args, "-blocking")
 	}
 	cmd := env.ChildCommand(ctx, childArticlesRaft, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = nil, &stderr // Command discards both by default
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return articlesRun{}, err
+	}
 	if err := cmd.Start(); err != nil {
 		return articlesRun{}, err
 	}
+	// The child's output is read as it comes: its first event starts the
+	// horizon's clock, because the child's own clock starts when it does,
+	// and a loaded machine may take longer than the whole horizon to start
+	// a process (CI once killed a child before its crash at 10 s).
+	var stdout bytes.Buffer
+	first := make(chan float64, 1)
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			var e ArticlesEvent
+			if json.Unmarshal(sc.Bytes(), &e) == nil {
+				select {
+				case first <- e.At:
+				default:
+				}
+			}
+			stdout.Write(sc.Bytes())
+			stdout.WriteByte('\n')
+		}
+	}()
 	// The child runs until the runtime kills it (deadlock) or the horizon
 	// passes; either way its story is in its output.
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(time.Duration(horizon * float64(articlesUnit))):
-		_ = cmd.Process.Kill()
-		err = <-done
+	go func() {
+		<-read // Wait must not close the pipe before everything is read
+		done <- cmd.Wait()
+	}()
+	var horizonEnd <-chan time.Time
+	for horizonEnd == nil {
+		select {
+		case err = <-done:
+		case at := <-first:
+			horizonEnd = time.After(time.Duration((horizon - at) * float64(articlesUnit)))
+			continue
+		}
+		break
+	}
+	if horizonEnd != nil {
+		select {
+		case err = <-done:
+		case <-horizonEnd:
+			_ = cmd.Process.Kill()
+			err = <-done
+		}
 	}
 	run := articlesRun{Blocking: blocking, CrashedNode: -1}
 	var exit *exec.ExitError

@@ -30,9 +30,9 @@ before starting three processes against it, twice side by side:
   articles  the articles' lease program: a watcher that cannot parse the file
             tries O_EXCL, which fails because the file exists, and retries at
             the next tick, forever.
-  coord     coord elect over the file backend, which writes records by
-            rename (never a partial file) and repairs a damaged one under its
-            guard lock, logging what it repaired.
+  coord     coord elect over the file backend, which decides from record
+            files linked whole (never a partial file) and rewrites a damaged
+            lock file, logging what it repaired.
 
 The lab watches for a window of three and a half watch intervals and reports
 who was elected, when, how many "could not read" retries the articles'

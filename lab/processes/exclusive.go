@@ -27,8 +27,8 @@ counts how many declared themselves leader in each trial. Three ways:
                     is missing. Two steps with a gap between them.
   O_EXCL            the articles' fix: open with O_CREATE|O_EXCL, one step in the
                     kernel.
-  coord             coord's file backend: Acquire, a compare-and-swap under a
-                    flock'd guard file.
+  coord             coord's file backend: Acquire, a compare-and-swap that
+                    links the next record version with link(2).
 
 Each process is the coord binary running one attempt (the articles' code from
 lab/articles, or coord's Acquire) and stays alive until every process of the

@@ -32,7 +32,7 @@ the articles' claim held: one leader in every trial):
             that every watcher's first tick lands together.
   coord     coord elect watchers against a lease whose holder stopped renewing;
             they all wake at its expiry and race, through the file backend's
-            compare-and-swap under a guard lock.
+            compare-and-swap (link(2) of the next record version).
 
 --trials sets the trials, --procs the watchers per trial. Quick mode scales the
 articles' timings down (lease 3 s, renew 1 s, watch 1 s).
@@ -199,7 +199,7 @@ func takeoverResult(d takeoverData) *lab.Result {
 		XLabel: "trial", YLabel: "leaders", Kind: lab.Trials,
 		Series: []lab.Series{
 			{Label: "articles: remove, then create", Values: lab.Floats(art)},
-			{Label: "coord: compare-and-swap under a guard", Values: lab.Floats(coord)},
+			{Label: "coord: compare-and-swap by link(2)", Values: lab.Floats(coord)},
 		},
 	}}
 	return res

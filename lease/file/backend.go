@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -44,11 +42,12 @@ type Options struct {
 // directory. It is safe for concurrent use, and many Backends, in one
 // process or many, may share a directory.
 type Backend struct {
-	dir         string
+	dir         string // canonical: symbolic links resolved
+	dirOwner    uint32 // uid owning the directory at Open
 	defaultName string
 	log         *slog.Logger
 	bootID      string
-	dirFD       *os.File // anchors socket paths too long for a socket address
+	netNS       uint64 // this process's network namespace
 
 	closed chan struct{} // closed by Close
 	wg     sync.WaitGroup
@@ -59,8 +58,8 @@ type Backend struct {
 	notify   *notifier
 }
 
-// maxNameLen bounds lease names: a name is a file name, and the tenure
-// socket's path (which contains it) must fit in a unix socket address.
+// maxNameLen bounds lease names: a name is a file name, and the names of
+// its record files must stay well within NAME_MAX.
 const maxNameLen = 64
 
 // Filesystem magic numbers (statfs f_type) of network filesystems, on which
@@ -89,19 +88,25 @@ func Open(path string, opts Options) (*Backend, error) {
 	if err := checkName(name); err != nil {
 		return nil, fmt.Errorf("lock file %q: %w", path, err)
 	}
-	if err := checkDir(dir); err != nil {
+	owner, err := checkDir(dir)
+	if err != nil {
 		return nil, err
 	}
-	if info, err := os.Lstat(path); err == nil && !info.Mode().IsRegular() {
+	// One directory, one name for it: the tenure sockets' names hash the
+	// path, and every participant must hash the same one.
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	if info, err := os.Lstat(filepath.Join(dir, name)); err == nil && !info.Mode().IsRegular() {
 		return nil, fmt.Errorf("%w: lock file %s exists and is not a regular file (%v)", lease.ErrInvalid, path, info.Mode().Type())
 	}
 	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
 		return nil, fmt.Errorf("lease/file: read boot id: %w", err)
 	}
-	dirFD, err := os.Open(dir)
+	netNS, err := netNamespace()
 	if err != nil {
-		return nil, fmt.Errorf("%w: directory %s: %v", lease.ErrInvalid, dir, err)
+		return nil, fmt.Errorf("lease/file: network namespace: %w", err)
 	}
 	logger := opts.Logger
 	if logger == nil {
@@ -109,10 +114,11 @@ func Open(path string, opts Options) (*Backend, error) {
 	}
 	return &Backend{
 		dir:         dir,
+		dirOwner:    owner,
 		defaultName: name,
 		log:         logger,
 		bootID:      strings.TrimSpace(string(boot)),
-		dirFD:       dirFD,
+		netNS:       netNS,
 		closed:      make(chan struct{}),
 		tenures:     map[tenureKey]*tenure{},
 	}, nil
@@ -120,30 +126,34 @@ func Open(path string, opts Options) (*Backend, error) {
 
 // checkDir checks that dir is a writable directory on a local filesystem,
 // by creating and removing a probe file (permission bits do not stop root,
-// a read-only mount does).
-func checkDir(dir string) error {
+// a read-only mount does), and returns its owner.
+func checkDir(dir string) (uint32, error) {
 	info, err := os.Stat(dir)
 	if err != nil {
-		return fmt.Errorf("%w: directory %s: %v", lease.ErrInvalid, dir, errors.Unwrap(err))
+		return 0, fmt.Errorf("%w: directory %s: %v", lease.ErrInvalid, dir, errors.Unwrap(err))
 	}
 	if !info.IsDir() {
-		return fmt.Errorf("%w: %s is not a directory", lease.ErrInvalid, dir)
+		return 0, fmt.Errorf("%w: %s is not a directory", lease.ErrInvalid, dir)
 	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err == nil {
 		if fsName, bad := networkFS[int64(st.Type)]; bad {
-			return fmt.Errorf("%w: directory %s is on %s; the file backend needs a local filesystem (see the NFS caveat in lease/file's doc)", lease.ErrInvalid, dir, fsName)
+			return 0, fmt.Errorf("%w: directory %s is on %s; the file backend needs a local filesystem (see the NFS caveat in lease/file's doc)", lease.ErrInvalid, dir, fsName)
 		}
 	}
 	probe, err := os.CreateTemp(dir, ".coord-probe-*")
 	if err != nil {
-		return fmt.Errorf("%w: directory %s is not writable: %v", lease.ErrInvalid, dir, errors.Unwrap(err))
+		return 0, fmt.Errorf("%w: directory %s is not writable: %v", lease.ErrInvalid, dir, errors.Unwrap(err))
 	}
 	probe.Close()
 	if err := os.Remove(probe.Name()); err != nil {
-		return fmt.Errorf("lease/file: remove probe %s: %w", probe.Name(), err)
+		return 0, fmt.Errorf("lease/file: remove probe %s: %w", probe.Name(), err)
 	}
-	return nil
+	var dst unix.Stat_t
+	if err := unix.Stat(dir, &dst); err != nil {
+		return 0, fmt.Errorf("%w: directory %s: %v", lease.ErrInvalid, dir, err)
+	}
+	return dst.Uid, nil
 }
 
 // checkName checks that name can be a lock file's name in the directory.
@@ -187,23 +197,8 @@ func (b *Backend) DefaultName() string { return b.defaultName }
 // Dir returns the directory of the lock files.
 func (b *Backend) Dir() string { return b.dir }
 
-// Paths of the files of one lease name (see the package doc).
-func (b *Backend) lockPath(name string) string  { return filepath.Join(b.dir, name) }
-func (b *Backend) guardPath(name string) string { return filepath.Join(b.dir, "."+name+".guard") }
-func sockBase(name string, token uint64) string {
-	return "." + name + "." + strconv.FormatUint(token, 10) + ".sock"
-}
-
-// sockPath returns an address for the tenure socket of token. A unix socket
-// address holds at most 107 bytes; a longer path goes through the
-// directory's open descriptor instead.
-func (b *Backend) sockPath(name string, token uint64) string {
-	full := filepath.Join(b.dir, sockBase(name, token))
-	if len(full) < 100 {
-		return full
-	}
-	return "/proc/self/fd/" + strconv.Itoa(int(b.dirFD.Fd())) + "/" + sockBase(name, token)
-}
+func (b *Backend) lockPath(name string) string { return filepath.Join(b.dir, name) }
+func (b *Backend) path(file string) string     { return filepath.Join(b.dir, file) }
 
 // Acquire implements lease.Backend.
 func (b *Backend) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (lease.Record, error) {
@@ -211,57 +206,204 @@ func (b *Backend) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 		return lease.Record{}, err
 	}
 	start := time.Now()
-	var rec lease.Record
-	err := b.withGuard(ctx, name, func(g *os.File) error {
-		st, err := b.readState(name, g)
+	for range maxRaces {
+		if err := b.usable(ctx, name); err != nil {
+			return lease.Record{}, err
+		}
+		rec, err := b.acquireOnce(name, holder, ttl, start)
+		if !errors.Is(err, errRace) {
+			return rec, err
+		}
+	}
+	return lease.Record{}, fmt.Errorf("lease/file: acquire %q: %w: lost %d races in a row", name, lease.ErrUnavailable, maxRaces)
+}
+
+func (b *Backend) acquireOnce(name, holder string, ttl time.Duration, start time.Time) (lease.Record, error) {
+	s, err := b.load(name)
+	if err != nil {
+		return lease.Record{}, err
+	}
+	defer s.close()
+	v := b.assess(name, s, lease.MonotonicNow())
+	if v.held() {
+		return v.record(name), fmt.Errorf("lease/file: acquire %q: %w (by %q, token %d)", name, lease.ErrHeld, v.holder, v.token)
+	}
+	// Before taking over, ask the kernel for tenures the directory does not
+	// explain: a live holder whose records were removed or whose directory
+	// was replaced holds the lease until its expiry, which is written down
+	// now (from its TTL) so that it does not move.
+	known := v.token // the current record's token (0 if none)
+	found := b.scan(name, known)
+	if f, ok := unexplained(s, name, found); ok {
+		if !b.orphaned(name, f) {
+			return lease.Record{}, errRace
+		}
+		return b.quarantine(s, name, f)
+	}
+	token, err := b.nextToken(s, name, v, found)
+	if err != nil {
+		return lease.Record{}, err
+	}
+	if v.status != statusNever || len(s.damage) > 0 {
+		b.log.Debug("lease/file: taking over", "lease", name, "was", v.describe(), "damage", s.damage)
+	}
+	sock := b.socketName(name, token, ttl, s.maxN+1)
+	t, err := b.listen(sock, s.dirID)
+	if err != nil {
+		return lease.Record{}, err
+	}
+	rec := fileRecord{Name: name, Holder: holder, Token: token, PID: os.Getpid(), Boot: b.bootID,
+		NetNS: b.netNS, Socket: sock, ExpiresMonoNS: lease.MonotonicNow() + int64(ttl), TTLNS: int64(ttl)}
+	committed, err := b.commitChecked(s, rec)
+	if err != nil {
+		if committed {
+			// The record is ours but the lock file cannot show it: hand
+			// the lease back rather than hold it where people cannot see.
+			b.releaseAfterFailure(name, holder, token)
+		}
+		t.end()
+		return lease.Record{}, err
+	}
+	b.addTenure(name, token, t)
+	return lease.Record{Name: name, Holder: holder, Token: token, Expiry: start.Add(ttl)}, nil
+}
+
+// commitChecked commits rec after s and reports whether the record was
+// committed, which it may have been even when the lock file then could not
+// be replaced (an error wrapping ErrUnrepairable).
+func (b *Backend) commitChecked(s *snapshot, rec fileRecord) (committed bool, err error) {
+	err = b.commit(s, rec)
+	var pe *publishError
+	return err == nil || errors.As(err, &pe), err
+}
+
+// releaseAfterFailure frees a lease just acquired by this Backend when the
+// acquisition cannot stand, best effort.
+func (b *Backend) releaseAfterFailure(name, holder string, token uint64) {
+	for range maxRaces {
+		s, err := b.load(name)
 		if err != nil {
-			return err
+			return
 		}
-		v := b.assess(name, st, lease.MonotonicNow())
-		if v.held() {
-			if err := b.repair(name, v); err != nil {
-				return err
-			}
-			rec = v.record(name)
-			return fmt.Errorf("lease/file: acquire %q: %w (by %q, token %d)", name, lease.ErrHeld, v.holder, v.token)
+		if !s.haveCur || s.cur.Token != token || s.cur.Holder != holder {
+			s.close()
+			return
 		}
-		if v.problem != "" {
-			b.log.Warn("lease/file: repairing lock file", "lease", name, "problem", v.problem, "token", v.token)
+		free := s.cur
+		free.Holder, free.PID, free.Socket, free.ExpiresMonoNS, free.TTLNS = "", 0, "", 0, 0
+		err = b.commit(s, free)
+		s.close()
+		if !errors.Is(err, errRace) {
+			return
 		}
-		last := v.token
-		if !st.haveSlot || st.slot.Boot != b.bootID {
-			// The tenure slot may have lost writes in a machine crash
-			// (it is not fsynced); the reservation has not.
-			last = max(last, st.reserve.Reserved)
+	}
+}
+
+// unexplained returns the live tenure with the highest token above every
+// token the record knows, if any, that may hold the lease: not one whose
+// acquisition was to commit a version that exists (intact) or existed
+// already. That acquisition lost its race, or is still to find out that
+// it did (a process stopped between listening and linking): had it
+// committed, every later record would carry its token or a greater one.
+// Its own record damaged is the exception: then it may hold the lease.
+func unexplained(s *snapshot, name string, found []foundTenure) (foundTenure, bool) {
+	var known uint64
+	if s.haveCur {
+		known = s.cur.Token
+	}
+	damaged := map[string]bool{}
+	for _, d := range s.damage {
+		file, _, _ := strings.Cut(d, ": ")
+		damaged[file] = true
+	}
+	var best foundTenure
+	for _, f := range found {
+		if f.token <= known || f.token <= best.token {
+			continue
 		}
-		token := last + 1
-		if token > st.reserve.Reserved {
-			r := reserveSlot{Seq: st.reserve.Seq + 1, Reserved: token + reserveBatch - 1}
-			if err := writeSlot(g, reserveSlotsAt+int64(r.Seq%2)*slotSize, encodeSlot(reserveMagic, r), true); err != nil {
-				return err
-			}
+		if s.haveCur && f.version <= s.maxN && !damaged[versionFile(name, f.version)] {
+			continue
 		}
-		t, err := b.listen(name, token)
+		best = f
+	}
+	return best, best.token != 0
+}
+
+// orphaned reports whether the tenure f, found without a record, stays so:
+// an acquisition in flight listens on its socket a moment before it links
+// its record, and must not be mistaken for a holder whose records were
+// removed. It looks again a few times over orphanGrace; a record that
+// explains f, or a socket that closed, means f was in flight.
+func (b *Backend) orphaned(name string, f foundTenure) bool {
+	for range 4 {
+		time.Sleep(orphanGrace / 4) // a grace period for a commit in flight, not a wait for a state
+		s, err := b.load(name)
 		if err != nil {
-			return err
+			return false
 		}
-		slot := guardSlot{Seq: st.slot.Seq + 1, Token: token, Holder: holder, PID: os.Getpid(), TTLNS: int64(ttl), Boot: b.bootID}
-		if err := writeSlot(g, tenureSlotsAt+int64(slot.Seq%2)*slotSize, encodeSlot(slotMagic, slot), false); err != nil {
-			t.end()
-			return err
+		explained := s.haveCur && s.cur.Token >= f.token
+		s.close()
+		if explained || b.liveness(name, fileRecord{Token: f.token, Socket: f.socket, NetNS: b.netNS}) != alive {
+			return false
 		}
-		fr := fileRecord{Name: name, Holder: holder, Token: token, PID: os.Getpid(), Boot: b.bootID,
-			ExpiresMonoNS: lease.MonotonicNow() + int64(ttl), TTLNS: int64(ttl)}
-		if err := b.writeRecord(fr); err != nil {
-			t.end()
-			return err
+	}
+	return true
+}
+
+// orphanGrace is how long a tenure socket without a record must last to be
+// taken for a holder whose records were removed. An acquisition links its
+// record within microseconds of listening; one stopped in between (or
+// starved of CPU for longer) is taken for such a holder, which costs at
+// most its TTL.
+const orphanGrace = 20 * time.Millisecond
+
+// quarantine records a live tenure found without a record (see
+// unexplained) as the holder, from now until its TTL has passed or its
+// socket closes, and reports the lease held.
+func (b *Backend) quarantine(s *snapshot, name string, f foundTenure) (lease.Record, error) {
+	rec := fileRecord{Name: name, Holder: fmt.Sprintf("unknown (pid %d)", f.pid), Token: f.token, PID: int(f.pid),
+		Boot: b.bootID, NetNS: b.netNS, Socket: f.socket, ExpiresMonoNS: lease.MonotonicNow() + int64(f.ttl), TTLNS: int64(f.ttl)}
+	if _, err := b.commitChecked(s, rec); err != nil {
+		return lease.Record{}, err
+	}
+	b.log.Warn("lease/file: a live holder has no record (records removed, or the directory replaced); it keeps the lease until its TTL passes or it ends",
+		"lease", name, "token", f.token, "pid", f.pid, "ttl", f.ttl)
+	held := lease.Record{Name: name, Holder: rec.Holder, Token: f.token, Expiry: time.Now().Add(f.ttl)}
+	return held, fmt.Errorf("lease/file: acquire %q: %w (by a holder with no record, pid %d, token %d)", name, lease.ErrHeld, f.pid, f.token)
+}
+
+// nextToken returns the token of a new tenure: one above every token known
+// (the record's, live tenure sockets', and the durable reservation's when
+// the record may have lost writes), and at least the wall clock in
+// microseconds. The floor keeps tokens growing when every record is gone
+// (removed, a directory replaced, a reboot with the directory on tmpfs);
+// a token above the clock (the clock was set back) is reserved durably
+// before it is used. See the package doc for what the floor assumes.
+func (b *Backend) nextToken(s *snapshot, name string, v view, found []foundTenure) (uint64, error) {
+	last := v.token
+	for _, f := range found {
+		last = max(last, f.token)
+	}
+	if !s.haveCur || len(s.damage) > 0 || s.cur.Boot != b.bootID {
+		// The record may have lost writes (a machine crash; it is not
+		// fsynced) or be gone: the reservation has not.
+		r, err := b.reserved(s, name)
+		if err != nil {
+			return 0, err
 		}
-		b.removeLeftovers(name, token)
-		b.addTenure(name, token, t)
-		rec = lease.Record{Name: name, Holder: holder, Token: token, Expiry: start.Add(ttl)}
-		return nil
-	})
-	return rec, err
+		last = max(last, r.Reserved)
+	}
+	if last >= math.MaxUint64/2 {
+		return 0, fmt.Errorf("lease/file: %q: %w: last token %d leaves no room to grow: remove the record files by hand", name, lease.ErrUnrepairable, last)
+	}
+	floor := uint64(time.Now().UnixMicro())
+	token := max(last+1, floor)
+	if token > floor {
+		if err := b.reserve(s, name, token); err != nil {
+			return 0, err
+		}
+	}
+	return token, nil
 }
 
 // Renew implements lease.Backend.
@@ -270,37 +412,67 @@ func (b *Backend) Renew(ctx context.Context, name, holder string, token uint64, 
 		return lease.Record{}, err
 	}
 	start := time.Now()
-	var rec lease.Record
-	err := b.withGuard(ctx, name, func(g *os.File) error {
-		st, err := b.readState(name, g)
-		if err != nil {
-			return err
+	for range maxRaces {
+		if err := b.usable(ctx, name); err != nil {
+			return lease.Record{}, err
 		}
-		v := b.assess(name, st, lease.MonotonicNow())
-		if !v.held() || v.token != token || v.holder != holder {
-			// A stale holder changes nothing: it neither overwrites nor
-			// deletes the new holder's record.
-			if v.token != token || v.holder == holder {
-				b.endTenure(name, token) // the tenure of token is over
-			}
-			if err := b.repair(name, v); err != nil {
-				return err
-			}
-			rec = v.record(name)
-			return fmt.Errorf("lease/file: renew %q token %d: %w (%s)", name, token, lease.ErrLost, v.describe())
+		rec, err := b.renewOnce(name, holder, token, ttl, start)
+		if !errors.Is(err, errRace) {
+			return rec, err
 		}
-		if v.problem != "" {
-			b.log.Warn("lease/file: repairing lock file", "lease", name, "problem", v.problem, "token", v.token)
-		}
-		fr := fileRecord{Name: name, Holder: holder, Token: token, PID: v.pid, Boot: b.bootID,
-			ExpiresMonoNS: lease.MonotonicNow() + int64(ttl), TTLNS: int64(ttl)}
-		if err := b.writeRecord(fr); err != nil {
-			return err
-		}
-		rec = lease.Record{Name: name, Holder: holder, Token: token, Expiry: start.Add(ttl)}
-		return nil
-	})
-	return rec, err
+	}
+	return lease.Record{}, fmt.Errorf("lease/file: renew %q: %w: lost %d races in a row", name, lease.ErrUnavailable, maxRaces)
+}
+
+func (b *Backend) renewOnce(name, holder string, token uint64, ttl time.Duration, start time.Time) (lease.Record, error) {
+	s, err := b.load(name)
+	if err != nil {
+		return lease.Record{}, err
+	}
+	defer s.close()
+	v := b.assess(name, s, lease.MonotonicNow())
+	if why := b.notCurrent(name, s, v, holder, token, false); why != "" {
+		return v.record(name), fmt.Errorf("lease/file: renew %q token %d: %w (%s)", name, token, lease.ErrLost, why)
+	}
+	rec := s.cur
+	rec.ExpiresMonoNS, rec.TTLNS = lease.MonotonicNow()+int64(ttl), int64(ttl)
+	if err := b.commit(s, rec); err != nil {
+		return lease.Record{}, err
+	}
+	return lease.Record{Name: name, Holder: holder, Token: token, Expiry: start.Add(ttl)}, nil
+}
+
+// notCurrent says why the tenure of token (held by holder) is not the
+// current, held one, ending this Backend's tenure of token if so, or
+// returns "". A stale holder changes nothing: it neither overwrites nor
+// deletes the new holder's record.
+func (b *Backend) notCurrent(name string, s *snapshot, v view, holder string, token uint64, releasing bool) string {
+	why := ""
+	t := b.tenureOf(name, token)
+	switch {
+	case t != nil && t.dirID != s.dirID:
+		why = "the lock directory " + b.dir + " was replaced"
+	case releasing && v.token == token && v.holder == holder && v.status != statusReleased && v.status != statusNever:
+		return "" // a release frees even an expired lease it still names
+	case !v.held():
+		why = v.describe()
+	case v.token != token || v.holder != holder:
+		why = v.describe()
+	default:
+		return ""
+	}
+	// The tenure of token is over. Its socket closes now if a newer tenure
+	// holds the lease (nobody waits on it), or on Release; otherwise (the
+	// directory replaced, the record removed) others wait on it, and it
+	// closes when the holder, having reported its loss, hands the lease
+	// back, so that its report comes first in a merged timeline. A caller
+	// that is not the holder never closes the holder's socket.
+	dirReplaced := t != nil && t.dirID != s.dirID
+	bogus := v.token == token && v.holder != holder && v.holder != "" && !dirReplaced && !strings.HasPrefix(v.holder, "unknown (pid ")
+	if !bogus && (releasing || v.token > token || v.token == token && v.holder == holder) {
+		b.endTenure(name, token)
+	}
+	return why
 }
 
 // Release implements lease.Backend.
@@ -308,29 +480,53 @@ func (b *Backend) Release(ctx context.Context, name, holder string, token uint64
 	if err := checkArgs(name, holder, 0, token, "release"); err != nil {
 		return err
 	}
-	return b.withGuard(ctx, name, func(g *os.File) error {
-		st, err := b.readState(name, g)
-		if err != nil {
+	for range maxRaces {
+		if err := b.usable(ctx, name); err != nil {
 			return err
 		}
-		v := b.assess(name, st, lease.MonotonicNow())
-		if v.token != token || v.holder != holder || v.status == statusReleased {
-			if v.token != token || v.holder == holder || v.status == statusReleased {
-				b.endTenure(name, token) // the tenure of token is over
-			}
-			return fmt.Errorf("lease/file: release %q token %d: %w (%s)", name, token, lease.ErrLost, v.describe())
+		err := b.releaseOnce(name, holder, token)
+		if !errors.Is(err, errRace) {
+			return err
 		}
-		// Write the free record before closing the tenure socket, so that
-		// a watcher woken by the socket reads "released", not "dead".
-		fr := fileRecord{Name: name, Token: token, Boot: b.bootID}
-		err = b.writeRecord(fr)
-		b.endTenure(name, token)
-		return err
-	})
+	}
+	return fmt.Errorf("lease/file: release %q: %w: lost %d races in a row", name, lease.ErrUnavailable, maxRaces)
 }
 
-// Get implements lease.Backend. It reads without the guard lock, and takes
-// it only to repair a damaged lock file.
+func (b *Backend) releaseOnce(name, holder string, token uint64) error {
+	s, err := b.load(name)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	v := b.assess(name, s, lease.MonotonicNow())
+	if why := b.notCurrent(name, s, v, holder, token, true); why != "" {
+		return fmt.Errorf("lease/file: release %q token %d: %w (%s)", name, token, lease.ErrLost, why)
+	}
+	// Commit the free record before closing the tenure socket, so that a
+	// watcher woken by the socket reads "released", not "dead".
+	free := s.cur
+	free.Holder, free.PID, free.Socket, free.ExpiresMonoNS, free.TTLNS = "", 0, "", 0, 0
+	err = b.commit(s, free)
+	if errors.Is(err, errRace) {
+		return err
+	}
+	b.endTenure(name, token)
+	return err
+}
+
+// usable checks, before each attempt of an operation, that the Backend is
+// open and the caller still waits.
+func (b *Backend) usable(ctx context.Context, name string) error {
+	if b.isClosedNow() {
+		return fmt.Errorf("lease/file: %q: %w", name, lease.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("lease/file: %q: %w: %v", name, lease.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Get implements lease.Backend. It reads, and never writes.
 func (b *Backend) Get(ctx context.Context, name string) (lease.Record, error) {
 	v, err := b.view(ctx, name)
 	if err != nil {
@@ -339,32 +535,20 @@ func (b *Backend) Get(ctx context.Context, name string) (lease.Record, error) {
 	return v.record(name), nil
 }
 
-// view returns the assessed state of name, repairing the lock file (under
-// the guard) if it needs it.
+// view returns the assessed state of name.
 func (b *Backend) view(ctx context.Context, name string) (view, error) {
 	if err := checkName(name); err != nil {
 		return view{}, err
 	}
-	if b.isClosedNow() {
-		return view{}, fmt.Errorf("lease/file: get %q: %w", name, lease.ErrClosed)
+	if err := b.usable(ctx, name); err != nil {
+		return view{}, err
 	}
-	st, err := b.readState(name, nil)
+	s, err := b.load(name)
 	if err != nil {
 		return view{}, err
 	}
-	v := b.assess(name, st, lease.MonotonicNow())
-	if v.problem == "" {
-		return v, nil
-	}
-	err = b.withGuard(ctx, name, func(g *os.File) error {
-		st, err := b.readState(name, g)
-		if err != nil {
-			return err
-		}
-		v = b.assess(name, st, lease.MonotonicNow())
-		return b.repair(name, v)
-	})
-	return v, err
+	defer s.close()
+	return b.assess(name, s, lease.MonotonicNow()), nil
 }
 
 // Close implements lease.Backend. Held leases are not released: their
@@ -388,191 +572,11 @@ func (b *Backend) Close() error {
 		n.close()
 	}
 	b.wg.Wait()
-	return b.dirFD.Close()
+	return nil
 }
 
 func (b *Backend) isClosedNow() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.isClosed
-}
-
-// withGuard runs fn holding the exclusive flock of name's guard file. The
-// lock is taken without blocking the thread (LOCK_NB and short backoff), so
-// that ctx bounds the wait: a process stopped inside its critical section
-// (SIGSTOP, about a millisecond of exposure per operation) delays everyone
-// until it continues or dies, and operations meanwhile fail with
-// ErrUnavailable instead of hanging.
-func (b *Backend) withGuard(ctx context.Context, name string, fn func(g *os.File) error) error {
-	if b.isClosedNow() {
-		return fmt.Errorf("lease/file: %q: %w", name, lease.ErrClosed)
-	}
-	g, err := os.OpenFile(b.guardPath(name), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return fmt.Errorf("lease/file: open guard of %q: %w: %v", name, lease.ErrUnavailable, err)
-	}
-	defer g.Close() // closing the descriptor releases the flock
-	backoff := 20 * time.Microsecond
-	for {
-		err := unix.Flock(int(g.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			return fmt.Errorf("lease/file: flock guard of %q: %w: %v", name, lease.ErrUnavailable, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("lease/file: guard of %q busy: %w: %v", name, lease.ErrUnavailable, ctx.Err())
-		case <-b.closed:
-			return fmt.Errorf("lease/file: %q: %w", name, lease.ErrClosed)
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 2*time.Millisecond)
-	}
-	return fn(g)
-}
-
-// state is what the files of one lease name hold.
-type state struct {
-	slot     guardSlot // highest valid tenure slot (zero if none)
-	haveSlot bool
-	reserve  reserveSlot // highest valid reservation slot (zero if none)
-	rec      fileRecord  // the lock file's record, if recErr is nil
-	recErr   error       // fs.ErrNotExist, errFormat, or an I/O error
-}
-
-// readState reads the guard slots (from g, or from the guard file without
-// locking when g is nil) and the lock file.
-func (b *Backend) readState(name string, g *os.File) (state, error) {
-	var st state
-	buf := make([]byte, guardSize)
-	var n int
-	var err error
-	if g != nil {
-		n, err = g.ReadAt(buf, 0)
-	} else {
-		var f *os.File
-		f, err = os.Open(b.guardPath(name))
-		if err == nil {
-			n, err = f.ReadAt(buf, 0)
-			f.Close()
-		}
-	}
-	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, io.EOF) {
-		return st, fmt.Errorf("lease/file: read guard of %q: %w: %v", name, lease.ErrUnavailable, err)
-	}
-	buf = buf[:n]
-	st.slot, st.haveSlot = decodeSlots(buf[:min(n, reserveSlotsAt)], slotMagic, func(s guardSlot) uint64 { return s.Seq })
-	var haveReserve bool
-	if n > reserveSlotsAt {
-		st.reserve, haveReserve = decodeSlots(buf[reserveSlotsAt:], reserveMagic, func(s reserveSlot) uint64 { return s.Seq })
-	}
-	// A lock-free reader (g == nil) may catch a slot mid-write; only a
-	// reader holding the guard sees real damage.
-	if g != nil && n > 0 && (!st.haveSlot || !haveReserve) {
-		b.log.Error("lease/file: guard file damaged; last token taken from what survives, the lock file and the sockets",
-			"lease", name, "path", b.guardPath(name), "tenure_slot", st.haveSlot, "reservation", haveReserve)
-		st.slot.Token = max(st.slot.Token, b.maxSocketToken(name))
-	}
-	data, err := os.ReadFile(b.lockPath(name))
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		st.recErr = fs.ErrNotExist
-	case err != nil:
-		st.recErr = err
-	default:
-		st.recErr = decodeLine(recordMagic, data, &st.rec)
-		if st.recErr == nil && st.rec.Name != name {
-			st.recErr = fmt.Errorf("%w: record names lease %q", errFormat, st.rec.Name)
-		}
-	}
-	return st, nil
-}
-
-// writeSlot writes one encoded guard slot at off, and fsyncs the guard when
-// sync is set (reservations: durable before any token they cover is used).
-func writeSlot(g *os.File, off int64, slot []byte, sync bool) error {
-	if _, err := g.WriteAt(slot, off); err != nil {
-		return fmt.Errorf("lease/file: write guard: %w: %v", lease.ErrUnavailable, err)
-	}
-	if !sync {
-		return nil
-	}
-	if err := g.Sync(); err != nil {
-		return fmt.Errorf("lease/file: sync guard: %w: %v", lease.ErrUnavailable, err)
-	}
-	return nil
-}
-
-// writeRecord replaces the lock file atomically: write a temporary file,
-// swap it with the lock file, remove the temporary name (which then holds
-// the old record). Other processes see the old record or the new one, never
-// an empty or partial one. Callers hold the guard.
-//
-// The swap is renameat2(RENAME_EXCHANGE), not a rename over the lock file:
-// ext4 treats a rename that replaces a file as an application's
-// replace-via-rename and writes the new file's data back first
-// (auto_da_alloc), which cost 0.3 ms at the median and several ms under
-// load on every record here, against 15 us for an exchange and an unlink.
-// Where there is nothing to exchange with (the first record) or the file
-// system cannot exchange, it falls back to rename.
-//
-// Neither the file nor the directory is fsynced, on purpose: a lock file
-// matters only within one boot (after a reboot its boot id makes it
-// expired), and within a boot the page cache is what every process reads.
-// A machine crash can leave it stale, empty or garbage; the next operation
-// repairs it. The one durable fact, the token high-water mark, lives in the
-// guard and is fsynced before a token is used (writeSlot). This keeps an
-// acquisition to one fsync and a renewal or release to none.
-func (b *Backend) writeRecord(r fileRecord) error {
-	r.Written = time.Now().UTC()
-	tmp, err := os.CreateTemp(b.dir, "."+r.Name+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("lease/file: create temporary record: %w: %v", lease.ErrUnavailable, err)
-	}
-	_, werr := tmp.Write(encodeLine(recordMagic, r))
-	if werr == nil {
-		werr = tmp.Chmod(0o644)
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = replace(tmp.Name(), b.lockPath(r.Name))
-	}
-	os.Remove(tmp.Name()) // the old record after an exchange; nothing after a rename
-	if werr != nil {
-		return fmt.Errorf("lease/file: write record of %q: %w: %v", r.Name, lease.ErrUnavailable, werr)
-	}
-	return nil
-}
-
-// replace puts the file at tmp in place of the file at path, atomically: by
-// exchanging the two where the file system can, else by renaming.
-func replace(tmp, path string) error {
-	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EOPNOTSUPP):
-		// No lock file yet, or no RENAME_EXCHANGE here.
-		return os.Rename(tmp, path)
-	default:
-		return err
-	}
-}
-
-// repair rewrites the lock file when v says it is damaged or stale, and
-// logs why. Callers hold the guard.
-func (b *Backend) repair(name string, v view) error {
-	if v.problem == "" {
-		return nil
-	}
-	b.log.Warn("lease/file: repairing lock file", "lease", name, "problem", v.problem, "holder", v.holder, "token", v.token)
-	fr := fileRecord{Name: name, Token: v.token, Boot: b.bootID}
-	if v.held() {
-		fr.Holder, fr.PID, fr.ExpiresMonoNS, fr.TTLNS = v.holder, v.pid, v.expiresMono, v.ttl
-	}
-	return b.writeRecord(fr)
 }

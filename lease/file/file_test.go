@@ -2,11 +2,13 @@ package file_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -35,8 +37,12 @@ func openIn(dir string) func(t *testing.T) lease.Backend {
 	}
 }
 
+// The suite runs with a one-second TTL (its Elector check then has a 2 s
+// renew deadline): every change here creates and removes a directory
+// entry, and under the race detector on a loaded machine a quarter-second
+// TTL left too little room for one renewal.
 func TestConformance(t *testing.T) {
-	leasetest.Run(t, openIn(t.TempDir()))
+	leasetest.RunWithOptions(t, openIn(t.TempDir()), leasetest.Options{TTL: time.Second})
 }
 
 func TestProcesses(t *testing.T) {
@@ -81,15 +87,26 @@ var damages = map[string]func(valid []byte) []byte{
 	"articles' JSON": func([]byte) []byte { return []byte(`{"processId":1,"leaseUntil":9999999999}`) },
 }
 
-// A damaged lock file wedges nobody: with no live holder it is taken over,
-// and the repair is logged.
-func TestDamagedLockFileIsRepaired(t *testing.T) {
+// recordFiles returns the record files of leader.lock in dir, oldest first.
+func recordFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	matches, err := filepath.Glob(filepath.Join(dir, ".leader.lock.v*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(matches, func(a, b string) int { return cmp.Compare(len(a), len(b))*2 + cmp.Compare(a, b) })
+	return matches
+}
+
+// The lock file is a copy for people: damage to it wedges nobody and
+// changes no decision, and the next operation rewrites it.
+func TestDamagedLockFileIsRewritten(t *testing.T) {
 	for what, damage := range damages {
 		t.Run(what, func(t *testing.T) {
 			ctx := context.Background()
 			path := filepath.Join(t.TempDir(), "leader.lock")
 			b, logs := openLogged(t, path)
-			if err := os.WriteFile(path, damage([]byte("coord-lease/v1 00000000 {}\n")), 0o644); err != nil {
+			if err := os.WriteFile(path, damage([]byte("coord-lease/v2 00000000 {}\n")), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			rec, err := b.Acquire(ctx, "leader.lock", "alice", time.Minute)
@@ -99,42 +116,97 @@ func TestDamagedLockFileIsRepaired(t *testing.T) {
 			if !strings.Contains(logs.String(), "repairing lock file") {
 				t.Errorf("no repair logged; logs:\n%s", logs)
 			}
+			data, err := os.ReadFile(path)
+			if err != nil || !bytes.HasPrefix(data, []byte("coord-lease/v2 ")) || !bytes.Contains(data, []byte(`"holder":"alice"`)) {
+				t.Errorf("lock file after the acquisition: %q, %v", data, err)
+			}
+			if err := os.WriteFile(path, damage(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			if got, err := b.Get(ctx, "leader.lock"); err != nil || got.Token != rec.Token || got.Holder != "alice" {
-				t.Errorf("Get after repair = %+v, %v", got, err)
+				t.Errorf("Get with a damaged lock file = %+v, %v", got, err)
 			}
 		})
 	}
 }
 
-// A lock file damaged under a live holder keeps that holder: the guard
-// still knows the tenure and its socket answers. The holder renews as usual.
-func TestDamageUnderLiveHolder(t *testing.T) {
+// A damaged record file wedges nobody: with no live holder the lease is
+// taken over, the damaged file removed, and the removal logged.
+func TestDamagedRecordFileIsRemoved(t *testing.T) {
 	for what, damage := range damages {
 		t.Run(what, func(t *testing.T) {
 			ctx := context.Background()
-			path := filepath.Join(t.TempDir(), "leader.lock")
+			dir := t.TempDir()
+			b, logs := openLogged(t, filepath.Join(dir, "leader.lock"))
+			first, err := b.Acquire(ctx, "leader.lock", "alice", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Release(ctx, "leader.lock", "alice", first.Token); err != nil {
+				t.Fatal(err)
+			}
+			files := recordFiles(t, dir)
+			newest := files[len(files)-1]
+			valid, _ := os.ReadFile(newest)
+			if err := os.WriteFile(newest, damage(valid), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			rec, err := b.Acquire(ctx, "leader.lock", "bob", time.Minute)
+			if err != nil {
+				t.Fatalf("Acquire over a damaged record file: %v", err)
+			}
+			if rec.Token <= first.Token {
+				t.Errorf("token %d after %d", rec.Token, first.Token)
+			}
+			if !strings.Contains(logs.String(), "removing a damaged record file") {
+				t.Errorf("no removal logged; logs:\n%s", logs)
+			}
+			if _, err := os.Stat(newest); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("damaged record file %s still there: %v", newest, err)
+			}
+		})
+	}
+}
+
+// A record file damaged under a live holder ends that holder's tenure (its
+// record is gone: it steps down), but nobody takes the lease while the
+// holder lives: the kernel still lists its tenure socket, which is
+// recorded as an unknown holder until it closes or its TTL passes.
+func TestDamagedRecordUnderLiveHolder(t *testing.T) {
+	for what, damage := range damages {
+		t.Run(what, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			path := filepath.Join(dir, "leader.lock")
 			a, _ := openLogged(t, path)
 			b, logs := openLogged(t, path)
-			rec, err := a.Acquire(ctx, "leader.lock", "alice", time.Minute)
+			rec, err := a.Acquire(ctx, "leader.lock", "alice", time.Hour)
 			if err != nil {
 				t.Fatal(err)
 			}
-			valid, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, damage(valid), 0o644); err != nil {
+			files := recordFiles(t, dir)
+			valid, _ := os.ReadFile(files[len(files)-1])
+			if err := os.WriteFile(files[len(files)-1], damage(valid), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			got, err := b.Acquire(ctx, "leader.lock", "bob", time.Minute)
-			if !errors.Is(err, lease.ErrHeld) || got.Holder != "alice" || got.Token != rec.Token {
-				t.Fatalf("Acquire by bob = %+v, %v; want ErrHeld by alice, token %d", got, err, rec.Token)
+			if !errors.Is(err, lease.ErrHeld) || got.Token != rec.Token {
+				t.Fatalf("Acquire by bob = %+v, %v; want ErrHeld under alice's token %d", got, err, rec.Token)
 			}
-			if !strings.Contains(logs.String(), "repairing lock file") {
-				t.Errorf("no repair logged; logs:\n%s", logs)
+			if !strings.Contains(logs.String(), "has no record") {
+				t.Errorf("the unknown holder was not logged; logs:\n%s", logs)
 			}
-			if _, err := a.Renew(ctx, "leader.lock", "alice", rec.Token, time.Minute); err != nil {
-				t.Errorf("the holder's Renew after the repair: %v", err)
+			if _, err := a.Renew(ctx, "leader.lock", "alice", rec.Token, time.Hour); !errors.Is(err, lease.ErrLost) {
+				t.Errorf("alice's Renew after her record was damaged: %v, want ErrLost", err)
+			}
+			// She hands the lease back, as an Elector does after a loss:
+			// her tenure socket closes, and bob may go.
+			if err := a.Release(ctx, "leader.lock", "alice", rec.Token); !errors.Is(err, lease.ErrLost) {
+				t.Errorf("alice's Release after her loss: %v, want ErrLost", err)
+			}
+			next, err := b.Acquire(ctx, "leader.lock", "bob", time.Minute)
+			if err != nil || next.Token <= rec.Token {
+				t.Errorf("bob's Acquire after alice stepped down = %+v, %v", next, err)
 			}
 		})
 	}
@@ -254,7 +326,13 @@ func TestLeftoverTemporaryRecordsAreRemoved(t *testing.T) {
 	}
 	defer b.Close()
 	leftover := filepath.Join(dir, ".leader.lock.tmp-12345")
-	if err := os.WriteFile(leftover, []byte("coord-lease/v1 half a rec"), 0o600); err != nil {
+	if err := os.WriteFile(leftover, []byte("coord-lease/v2 half a rec"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A temporary file is a leftover once it is older than a minute (a
+	// live writer's lives for microseconds).
+	old := time.Now().Add(-2 * time.Minute)
+	if err := os.Chtimes(leftover, old, old); err != nil {
 		t.Fatal(err)
 	}
 	// Another lease whose name begins like a temporary record.
@@ -322,7 +400,7 @@ func TestReadersNeverSeeAPartialRecord(t *testing.T) {
 		if err != nil {
 			t.Fatalf("read %d: %v", reads, err)
 		}
-		if !bytes.HasPrefix(data, []byte("coord-lease/v1 ")) || !bytes.HasSuffix(data, []byte("}\n")) {
+		if !bytes.HasPrefix(data, []byte("coord-lease/v2 ")) || !bytes.HasSuffix(data, []byte("}\n")) {
 			t.Fatalf("read %d saw a partial record: %q", reads, data)
 		}
 		reads++

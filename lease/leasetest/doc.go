@@ -23,7 +23,14 @@
 // killed, terminated, stopped), driving the built coord binary
 // (`coord elect --store URL --json`) against any store URL; BuildCoord
 // builds it once from TestMain. Group, which starts and observes such
-// processes, is exported for tests that need other scenarios.
+// processes, is exported for tests that need other scenarios: Add starts a
+// participant with an environment of its own, Record merges events from the
+// test's own process, and CheckOneLeader checks the merged timeline (no two
+// leaders at once, tokens that only grow).
+//
+// Faulty wraps a Backend to break it on purpose for an Elector on top:
+// renewals that hang, fail, or succeed in the store with their answers held
+// back past their deadline (HoldRenewalAnswers).
 //
 // FencedResource is the resource of Kleppmann's fencing argument, usable on
 // its own: it rejects writes whose token is lower than one it has accepted.

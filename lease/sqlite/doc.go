@@ -38,9 +38,13 @@
 //   - At most one holder per name at a time, among every process that opens
 //     the same file on the same machine: the write lock serializes
 //     operations, and each decides on the state it reads under that lock.
-//   - Tokens only grow, across holders, crashes and restarts of the clients,
-//     as long as the file survives: the database runs with synchronous=FULL,
-//     so a committed Acquire survives a power loss too.
+//   - Tokens only grow, across holders, crashes and restarts of the clients:
+//     the database runs with synchronous=FULL, so a committed Acquire
+//     survives a power loss too. A token is one above the last and at least
+//     the wall clock in microseconds, so tokens keep growing when the file
+//     is deleted, replaced by an empty one, or lost with a tmpfs at reboot,
+//     as long as the wall clock is not set back across the loss to before
+//     the last token was issued.
 //   - A client that cannot get the write lock (another process holds it,
 //     the disk is stuck) returns an error wrapping lease.ErrUnavailable when
 //     its context is done or the busy timeout (Config.BusyTimeout) runs out,
@@ -57,5 +61,7 @@
 //   - Watch polls (every Config.PollInterval, with jitter, and at the
 //     expiry it read): SQLite has no way to push a change to another
 //     process.
-//   - Deleting the file, or restoring an old copy, resets the tokens.
+//   - Restoring an old copy of the file brings back its tokens; the clock
+//     floor keeps the next token above the old copy's, not above tokens
+//     issued after the copy if the clock was set back since.
 package sqlite

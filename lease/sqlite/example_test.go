@@ -26,14 +26,14 @@ func Example() {
 	defer b.Close()
 
 	first, _ := a.Acquire(ctx, "scheduler", "host-a", 10*time.Second)
-	fmt.Println("host-a holds token", first.Token)
+	fmt.Println("host-a holds a token:", first.Token > 0)
 	held, err := b.Acquire(ctx, "scheduler", "host-b", 10*time.Second)
 	fmt.Println("host-b:", err != nil, "held by", held.Holder)
 	_ = a.Release(ctx, "scheduler", "host-a", first.Token)
 	second, _ := b.Acquire(ctx, "scheduler", "host-b", 10*time.Second)
-	fmt.Println("host-b holds token", second.Token)
+	fmt.Println("host-b's token is greater:", second.Token > first.Token)
 	// Output:
-	// host-a holds token 1
+	// host-a holds a token: true
 	// host-b: true held by host-a
-	// host-b holds token 2
+	// host-b's token is greater: true
 }

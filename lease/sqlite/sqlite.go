@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -188,7 +189,10 @@ func (b *Backend) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 			rec = b.record(name, cur, now, time.Now())
 			return fmt.Errorf("%s: acquire %q: %w (holder %q, token %d)", prefix, name, lease.ErrHeld, cur.holder, cur.token)
 		}
-		token := cur.token + 1
+		token, err := nextToken(name, cur.token)
+		if err != nil {
+			return err
+		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO coord_lease (name, holder, token, expiry, boot) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = excluded.token, expiry = excluded.expiry, boot = excluded.boot`,
 			name, holder, int64(token), now+int64(ttl), b.boot)
@@ -196,6 +200,21 @@ func (b *Backend) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 		return err
 	})
 	return rec, err
+}
+
+// nextToken returns the token after last: one above it, and at least the
+// wall clock in microseconds. The floor keeps tokens growing when the
+// database file is deleted (or replaced by an empty one, or lost with a
+// tmpfs at reboot): the row that held the last token is gone, the clock
+// is not. It assumes the wall clock is not set back, across the loss, to
+// before the last token was issued; tokens issued one after another run
+// ahead of the clock only if acquisitions come faster than one a
+// microsecond, which a committed SQLite transaction never does.
+func nextToken(name string, last uint64) (uint64, error) {
+	if last >= math.MaxInt64 { // the column is a signed 64-bit integer
+		return 0, fmt.Errorf("%s: acquire %q: %w: last token %d leaves no room to grow", prefix, name, lease.ErrCorrupt, last)
+	}
+	return max(last+1, uint64(time.Now().UnixMicro())), nil
 }
 
 // Renew implements lease.Backend.

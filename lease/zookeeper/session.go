@@ -182,11 +182,44 @@ func (s *session) dial(network, address string, timeout time.Duration) (net.Conn
 // ConnectResponse, unchanged since 3.0). The zk client reads it itself and
 // keeps it private; the lease needs it, because a session the server
 // grants less time than the TTL would expire before the holder's deadline.
+//
+// Until that response is read, the connection's deadlines are capped at
+// handshakeTimeoutMax: the zk client waits ten times two thirds of the
+// session timeout for it (400 s for a one-minute lease), so a server that
+// accepts connections before it serves (a restarting one) would hold the
+// holder's reconnection for longer than its lease. A capped handshake
+// fails, and the client dials again.
 type sniffConn struct {
 	net.Conn
 	s    *session
 	head [12]byte
 	n    int // bytes of head read so far
+	// connected: the connect response has been read; deadlines are the
+	// zk client's own from then on.
+	connected atomic.Bool
+}
+
+// handshakeTimeoutMax bounds the wait for a server's connect response.
+const handshakeTimeoutMax = 3 * time.Second
+
+// SetReadDeadline caps t during the handshake (see sniffConn).
+func (c *sniffConn) SetReadDeadline(t time.Time) error {
+	return c.Conn.SetReadDeadline(c.capped(t))
+}
+
+// SetWriteDeadline caps t during the handshake (see sniffConn).
+func (c *sniffConn) SetWriteDeadline(t time.Time) error {
+	return c.Conn.SetWriteDeadline(c.capped(t))
+}
+
+func (c *sniffConn) capped(t time.Time) time.Time {
+	if c.connected.Load() || t.IsZero() {
+		return t
+	}
+	if limit := time.Now().Add(handshakeTimeoutMax); t.After(limit) {
+		return limit
+	}
+	return t
 }
 
 func (c *sniffConn) Read(p []byte) (int, error) {
@@ -195,6 +228,7 @@ func (c *sniffConn) Read(p []byte) (int, error) {
 		k := copy(c.head[c.n:], p[:n])
 		c.n += k
 		if c.n == len(c.head) {
+			c.connected.Store(true)
 			// An expired session's response carries timeout 0: keep
 			// what was granted before.
 			if ms := int32(binary.BigEndian.Uint32(c.head[8:12])); ms > 0 {

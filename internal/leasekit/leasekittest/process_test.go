@@ -118,7 +118,9 @@ func TestHelperServerExits(t *testing.T) {
 func TestHelperServerSilent(t *testing.T) {
 	helper(t)
 	port := FreePort(t)
-	StartServer(t, ServerOptions{Port: port, StartTimeout: 300 * time.Millisecond}, os.Args[0], silentArg)
+	// Long enough for the helper process to have printed its line on a
+	// loaded machine (300 ms was not: CI saw "(no output)").
+	StartServer(t, ServerOptions{Port: port, StartTimeout: 3 * time.Second}, os.Args[0], silentArg)
 }
 
 // A server that exits before it is up, or is not up in time, fails the
@@ -129,7 +131,7 @@ func TestStartServerFailures(t *testing.T) {
 	assert.That(strings.Contains(out, "exited (exit status 3) before it was up") && strings.Contains(out, "boom: no such data directory"),
 		"failure message of a server that exits:\n%s", out)
 	out = runFailing(t, "TestHelperServerSilent")
-	assert.That(strings.Contains(out, "was not up on 127.0.0.1:") && strings.Contains(out, "within 300ms") && strings.Contains(out, "starting, slowly"),
+	assert.That(strings.Contains(out, "was not up on 127.0.0.1:") && strings.Contains(out, "within 3s") && strings.Contains(out, "starting, slowly"),
 		"failure message of a server that never listens:\n%s", out)
 	out = runFailing(t, "TestHelperNoPort")
 	assert.That(strings.Contains(out, "port 0 is not positive"), "failure message without a port:\n%s", out)
