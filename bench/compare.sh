@@ -30,7 +30,10 @@ run_coord() { # binary
     pids+=($!)
     eps+=(http://127.0.0.1:$((base + 10 + i)))
   done
-  until curl -sf "${eps[0]}/v1/status" | grep -q '"leader":[1-9]'; do sleep 0.2; done
+  until curl -sf "${eps[0]}/v1/status" | grep -q '"leader":[1-9]'; do
+    kill -0 "${pids[@]}" 2>/dev/null || { echo "compare: $bin did not start; see $work/coord.log" >&2; tail -3 "$work/coord.log" >&2; exit 1; }
+    sleep 0.2
+  done
   "$work/loadgen" --target coord --endpoints "$(IFS=,; echo "${eps[*]}")" --keys "$keys" \
     --duration "$duration" --pids "$(IFS=,; echo "${pids[*]}")" | sed "s|^coord |$(basename "$bin") |"
   kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
@@ -48,7 +51,10 @@ run_etcd() {
     pids+=($!)
     eps+=(127.0.0.1:$((base + 30 + i)))
   done
-  until ETCDCTL_API=3 etcdctl --endpoints "${eps[0]}" endpoint health >/dev/null 2>&1; do sleep 0.2; done
+  until ETCDCTL_API=3 etcdctl --endpoints "${eps[0]}" endpoint health >/dev/null 2>&1; do
+    kill -0 "${pids[@]}" 2>/dev/null || { echo "compare: etcd did not start; see $work/etcd.log" >&2; tail -3 "$work/etcd.log" >&2; exit 1; }
+    sleep 0.2
+  done
   "$work/loadgen" --target etcd --endpoints "$(IFS=,; echo "${eps[*]}")" --keys "$keys" \
     --duration "$duration" --pids "$(IFS=,; echo "${pids[*]}")"
   kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
