@@ -95,10 +95,13 @@ type session struct {
 // one goroutine and guards reads with a lock. A SnapshotView, once taken,
 // is safe to use from another goroutine while the machine changes.
 type Machine struct {
-	limits   Limits
-	applied  uint64
-	keys     *btree.BTreeG[kvItem]
-	leases   *btree.BTreeG[Lease]
+	limits  Limits
+	applied uint64
+	keys    *btree.BTreeG[kvItem]
+	leases  *btree.BTreeG[Lease]
+	// keyBytes is the size of every key and value held, for sizing a
+	// snapshot's buffer up front.
+	keyBytes int64
 	sessions map[uint64]*session
 	// peers maps member IDs to their Raft transport addresses, as the
 	// membership changes in the log announced them; kept here so that a
@@ -307,7 +310,9 @@ func (m *Machine) put(index uint64, c Command) Result {
 	it := kvItem{kv: c.Key + string(c.Value), keyLen: uint32(len(c.Key)), createRevision: index, revision: index, version: 1}
 	if exists {
 		it.createRevision, it.version = old.createRevision, old.version+1
+		m.keyBytes -= int64(len(old.kv))
 	}
+	m.keyBytes += int64(len(it.kv))
 	m.keys.ReplaceOrInsert(it)
 	return Result{Revision: index}
 }
@@ -320,7 +325,9 @@ func (m *Machine) delete(index uint64, c Command) Result {
 	if cur == 0 {
 		return Result{Status: StatusNotFound}
 	}
-	m.keys.Delete(keyItem(c.Key))
+	if old, ok := m.keys.Delete(keyItem(c.Key)); ok {
+		m.keyBytes -= int64(len(old.kv))
+	}
 	return Result{Revision: index}
 }
 

@@ -213,8 +213,10 @@ func (s *stateMachine) Snapshot() ([]byte, error) {
 	s.mu.Lock()
 	view := s.machine.SnapshotView()
 	s.mu.Unlock()
-	var b bytes.Buffer
-	if _, err := view.WriteTo(&b); err != nil {
+	// One buffer of the right size, not a chain of doublings: until the
+	// node streams snapshots, this buffer is what a snapshot costs.
+	b := bytes.NewBuffer(make([]byte, 0, view.SizeHint()))
+	if _, err := view.WriteTo(b); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 // TestSnapshotViewIsThePointInTime takes a view, writes it out on another
@@ -124,4 +125,40 @@ func TestSnapshotFormatUnchanged(t *testing.T) {
 	if err := m.Restore(data); err != nil || !bytes.Equal(m.Snapshot(), data) {
 		t.Fatalf("the old bytes do not restore to the same state: %v", err)
 	}
+}
+
+// TestSnapshotSizeHintCoversTheSnapshot checks that the size hint, which
+// sizes the snapshot's buffer once, is at least what is written, and not
+// far more, as keys are written, overwritten and deleted, and after a
+// restore.
+func TestSnapshotSizeHintCoversTheSnapshot(t *testing.T) {
+	a := newApplier(t)
+	rng := rand.New(rand.NewPCG(5, 5))
+	for i := range 5000 {
+		key := fmt.Sprintf("key/%d", rng.IntN(2000))
+		if rng.IntN(5) == 0 {
+			a.do(Command{Op: OpDelete, Key: key})
+		} else {
+			a.do(Command{Op: OpPut, Key: key, Value: make([]byte, rng.IntN(600))})
+		}
+		if i%500 == 0 {
+			a.do(Command{Op: OpAcquire, Key: key, Holder: "h", TTL: time.Second, Client: 1, Seq: uint64(i + 1)})
+		}
+	}
+	check := func(m *Machine, when string) {
+		v := m.SnapshotView()
+		n, err := v.WriteTo(io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hint := v.SizeHint(); hint < n || hint > 2*n+8192 {
+			t.Fatalf("%s: size hint %d for a snapshot of %d bytes", when, hint, n)
+		}
+	}
+	check(a.m, "after the writes")
+	m := NewMachine(DefaultLimits())
+	if err := m.Restore(a.m.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	check(m, "after a restore")
 }
