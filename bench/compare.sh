@@ -26,7 +26,7 @@ run_coord() { # binary
   for i in 1 2 3; do peers+="$i=127.0.0.1:$((base + i)),"; done
   for i in 1 2 3; do
     "$bin" server --insecure --id $i --peers "${peers%,}" --http 127.0.0.1:$((base + 10 + i)) \
-      --data "$work/coord-$i" --log-level error 2>>"$work/coord.log" &
+      --data "$work/coord-$i" --log-level error >>"$work/coord.log" 2>&1 &
     pids+=($!)
     eps+=(http://127.0.0.1:$((base + 10 + i)))
   done
