@@ -10,6 +10,9 @@
 #
 # Every COORD_BINARY (default: coord on PATH) runs as its own target, so a
 # build can be compared with an earlier one. etcd is Debian's etcd-server.
+# LOADGEN_ARGS are passed on to loadgen; for the lease renewals:
+#
+#   LOADGEN_ARGS="--mode leases --leases 10000 --renew-every 3s" bench/compare.sh 0 1 30s ...
 set -euo pipefail
 keys=${1:-100000} rounds=${2:-1} duration=${3:-20s}
 shift 3 || true
@@ -34,8 +37,9 @@ run_coord() { # binary
     kill -0 "${pids[@]}" 2>/dev/null || { echo "compare: $bin did not start; see $work/coord.log" >&2; tail -3 "$work/coord.log" >&2; exit 1; }
     sleep 0.2
   done
+  echo "# leader: node $(curl -s "${eps[0]}/v1/status" | sed 's/.*"leader":\([0-9]*\).*/\1/') of ${pids[*]}"
   "$work/loadgen" --target coord --endpoints "$(IFS=,; echo "${eps[*]}")" --keys "$keys" \
-    --duration "$duration" --pids "$(IFS=,; echo "${pids[*]}")" | sed "s|^coord |$(basename "$bin") |"
+    --duration "$duration" --pids "$(IFS=,; echo "${pids[*]}")" ${LOADGEN_ARGS:-} | sed "s|^coord |$(basename "$bin") |"
   kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
   rm -rf "$work"/coord-*
 }
@@ -56,7 +60,7 @@ run_etcd() {
     sleep 0.2
   done
   "$work/loadgen" --target etcd --endpoints "$(IFS=,; echo "${eps[*]}")" --keys "$keys" \
-    --duration "$duration" --pids "$(IFS=,; echo "${pids[*]}")"
+    --duration "$duration" --pids "$(IFS=,; echo "${pids[*]}")" ${LOADGEN_ARGS:-}
   kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
   rm -rf "$work"/etcd-*
 }

@@ -45,6 +45,11 @@ type config struct {
 	pids       []int
 	skipLoad   bool
 	token      string
+	// mode "leases": leases acquired once, then renewed every renewEvery
+	// for duration.
+	mode       string
+	leases     int
+	renewEvery time.Duration
 }
 
 func main() {
@@ -60,6 +65,9 @@ func main() {
 	flag.StringVar(&pids, "pids", "", "comma-separated server process IDs whose peak RSS and CPU to report")
 	flag.BoolVar(&cfg.skipLoad, "skip-load", false, "skip the load phase (the keys are there already)")
 	flag.StringVar(&cfg.token, "token", "", "bearer token (coord clusters run without --insecure)")
+	flag.StringVar(&cfg.mode, "mode", "writes", "writes (load then overwrite keys) or leases (acquire --leases leases, then renew each every --renew-every)")
+	flag.IntVar(&cfg.leases, "leases", 10000, "leases, in --mode leases")
+	flag.DurationVar(&cfg.renewEvery, "renew-every", 3*time.Second, "how often each lease is renewed, in --mode leases")
 	flag.Parse()
 	cfg.endpoints = strings.Split(endpoints, ",")
 	for _, p := range strings.Split(pids, ",") {
@@ -77,6 +85,9 @@ func main() {
 type putFunc func(ctx context.Context, key string, value []byte) error
 
 func run(cfg config) error {
+	if cfg.mode == "leases" {
+		return runLeases(cfg)
+	}
 	if endpointsMissing := len(cfg.endpoints) == 0 || cfg.endpoints[0] == ""; endpointsMissing || cfg.keys <= 0 || cfg.clients <= 0 {
 		return errors.New("--endpoints, a positive --keys and --clients are required")
 	}
