@@ -154,6 +154,7 @@ type Node struct {
 	tr    *tcp.Transport
 	shell *node.Node
 	sm    *stateMachine
+	reads readRounds
 
 	stop          chan struct{}
 	watchDone     chan struct{}
@@ -397,6 +398,7 @@ func (n *Node) open() error {
 	}
 	shell.Store(s)
 	n.shell = s
+	n.reads.readIndex = s.ReadIndex
 	n.log.Info("node started", "term", hs.Term, "commit", hs.Commit, "snapshot", first-1,
 		"last_index", last, "bootstrap", len(nc.Raft.Peers) > 0)
 	return nil
@@ -701,9 +703,75 @@ type proposeResult struct {
 	err error
 }
 
-// ReadBarrier implements Replica with the core's ReadIndex.
+// ReadBarrier implements Replica with the core's ReadIndex. Concurrent
+// callers share rounds (readRounds).
 func (n *Node) ReadBarrier(ctx context.Context) error {
-	return mapErr(n.shell.ReadIndex(ctx))
+	return mapErr(n.reads.wait(ctx))
+}
+
+// readRounds coalesces ReadIndex requests, as etcd's linearizable read
+// loop does: callers that arrive while a round is in flight all wait for
+// the next one, which starts when the current one ends. A caller is only
+// ever answered by a round that started after it arrived, so it gets the
+// guarantee of a ReadIndex of its own (dissertation §6.4), while the
+// leader sends a heartbeat round per round trip rather than per request
+// (a lease renewal is one: Node.renewOnLeader).
+//
+// readRounds is safe for concurrent use.
+type readRounds struct {
+	readIndex func(context.Context) error
+	mu        sync.Mutex
+	pending   *readRound // the round callers arriving now will share
+	running   bool       // a goroutine runs rounds
+}
+
+type readRound struct {
+	done    chan struct{}
+	err     error
+	callers int // callers waiting for it; for tests
+}
+
+// readRoundTimeout bounds one round; a caller's own context may end it
+// sooner for that caller.
+const readRoundTimeout = 10 * time.Second
+
+func (r *readRounds) wait(ctx context.Context) error {
+	r.mu.Lock()
+	if r.pending == nil {
+		r.pending = &readRound{done: make(chan struct{})}
+	}
+	round := r.pending
+	round.callers++
+	if !r.running {
+		r.running = true
+		go r.run()
+	}
+	r.mu.Unlock()
+	select {
+	case <-round.done:
+		return round.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run runs rounds while callers wait for one.
+func (r *readRounds) run() {
+	for {
+		r.mu.Lock()
+		round := r.pending
+		r.pending = nil
+		if round == nil {
+			r.running = false
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), readRoundTimeout)
+		round.err = r.readIndex(ctx)
+		cancel()
+		close(round.done)
+	}
 }
 
 type nodeView struct{ s *stateMachine }
