@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"strconv"
 
-	"coord/server"
+	"coord/api"
 )
 
 // TokenSpec is what a token may do: its role, and the key and lease-name
 // prefixes it is limited to ("" for none).
 type TokenSpec struct {
-	Role        server.TokenRole
+	Role        api.TokenRole
 	KeyPrefix   string
 	LeasePrefix string
 	// Name is a label for people.
@@ -23,25 +23,23 @@ type TokenSpec struct {
 // (Secret) is in this answer only: the cluster keeps its hash. A write
 // retried after a lost answer can get ErrConflict naming the token the
 // first attempt made (revoke it and create another).
-func (c *Client) CreateToken(ctx context.Context, spec TokenSpec) (server.TokenResponse, error) {
-	if spec.Role == 0 {
-		return server.TokenResponse{}, fmt.Errorf("%w: a token needs a role", ErrInvalid)
+func (c *Client) CreateToken(ctx context.Context, spec TokenSpec) (api.TokenResponse, error) {
+	if spec.Role == "" {
+		return api.TokenResponse{}, fmt.Errorf("%w: a token needs a role", ErrInvalid)
 	}
-	body, err := json.Marshal(server.TokenRequest{Role: spec.Role, KeyPrefix: spec.KeyPrefix, LeasePrefix: spec.LeasePrefix, Name: spec.Name})
+	body, err := json.Marshal(api.TokenRequest{Role: spec.Role, KeyPrefix: spec.KeyPrefix, LeasePrefix: spec.LeasePrefix, Name: spec.Name})
 	if err != nil {
-		return server.TokenResponse{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return api.TokenResponse{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	var out server.TokenResponse
+	var out api.TokenResponse
 	err = c.do(ctx, call{method: "POST", path: "/v1/auth/tokens", body: body, write: true}, &out)
 	return out, err
 }
 
 // Tokens lists the cluster's tokens (an admin token's call): IDs, roles,
 // prefixes and names, never the tokens.
-func (c *Client) Tokens(ctx context.Context) ([]server.Token, error) {
-	var out struct {
-		Tokens []server.Token `json:"tokens"`
-	}
+func (c *Client) Tokens(ctx context.Context) ([]api.Token, error) {
+	var out api.TokensResponse
 	err := c.do(ctx, call{method: "GET", path: "/v1/auth/tokens"}, &out)
 	return out.Tokens, err
 }
@@ -53,9 +51,7 @@ func (c *Client) RevokeToken(ctx context.Context, id uint64) (uint64, error) {
 	if id == 0 {
 		return 0, fmt.Errorf("%w: token id 0", ErrInvalid)
 	}
-	var out struct {
-		Revision uint64 `json:"revision"`
-	}
+	var out api.WriteResponse
 	err := c.do(ctx, call{method: "DELETE", path: "/v1/auth/tokens/" + strconv.FormatUint(id, 10), write: true}, &out)
 	return out.Revision, err
 }

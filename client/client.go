@@ -20,7 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"coord/server"
+	"coord/api"
 )
 
 // Errors. A failure the cluster answered is an *Error, which matches one of
@@ -62,7 +62,7 @@ var (
 type Error struct {
 	// Status is the HTTP status; Code the API's error code ("conflict").
 	Status int
-	Code   string
+	Code   api.Code
 	// Message is the server's explanation.
 	Message string
 	// Revision is the current revision on a conflict.
@@ -82,12 +82,12 @@ func (e *Error) Is(target error) bool {
 	return codeErrors[e.Code] == target
 }
 
-var codeErrors = map[string]error{
-	"not_found": ErrNotFound, "conflict": ErrConflict, "held": ErrHeld, "lost": ErrLost,
-	"invalid": ErrInvalid, "stale_sequence": ErrStaleSequence,
-	"unauthenticated": ErrUnauthenticated, "permission_denied": ErrPermissionDenied,
-	"unavailable": ErrUnavailable, "unknown_outcome": ErrUnknown, "timeout": ErrUnknown,
-	"disk_full": ErrDiskFull, "storage_failed": ErrUnavailable,
+var codeErrors = map[api.Code]error{
+	api.CodeNotFound: ErrNotFound, api.CodeConflict: ErrConflict, api.CodeHeld: ErrHeld, api.CodeLost: ErrLost,
+	api.CodeInvalid: ErrInvalid, api.CodeStaleSequence: ErrStaleSequence,
+	api.CodeUnauthenticated: ErrUnauthenticated, api.CodePermissionDenied: ErrPermissionDenied,
+	api.CodeUnavailable: ErrUnavailable, api.CodeUnknownOutcome: ErrUnknown, api.CodeTimeout: ErrUnknown,
+	api.CodeDiskFull: ErrDiskFull, api.CodeStorageFailed: ErrUnavailable,
 }
 
 // mayHaveApplied reports whether a failed attempt of a write may have
@@ -98,7 +98,7 @@ var codeErrors = map[string]error{
 func mayHaveApplied(err error) bool {
 	var e *Error
 	if errors.As(err, &e) {
-		return e.Code == "unknown_outcome" || e.Code == "timeout"
+		return e.Code == api.CodeUnknownOutcome || e.Code == api.CodeTimeout
 	}
 	var op *net.OpError
 	return !(errors.As(err, &op) && op.Op == "dial")
@@ -296,8 +296,8 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 	if session {
 		id, seq = c.begin()
 		defer c.end(id, seq)
-		k.query.Set("client_id", strconv.FormatUint(id, 10))
-		k.query.Set("seq", strconv.FormatUint(seq, 10))
+		k.query.Set(api.ParamClientID, strconv.FormatUint(id, 10))
+		k.query.Set(api.ParamSeq, strconv.FormatUint(seq, 10))
 	}
 	backoff := c.cfg.BackoffMin
 	var last error
@@ -310,7 +310,7 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 		for i := range n {
 			ep := (start + i) % n
 			if session {
-				k.query.Set("ack", strconv.FormatUint(c.ack(id), 10))
+				k.query.Set(api.ParamAck, strconv.FormatUint(c.ack(id), 10))
 			}
 			err := c.attempt(ctx, c.cfg.Endpoints[ep], k, out)
 			if k.write && errors.Is(err, ErrStaleSequence) {
@@ -388,7 +388,7 @@ func (c *Client) attempt(ctx context.Context, endpoint string, k call, out any) 
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if c.cfg.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
+		req.Header.Set(api.HeaderAuthorization, api.BearerPrefix+c.cfg.Token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -399,7 +399,7 @@ func (c *Client) attempt(ctx context.Context, endpoint string, k call, out any) 
 	if err != nil {
 		return err
 	}
-	if node, leader := resp.Header.Get(server.HeaderNode), resp.Header.Get(server.HeaderLeader); leader != "" && node != leader {
+	if node, leader := resp.Header.Get(api.HeaderNode), resp.Header.Get(api.HeaderLeader); leader != "" && node != leader {
 		// Answered through a follower, which forwarded: find the
 		// leader's own address, so that later requests go straight to it.
 		c.learnLeader(endpoint)
@@ -413,19 +413,22 @@ func (c *Client) attempt(ctx context.Context, endpoint string, k call, out any) 
 		}
 		return nil
 	}
-	var body struct {
-		Error    string `json:"error"`
-		Code     string `json:"code"`
-		Revision uint64 `json:"revision"`
-		Holder   string `json:"holder"`
-		Token    uint64 `json:"token"`
-	}
+	var body api.ErrorResponse
 	_ = json.Unmarshal(raw, &body)
 	if body.Error == "" {
 		body.Error = strings.TrimSpace(string(raw))
 	}
-	return &Error{Status: resp.StatusCode, Code: body.Code, Message: body.Error,
-		Revision: body.Revision, Holder: body.Holder, Token: body.Token}
+	e := &Error{Status: resp.StatusCode, Code: body.Code, Message: body.Error}
+	if body.Revision != nil {
+		e.Revision = *body.Revision
+	}
+	if body.Holder != nil {
+		e.Holder = *body.Holder
+	}
+	if body.Token != nil {
+		e.Token = *body.Token
+	}
+	return e
 }
 
 // learnLeader asks endpoint, in the background and at most once a second,
@@ -477,7 +480,7 @@ type KeyValue struct {
 	Version        uint64
 }
 
-func (kv *KeyValue) from(r server.KeyResponse) error {
+func (kv *KeyValue) from(r api.KeyResponse) error {
 	kv.Key, kv.Revision, kv.CreateRevision, kv.Version = r.Key, r.Revision, r.CreateRevision, r.Version
 	kv.Value = []byte(r.Value)
 	if r.ValueBase64 != "" {
@@ -495,7 +498,7 @@ type ReadOption func(url.Values)
 
 // Stale makes a read local to whichever node serves it: fast, available in
 // a minority partition, and possibly out of date.
-func Stale() ReadOption { return func(q url.Values) { q.Set("stale", "true") } }
+func Stale() ReadOption { return func(q url.Values) { q.Set(api.ParamStale, "true") } }
 
 func keyPath(key string) string { return "/v1/kv/" + pathSegment(key) }
 
@@ -552,11 +555,9 @@ func (c *Client) writeKey(ctx context.Context, method, key string, value []byte,
 	}
 	q := url.Values{}
 	if prev != nil {
-		q.Set("prev_revision", strconv.FormatUint(*prev, 10))
+		q.Set(api.ParamPrevRevision, strconv.FormatUint(*prev, 10))
 	}
-	var out struct {
-		Revision uint64 `json:"revision"`
-	}
+	var out api.WriteResponse
 	err := c.do(ctx, call{method: method, path: keyPath(key), query: q, body: value, write: true}, &out)
 	return out.Revision, err
 }
@@ -570,7 +571,7 @@ func (c *Client) Get(ctx context.Context, key string, opts ...ReadOption) (KeyVa
 	for _, o := range opts {
 		o(q)
 	}
-	var r server.KeyResponse
+	var r api.KeyResponse
 	if err := c.do(ctx, call{method: "GET", path: keyPath(key), query: q}, &r); err != nil {
 		return KeyValue{Key: key}, err
 	}
@@ -585,8 +586,8 @@ func (c *Client) WatchKey(ctx context.Context, key string, revision uint64, wait
 	if err := watchArgs(key, wait); err != nil {
 		return KeyValue{Key: key}, err
 	}
-	q := url.Values{"revision": {strconv.FormatUint(revision, 10)}, "timeout_ms": {strconv.FormatInt(wait.Milliseconds(), 10)}}
-	var r server.KeyResponse
+	q := url.Values{api.ParamRevision: {strconv.FormatUint(revision, 10)}, api.ParamTimeoutMs: {strconv.FormatInt(wait.Milliseconds(), 10)}}
+	var r api.KeyResponse
 	err := c.do(ctx, call{method: "GET", path: "/v1/watch/kv/" + pathSegment(key), query: q, timeout: wait + c.cfg.AttemptTimeout}, &r)
 	if errors.Is(err, ErrNotFound) {
 		return KeyValue{Key: key}, nil

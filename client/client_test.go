@@ -325,32 +325,42 @@ func TestFindsTheLeader(t *testing.T) {
 // in flight to the follower when its lookup of the leader returns; the
 // answer of that write must not send the client back to the follower.
 func TestLearnedLeaderSticks(t *testing.T) {
-	var leaderHits, followerPuts atomic.Int64
+	var leaderPuts, followerPuts atomic.Int64
 	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		leaderHits.Add(1)
 		w.Header().Set("Coord-Node", "1")
 		w.Header().Set("Coord-Leader", "1")
 		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/status" {
+			fmt.Fprint(w, `{"id":1,"leader":1}`)
+			return
+		}
+		leaderPuts.Add(1)
 		fmt.Fprint(w, `{"revision":5}`)
 	}))
 	defer leader.Close()
 	leaderAddr := strings.TrimPrefix(leader.URL, "http://")
-	statusServed := make(chan struct{})
-	var once sync.Once
+	var cp atomic.Pointer[Client]
 	follower := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Coord-Node", "2")
 		w.Header().Set("Coord-Leader", "1")
 		w.Header().Set("Content-Type", "application/json")
 		if r.URL.Path == "/v1/status" {
 			fmt.Fprintf(w, `{"id":2,"leader":1,"members":[{"id":1,"http":%q,"voter":true},{"id":2,"voter":true}]}`, leaderAddr)
-			once.Do(func() { close(statusServed) })
 			return
 		}
 		if followerPuts.Add(1) == 2 {
 			// The write after the one that started the lookup: answer it
-			// only once the lookup has its answer, as a slower forward would.
-			<-statusServed
-			time.Sleep(50 * time.Millisecond) // let the client take the lookup's answer in
+			// only once the client has taken the lookup's answer in (it
+			// prefers the leader, endpoint 1), as a slower forward would.
+			deadline := time.Now().Add(20 * time.Second)
+			for c := cp.Load(); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				c.mu.Lock()
+				learned := c.preferred == 1
+				c.mu.Unlock()
+				if learned {
+					break
+				}
+			}
 		}
 		fmt.Fprint(w, `{"revision":5}`) // as if forwarded
 	}))
@@ -359,12 +369,13 @@ func TestLearnedLeaderSticks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cp.Store(c)
 	for i := 0; i < 3; i++ {
 		if _, err := c.Put(context.Background(), "k", nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if leaderHits.Load() != 1 {
-		t.Fatalf("the third write went to the follower (leader hits %d): the answer in flight undid the lookup", leaderHits.Load())
+	if leaderPuts.Load() != 1 {
+		t.Fatalf("the third write went to the follower (writes at the leader: %d): the answer in flight undid the lookup", leaderPuts.Load())
 	}
 }

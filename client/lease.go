@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"coord/server"
+	"coord/api"
 )
 
 // Lease is a lease record as the cluster holds it.
@@ -27,7 +27,7 @@ type Lease struct {
 	Revision uint64
 }
 
-func leaseFrom(r server.LeaseResponse) Lease {
+func leaseFrom(r api.LeaseResponse) Lease {
 	l := Lease{Name: r.Name, Holder: r.Holder, Token: r.Token, TTL: time.Duration(r.TTLMs) * time.Millisecond,
 		Remaining: -1, Revision: r.Revision}
 	if r.RemainingMs != nil {
@@ -44,7 +44,7 @@ func leasePath(name, op string) string {
 	return p
 }
 
-func (c *Client) leaseOp(ctx context.Context, name, op string, req server.LeaseRequest) (Lease, error) {
+func (c *Client) leaseOp(ctx context.Context, name, op string, req api.LeaseRequest) (Lease, error) {
 	if name == "" || req.Holder == "" {
 		return Lease{}, fmt.Errorf("%w: empty lease name or holder", ErrInvalid)
 	}
@@ -52,7 +52,7 @@ func (c *Client) leaseOp(ctx context.Context, name, op string, req server.LeaseR
 	if err != nil {
 		return Lease{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	var r server.LeaseResponse
+	var r api.LeaseResponse
 	// A renewal applied twice does no harm, and the leader answers most
 	// without a Raft write, where a session would never see its sequence
 	// number: it goes without one (a session that later acknowledged that
@@ -67,7 +67,7 @@ func (c *Client) Acquire(ctx context.Context, name, holder string, ttl time.Dura
 	if ttl < time.Millisecond {
 		return Lease{}, fmt.Errorf("%w: ttl %v under 1ms", ErrInvalid, ttl)
 	}
-	return c.leaseOp(ctx, name, "acquire", server.LeaseRequest{Holder: holder, TTLMs: ttl.Milliseconds()})
+	return c.leaseOp(ctx, name, "acquire", api.LeaseRequest{Holder: holder, TTLMs: ttl.Milliseconds()})
 }
 
 // Renew restarts holder's lease for ttl (0: the TTL granted before), if
@@ -76,7 +76,7 @@ func (c *Client) Renew(ctx context.Context, name, holder string, token uint64, t
 	if token == 0 {
 		return Lease{}, fmt.Errorf("%w: token 0", ErrInvalid)
 	}
-	return c.leaseOp(ctx, name, "renew", server.LeaseRequest{Holder: holder, Token: token, TTLMs: ttl.Milliseconds()})
+	return c.leaseOp(ctx, name, "renew", api.LeaseRequest{Holder: holder, Token: token, TTLMs: ttl.Milliseconds()})
 }
 
 // Release frees the lease, if token is still current. Otherwise the error
@@ -85,7 +85,7 @@ func (c *Client) Release(ctx context.Context, name, holder string, token uint64)
 	if token == 0 {
 		return fmt.Errorf("%w: token 0", ErrInvalid)
 	}
-	_, err := c.leaseOp(ctx, name, "release", server.LeaseRequest{Holder: holder, Token: token})
+	_, err := c.leaseOp(ctx, name, "release", api.LeaseRequest{Holder: holder, Token: token})
 	return err
 }
 
@@ -99,7 +99,7 @@ func (c *Client) Lease(ctx context.Context, name string, opts ...ReadOption) (Le
 	for _, o := range opts {
 		o(q)
 	}
-	var r server.LeaseResponse
+	var r api.LeaseResponse
 	err := c.do(ctx, call{method: "GET", path: leasePath(name, ""), query: q}, &r)
 	return leaseFrom(r), err
 }
@@ -111,8 +111,8 @@ func (c *Client) WatchLease(ctx context.Context, name string, revision uint64, w
 	if err := watchArgs(name, wait); err != nil {
 		return Lease{}, err
 	}
-	q := url.Values{"revision": {strconv.FormatUint(revision, 10)}, "timeout_ms": {strconv.FormatInt(wait.Milliseconds(), 10)}}
-	var r server.LeaseResponse
+	q := url.Values{api.ParamRevision: {strconv.FormatUint(revision, 10)}, api.ParamTimeoutMs: {strconv.FormatInt(wait.Milliseconds(), 10)}}
+	var r api.LeaseResponse
 	err := c.do(ctx, call{method: "GET", path: "/v1/watch/leases/" + pathSegment(name), query: q,
 		timeout: wait + c.cfg.AttemptTimeout}, &r)
 	return leaseFrom(r), err
@@ -120,28 +120,24 @@ func (c *Client) WatchLease(ctx context.Context, name string, revision uint64, w
 
 // Status returns the status of the node at endpoint (host:port), without
 // retrying elsewhere.
-func (c *Client) Status(ctx context.Context, endpoint string) (server.NodeStatus, error) {
-	var st server.NodeStatus
+func (c *Client) Status(ctx context.Context, endpoint string) (api.NodeStatus, error) {
+	var st api.NodeStatus
 	err := c.attempt(ctx, endpoint, call{method: "GET", path: "/v1/status", query: url.Values{}}, &st)
 	return st, err
 }
 
 // AddMember adds node id, whose Raft transport listens on peer, to the
 // cluster: first as a learner, then as a voter once it caught up.
-func (c *Client) AddMember(ctx context.Context, id uint64, peer string) ([]server.Member, error) {
-	body, _ := json.Marshal(server.MemberRequest{ID: id, Peer: peer})
-	var out struct {
-		Members []server.Member `json:"members"`
-	}
+func (c *Client) AddMember(ctx context.Context, id uint64, peer string) ([]api.Member, error) {
+	body, _ := json.Marshal(api.MemberRequest{ID: id, Peer: peer})
+	var out api.MembersResponse
 	err := c.do(ctx, call{method: "POST", path: "/v1/members", body: body, timeout: 30 * time.Second}, &out)
 	return out.Members, err
 }
 
 // RemoveMember removes node id from the cluster.
-func (c *Client) RemoveMember(ctx context.Context, id uint64) ([]server.Member, error) {
-	var out struct {
-		Members []server.Member `json:"members"`
-	}
+func (c *Client) RemoveMember(ctx context.Context, id uint64) ([]api.Member, error) {
+	var out api.MembersResponse
 	err := c.do(ctx, call{method: "DELETE", path: "/v1/members/" + strconv.FormatUint(id, 10), timeout: 30 * time.Second}, &out)
 	return out.Members, err
 }

@@ -1,12 +1,18 @@
-// Package node is the goroutine shell around the raft core: one goroutine
-// owns a raft.Core and drives it with a ticker, messages from a Transport,
-// and requests from the application; it persists to a Storage, sends
-// through the Transport, and applies committed entries to the application's
-// StateMachine.
+// Package node runs the raft core: Handler does the work of its Readies,
+// step by step and without a goroutine or a clock, and Node is the
+// goroutine shell around a Handler that gives it a ticker, an inbox for
+// peers' messages and requests from the application.
+//
+// Handler is the one Ready loop in coord. The server runs it through Node;
+// the simulator (coord/sim) and the transcripts (coord/raft/rafttest) drive
+// the very same Handler with their simulated clocks, networks and
+// crashable storage, so what they check is the code that runs in
+// production.
 //
 // # The Ready contract
 //
-// For every raft.Ready the loop does, in this order and on one goroutine:
+// For every raft.Ready, the Handler does, in this order and on one
+// goroutine:
 //
 //  1. Storage.ApplySnapshot (if any), then Storage.Save(HardState,
 //     Entries), which must be durable when it returns (fsync);
@@ -14,24 +20,27 @@
 //     append acknowledgement promises what step 1 made durable (Raft
 //     Figure 2: "respond after updating stable storage");
 //  3. StateMachine.Restore (snapshot), then StateMachine.Apply for each
-//     committed entry, in log order; waiting proposals and reads are
-//     answered;
-//  4. Core.Advance.
+//     committed entry, in log order, and the membership of each committed
+//     change recorded as the core worked it out (raft.Ready.ConfChanges);
+//     waiting proposals and reads are answered;
+//  4. Core.Advance, then log compaction every SnapshotEntries entries.
 //
 // A test checks, at every Send, that storage already holds the votes and
-// entries the messages vouch for.
+// entries the messages vouch for; the simulator checks it at every send of
+// every seed.
 //
 // # When step 1 fails
 //
 // A storage write that fails (a full disk, an I/O error) does not stop the
-// node. It holds the Ready: none of its messages are sent, none of its
-// entries applied. Until the write succeeds it takes no messages (they are
-// dropped, as by a partition) and no ticks, refuses proposals and reads
-// with ErrStorage (wrapping the cause: vfs.IsNoSpace tells a full disk),
-// and reports the failure in StorageError. On every tick it repairs the
-// storage (Repairer) and writes the held Ready again; once that works, it
-// carries on with steps 2 to 4 as if the write had been slow. A failed
-// snapshot (log compaction) is logged and retried later, with back-off.
+// node. The Handler holds the Ready: none of its messages are sent, none of
+// its entries applied. Until the write succeeds it takes no messages (they
+// are dropped, as by a partition) and no ticks, refuses proposals and
+// reads with ErrStorage (wrapping the cause: vfs.IsNoSpace tells a full
+// disk), and Node reports the failure in StorageError. On every tick it
+// repairs the storage (Repairer) and writes the held Ready again; once that
+// works, it carries on with steps 2 to 4 as if the write had been slow. A
+// failed snapshot (log compaction) is logged and retried later, with
+// back-off.
 //
 // # Plugging in
 //

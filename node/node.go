@@ -133,13 +133,14 @@ func (c Config) coreConfig() raft.Config {
 // Node runs one raft core on its own goroutine.
 //
 // Node is safe for concurrent use: its methods talk to the loop goroutine
-// by message, and the loop alone touches the core, the storage and the
-// state machine (the articles' lesson: one owner, no shared state).
+// by message, and the loop alone touches the Handler, and through it the
+// core, the storage and the state machine (the articles' lesson: one owner,
+// no shared state).
 type Node struct {
 	id       uint64
 	cfg      Config
 	log      *slog.Logger
-	core     *raft.Core
+	h        *Handler
 	inbox    chan raft.Message
 	reports  chan func()
 	requests chan func()
@@ -149,56 +150,15 @@ type Node struct {
 	err      error // set before done is closed
 
 	// Owned by the loop goroutine.
-	stuck        *stuckReady // a Ready whose persistence failed; nil while storage works
-	ticks        uint64      // ticks seen, the clock of the retries
-	compactAfter uint64      // no compaction before this tick (after a failure)
-	compactWait  uint64      // ticks to wait after the next failure
-	logLost      bool        // LogLost has been logged
-	applied      uint64
-	conf         raft.ConfState
-	lastSnapshot uint64
-	leading      bool
-	readSeq      uint64
-	reads        map[uint64]chan error
-	readQueue    []pendingRead
-	// proposals holds the callers waiting for their entry, by index. One
-	// index may have several: a deposed leader's caller, whose entry was
-	// truncated, and a later one's, after this node leads again and
-	// appends a new entry there.
-	proposals map[uint64][]waiter
-	// appliedTerm is the term of the last entry (or snapshot) applied.
-	appliedTerm uint64
+	readSeq   uint64
+	logLost   bool      // LogLost has been logged
+	heldSince time.Time // when the handler began to hold a Ready
+	heldTries int       // writes of the held Ready tried
 
 	mu         sync.Mutex // guards status, storageErr and changed
 	status     raft.Status
 	storageErr error
 	changed    chan struct{}
-}
-
-// stuckReady is a Ready that could not be made durable: the node holds it,
-// sends none of its messages and applies none of its entries, and writes it
-// again once the storage works.
-type stuckReady struct {
-	rd           raft.Ready
-	snapshotDone bool // rd.Snapshot is durable; only the Save is left
-	err          error
-	since        time.Time
-	attempts     int
-}
-
-type waiter struct {
-	term uint64
-	ch   chan result
-}
-
-type result struct {
-	value any
-	err   error
-}
-
-type pendingRead struct {
-	index uint64
-	ch    chan error
 }
 
 // Start restores the state machine from the storage's snapshot, starts the
@@ -209,35 +169,35 @@ func Start(cfg Config) (*Node, error) {
 	}
 	rc := cfg.coreConfig()
 	n := &Node{
-		id:        rc.ID,
-		cfg:       cfg,
-		log:       cfg.Logger,
-		inbox:     make(chan raft.Message, cfg.InboxMessages),
-		reports:   make(chan func(), 256),
-		requests:  make(chan func()),
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
-		proposals: map[uint64][]waiter{},
-		reads:     map[uint64]chan error{},
-		changed:   make(chan struct{}),
+		id:       rc.ID,
+		cfg:      cfg,
+		log:      cfg.Logger,
+		inbox:    make(chan raft.Message, cfg.InboxMessages),
+		reports:  make(chan func(), 256),
+		requests: make(chan func()),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		changed:  make(chan struct{}),
 	}
 	if n.log == nil {
 		n.log = slog.Default()
 	}
-	snap, err := cfg.Storage.Snapshot()
+	hc := HandlerConfig{
+		Raft:            rc,
+		Storage:         cfg.Storage,
+		Transport:       cfg.Transport,
+		StateMachine:    cfg.StateMachine,
+		SnapshotEntries: cfg.SnapshotEntries,
+		Logger:          n.log,
+	}
+	if cfg.ConfChanged != nil {
+		hc.Hooks.ConfChanged = func(c raft.CommittedConfChange) { cfg.ConfChanged(c.Change, c.Conf) }
+	}
+	h, err := NewHandler(hc)
 	if err != nil {
-		return nil, fmt.Errorf("node %d: read snapshot: %w", n.id, err)
+		return nil, err
 	}
-	if !snap.IsEmpty() {
-		if err := cfg.StateMachine.Restore(snap.Data); err != nil {
-			return nil, fmt.Errorf("node %d: restore snapshot %d: %w", n.id, snap.Metadata.Index, err)
-		}
-		n.applied, n.lastSnapshot, n.conf = snap.Metadata.Index, snap.Metadata.Index, snap.Metadata.ConfState
-	}
-	n.core, err = raft.New(rc)
-	if err != nil {
-		return nil, fmt.Errorf("node %d: %w", n.id, err)
-	}
+	n.h = h
 	n.publishStatus()
 	go n.run()
 	return n, nil
@@ -260,13 +220,13 @@ func (n *Node) Deliver(m raft.Message) {
 // ReportUnreachable tells the leader that a message to id was dropped. It
 // never blocks.
 func (n *Node) ReportUnreachable(id uint64) {
-	n.report(func() { n.core.ReportUnreachable(id) })
+	n.report(func() { n.h.Core().ReportUnreachable(id) })
 }
 
 // ReportSnapshot tells the leader whether a snapshot reached id. It never
 // blocks.
 func (n *Node) ReportSnapshot(id uint64, failed bool) {
-	n.report(func() { n.core.ReportSnapshot(id, failed) })
+	n.report(func() { n.h.Core().ReportSnapshot(id, failed) })
 }
 
 func (n *Node) report(f func()) {
@@ -293,57 +253,23 @@ func (n *Node) do(ctx context.Context, f func()) error {
 // Propose replicates data and waits until this node has applied it,
 // returning the state machine's result. It fails with ErrNotLeader or
 // ErrProposalDropped (raft) if the core refused the proposal; with
-// ErrProposalLost if leadership changed and the entry can never commit;
-// with ErrOutcomeUnknown if this node installed a snapshot past the entry
-// and cannot tell; with ctx's error if ctx ends first (the outcome is then
-// unknown too); with ErrStopped, or the error that ended the loop.
+// ErrStorage while the storage fails; with ErrProposalLost if leadership
+// changed and the entry can never commit; with ErrOutcomeUnknown if this
+// node installed a snapshot past the entry and cannot tell; with ctx's
+// error if ctx ends first (the outcome is then unknown too); with
+// ErrStopped, or the error that ended the loop.
 func (n *Node) Propose(ctx context.Context, data []byte) (any, error) {
-	return n.propose(ctx, func() (uint64, uint64, error) { return n.core.Propose(data) })
+	return n.wait(ctx, func(done Waiter) error { return n.h.Propose(data, done) })
 }
 
 // ProposeConfChange proposes a membership change and waits until it is
 // applied here; the result is the new raft.ConfState.
 func (n *Node) ProposeConfChange(ctx context.Context, cc raft.ConfChange) (raft.ConfState, error) {
-	v, err := n.propose(ctx, func() (uint64, uint64, error) { return n.core.ProposeConfChange(cc) })
+	v, err := n.wait(ctx, func(done Waiter) error { return n.h.ProposeConfChange(cc, done) })
 	if err != nil {
 		return raft.ConfState{}, err
 	}
 	return v.(raft.ConfState), nil
-}
-
-func (n *Node) propose(ctx context.Context, submit func() (uint64, uint64, error)) (any, error) {
-	ch := make(chan result, 1)
-	err := n.do(ctx, func() {
-		if n.stuck != nil {
-			ch <- result{err: n.storageFailure()}
-			return
-		}
-		index, term, err := submit()
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		n.await(index, term, ch)
-	})
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case r := <-ch:
-		return r.value, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-n.done:
-		return nil, n.Err()
-	}
-}
-
-// await registers ch to hear how the entry proposed at index in term ends.
-// An earlier waiter at the same index stays: its entry was truncated, and
-// it is answered when the index, or an entry of a later term below it, is
-// applied.
-func (n *Node) await(index, term uint64, ch chan result) {
-	n.proposals[index] = append(n.proposals[index], waiter{term: term, ch: ch})
 }
 
 // ReadIndex waits until a linearizable read may be served from this
@@ -352,29 +278,32 @@ func (n *Node) await(index, term uint64, ch chan result) {
 // it had when the read began. Only the leader serves it (raft.ErrNotLeader
 // elsewhere).
 func (n *Node) ReadIndex(ctx context.Context) error {
-	ch := make(chan error, 1)
-	err := n.do(ctx, func() {
-		if n.stuck != nil {
-			ch <- n.storageFailure()
-			return
-		}
+	_, err := n.wait(ctx, func(done Waiter) error {
 		n.readSeq++
-		if err := n.core.ReadIndex(n.readSeq); err != nil {
-			ch <- err
-			return
+		return n.h.ReadIndex(n.readSeq, done)
+	})
+	return err
+}
+
+// wait submits a request on the loop goroutine and waits for its Waiter to
+// be called.
+func (n *Node) wait(ctx context.Context, submit func(Waiter) error) (any, error) {
+	ch := make(chan Result, 1)
+	err := n.do(ctx, func() {
+		if err := submit(func(r Result) { ch <- r }); err != nil {
+			ch <- Result{Err: err}
 		}
-		n.reads[n.readSeq] = ch
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	select {
-	case err := <-ch:
-		return err
+	case r := <-ch:
+		return r.Value, r.Err
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	case <-n.done:
-		return n.Err()
+		return nil, n.Err()
 	}
 }
 
@@ -382,7 +311,7 @@ func (n *Node) ReadIndex(ctx context.Context) error {
 // (§3.10). It returns once the transfer has started.
 func (n *Node) TransferLeadership(ctx context.Context, to uint64) error {
 	var err error
-	if doErr := n.do(ctx, func() { err = n.core.TransferLeadership(to) }); doErr != nil {
+	if doErr := n.do(ctx, func() { err = n.h.Core().TransferLeadership(to) }); doErr != nil {
 		return doErr
 	}
 	return err
@@ -390,7 +319,7 @@ func (n *Node) TransferLeadership(ctx context.Context, to uint64) error {
 
 // Campaign starts an election now.
 func (n *Node) Campaign(ctx context.Context) error {
-	return n.do(ctx, n.core.Campaign)
+	return n.do(ctx, func() { n.h.Core().Campaign() })
 }
 
 // Status returns the core's status as of the loop's last step.
@@ -443,24 +372,19 @@ func (n *Node) Stop() error {
 
 // ---- The loop ----
 
+// run feeds the handler ticks, messages and requests, and has it handle the
+// Readies after each batch. The handler does the Ready contract; the loop
+// adds the clock, the inbox and the reports of a failing storage.
 func (n *Node) run() {
 	ticker := time.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
 	for {
+		var err error
 		select {
 		case <-ticker.C:
-			n.ticks++
-			if n.stuck != nil {
-				n.retryStorage()
-			} else {
-				n.core.Tick()
-			}
+			err = n.tick()
 		case m := <-n.inbox:
-			if n.stuck == nil {
-				n.step(m)
-			}
-			// else dropped: a node that cannot persist answers nothing,
-			// as if partitioned; the peers retry.
+			n.step(m)
 		case f := <-n.requests:
 			f()
 		case f := <-n.reports:
@@ -469,12 +393,11 @@ func (n *Node) run() {
 			n.end(ErrStopped)
 			return
 		}
-		if n.stuck != nil {
-			n.publishStatus()
-			continue
+		if err == nil && !n.h.Held() {
+			n.drain()
+			err = n.handle()
 		}
-		n.drain()
-		if err := n.handleReadies(); err != nil {
+		if err != nil {
 			n.log.Error("node: stopping", "node", n.id, "err", err)
 			n.end(err)
 			return
@@ -506,90 +429,69 @@ func (n *Node) drain() {
 }
 
 // step feeds a peer's message to the core. A message no correct peer sends
-// is logged and dropped: it must not stop the node.
+// is logged and dropped: it must not stop the node. While the storage fails
+// the message is dropped: a node that cannot persist answers nothing, as
+// if partitioned; the peers retry.
 func (n *Node) step(m raft.Message) {
-	if err := n.core.Step(m); err != nil {
-		n.log.Warn("node: invalid message", "node", n.id, "err", err)
-		if n.cfg.InvalidMessage != nil {
-			n.cfg.InvalidMessage(m, err)
-		}
+	err := n.h.Step(m)
+	if err == nil || errors.Is(err, ErrStorage) {
+		return
 	}
+	n.log.Warn("node: invalid message", "node", n.id, "err", err)
+	if n.cfg.InvalidMessage != nil {
+		n.cfg.InvalidMessage(m, err)
+	}
+}
+
+// handle has the handler do the Readies. A storage failure is reported
+// and held (the handler retries on the following ticks); any other error
+// is returned: the node cannot go on after it.
+func (n *Node) handle() error {
+	err := n.h.Handle()
+	if !errors.Is(err, ErrStorage) {
+		return err
+	}
+	n.heldSince, n.heldTries = time.Now(), 1
+	n.setStorageErr(err)
+	n.log.Error("node: storage failed; not voting, acknowledging or accepting writes until a retry succeeds",
+		"node", n.id, "err", err, "no_space", vfs.IsNoSpace(err))
+	return nil
+}
+
+// storageLogEvery is how many failed retries pass between two log lines
+// saying the storage still fails.
+const storageLogEvery = 600
+
+// tick ticks the handler: the core's tick, or, while the storage fails,
+// a retry of the held write. Once that works, the node goes on as if the
+// write had been slow.
+func (n *Node) tick() error {
+	held := n.h.Held()
+	err := n.h.Tick()
+	if !held {
+		return err
+	}
+	if errors.Is(err, ErrStorage) {
+		n.heldTries++
+		if n.heldTries%storageLogEvery == 0 {
+			n.log.Warn("node: storage still failing", "node", n.id, "since", n.heldSince, "attempts", n.heldTries, "err", err)
+		}
+		return nil
+	}
+	n.setStorageErr(nil)
+	n.log.Info("node: storage works again; resuming", "node", n.id,
+		"failed_for", time.Since(n.heldSince).Round(time.Millisecond), "attempts", n.heldTries)
+	return err
 }
 
 // end fails every waiter with err and closes done.
 func (n *Node) end(err error) {
 	n.err = err
-	for index, ws := range n.proposals {
-		for _, w := range ws {
-			w.ch <- result{err: err}
-		}
-		delete(n.proposals, index)
-	}
-	n.failReads(err)
+	n.h.Stop(err)
 	close(n.done)
 }
 
-func (n *Node) failReads(err error) {
-	for id, ch := range n.reads {
-		ch <- err
-		delete(n.reads, id)
-	}
-	for _, r := range n.readQueue {
-		r.ch <- err
-	}
-	n.readQueue = nil
-}
-
-// handleReadies does each Ready's work in the order of the package doc. A
-// Ready that cannot be made durable is held (stuck) and retried on the
-// following ticks; an error is returned only for what the node cannot go
-// on after (the state machine failing).
-func (n *Node) handleReadies() error {
-	for n.core.HasReady() {
-		rd := n.core.Ready()
-		// 1. Persist, durably.
-		stuck := &stuckReady{rd: rd}
-		if err := n.persist(stuck); err != nil {
-			stuck.err, stuck.since, stuck.attempts = err, time.Now(), 1
-			n.stuck = stuck
-			n.setStorageErr(err)
-			n.log.Error("node: storage failed; not voting, acknowledging or accepting writes until a retry succeeds",
-				"node", n.id, "err", err, "no_space", vfs.IsNoSpace(err))
-			return nil
-		}
-		if err := n.finishReady(rd); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// persist makes the Ready's snapshot, hard state and entries durable.
-func (n *Node) persist(s *stuckReady) error {
-	rd := s.rd
-	if !rd.Snapshot.IsEmpty() && !s.snapshotDone {
-		if err := n.cfg.Storage.ApplySnapshot(rd.Snapshot); err != nil {
-			return fmt.Errorf("node %d: apply snapshot: %w", n.id, err)
-		}
-		s.snapshotDone = true
-	}
-	if !rd.HardState.IsEmpty() || len(rd.Entries) > 0 {
-		if err := n.cfg.Storage.Save(rd.HardState, rd.Entries); err != nil {
-			return fmt.Errorf("node %d: save: %w", n.id, err)
-		}
-	}
-	return nil
-}
-
-// storageFailure is the error for requests refused while the storage fails.
-func (n *Node) storageFailure() error {
-	return fmt.Errorf("%w: %w", ErrStorage, n.stuck.err)
-}
-
 func (n *Node) setStorageErr(err error) {
-	if err != nil {
-		err = fmt.Errorf("%w: %w", ErrStorage, err)
-	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.storageErr = err
@@ -597,209 +499,8 @@ func (n *Node) setStorageErr(err error) {
 	n.changed = make(chan struct{})
 }
 
-// storageLogEvery is how many failed retries pass between two log lines
-// saying the storage still fails.
-const storageLogEvery = 600
-
-// retryStorage runs on every tick while a Ready is stuck: it repairs the
-// storage (if it can be) and writes the Ready again. Once that works, the
-// Ready's messages go out and its entries apply, as if the write had been
-// slow, and the node goes on.
-func (n *Node) retryStorage() {
-	s := n.stuck
-	err := error(nil)
-	if r, ok := n.cfg.Storage.(Repairer); ok {
-		err = r.Repair()
-	}
-	if err == nil {
-		err = n.persist(s)
-	}
-	if err != nil {
-		s.attempts++
-		s.err = err
-		if s.attempts%storageLogEvery == 0 {
-			n.log.Warn("node: storage still failing", "node", n.id, "since", s.since, "attempts", s.attempts, "err", err)
-		}
-		return
-	}
-	n.stuck = nil
-	n.setStorageErr(nil)
-	n.log.Info("node: storage works again; resuming", "node", n.id, "failed_for", time.Since(s.since).Round(time.Millisecond), "attempts", s.attempts)
-	if err := n.finishReady(s.rd); err != nil {
-		n.log.Error("node: stopping", "node", n.id, "err", err)
-		n.end(err)
-	}
-}
-
-// finishReady does the rest of a Ready's work once it is durable: send,
-// apply, advance (steps 2 to 4 of the package doc).
-func (n *Node) finishReady(rd raft.Ready) error {
-	// 2. Only now send: the messages vouch for what was just saved.
-	if len(rd.Messages) > 0 {
-		n.cfg.Transport.Send(rd.Messages)
-	}
-	// 3. Apply.
-	if !rd.Snapshot.IsEmpty() {
-		if err := n.installSnapshot(rd.Snapshot); err != nil {
-			return err
-		}
-	}
-	n.apply(rd.CommittedEntries)
-	for _, rs := range rd.ReadStates {
-		if ch, ok := n.reads[rs.ID]; ok {
-			delete(n.reads, rs.ID)
-			n.readQueue = append(n.readQueue, pendingRead{index: rs.Index, ch: ch})
-		}
-	}
-	n.releaseReads()
-	if rd.SoftState != nil {
-		wasLeading := n.leading
-		n.leading = rd.SoftState.Role == raft.Leader
-		if wasLeading && !n.leading {
-			// The core drops reads pending on a deposed leader.
-			n.failReads(fmt.Errorf("%w: leadership lost", raft.ErrNotLeader))
-		}
-	}
-	// 4. Advance.
-	n.core.Advance(rd)
-	n.maybeCompact()
-	return nil
-}
-
-func (n *Node) installSnapshot(s raft.Snapshot) error {
-	if err := n.cfg.StateMachine.Restore(s.Data); err != nil {
-		return fmt.Errorf("node %d: restore snapshot %d: %w", n.id, s.Metadata.Index, err)
-	}
-	n.applied, n.lastSnapshot, n.conf = s.Metadata.Index, s.Metadata.Index, s.Metadata.ConfState
-	// The entries the snapshot covers were never seen here: whether a
-	// waiter's entry is among them is unknown.
-	for index, ws := range n.proposals {
-		if index <= n.applied {
-			for _, w := range ws {
-				w.ch <- result{err: ErrOutcomeUnknown}
-			}
-			delete(n.proposals, index)
-		}
-	}
-	n.appliedTermIs(s.Metadata.Index, s.Metadata.Term)
-	return nil
-}
-
-func (n *Node) apply(entries []raft.Entry) {
-	for _, e := range entries {
-		var value any
-		switch e.Type {
-		case raft.EntryNormal:
-			if len(e.Data) > 0 {
-				value = n.cfg.StateMachine.Apply(e.Index, e.Data)
-			}
-		case raft.EntryConfChange:
-			value = n.applyConfChange(e)
-		}
-		n.applied = e.Index
-		for _, w := range n.proposals[e.Index] {
-			if w.term == e.Term {
-				w.ch <- result{value: value}
-			} else {
-				w.ch <- result{err: ErrProposalLost}
-			}
-		}
-		delete(n.proposals, e.Index)
-		n.appliedTermIs(e.Index, e.Term)
-	}
-}
-
-// appliedTermIs records that the entry at index, of term, is committed, and
-// fails at once every waiter above it whose entry has an older term: terms
-// never decrease along a log, so no leader's log can hold both, and every
-// later leader's log holds the committed one (Raft §5.4, Leader
-// Completeness). Without this, a waiter whose entry a new leader truncated
-// would wait until something else was applied at its index, which in an
-// idle cluster is never. The sweep runs once per new term applied.
-func (n *Node) appliedTermIs(index, term uint64) {
-	if term <= n.appliedTerm {
-		return
-	}
-	n.appliedTerm = term
-	for i, ws := range n.proposals {
-		if i <= index {
-			continue
-		}
-		kept := ws[:0]
-		for _, w := range ws {
-			if w.term < term {
-				w.ch <- result{err: ErrProposalLost}
-			} else {
-				kept = append(kept, w)
-			}
-		}
-		if len(kept) == 0 {
-			delete(n.proposals, i)
-		} else {
-			n.proposals[i] = kept
-		}
-	}
-}
-
-func (n *Node) applyConfChange(e raft.Entry) any {
-	cc, err := raft.UnmarshalConfChange(e.Data)
-	if err != nil {
-		return n.conf
-	}
-	cs, err := raft.ApplyConfChange(n.conf, cc)
-	if err != nil {
-		return n.conf // a no-op on every node alike
-	}
-	n.conf = cs
-	if n.cfg.ConfChanged != nil {
-		n.cfg.ConfChanged(cc, cs)
-	}
-	return cs
-}
-
-func (n *Node) releaseReads() {
-	kept := n.readQueue[:0]
-	for _, r := range n.readQueue {
-		if r.index <= n.applied {
-			r.ch <- nil
-		} else {
-			kept = append(kept, r)
-		}
-	}
-	n.readQueue = kept
-}
-
-// Compaction retries back off from compactWaitMin to compactWaitMax ticks.
-const (
-	compactWaitMin = 10
-	compactWaitMax = 600
-)
-
-// maybeCompact snapshots the state machine and compacts the log once
-// SnapshotEntries were applied since the last time. A failure (a full
-// disk) is logged and retried later, with back-off: the log just grows
-// meanwhile, and nothing is lost.
-func (n *Node) maybeCompact() {
-	if n.cfg.SnapshotEntries == 0 || n.applied < n.lastSnapshot+n.cfg.SnapshotEntries || n.ticks < n.compactAfter {
-		return
-	}
-	data, err := n.cfg.StateMachine.Snapshot()
-	if err == nil {
-		err = n.cfg.Storage.Compact(n.applied, data, n.conf)
-	}
-	if err != nil {
-		n.compactWait = min(max(2*n.compactWait, compactWaitMin), compactWaitMax)
-		n.compactAfter = n.ticks + n.compactWait
-		n.log.Warn("node: snapshot failed; will retry", "node", n.id, "index", n.applied, "retry_ticks", n.compactWait,
-			"err", err, "no_space", vfs.IsNoSpace(err))
-		return
-	}
-	n.compactWait = 0
-	n.lastSnapshot = n.applied
-}
-
 func (n *Node) publishStatus() {
-	st := n.core.Status()
+	st := n.h.Core().Status()
 	n.noteLogLost(st.LogLost)
 	n.mu.Lock()
 	defer n.mu.Unlock()

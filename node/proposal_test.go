@@ -11,6 +11,18 @@ import (
 	"coord/raft"
 )
 
+// newBookkeeper returns a handler with only what its waiters' bookkeeping
+// needs, applied through index applied.
+func newBookkeeper(applied uint64) (*Handler, func(index, term uint64) chan Result) {
+	h := &Handler{sm: newKV(), applied: applied, reads: map[uint64]Waiter{}}
+	wait := func(index, term uint64) chan Result {
+		ch := make(chan Result, 1)
+		h.await(index, term, func(r Result) { ch <- r })
+		return ch
+	}
+	return h, wait
+}
+
 // The review's case, replayed on the waiters' bookkeeping: a deposed leader
 // has callers waiting at 9 and 10 (term 2); a new leader truncates its log
 // back to 8 (term 3); it leads again in term 4, its empty entry lands at 9
@@ -18,20 +30,15 @@ import (
 // the old one at 10, and the old caller waited until its context ended.
 // Every caller must get an answer, and the right one.
 func TestWaitersOfATruncatedEntryAreAnswered(t *testing.T) {
-	n := &Node{cfg: Config{StateMachine: newKV()}, proposals: map[uint64][]waiter{}}
-	wait := func(index, term uint64) chan result {
-		ch := make(chan result, 1)
-		n.await(index, term, ch)
-		return ch
-	}
+	h, wait := newBookkeeper(7)
 	old9, old10 := wait(9, 2), wait(10, 2)
 	new10 := wait(10, 4)
-	n.apply([]raft.Entry{{Index: 8, Term: 3}, {Index: 9, Term: 4}})
-	for name, ch := range map[string]chan result{"9/2": old9, "10/2": old10} {
+	h.apply([]raft.Entry{{Index: 8, Term: 3}, {Index: 9, Term: 4}}, nil)
+	for name, ch := range map[string]chan Result{"9/2": old9, "10/2": old10} {
 		select {
 		case r := <-ch:
-			if !errors.Is(r.err, ErrProposalLost) {
-				t.Errorf("waiter %s: %v, want ErrProposalLost", name, r.err)
+			if !errors.Is(r.Err, ErrProposalLost) {
+				t.Errorf("waiter %s: %v, want ErrProposalLost", name, r.Err)
 			}
 		default:
 			t.Errorf("waiter %s is still waiting after entries of term 3 and 4 committed below it", name)
@@ -42,35 +49,32 @@ func TestWaitersOfATruncatedEntryAreAnswered(t *testing.T) {
 		t.Fatalf("the term-4 waiter at 10 was answered before its index was applied: %+v", r)
 	default:
 	}
-	n.apply([]raft.Entry{{Index: 10, Term: 4, Data: []byte("k=v")}})
-	if r := <-new10; r.err != nil || r.value != 1 {
-		t.Fatalf("the term-4 waiter at 10 got %+v, want the state machine's result 1", r)
+	h.apply([]raft.Entry{{Index: 10, Term: 4, Data: []byte("k=v")}}, nil)
+	if r := <-new10; r.Err != nil || r.Value != 1 || r.Index != 10 {
+		t.Fatalf("the term-4 waiter at 10 got %+v, want the state machine's result 1 at index 10", r)
 	}
-	if len(n.proposals) != 0 {
-		t.Fatalf("waiters left behind: %v", n.proposals)
+	if len(h.proposals) != 0 {
+		t.Fatalf("waiters left behind: %v", h.proposals)
 	}
 }
 
 // A waiter above a snapshot whose term is later than the waiter's is lost
 // for certain; one at or below the snapshot is of unknown outcome.
 func TestSnapshotAnswersWaiters(t *testing.T) {
-	n := &Node{cfg: Config{StateMachine: newKV()}, proposals: map[uint64][]waiter{}}
-	below, above, current := make(chan result, 1), make(chan result, 1), make(chan result, 1)
-	n.proposals[5] = []waiter{{term: 2, ch: below}}
-	n.proposals[7] = []waiter{{term: 2, ch: above}}
-	n.proposals[8] = []waiter{{term: 3, ch: current}}
+	h, wait := newBookkeeper(4)
+	below, above, current := wait(5, 2), wait(7, 2), wait(8, 3)
 	snap := raft.Snapshot{Metadata: raft.SnapshotMetadata{Index: 6, Term: 3}, Data: []byte("{}")}
-	if err := n.installSnapshot(snap); err != nil {
+	if err := h.installSnapshot(snap); err != nil {
 		t.Fatal(err)
 	}
-	if r := <-below; !errors.Is(r.err, ErrOutcomeUnknown) {
-		t.Errorf("waiter at 5 under a snapshot at 6: %v, want ErrOutcomeUnknown", r.err)
+	if r := <-below; !errors.Is(r.Err, ErrOutcomeUnknown) {
+		t.Errorf("waiter at 5 under a snapshot at 6: %v, want ErrOutcomeUnknown", r.Err)
 	}
-	if r := <-above; !errors.Is(r.err, ErrProposalLost) {
-		t.Errorf("term-2 waiter at 7 above a term-3 snapshot at 6: %v, want ErrProposalLost", r.err)
+	if r := <-above; !errors.Is(r.Err, ErrProposalLost) {
+		t.Errorf("term-2 waiter at 7 above a term-3 snapshot at 6: %v, want ErrProposalLost", r.Err)
 	}
-	if len(n.proposals) != 1 || len(n.proposals[8]) != 1 {
-		t.Errorf("the term-3 waiter at 8 may still commit and must wait: %v", n.proposals)
+	if len(h.proposals) != 1 || h.proposals[0].index != 8 || len(current) != 0 {
+		t.Errorf("the term-3 waiter at 8 may still commit and must wait: %v", h.proposals)
 	}
 }
 

@@ -26,7 +26,11 @@
 //
 // The order matters: a message in a Ready (a granted vote, an append
 // acknowledgement) promises that the same Ready's hard state and entries are
-// on stable storage. The node package enforces it.
+// on stable storage. In coord this loop is written once, as node.Handler,
+// which the server, the simulator and the transcripts all run. Committed
+// membership changes come with the membership the core worked out for them
+// (Ready.ConfChanges): the application records it, and never works it out
+// again.
 //
 // # Membership
 //

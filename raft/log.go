@@ -145,7 +145,9 @@ func (l *raftLog) append(entries ...Entry) {
 		return
 	}
 	after := entries[0].Index - 1
-	assert.That(after >= l.committed, "append after index %d would truncate committed index %d", after, l.committed)
+	if after < l.committed {
+		assert.Fail("append after index %d would truncate committed index %d", after, l.committed)
+	}
 	l.unstable.truncateAndAppend(entries)
 }
 
@@ -154,7 +156,9 @@ func (l *raftLog) commitTo(index uint64) {
 	if index <= l.committed {
 		return
 	}
-	assert.That(index <= l.lastIndex(), "commit index %d > last index %d", index, l.lastIndex())
+	if index > l.lastIndex() {
+		assert.Fail("commit index %d > last index %d", index, l.lastIndex())
+	}
 	l.committed = index
 }
 
@@ -172,7 +176,9 @@ func (l *raftLog) appliedTo(i uint64) {
 	if i == 0 {
 		return
 	}
-	assert.That(l.committed >= i && i >= l.applied, "applied %d outside [applied %d, committed %d]", i, l.applied, l.committed)
+	if !(l.committed >= i && i >= l.applied) {
+		assert.Fail("applied %d outside [applied %d, committed %d]", i, l.applied, l.committed)
+	}
 	l.applied = i
 	l.applying = max(l.applying, i)
 }
@@ -233,7 +239,9 @@ func (l *raftLog) slice(lo, hi, maxBytes uint64) ([]Entry, error) {
 	if lo < l.firstIndex() {
 		return nil, ErrCompacted
 	}
-	assert.That(lo <= hi && hi <= l.lastIndex()+1, "slice [%d, %d) out of bounds, last index %d", lo, hi, l.lastIndex())
+	if !(lo <= hi && hi <= l.lastIndex()+1) {
+		assert.Fail("slice [%d, %d) out of bounds, last index %d", lo, hi, l.lastIndex())
+	}
 	if lo == hi {
 		return nil, nil
 	}

@@ -97,7 +97,8 @@ func (u *unstable) truncateAndAppend(entries []Entry) {
 // slice returns the unstable entries in [lo, hi).
 func (u *unstable) slice(lo, hi uint64) []Entry {
 	upper := u.offset + uint64(len(u.entries))
-	assert.That(u.offset <= lo && lo <= hi && hi <= upper,
-		"unstable slice [%d, %d) out of bounds [%d, %d)", lo, hi, u.offset, upper)
+	if !(u.offset <= lo && lo <= hi && hi <= upper) {
+		assert.Fail("unstable slice [%d, %d) out of bounds [%d, %d)", lo, hi, u.offset, upper)
+	}
 	return u.entries[lo-u.offset : hi-u.offset]
 }

@@ -147,8 +147,9 @@ func (ms *MemoryStorage) Append(entries []Entry) error {
 		entries = entries[first-entries[0].Index:]
 	}
 	at := entries[0].Index - ms.offset()
-	assert.That(at <= uint64(len(ms.entries)), "append at %d leaves a gap after last index %d",
-		entries[0].Index, ms.offset()+uint64(len(ms.entries))-1)
+	if at > uint64(len(ms.entries)) {
+		assert.Fail("append at %d leaves a gap after last index %d", entries[0].Index, ms.offset()+uint64(len(ms.entries))-1)
+	}
 	if at == uint64(len(ms.entries)) {
 		ms.entries = append(ms.entries, entries...)
 		return nil

@@ -79,27 +79,39 @@ func newProgress(next uint64, maxInflight int) *Progress {
 
 // check asserts the invariants of the type's doc.
 func (p *Progress) check() {
-	assert.That(p.Match < p.Next, "progress: match %d >= next %d (%v)", p.Match, p.Next, p.State)
+	if p.Match >= p.Next {
+		assert.Fail("progress: match %d >= next %d (%v)", p.Match, p.Next, p.State)
+	}
 	switch p.State {
 	case ProgressProbe, ProgressReplicate:
-		assert.That(p.PendingSnapshot == 0, "progress: pending snapshot %d in state %v", p.PendingSnapshot, p.State)
-		assert.That(p.snapshotTicks == 0, "progress: %d snapshot ticks in state %v", p.snapshotTicks, p.State)
+		if p.PendingSnapshot != 0 {
+			assert.Fail("progress: pending snapshot %d in state %v", p.PendingSnapshot, p.State)
+		}
+		if p.snapshotTicks != 0 {
+			assert.Fail("progress: %d snapshot ticks in state %v", p.snapshotTicks, p.State)
+		}
 	case ProgressSnapshot:
 		assert.That(p.PendingSnapshot > 0, "progress: no pending snapshot in state snapshot")
-		assert.That(p.Next == max(p.Match, p.PendingSnapshot)+1, "progress: next %d in state snapshot, want max(match %d, pending snapshot %d)+1",
-			p.Next, p.Match, p.PendingSnapshot)
+		if p.Next != max(p.Match, p.PendingSnapshot)+1 {
+			assert.Fail("progress: next %d in state snapshot, want max(match %d, pending snapshot %d)+1", p.Next, p.Match, p.PendingSnapshot)
+		}
 	default:
-		assert.That(false, "progress: unknown state %v", p.State)
+		assert.Fail("progress: unknown state %v", p.State)
 	}
-	assert.That(!p.ProbeSent || p.State == ProgressProbe, "progress: probe sent in state %v", p.State)
+	if p.ProbeSent && p.State != ProgressProbe {
+		assert.Fail("progress: probe sent in state %v", p.State)
+	}
 	if p.inflights.count == 0 {
 		return
 	}
 	// Appends are recorded in the order sent, each ending past the last.
 	oldest, newest := p.inflights.oldest(), p.inflights.newest()
-	assert.That(p.State == ProgressReplicate, "progress: %d appends in flight in state %v", p.inflights.count, p.State)
-	assert.That(p.Match < oldest && newest < p.Next, "progress: appends in flight end in [%d, %d], outside (match %d, next %d)",
-		oldest, newest, p.Match, p.Next)
+	if p.State != ProgressReplicate {
+		assert.Fail("progress: %d appends in flight in state %v", p.inflights.count, p.State)
+	}
+	if !(p.Match < oldest && newest < p.Next) {
+		assert.Fail("progress: appends in flight end in [%d, %d], outside (match %d, next %d)", oldest, newest, p.Match, p.Next)
+	}
 }
 
 func (p *Progress) resetState(state ProgressState) {
@@ -198,7 +210,7 @@ func (p *Progress) sentEntries(count int, last uint64) {
 	case ProgressProbe:
 		p.ProbeSent = true
 	default:
-		assert.That(false, "sending entries in state %v", p.State)
+		assert.Fail("sending entries in state %v", p.State)
 	}
 	p.check()
 }
@@ -226,7 +238,9 @@ func (in *inflights) newest() uint64 {
 }
 
 func (in *inflights) add(last uint64) {
-	assert.That(!in.full(), "inflights full: %d of %d", in.count, len(in.buffer))
+	if in.full() {
+		assert.Fail("inflights full: %d of %d", in.count, len(in.buffer))
+	}
 	in.buffer[(in.start+in.count)%len(in.buffer)] = last
 	in.count++
 }

@@ -30,7 +30,10 @@ type Core struct {
 
 	// conf is the latest membership in the log, committed or not
 	// (dissertation §4.1); confPoints records it after each membership
-	// entry not yet known committed, so a truncation can roll it back.
+	// entry not yet applied, so that a truncation can roll it back and a
+	// Ready can hand the committed ones to the application
+	// (Ready.ConfChanges). confPoints[0] is the base: the membership as of
+	// an index already applied (or the snapshot's).
 	conf       ConfState
 	confPoints []confPoint
 	voters     quorum.Joint
@@ -70,8 +73,10 @@ type Core struct {
 }
 
 type confPoint struct {
-	index uint64
-	conf  ConfState
+	index  uint64
+	term   uint64
+	change ConfChange
+	conf   ConfState
 }
 
 // New returns a core for cfg, restored from cfg.Storage. If the storage is
@@ -171,7 +176,7 @@ func (r *Core) noteConfEntries(entries []Entry) {
 		if err != nil {
 			continue
 		}
-		r.confPoints = append(r.confPoints, confPoint{index: e.Index, conf: cs})
+		r.confPoints = append(r.confPoints, confPoint{index: e.Index, term: e.Term, change: cc, conf: cs})
 	}
 }
 
@@ -187,9 +192,6 @@ func (r *Core) appendToLog(entries []Entry) {
 	first := entries[0].Index
 	for len(r.confPoints) > 1 && r.confPoints[len(r.confPoints)-1].index >= first {
 		r.confPoints = r.confPoints[:len(r.confPoints)-1]
-	}
-	for len(r.confPoints) > 1 && r.confPoints[1].index <= r.log.committed {
-		r.confPoints = r.confPoints[1:]
 	}
 	r.noteConfEntries(entries)
 	if latest := r.confPoints[len(r.confPoints)-1].conf; !latest.Equal(r.conf) {
@@ -284,7 +286,9 @@ func (r *Core) becomeFollower(term, lead uint64) {
 }
 
 func (r *Core) becomePreCandidate() {
-	assert.That(r.role != Leader, "node %d: leader cannot become pre-candidate", r.id)
+	if r.role == Leader {
+		assert.Fail("node %d: leader cannot become pre-candidate", r.id)
+	}
 	// A pre-candidate keeps its term and vote: it only asks (§9.6).
 	r.step = stepCandidate
 	r.tick = tickElection
@@ -294,7 +298,9 @@ func (r *Core) becomePreCandidate() {
 }
 
 func (r *Core) becomeCandidate() {
-	assert.That(r.role != Leader, "node %d: leader cannot become candidate", r.id)
+	if r.role == Leader {
+		assert.Fail("node %d: leader cannot become candidate", r.id)
+	}
 	// Increment currentTerm and vote for self (Figure 2, Candidates).
 	r.step = stepCandidate
 	r.tick = tickElection
@@ -304,7 +310,9 @@ func (r *Core) becomeCandidate() {
 }
 
 func (r *Core) becomeLeader() {
-	assert.That(r.role == Candidate, "node %d: only a candidate becomes leader, not a %v", r.id, r.role)
+	if r.role != Candidate {
+		assert.Fail("node %d: only a candidate becomes leader, not a %v", r.id, r.role)
+	}
 	r.step = stepLeader
 	r.tick = tickHeartbeat
 	r.reset(r.term)
@@ -652,8 +660,9 @@ func stepLeader(r *Core, m Message) {
 		return // not a member (any more)
 	}
 	defer func() {
-		assert.That(pr.Match <= r.log.lastIndex(), "node %d: progress of %d matches %d, past the last index %d",
-			r.id, m.From, pr.Match, r.log.lastIndex())
+		if pr.Match > r.log.lastIndex() {
+			assert.Fail("node %d: progress of %d matches %d, past the last index %d", r.id, m.From, pr.Match, r.log.lastIndex())
+		}
 	}()
 	switch m.Type {
 	case MsgAppendResponse:
@@ -708,8 +717,9 @@ func (r *Core) handleAppend(m Message) {
 	// what is new (receiver steps 3 and 4). Entries we already hold are
 	// kept: a delayed, shorter append must not truncate newer ones.
 	if conflict := r.log.findConflict(m.Entries); conflict != 0 {
-		assert.That(conflict > r.log.committed, "node %d: entry %d conflicts with the committed log (commit %d)",
-			r.id, conflict, r.log.committed)
+		if conflict <= r.log.committed {
+			assert.Fail("node %d: entry %d conflicts with the committed log (commit %d)", r.id, conflict, r.log.committed)
+		}
 		r.appendToLog(m.Entries[conflict-(m.LogIndex+1):])
 	}
 	if r.logLost != nil && r.log.lastIndex() >= r.logLost.Commit {
@@ -894,7 +904,9 @@ func (r *Core) sendSnapshot(to uint64, pr *Progress) bool {
 		return false
 	}
 	assert.NoError(err, "storage Snapshot")
-	assert.That(!snap.IsEmpty(), "node %d: entries for %d are compacted but storage has no snapshot", r.id, to)
+	if snap.IsEmpty() {
+		assert.Fail("node %d: entries for %d are compacted but storage has no snapshot", r.id, to)
+	}
 	r.send(Message{Type: MsgSnapshotRequest, To: to, Snapshot: snap})
 	pr.becomeSnapshot(snap.Metadata.Index)
 	return true
@@ -1082,7 +1094,9 @@ func (r *Core) HasReady() bool {
 // Ready returns the work to do now (see Ready for the order). Every Ready
 // must be confirmed with Advance before the next call to Ready.
 func (r *Core) Ready() Ready {
-	assert.That(!r.readyOutstanding, "node %d: Ready called again before Advance", r.id)
+	if r.readyOutstanding {
+		assert.Fail("node %d: Ready called again before Advance", r.id)
+	}
 	r.flush()
 	rd := Ready{
 		Entries:          r.log.unstableEntries(),
@@ -1105,6 +1119,7 @@ func (r *Core) Ready() Ready {
 	rd.MustSync = rd.MustSync || len(rd.Entries) > 0 || !rd.Snapshot.IsEmpty()
 	if n := len(rd.CommittedEntries); n > 0 {
 		r.log.applying = rd.CommittedEntries[n-1].Index
+		rd.ConfChanges = r.committedConfChanges(rd.CommittedEntries[0].Index, r.log.applying)
 	}
 	r.msgs = nil
 	r.readStates = nil
@@ -1112,10 +1127,24 @@ func (r *Core) Ready() Ready {
 	return rd
 }
 
+// committedConfChanges returns the membership changes of the entries in
+// [lo, hi] that took effect, as worked out when they were appended.
+func (r *Core) committedConfChanges(lo, hi uint64) []CommittedConfChange {
+	var out []CommittedConfChange
+	for _, p := range r.confPoints[1:] {
+		if p.index >= lo && p.index <= hi {
+			out = append(out, CommittedConfChange{Index: p.index, Term: p.term, Change: p.change, Conf: p.conf})
+		}
+	}
+	return out
+}
+
 // Advance confirms that rd was handled: its entries and snapshot are
 // persisted and its committed entries applied.
 func (r *Core) Advance(rd Ready) {
-	assert.That(r.readyOutstanding, "node %d: Advance without Ready", r.id)
+	if !r.readyOutstanding {
+		assert.Fail("node %d: Advance without Ready", r.id)
+	}
 	r.readyOutstanding = false
 	if n := len(rd.Entries); n > 0 {
 		r.log.stableTo(rd.Entries[n-1].Index, rd.Entries[n-1].Term)
@@ -1126,6 +1155,11 @@ func (r *Core) Advance(rd Ready) {
 	}
 	if n := len(rd.CommittedEntries); n > 0 {
 		r.log.appliedTo(rd.CommittedEntries[n-1].Index)
+		// The application has recorded the applied changes: the latest
+		// of them becomes the base.
+		for len(r.confPoints) > 1 && r.confPoints[1].index <= r.log.applied {
+			r.confPoints = r.confPoints[1:]
+		}
 		if r.role == Leader {
 			var size uint64
 			for _, e := range rd.CommittedEntries {

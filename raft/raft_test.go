@@ -180,7 +180,7 @@ func TestSingleNodeCommitsAlone(t *testing.T) {
 	if got := string(leader.Applied[index]); got != "solo" {
 		t.Fatalf("applied %q at %d, want solo", got, index)
 	}
-	if err := leader.Core.ReadIndex(5); err != nil {
+	if err := n.ReadIndex(1, 5); err != nil {
 		t.Fatal(err)
 	}
 	mustStabilize(t, n)

@@ -74,6 +74,13 @@ type Ready struct {
 	Snapshot Snapshot
 	// CommittedEntries are to be applied to the state machine.
 	CommittedEntries []Entry
+	// ConfChanges are the membership changes among CommittedEntries that
+	// took effect, in log order, each with the membership it produced, as
+	// the core worked it out when the entry was appended (§4.1). An
+	// EntryConfChange that does not decode or does not apply to the
+	// membership before it is a no-op on every node alike, and has none.
+	// The application records these; it never works them out again.
+	ConfChanges []CommittedConfChange
 	// Messages are to be sent after the persistence of step 1.
 	Messages []Message
 	// ReadStates are confirmed ReadIndex requests.
@@ -82,6 +89,14 @@ type Ready struct {
 	// term, vote, entries or snapshot changed; a commit index alone may be
 	// written lazily).
 	MustSync bool
+}
+
+// CommittedConfChange is a committed membership change: the entry it came
+// in, the change, and the membership after it.
+type CommittedConfChange struct {
+	Index, Term uint64
+	Change      ConfChange
+	Conf        ConfState
 }
 
 // Status is a snapshot of a node's state for monitoring and tests.

@@ -17,19 +17,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"coord/api"
 	"coord/storage/vfs"
-)
-
-// Headers of the HTTP API.
-const (
-	// HeaderForwarded marks a request one node forwarded to the leader; a
-	// node never forwards such a request again, so a stale view of who
-	// leads cannot make requests loop.
-	HeaderForwarded = "Coord-Forwarded-By"
-	// HeaderNode names the node that answered.
-	HeaderNode = "Coord-Node"
-	// HeaderLeader names the leader as the answering node knows it.
-	HeaderLeader = "Coord-Leader"
 )
 
 // watchTimeoutMax bounds one long poll; watchTimeoutDefault is its wait
@@ -132,9 +121,9 @@ func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		st := a.replica.Status()
-		rec.Header().Set(HeaderNode, strconv.FormatUint(st.ID, 10))
+		rec.Header().Set(api.HeaderNode, strconv.FormatUint(st.ID, 10))
 		if st.Leader != 0 {
-			rec.Header().Set(HeaderLeader, strconv.FormatUint(st.Leader, 10))
+			rec.Header().Set(api.HeaderLeader, strconv.FormatUint(st.Leader, 10))
 		}
 		if !a.guard(rec, r, route) {
 			body, err := io.ReadAll(http.MaxBytesReader(rec, r.Body, int64(a.cfg.Limits.ValueBytes)+4096))
@@ -169,48 +158,47 @@ func (s *statusRecorder) Flush() {
 	}
 }
 
-// apiError is an error with an HTTP status, a machine-readable code and
-// extra JSON fields.
-type apiError struct {
-	status int
-	code   string
-	msg    string
-	fields map[string]any
+// apiError is an error answered as it is: its body names the code (which
+// gives the HTTP status) and any fields the code carries.
+type apiError struct{ body api.ErrorResponse }
+
+func (e *apiError) Error() string { return e.body.Error }
+
+// fail returns an apiError with code and message.
+func fail(code api.Code, msg string) *apiError {
+	return &apiError{body: api.ErrorResponse{Code: code, Error: msg}}
 }
 
-func (e *apiError) Error() string { return e.msg }
-
-func (a *API) writeError(w http.ResponseWriter, err error) {
-	var ae *apiError
+// errorCode returns the code the API answers err with.
+func errorCode(err error) api.Code {
 	switch {
-	case errors.As(err, &ae):
 	case errors.Is(err, ErrInvalid):
-		ae = &apiError{status: http.StatusBadRequest, code: "invalid", msg: err.Error()}
+		return api.CodeInvalid
 	case errors.Is(err, ErrOutcomeUnknown):
 		// Before the context errors: a write that timed out after it was
 		// proposed may still apply.
-		ae = &apiError{status: http.StatusServiceUnavailable, code: "unknown_outcome", msg: err.Error()}
+		return api.CodeUnknownOutcome
 	case errors.Is(err, ErrStorage) && vfs.IsNoSpace(err):
-		ae = &apiError{status: http.StatusInsufficientStorage, code: "disk_full", msg: err.Error()}
+		return api.CodeDiskFull
 	case errors.Is(err, ErrStorage):
-		ae = &apiError{status: http.StatusServiceUnavailable, code: "storage_failed", msg: err.Error()}
+		return api.CodeStorageFailed
 	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrStopped):
-		ae = &apiError{status: http.StatusServiceUnavailable, code: "unavailable", msg: err.Error()}
+		return api.CodeUnavailable
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		ae = &apiError{status: http.StatusServiceUnavailable, code: "timeout", msg: err.Error()}
-	default:
-		ae = &apiError{status: http.StatusInternalServerError, code: "internal", msg: err.Error()}
+		return api.CodeTimeout
 	}
-	// Another node, or this one a moment later, may answer; a timeout is
-	// the request's own deadline, which a retry does not change.
-	if (ae.status == http.StatusServiceUnavailable || ae.status == http.StatusInsufficientStorage) && ae.code != "timeout" {
-		w.Header().Set("Retry-After", "1")
+	return api.CodeInternal
+}
+
+func (a *API) writeError(w http.ResponseWriter, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		ae = fail(errorCode(err), err.Error())
 	}
-	body := map[string]any{"error": ae.msg, "code": ae.code}
-	for k, v := range ae.fields {
-		body[k] = v
+	if ae.body.Code.Retry() {
+		w.Header().Set(api.HeaderRetryAfter, "1")
 	}
-	writeJSON(w, ae.status, body)
+	writeJSON(w, ae.body.Code.Status(), ae.body)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) error {
@@ -232,7 +220,7 @@ func (a *API) leading() bool {
 // is unknown_outcome.
 func (a *API) forward(w http.ResponseWriter, r *request) error {
 	st := a.replica.Status()
-	if by := r.Header.Get(HeaderForwarded); by != "" {
+	if by := r.Header.Get(api.HeaderForwarded); by != "" {
 		return a.forwardFailed(r, fmt.Sprintf("node %d is not the leader (request forwarded by node %s)", st.ID, by), st.Leader, false)
 	}
 	var target string
@@ -258,10 +246,10 @@ func (a *API) forward(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return fmt.Errorf("server: forward: %w", err)
 	}
-	req.Header.Set(HeaderForwarded, strconv.FormatUint(st.ID, 10))
+	req.Header.Set(api.HeaderForwarded, strconv.FormatUint(st.ID, 10))
 	// The leader checks the token again: a forwarding node vouches for
 	// nothing.
-	for _, h := range []string{"Content-Type", "Authorization"} {
+	for _, h := range []string{"Content-Type", api.HeaderAuthorization} {
 		if v := r.Header.Get(h); v != "" {
 			req.Header.Set(h, v)
 		}
@@ -274,7 +262,7 @@ func (a *API) forward(w http.ResponseWriter, r *request) error {
 	defer resp.Body.Close()
 	// Coord-Node stays this node's: a client that sees it differ from
 	// Coord-Leader knows its request was forwarded, and looks the leader up.
-	for _, h := range []string{"Content-Type", "Retry-After", "WWW-Authenticate", HeaderLeader} {
+	for _, h := range []string{"Content-Type", api.HeaderRetryAfter, api.HeaderAuthenticate, api.HeaderLeader} {
 		if v := resp.Header.Get(h); v != "" {
 			w.Header().Set(h, v)
 		}
@@ -295,16 +283,18 @@ func (a *API) forward(w http.ResponseWriter, r *request) error {
 // write that this node proposed, or that reached the leader, has an
 // unknown outcome; anything else was not applied.
 func (a *API) forwardFailed(r *request, msg string, leader uint64, sent bool) error {
-	fields := map[string]any{"leader": leader}
+	code := api.CodeUnavailable
 	if r.Method != http.MethodGet && (r.proposed || sent) {
 		if r.proposed {
 			msg = "proposed here, then leadership was lost, and " + msg
 		} else {
 			msg += " (after the request was sent)"
 		}
-		return &apiError{status: http.StatusServiceUnavailable, code: "unknown_outcome", msg: msg, fields: fields}
+		code = api.CodeUnknownOutcome
 	}
-	return &apiError{status: http.StatusServiceUnavailable, code: "unavailable", msg: msg, fields: fields}
+	ae := fail(code, msg)
+	ae.body.Leader = new(leader)
+	return ae
 }
 
 // copyFlushing relays an event stream, flushing after every read so that
@@ -345,7 +335,7 @@ func sessionParams(r *request) (client, seq, ack uint64, err error) {
 		}
 		return v
 	}
-	client, seq, ack = parse("client_id"), parse("seq"), parse("ack")
+	client, seq, ack = parse(api.ParamClientID), parse(api.ParamSeq), parse(api.ParamAck)
 	if err == nil && client != 0 && seq == 0 {
 		err = fmt.Errorf("%w: client_id without seq", ErrInvalid)
 	}
@@ -389,31 +379,33 @@ func (a *API) propose(w http.ResponseWriter, r *request, cmd Command, ok func(Re
 
 // resultError turns a failed command into an API error.
 func resultError(res Result) error {
+	var ae *apiError
 	switch res.Status {
 	case StatusOK:
 		return nil
 	case StatusNotFound:
-		return &apiError{status: http.StatusNotFound, code: "not_found", msg: "key not found"}
+		ae = fail(api.CodeNotFound, "key not found")
 	case StatusConflict:
-		return &apiError{status: http.StatusConflict, code: "conflict", msg: "revision mismatch",
-			fields: map[string]any{"revision": res.Revision}}
+		ae = fail(api.CodeConflict, "revision mismatch")
+		ae.body.Revision = new(res.Revision)
 	case StatusHeld:
-		return &apiError{status: http.StatusConflict, code: "held", msg: "lease held by " + res.Holder,
-			fields: map[string]any{"holder": res.Holder, "token": res.Token}}
+		ae = fail(api.CodeHeld, "lease held by "+res.Holder)
+		ae.body.Holder, ae.body.Token = new(res.Holder), new(res.Token)
 	case StatusLost:
-		return &apiError{status: http.StatusConflict, code: "lost", msg: "token is not current",
-			fields: map[string]any{"holder": res.Holder, "token": res.Token}}
+		ae = fail(api.CodeLost, "token is not current")
+		ae.body.Holder, ae.body.Token = new(res.Holder), new(res.Token)
 	case StatusStaleSequence:
-		return &apiError{status: http.StatusConflict, code: "stale_sequence", msg: res.Reason}
+		ae = fail(api.CodeStaleSequence, res.Reason)
 	default:
-		return &apiError{status: http.StatusBadRequest, code: "invalid", msg: res.Reason}
+		ae = fail(api.CodeInvalid, res.Reason)
 	}
+	return ae
 }
 
 // read runs a read: stale reads locally, linearizable ones on the leader
 // after a ReadIndex barrier.
 func (a *API) read(w http.ResponseWriter, r *request, serve func() error) error {
-	stale, err := boolParam(r, "stale")
+	stale, err := boolParam(r, api.ParamStale)
 	if err != nil {
 		return err
 	}
@@ -461,23 +453,11 @@ func (a *API) status(w http.ResponseWriter, _ *request) error {
 }
 
 func (a *API) members(w http.ResponseWriter, _ *request) error {
-	return writeJSON(w, http.StatusOK, map[string]any{"members": a.replica.Status().Members})
+	return writeJSON(w, http.StatusOK, api.MembersResponse{Members: a.replica.Status().Members})
 }
 
-// KeyResponse is the JSON of a key.
-type KeyResponse struct {
-	Key string `json:"key"`
-	// Value is the value when it is valid UTF-8; ValueBase64 otherwise.
-	Value       string `json:"value,omitempty"`
-	ValueBase64 string `json:"value_base64,omitempty"`
-	Revision    uint64 `json:"revision"`
-	// CreateRevision and Version as in KeyValue.
-	CreateRevision uint64 `json:"create_revision,omitempty"`
-	Version        uint64 `json:"version,omitempty"`
-}
-
-func keyResponse(kv KeyValue) KeyResponse {
-	resp := KeyResponse{Key: kv.Key, Revision: kv.Revision, CreateRevision: kv.CreateRevision, Version: kv.Version}
+func keyResponse(kv KeyValue) api.KeyResponse {
+	resp := api.KeyResponse{Key: kv.Key, Revision: kv.Revision, CreateRevision: kv.CreateRevision, Version: kv.Version}
 	if utf8.Valid(kv.Value) {
 		resp.Value = string(kv.Value)
 	} else {
@@ -493,7 +473,7 @@ func (a *API) keyBody(key string) (int, any) {
 	var ok bool
 	a.replica.View(func(v View) { kv, ok = v.Get(key) })
 	if !ok {
-		return http.StatusNotFound, map[string]any{"error": "key not found", "code": "not_found", "key": key, "revision": 0}
+		return http.StatusNotFound, api.ErrorResponse{Error: "key not found", Code: api.CodeNotFound, Key: key, Revision: new(uint64(0))}
 	}
 	return http.StatusOK, keyResponse(kv)
 }
@@ -514,7 +494,7 @@ func respond(w http.ResponseWriter, body func() (int, any)) error {
 
 // condition reads prev_revision into a command.
 func condition(r *request, cmd *Command) error {
-	prev, has, err := uintParam(r, "prev_revision")
+	prev, has, err := uintParam(r, api.ParamPrevRevision)
 	cmd.HasPrev, cmd.PrevRevision = has, prev
 	return err
 }
@@ -528,7 +508,7 @@ func (a *API) putKey(w http.ResponseWriter, r *request) error {
 		return err
 	}
 	return a.propose(w, r, cmd, func(res Result) error {
-		return writeJSON(w, http.StatusOK, map[string]any{"revision": res.Revision})
+		return writeJSON(w, http.StatusOK, api.WriteResponse{Revision: res.Revision})
 	})
 }
 
@@ -541,7 +521,7 @@ func (a *API) deleteKey(w http.ResponseWriter, r *request) error {
 		return err
 	}
 	return a.propose(w, r, cmd, func(res Result) error {
-		return writeJSON(w, http.StatusOK, map[string]any{"revision": res.Revision})
+		return writeJSON(w, http.StatusOK, api.WriteResponse{Revision: res.Revision})
 	})
 }
 
@@ -550,15 +530,15 @@ func (a *API) deleteKey(w http.ResponseWriter, r *request) error {
 // unless stale. With stream=true it answers at once with a stream of
 // server-sent events instead, one per change, until the client goes away.
 func (a *API) watch(w http.ResponseWriter, r *request, what Watched, current func() uint64, body func() (int, any)) error {
-	rev, _, err := uintParam(r, "revision")
+	rev, _, err := uintParam(r, api.ParamRevision)
 	if err != nil {
 		return err
 	}
-	timeoutMs, has, err := uintParam(r, "timeout_ms")
+	timeoutMs, has, err := uintParam(r, api.ParamTimeoutMs)
 	if err != nil {
 		return err
 	}
-	stream, err := boolParam(r, "stream")
+	stream, err := boolParam(r, api.ParamStream)
 	if err != nil {
 		return err
 	}
@@ -617,7 +597,7 @@ func (a *API) stream(w http.ResponseWriter, r *request, what Watched, rev uint64
 			if err != nil {
 				return nil
 			}
-			if _, err := fmt.Fprintf(w, "event: change\nid: %d\ndata: %s\n\n", rev, data); err != nil {
+			if _, err := fmt.Fprintf(w, "event: %s\nid: %d\ndata: %s\n\n", api.EventChange, rev, data); err != nil {
 				return nil // the client went away
 			}
 			flusher.Flush()
@@ -650,28 +630,8 @@ func (a *API) watchKey(w http.ResponseWriter, r *request) error {
 	return a.watch(w, r, Watched{Name: key}, current, func() (int, any) { return a.keyBody(key) })
 }
 
-// LeaseRequest is the JSON body of acquire, renew and release.
-type LeaseRequest struct {
-	Holder string `json:"holder"`
-	Token  uint64 `json:"token,omitempty"`
-	TTLMs  int64  `json:"ttl_ms,omitempty"`
-}
-
-// LeaseResponse is the JSON of a lease.
-type LeaseResponse struct {
-	Name   string `json:"name"`
-	Holder string `json:"holder"`
-	Token  uint64 `json:"token"`
-	// TTLMs is the time to live granted at the last acquire or renew.
-	TTLMs int64 `json:"ttl_ms"`
-	// RemainingMs is the time left by the leader's clock; present only
-	// when the leader answered.
-	RemainingMs *int64 `json:"remaining_ms,omitempty"`
-	Revision    uint64 `json:"revision"`
-}
-
-func leaseRequest(r *request) (LeaseRequest, error) {
-	var lr LeaseRequest
+func leaseRequest(r *request) (api.LeaseRequest, error) {
+	var lr api.LeaseRequest
 	if err := checkJSONText(r.body); err != nil {
 		return lr, err
 	}
@@ -707,7 +667,7 @@ func (a *API) leaseOp(w http.ResponseWriter, r *request, op Op) error {
 	}
 	cmd := Command{Op: op, Key: name, Holder: lr.Holder, Token: lr.Token, TTL: ttl}
 	return a.propose(w, r, cmd, func(res Result) error {
-		return writeJSON(w, http.StatusOK, LeaseResponse{Name: cmd.Key, Holder: res.Holder, Token: res.Token,
+		return writeJSON(w, http.StatusOK, api.LeaseResponse{Name: cmd.Key, Holder: res.Holder, Token: res.Token,
 			TTLMs: res.TTL.Milliseconds(), Revision: res.Revision})
 	})
 }
@@ -717,10 +677,10 @@ func (a *API) renew(w http.ResponseWriter, r *request) error   { return a.leaseO
 func (a *API) release(w http.ResponseWriter, r *request) error { return a.leaseOp(w, r, OpRelease) }
 
 func (a *API) leaseBody(name string) (int, any) {
-	var resp LeaseResponse
+	var resp api.LeaseResponse
 	a.replica.View(func(v View) {
 		l := v.Lease(name)
-		resp = LeaseResponse{Name: name, Holder: l.Holder, Token: l.Token, TTLMs: l.TTL.Milliseconds(), Revision: l.Revision}
+		resp = api.LeaseResponse{Name: name, Holder: l.Holder, Token: l.Token, TTLMs: l.TTL.Milliseconds(), Revision: l.Revision}
 		if left, leader := v.Remaining(name); leader && l.Held() {
 			ms := left.Milliseconds()
 			resp.RemainingMs = &ms
@@ -749,17 +709,11 @@ func (a *API) watchLease(w http.ResponseWriter, r *request) error {
 	return a.watch(w, r, Watched{Lease: true, Name: name}, current, func() (int, any) { return a.leaseBody(name) })
 }
 
-// MemberRequest is the JSON body of POST /v1/members.
-type MemberRequest struct {
-	ID   uint64 `json:"id"`
-	Peer string `json:"peer"`
-}
-
 func (a *API) addMember(w http.ResponseWriter, r *request) error {
 	if !a.leading() {
 		return a.forward(w, r)
 	}
-	var mr MemberRequest
+	var mr api.MemberRequest
 	if err := checkJSONText(r.body); err != nil {
 		return err
 	}
@@ -772,7 +726,7 @@ func (a *API) addMember(w http.ResponseWriter, r *request) error {
 	if err := a.replica.AddMember(r.Context(), mr.ID, mr.Peer); err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"members": a.replica.Status().Members})
+	return writeJSON(w, http.StatusOK, api.MembersResponse{Members: a.replica.Status().Members})
 }
 
 func (a *API) removeMember(w http.ResponseWriter, r *request) error {
@@ -786,5 +740,5 @@ func (a *API) removeMember(w http.ResponseWriter, r *request) error {
 	if err := a.replica.RemoveMember(r.Context(), id); err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"members": a.replica.Status().Members})
+	return writeJSON(w, http.StatusOK, api.MembersResponse{Members: a.replica.Status().Members})
 }

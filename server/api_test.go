@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"coord/api"
 )
 
 // fakeReplica is a one-process stand-in for a cluster node, for testing the
@@ -22,7 +24,7 @@ type fakeReplica struct {
 	mu      sync.Mutex
 	id      uint64
 	leader  uint64
-	members []Member
+	members []api.Member
 	m       *Machine
 	index   uint64
 	changed chan struct{}
@@ -88,14 +90,14 @@ func (f *fakeReplica) ChangedOf(w Watched) <-chan struct{} {
 	return f.watches.wait(w)
 }
 
-func (f *fakeReplica) Status() NodeStatus {
+func (f *fakeReplica) Status() api.NodeStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	role := RoleFollower
+	role := api.RoleFollower
 	if f.leader == f.id {
-		role = RoleLeader
+		role = api.RoleLeader
 	}
-	return NodeStatus{ID: f.id, Role: role, Term: 1, Leader: f.leader, Commit: f.index, Applied: f.index, Members: f.members}
+	return api.NodeStatus{ID: f.id, Role: role, Term: 1, Leader: f.leader, Commit: f.index, Applied: f.index, Members: f.members}
 }
 
 func (f *fakeReplica) AddMember(context.Context, uint64, string) error { return nil }
@@ -115,7 +117,7 @@ func newPair(t *testing.T) *pair {
 	t.Cleanup(ls.Close)
 	t.Cleanup(fs.Close)
 	p.leaderURL, p.followURL = ls.URL, fs.URL
-	members := []Member{
+	members := []api.Member{
 		{ID: 1, HTTP: strings.TrimPrefix(ls.URL, "http://"), Voter: true},
 		{ID: 2, HTTP: strings.TrimPrefix(fs.URL, "http://"), Voter: true},
 	}
@@ -192,8 +194,8 @@ func TestAPIForwardsToTheLeader(t *testing.T) {
 	}
 	// ...and says so: the node asked, and the leader it forwarded to, as a
 	// client needs to find the leader.
-	if n, l := got.header.Get(HeaderNode), got.header.Get(HeaderLeader); n != "2" || l != "1" {
-		t.Fatalf("forwarded answer: %s %q, %s %q; want 2 and 1", HeaderNode, n, HeaderLeader, l)
+	if n, l := got.header.Get(api.HeaderNode), got.header.Get(api.HeaderLeader); n != "2" || l != "1" {
+		t.Fatalf("forwarded answer: %s %q, %s %q; want 2 and 1", api.HeaderNode, n, api.HeaderLeader, l)
 	}
 	// ...while a stale read is the follower's own state, which this fake
 	// never replicates to.
@@ -364,7 +366,7 @@ func TestAPIWatchStream(t *testing.T) {
 		rev := call(t, "PUT", p.leaderURL+"/v1/kv/s", v).want(t, 200).num("revision")
 		select {
 		case data := <-events:
-			var kr KeyResponse
+			var kr api.KeyResponse
 			if err := json.Unmarshal([]byte(data), &kr); err != nil || kr.Value != v || kr.Revision != rev {
 				t.Fatalf("event %d: %s (%v), want %q at %d", i, data, err, v, rev)
 			}

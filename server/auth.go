@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"coord/api"
 	"coord/internal/assert"
 )
 
@@ -62,7 +63,7 @@ func checkRoute(route string) {
 
 // bearer returns the token of the Authorization header.
 func bearer(r *http.Request) (string, error) {
-	h := r.Header.Get("Authorization")
+	h := r.Header.Get(api.HeaderAuthorization)
 	if h == "" {
 		return "", unauthenticated("no token: send Authorization: Bearer TOKEN")
 	}
@@ -74,7 +75,7 @@ func bearer(r *http.Request) (string, error) {
 }
 
 func unauthenticated(msg string) *apiError {
-	return &apiError{status: http.StatusUnauthorized, code: "unauthenticated", msg: msg}
+	return fail(api.CodeUnauthenticated, msg)
 }
 
 func (a *API) lookupToken(hash [TokenHashBytes]byte) (t Token, ok bool) {
@@ -104,7 +105,7 @@ func (a *API) guard(w http.ResponseWriter, r *http.Request, route string) bool {
 	tok, ok := a.lookupToken(hash)
 	if !ok {
 		switch {
-		case r.Header.Get(HeaderForwarded) == "" && !a.leading():
+		case r.Header.Get(api.HeaderForwarded) == "" && !a.leading():
 			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(a.cfg.Limits.ValueBytes)+4096))
 			if err == nil {
 				err = a.forward(w, &request{Request: r, body: body})
@@ -133,14 +134,14 @@ func (a *API) guard(w http.ResponseWriter, r *http.Request, route string) bool {
 		name = r.PathValue("name")
 	}
 	if !tok.allows(need.role, need.scope, name) {
-		a.writeError(w, &apiError{status: http.StatusForbidden, code: "permission_denied", msg: denial(tok, need, name)})
+		a.writeError(w, fail(api.CodePermissionDenied, denial(tok, need, name)))
 		return true
 	}
 	return false
 }
 
 func (a *API) refuse(w http.ResponseWriter, err error) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="coord"`)
+	w.Header().Set(api.HeaderAuthenticate, api.BearerChallenge)
 	a.writeError(w, err)
 }
 
@@ -167,52 +168,38 @@ func (a *API) guarded(route string, h http.Handler) http.Handler {
 	})
 }
 
-// TokenRequest is the JSON body of POST /v1/auth/tokens.
-type TokenRequest struct {
-	Role        TokenRole `json:"role"`
-	KeyPrefix   string    `json:"key_prefix,omitempty"`
-	LeasePrefix string    `json:"lease_prefix,omitempty"`
-	Name        string    `json:"name,omitempty"`
-}
-
-// TokenResponse is the JSON of a token made: the only time the token
-// itself is shown.
-type TokenResponse struct {
-	Token
-	Secret string `json:"token"`
-}
-
 // errNoAuth refuses the tokens API on a node that checks no tokens.
-var errNoAuth = &apiError{status: http.StatusBadRequest, code: "invalid",
-	msg: "this node runs with --insecure: it checks no tokens, so it makes none"}
+var errNoAuth = fail(api.CodeInvalid, "this node runs with --insecure: it checks no tokens, so it makes none")
 
 func (a *API) createToken(w http.ResponseWriter, r *request) error {
 	if !a.cfg.Auth {
 		return errNoAuth
 	}
-	var tr TokenRequest
+	var tr api.TokenRequest
 	dec := json.NewDecoder(bytes.NewReader(r.body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&tr); err != nil {
 		return fmt.Errorf("%w: token request body: %v", ErrInvalid, err)
 	}
-	if !tr.Role.valid() {
+	role, err := ParseTokenRole(string(tr.Role))
+	if err != nil {
 		return fmt.Errorf("%w: role is required: read, write or admin", ErrInvalid)
 	}
 	secret, err := NewTokenSecret()
 	if err != nil {
 		return err
 	}
-	tok := Token{Hash: HashToken(secret), Role: tr.Role, KeyPrefix: tr.KeyPrefix, LeasePrefix: tr.LeasePrefix, Name: tr.Name}
+	tok := Token{Hash: HashToken(secret), Role: role, KeyPrefix: tr.KeyPrefix, LeasePrefix: tr.LeasePrefix, Name: tr.Name}
 	return a.propose(w, r, TokenCreateCommand(tok), func(res Result) error {
 		// A retry of a creation already applied gets that creation's
 		// result, whose token is not the one made for this attempt.
 		if got, ok := a.lookupToken(tok.Hash); !ok || got.ID != res.Revision {
-			return &apiError{status: http.StatusConflict, code: "conflict", fields: map[string]any{"id": res.Revision},
-				msg: fmt.Sprintf("this retry's first attempt made token %d, whose secret was in an answer that was lost: revoke it and make another", res.Revision)}
+			ae := fail(api.CodeConflict, fmt.Sprintf("this retry's first attempt made token %d, whose secret was in an answer that was lost: revoke it and make another", res.Revision))
+			ae.body.ID = new(res.Revision)
+			return ae
 		}
 		tok.ID = res.Revision
-		return writeJSON(w, http.StatusOK, TokenResponse{Token: tok, Secret: secret})
+		return writeJSON(w, http.StatusOK, api.TokenResponse{Token: tok.apiToken(), Secret: secret})
 	})
 }
 
@@ -221,9 +208,13 @@ func (a *API) listTokens(w http.ResponseWriter, r *request) error {
 		return errNoAuth
 	}
 	return a.read(w, r, func() error {
-		var toks []Token
-		a.replica.View(func(v View) { toks = v.Tokens() })
-		return writeJSON(w, http.StatusOK, map[string]any{"tokens": toks})
+		out := api.TokensResponse{Tokens: []api.Token{}}
+		a.replica.View(func(v View) {
+			for _, t := range v.Tokens() {
+				out.Tokens = append(out.Tokens, t.apiToken())
+			}
+		})
+		return writeJSON(w, http.StatusOK, out)
 	})
 }
 
@@ -236,11 +227,11 @@ func (a *API) revokeToken(w http.ResponseWriter, r *request) error {
 		return fmt.Errorf("%w: token id %q", ErrInvalid, r.PathValue("id"))
 	}
 	err = a.propose(w, r, TokenRevokeCommand(id), func(res Result) error {
-		return writeJSON(w, http.StatusOK, map[string]any{"revision": res.Revision})
+		return writeJSON(w, http.StatusOK, api.WriteResponse{Revision: res.Revision})
 	})
 	var ae *apiError
-	if errors.As(err, &ae) && ae.code == "not_found" {
-		return &apiError{status: http.StatusNotFound, code: "not_found", msg: fmt.Sprintf("no token %d", id)}
+	if errors.As(err, &ae) && ae.body.Code == api.CodeNotFound {
+		return fail(api.CodeNotFound, fmt.Sprintf("no token %d", id))
 	}
 	return err
 }

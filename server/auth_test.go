@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"coord/api"
 	"coord/internal/wire"
 )
 
@@ -156,7 +157,7 @@ func newAuthPair(t *testing.T) *authPair {
 	t.Cleanup(ls.Close)
 	t.Cleanup(fs.Close)
 	p.leaderURL, p.followURL = ls.URL, fs.URL
-	members := []Member{
+	members := []api.Member{
 		{ID: 1, HTTP: strings.TrimPrefix(ls.URL, "http://"), Voter: true},
 		{ID: 2, HTTP: strings.TrimPrefix(fs.URL, "http://"), Voter: true},
 	}

@@ -38,12 +38,18 @@ const (
 	// does, but only if the cluster never had a token: the leader of a
 	// new secure cluster proposes it with the initial admin token.
 	OpTokenBootstrap
+	// OpPeerSet records the Raft transport address of a member; Value
+	// encodes the member's ID and address (peers.go).
+	OpPeerSet
+	// OpPeerForget drops the address of a member; Value encodes its ID.
+	OpPeerForget
 )
 
 var opNames = [...]string{
 	OpPut: "put", OpDelete: "delete", OpAcquire: "acquire",
 	OpRenew: "renew", OpRelease: "release", OpExpire: "expire",
 	OpTokenCreate: "token_create", OpTokenRevoke: "token_revoke", OpTokenBootstrap: "token_bootstrap",
+	OpPeerSet: "peer_set", OpPeerForget: "peer_forget",
 }
 
 // String returns the operation's name.
@@ -54,7 +60,7 @@ func (o Op) String() string {
 	return fmt.Sprintf("Op(%d)", uint8(o))
 }
 
-func (o Op) valid() bool { return o >= OpPut && o <= OpTokenBootstrap }
+func (o Op) valid() bool { return o >= OpPut && o <= OpPeerForget }
 
 // Limits bound what one command and the whole machine may hold. Commands
 // over a limit are refused with StatusInvalid before they change anything.

@@ -15,7 +15,9 @@
 //   - client sessions: a command carries a client id and a sequence number,
 //     and the machine remembers each session's results until the client
 //     acknowledges them, so a retried write is applied exactly once (the
-//     Raft dissertation, §6.3).
+//     Raft dissertation, §6.3);
+//   - the members' Raft transport addresses (OpPeerSet, OpPeerForget), so
+//     that a restarted or new node learns them from the log (peers.go).
 //
 // # Lease expiry
 //

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"coord/api"
 )
 
 // HTTPLimits bound what the clients of one node's HTTP API can hold of it:
@@ -257,9 +259,7 @@ func (b *burst) fell(n int64) {
 // answers 503 too_many_watches with Retry-After at the limit.
 func (a *API) admitWatch(w http.ResponseWriter) (release func(), err error) {
 	if !a.watches.acquire() {
-		w.Header().Set("Retry-After", "1")
-		return nil, &apiError{status: http.StatusServiceUnavailable, code: "too_many_watches",
-			msg: fmt.Sprintf("node serves its maximum of %d watches at once; retry later", a.watches.max)}
+		return nil, fail(api.CodeTooManyWatches, fmt.Sprintf("node serves its maximum of %d watches at once; retry later", a.watches.max))
 	}
 	return a.watches.release, nil
 }
@@ -277,6 +277,5 @@ func newServeHTTP(node *Node, cfg Config) *http.Server {
 	}
 	apiCfg := APIConfig{Limits: cfg.Limits, Logger: logger, Metrics: cfg.Metrics, WatchesMax: limits.WatchesMax}
 	apiSecurity(&apiCfg, cfg.Security)
-	api := NewAPI(node, apiCfg)
-	return newHTTPServer(api, limits, logger, cfg.Metrics)
+	return newHTTPServer(NewAPI(node, apiCfg), limits, logger, cfg.Metrics)
 }

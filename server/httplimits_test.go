@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"coord/api"
 )
 
 // metricValue reads a gauge or counter without labels from m.
@@ -94,7 +96,7 @@ func TestAPIWatchLimit(t *testing.T) {
 	leader, follower, metrics := newFake(1, 1), newFake(2, 1), NewMetrics()
 	leaderURL := limitedServer(t, NewAPI(leader, APIConfig{WatchesMax: 2, Metrics: metrics}), DefaultHTTPLimits(), nil)
 	followURL := limitedServer(t, NewAPI(follower, APIConfig{}), DefaultHTTPLimits(), nil)
-	members := []Member{{ID: 1, HTTP: strings.TrimPrefix(leaderURL, "http://")}, {ID: 2, HTTP: strings.TrimPrefix(followURL, "http://")}}
+	members := []api.Member{{ID: 1, HTTP: strings.TrimPrefix(leaderURL, "http://")}, {ID: 2, HTTP: strings.TrimPrefix(followURL, "http://")}}
 	leader.members, follower.members = members, members
 
 	stop, _ := openStream(t, leaderURL+"/v1/watch/kv/a?stream=true")

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"coord/api"
 	"coord/raft"
 	"coord/transport/tcp"
 )
@@ -27,7 +28,7 @@ func TestLeaderRefusesAHeartbeatFromADuplicateID(t *testing.T) {
 		leader = c.waitLeader()
 	}
 	st := c.nodes[leader].Status()
-	if st.Role != RoleLeader || st.Term < 2 {
+	if st.Role != api.RoleLeader || st.Term < 2 {
 		t.Fatalf("node %d: %+v, want a leader of term 2 or later", leader, st)
 	}
 	responses := make(chan raft.Message, 64)
@@ -66,7 +67,7 @@ func TestLeaderRefusesAHeartbeatFromADuplicateID(t *testing.T) {
 			t.Fatal("the leader never answered the impostor")
 		}
 	}
-	if now := c.nodes[leader].Status(); now.Role != RoleLeader || now.Term != st.Term {
+	if now := c.nodes[leader].Status(); now.Role != api.RoleLeader || now.Term != st.Term {
 		t.Fatalf("after the forged heartbeat node %d is %+v, want still leader of term %d", leader, now, st.Term)
 	}
 	rec := httptest.NewRecorder()

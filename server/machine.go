@@ -103,9 +103,9 @@ type Machine struct {
 	// snapshot's buffer up front.
 	keyBytes int64
 	sessions map[uint64]*session
-	// peers maps member IDs to their Raft transport addresses, as the
-	// membership changes in the log announced them; kept here so that a
-	// node restarted from a snapshot still knows where its peers are.
+	// peers maps member IDs to their Raft transport addresses, as
+	// OpPeerSet recorded them (peers.go); kept here so that a node
+	// restarted from its snapshot and log knows where its peers are.
 	peers map[uint64]string
 	// tokens are the API's bearer tokens by ID, tokenIDs their IDs by
 	// hash; tokensEver is set by the first token ever made, after which
@@ -140,22 +140,7 @@ func (m *Machine) Advance(index uint64) {
 	m.applied = index
 }
 
-// RecordMembership records a membership change: the transport addresses of
-// the nodes that joined, and the nodes that left. The membership entries
-// are applied apart from commands (node.Node), so this takes no index;
-// replicas must call it at the same point of the log.
-func (m *Machine) RecordMembership(joined map[uint64]string, left []uint64) {
-	for id, addr := range joined {
-		if addr != "" {
-			m.peers[id] = addr
-		}
-	}
-	for _, id := range left {
-		delete(m.peers, id)
-	}
-}
-
-// Peers returns the transport addresses recorded by membership changes.
+// Peers returns the transport addresses recorded by OpPeerSet.
 func (m *Machine) Peers() map[uint64]string {
 	out := make(map[uint64]string, len(m.peers))
 	for id, addr := range m.peers {
@@ -245,6 +230,8 @@ func (m *Machine) execute(index uint64, c Command) Result {
 	switch c.Op {
 	case OpTokenCreate, OpTokenBootstrap, OpTokenRevoke:
 		return m.executeToken(index, c)
+	case OpPeerSet, OpPeerForget:
+		return m.executePeer(index, c)
 	}
 	if reason := m.check(c); reason != "" {
 		return Result{Status: StatusInvalid, Reason: reason}

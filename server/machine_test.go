@@ -258,14 +258,13 @@ func TestSnapshotRestoreIsExactAndDeterministic(t *testing.T) {
 			a.do(c)
 			b.do(c)
 			if i%17 == 0 {
-				a.index++
-				b.index++
-				joined := map[uint64]string{uint64(i%5 + 1): fmt.Sprintf("10.0.0.%d:7000", i)}
-				left := []uint64{uint64(i%3 + 1)}
-				a.m.Advance(a.index)
-				b.m.Advance(b.index)
-				a.m.RecordMembership(joined, left)
-				b.m.RecordMembership(joined, left)
+				for _, p := range []Command{
+					PeerSetCommand(uint64(i%5+1), fmt.Sprintf("10.0.0.%d:7000", i)),
+					PeerForgetCommand(uint64(i%3 + 1)),
+				} {
+					a.do(p)
+					b.do(p)
+				}
 			}
 		}
 		// b restarts from a's snapshot, then both apply the rest.

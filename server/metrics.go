@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"coord/api"
 	"coord/raft"
 )
 
@@ -96,9 +97,9 @@ func (m *Metrics) observeRequest(route string, code int, d time.Duration) {
 }
 
 // setState records the node's term, role and indexes.
-func (m *Metrics) setState(st NodeStatus) {
+func (m *Metrics) setState(st api.NodeStatus) {
 	m.term.Set(float64(st.Term))
-	for _, r := range []Role{RoleLeader, RoleFollower, RoleCandidate, RoleLearner} {
+	for _, r := range []api.Role{api.RoleLeader, api.RoleFollower, api.RoleCandidate, api.RoleLearner} {
 		v := 0.0
 		if r == st.Role {
 			v = 1

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"coord/api"
 	"coord/node"
 	"coord/raft"
 	"coord/storage/raftstore"
@@ -49,7 +51,11 @@ type Config struct {
 	ID uint64
 	// Peers maps the initial voters' IDs, this node's included, to their
 	// Raft transport addresses. A brand-new node of a new cluster
-	// bootstraps with them as its voters.
+	// bootstraps with them as its voters. Every other address is
+	// replicated state (peers.go): a restarting node needs only its own
+	// here, a joining one its own and the leader's. An address given here
+	// wins over the replicated one for this node's own dialing (a proxy,
+	// a NAT).
 	Peers map[uint64]string
 	// Join says this node joins an existing cluster (it was added with
 	// AddMember): it does not bootstrap, and waits for the leader.
@@ -161,6 +167,14 @@ type Node struct {
 	closeOnce     sync.Once
 	closeErr      error
 	bootstrapping atomic.Bool // an initial admin token proposal is in flight
+
+	// routes keeps the transport dialing the replicated peer addresses
+	// (peers.go); announced holds addresses that membership changes
+	// written by an older coord carried, until the leader records them.
+	routes         *peerRoutes
+	announcedMu    sync.Mutex
+	announced      map[uint64]string
+	recordingPeers atomic.Bool // a proposeMissingPeers round is in flight
 }
 
 // stateMachine is the node.StateMachine: the Machine and the lessor, under
@@ -178,9 +192,8 @@ type stateMachine struct {
 	changed      chan struct{}
 	changedTaken bool
 	watches      watchIndex
-	// restored, if set, hears the peer addresses a restored snapshot
-	// recorded; it runs under mu.
-	restored func(peers map[uint64]string)
+	// routes, if set, hears of every change to the peer addresses.
+	routes *peerRoutes
 }
 
 var _ node.StateMachine = (*stateMachine)(nil)
@@ -203,6 +216,8 @@ func (s *stateMachine) Apply(index uint64, data []byte) any {
 	switch cmd.Op {
 	case OpAcquire, OpRenew, OpRelease, OpExpire:
 		s.lessor.observe(s.machine.Lease(cmd.Key), time.Now())
+	case OpPeerSet, OpPeerForget:
+		s.routes.applied(cmd, res)
 	}
 	return res
 }
@@ -227,15 +242,14 @@ func (s *stateMachine) Snapshot() ([]byte, error) {
 func (s *stateMachine) Restore(data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	before := s.machine.Peers()
 	if err := s.machine.Restore(data); err != nil {
 		return err
 	}
+	s.routes.restored(before, s.machine.Peers())
 	// The old deadlines described another state: every held lease gets its
 	// full TTL from now, as on a promotion.
 	s.lessor.promote(s.machine.HeldLeases(), time.Now())
-	if s.restored != nil {
-		s.restored(s.machine.Peers())
-	}
 	s.watches.changedAll()
 	s.notify()
 	return nil
@@ -258,7 +272,9 @@ func NewNode(cfg Config) (*Node, error) {
 	if cfg.FS == nil {
 		cfg.FS = vfs.OS
 	}
-	n := &Node{cfg: cfg, log: logger(cfg.Logger).With("node", cfg.ID), stop: make(chan struct{}), watchDone: make(chan struct{})}
+	cfg.Peers = maps.Clone(cfg.Peers) // the caller may change its map
+	n := &Node{cfg: cfg, log: logger(cfg.Logger).With("node", cfg.ID), stop: make(chan struct{}), watchDone: make(chan struct{}),
+		announced: map[uint64]string{}}
 	n.sm = &stateMachine{machine: NewMachine(cfg.Limits), lessor: newLessor(time.Second), changed: make(chan struct{}),
 		watches: newWatchIndex(cfg.HTTP.WatchesMax)}
 	if err := n.open(); err != nil {
@@ -296,46 +312,81 @@ func (t timedStorage) Save(hs raft.HardState, ents []raft.Entry) error {
 	return err
 }
 
+// open starts the node in named steps: the storage (refusing a damaged or
+// foreign data directory), the transport, then the shell over both and the
+// state machine, which restores the snapshot. On error the caller closes
+// whatever was opened.
 func (n *Node) open() error {
+	ds, err := n.openStorage()
+	if err != nil {
+		return err
+	}
+	// The transport hands messages to the shell, which needs the
+	// transport to start: until the shell is stored, messages are
+	// dropped, as a network would before the node is up.
+	var shell atomic.Pointer[node.Node]
+	if err := n.startTransport(&shell); err != nil {
+		return err
+	}
+	nc := n.shellConfig(ds.fresh && !n.cfg.Join)
+	s, err := node.Start(nc)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	shell.Store(s)
+	n.shell = s
+	n.reads.readIndex = s.ReadIndex
+	n.log.Info("node started", "term", ds.hardState.Term, "commit", ds.hardState.Commit, "snapshot", ds.snapshot,
+		"last_index", ds.last, "bootstrap", len(nc.Raft.Peers) > 0)
+	return nil
+}
+
+// diskState is what the data directory held when the node opened it.
+type diskState struct {
+	hardState raft.HardState
+	snapshot  uint64 // the snapshot's index, 0 if none
+	last      uint64 // the last index in the log
+	fresh     bool   // nothing at all: a new node
+}
+
+// openStorage opens the data directory, reads where its log stands, and
+// checks (or, for a new one, records) whose it is.
+func (n *Node) openStorage() (diskState, error) {
+	var ds diskState
 	disk, err := raftstore.Open(n.cfg.FS, n.cfg.DataDir, raftstore.Options{Logger: n.log, SegmentBytes: n.cfg.WALSegmentBytes})
 	if errors.Is(err, raftstore.ErrLost) || errors.Is(err, raftstore.ErrCorrupt) {
-		return n.refuse("it is damaged: %w", err)
+		return ds, n.refuse("it is damaged: %w", err)
 	}
 	if err != nil {
-		return fmt.Errorf("server: open storage: %w", err)
+		return ds, fmt.Errorf("server: open storage: %w", err)
 	}
 	n.disk = disk
-	hs, _, err := disk.InitialState()
-	if err != nil {
-		return fmt.Errorf("server: storage state: %w", err)
+	if ds.hardState, _, err = disk.InitialState(); err != nil {
+		return ds, fmt.Errorf("server: storage state: %w", err)
 	}
 	first, err := disk.FirstIndex()
 	if err != nil {
-		return err
+		return ds, fmt.Errorf("server: first index: %w", err)
 	}
-	last, err := disk.LastIndex()
-	if err != nil {
-		return err
+	if ds.last, err = disk.LastIndex(); err != nil {
+		return ds, fmt.Errorf("server: last index: %w", err)
 	}
-	// The last index is at least the snapshot's, so a directory with a
-	// snapshot is never fresh. The snapshot itself is read once, by
-	// node.Start, which restores the state machine from it.
-	fresh := hs.IsEmpty() && last == 0
-	if err := n.checkIdentity(fresh, hs, last); err != nil {
-		return err
-	}
-	// The transport starts with the configured peers' addresses; those
-	// that membership changes recorded in a snapshot (newer, so they win)
-	// are added when the snapshot is restored (at node.Start, or later
-	// from the leader), and entries after it add the rest as they are
-	// applied (ConfChanged).
-	peers := map[uint64]string{}
-	for id, addr := range n.cfg.Peers {
-		peers[id] = addr
-	}
-	var shell atomic.Pointer[node.Node]
+	// The first index is past the snapshot's, and the last at least the
+	// snapshot's: the snapshot itself is read once, by node.Start, which
+	// restores the state machine from it.
+	ds.snapshot = first - 1
+	ds.fresh = ds.hardState.IsEmpty() && ds.last == 0
+	return ds, n.checkIdentity(ds.fresh, ds.hardState, ds.last)
+}
+
+// startTransport starts the TCP transport, delivering to the shell that
+// shell will hold. It dials the configured peers; the state machine adds
+// the replicated addresses as it restores the snapshot and applies the
+// log (peers.go).
+func (n *Node) startTransport(shell *atomic.Pointer[node.Node]) error {
 	tc := tcp.DefaultConfig()
-	tc.ID, tc.Listener, tc.ListenAddr, tc.Peers, tc.Meta = n.cfg.ID, n.cfg.PeerListener, n.cfg.Peers[n.cfg.ID], peers, n.cfg.HTTPAddr
+	tc.ID, tc.Listener, tc.ListenAddr, tc.Meta = n.cfg.ID, n.cfg.PeerListener, n.cfg.Peers[n.cfg.ID], n.cfg.HTTPAddr
+	tc.Peers = maps.Clone(n.cfg.Peers)
 	tc.Logger = logger(n.cfg.Logger)
 	if n.cfg.Security != nil {
 		tc.TLS = n.cfg.Security.peerTLS()
@@ -358,31 +409,27 @@ func (n *Node) open() error {
 	if n.cfg.Metrics != nil {
 		tc.Dropped = n.cfg.Metrics.Dropped
 	}
-	if n.tr, err = tcp.New(tc); err != nil {
+	tr, err := tcp.New(tc)
+	if err != nil {
 		return err
 	}
-	n.sm.restored = func(peers map[uint64]string) {
-		for id, addr := range peers {
-			n.tr.AddPeer(id, addr) // ignores this node's own ID
-		}
-	}
+	n.tr = tr
+	n.routes = &peerRoutes{self: n.cfg.ID, local: n.cfg.Peers, book: tr}
+	n.sm.routes = n.routes
+	return nil
+}
 
-	seed := n.cfg.Seed
-	if seed == 0 {
-		var b [8]byte
-		_, _ = crand.Read(b[:])
-		seed = binary.LittleEndian.Uint64(b[:])
-	}
+// shellConfig returns the configuration of the node shell: the raft core's
+// (bootstrapping with the configured peers as voters if bootstrap), over
+// the storage, transport and state machine opened before.
+func (n *Node) shellConfig(bootstrap bool) node.Config {
 	nc := node.DefaultConfig()
-	nc.Raft.ID, nc.Raft.Rand = n.cfg.ID, rand.New(rand.NewPCG(seed, n.cfg.ID))
+	nc.Raft.ID, nc.Raft.Rand = n.cfg.ID, rand.New(rand.NewPCG(n.seed(), n.cfg.ID))
 	nc.Raft.ElectionTicks, nc.Raft.HeartbeatTicks = n.cfg.ElectionTicks, n.cfg.HeartbeatTicks
-	if fresh && !n.cfg.Join {
-		for id := range n.cfg.Peers {
-			nc.Raft.Peers = append(nc.Raft.Peers, id)
-		}
-		slices.Sort(nc.Raft.Peers)
+	if bootstrap {
+		nc.Raft.Peers = slices.Sorted(maps.Keys(n.cfg.Peers))
 	}
-	nc.Storage = timedStorage{disk, n.cfg.Metrics}
+	nc.Storage = timedStorage{n.disk, n.cfg.Metrics}
 	nc.Transport = n.tr
 	nc.StateMachine = n.sm
 	nc.TickInterval = n.cfg.TickInterval
@@ -392,16 +439,17 @@ func (n *Node) open() error {
 	if n.cfg.Metrics != nil {
 		nc.InvalidMessage = n.cfg.Metrics.InvalidMessage
 	}
-	s, err := node.Start(nc)
-	if err != nil {
-		return fmt.Errorf("server: %w", err)
+	return nc
+}
+
+// seed returns Config.Seed, or one from crypto/rand if it is 0.
+func (n *Node) seed() uint64 {
+	if n.cfg.Seed != 0 {
+		return n.cfg.Seed
 	}
-	shell.Store(s)
-	n.shell = s
-	n.reads.readIndex = s.ReadIndex
-	n.log.Info("node started", "term", hs.Term, "commit", hs.Commit, "snapshot", first-1,
-		"last_index", last, "bootstrap", len(nc.Raft.Peers) > 0)
-	return nil
+	var b [8]byte
+	_, _ = crand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
 }
 
 // refuse returns the error for a data directory this node must not run
@@ -447,33 +495,6 @@ func DeriveClusterID(peers map[uint64]string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(FormatPeers(peers)))
 	return h.Sum64() | 1
-}
-
-// confChanged runs on the shell's loop after a membership change applies:
-// the state machine records the addresses (for restarts from a snapshot),
-// the transport learns or forgets the peers.
-func (n *Node) confChanged(cc raft.ConfChange, _ raft.ConfState) {
-	joined, left := map[uint64]string{}, []uint64(nil)
-	for _, c := range cc.Changes {
-		if c.Type == raft.ConfChangeRemove {
-			left = append(left, c.NodeID)
-		} else {
-			joined[c.NodeID] = string(cc.Context) // the joining node's address
-		}
-	}
-	n.sm.mu.Lock()
-	n.sm.machine.RecordMembership(joined, left)
-	n.sm.mu.Unlock()
-	for id, addr := range joined {
-		if id != n.cfg.ID && addr != "" {
-			n.tr.AddPeer(id, addr)
-		}
-	}
-	for _, id := range left {
-		if id != n.cfg.ID {
-			n.tr.RemovePeer(id)
-		}
-	}
 }
 
 // watch follows the shell's status: it promotes the lessor when this node
@@ -526,6 +547,7 @@ func (n *Node) watch() {
 		}
 		if leading && tick {
 			n.bootstrapTokens()
+			n.proposeMissingPeers(st.Conf, &expiring)
 		}
 		if st.Lead != lead {
 			if n.cfg.Metrics != nil {
@@ -810,39 +832,39 @@ func (n *Node) ChangedOf(w Watched) <-chan struct{} {
 }
 
 // Status implements Replica.
-func (n *Node) Status() NodeStatus { return n.status(n.shell.Status()) }
+func (n *Node) Status() api.NodeStatus { return n.status(n.shell.Status()) }
 
 // StatusChanged returns a channel that is closed when the node's Raft
 // status (role, term, leader, commit, applied index) next changes. Take it
 // before reading Status, so that no change falls in between.
 func (n *Node) StatusChanged() <-chan struct{} { return n.shell.Changed() }
 
-func (n *Node) status(st raft.Status) NodeStatus {
-	out := NodeStatus{ID: n.cfg.ID, Term: st.Term, Leader: st.Lead, Commit: st.Commit, Applied: st.Applied}
+func (n *Node) status(st raft.Status) api.NodeStatus {
+	out := api.NodeStatus{ID: n.cfg.ID, Term: st.Term, Leader: st.Lead, Commit: st.Commit, Applied: st.Applied}
 	if id, ok := n.disk.Identity(); ok && id.ClusterID != 0 {
 		out.ClusterID = fmt.Sprintf("%016x", id.ClusterID)
 	}
 	if err := n.shell.StorageError(); err != nil {
-		out.Storage = &StorageStatus{Error: err.Error(), DiskFull: vfs.IsNoSpace(err)}
+		out.Storage = &api.StorageStatus{Error: err.Error(), DiskFull: vfs.IsNoSpace(err)}
 	}
 	if lost := st.LogLost; lost != nil {
-		out.LogLost = &LogLostStatus{Leader: lost.Leader, Commit: lost.Commit, LastIndex: lost.LastIndex}
+		out.LogLost = &api.LogLostStatus{Leader: lost.Leader, Commit: lost.Commit, LastIndex: lost.LastIndex}
 	}
 	switch {
 	case !st.Conf.IsVoter(n.cfg.ID) && st.Conf.IsLearner(n.cfg.ID):
-		out.Role = RoleLearner
+		out.Role = api.RoleLearner
 	case st.Role == raft.Leader:
-		out.Role = RoleLeader
+		out.Role = api.RoleLeader
 	case st.Role == raft.Candidate || st.Role == raft.PreCandidate:
-		out.Role = RoleCandidate
+		out.Role = api.RoleCandidate
 	default:
-		out.Role = RoleFollower
+		out.Role = api.RoleFollower
 	}
 	n.sm.mu.RLock()
 	peers := n.sm.machine.Peers()
 	n.sm.mu.RUnlock()
 	add := func(id uint64, voter bool) {
-		m := Member{ID: id, Peer: peers[id], Voter: voter}
+		m := api.Member{ID: id, Peer: peers[id], Voter: voter}
 		if m.Peer == "" {
 			m.Peer = n.cfg.Peers[id]
 		}
@@ -861,26 +883,6 @@ func (n *Node) status(st raft.Status) NodeStatus {
 	}
 	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].ID < out.Members[j].ID })
 	return out
-}
-
-// AddMember implements Replica: the node joins as a learner, and is
-// promoted to voter once it has caught up (dissertation §4.2.1).
-func (n *Node) AddMember(ctx context.Context, id uint64, peer string) error {
-	if id == 0 || peer == "" {
-		return fmt.Errorf("%w: member id and address are required", ErrInvalid)
-	}
-	learner := raft.ConfChange{Changes: []raft.ConfChangeSingle{{Type: raft.ConfChangeAddLearner, NodeID: id}}, Context: []byte(peer)}
-	if err := n.changeMembership(ctx, learner); err != nil {
-		return err
-	}
-	voter := raft.ConfChange{Changes: []raft.ConfChangeSingle{{Type: raft.ConfChangeAddVoter, NodeID: id}}, Context: []byte(peer)}
-	return n.changeMembership(ctx, voter)
-}
-
-// RemoveMember implements Replica.
-func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
-	cc := raft.ConfChange{Changes: []raft.ConfChangeSingle{{Type: raft.ConfChangeRemove, NodeID: id}}}
-	return n.changeMembership(ctx, cc)
 }
 
 // changeMembership proposes cc until it applies, waiting while another

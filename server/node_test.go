@@ -82,7 +82,9 @@ func newTestClusterFS(t *testing.T, size int, withMetrics bool, fsFor func(id ui
 	return c
 }
 
-func (c *testCluster) start(id uint64, raftL net.Listener, dir string) *testNode {
+// start starts node id on dir, telling it every address in c.peers; opts
+// change its configuration further.
+func (c *testCluster) start(id uint64, raftL net.Listener, dir string, opts ...func(*Config)) *testNode {
 	c.t.Helper()
 	cfg := DefaultConfig()
 	cfg.ID, cfg.Peers, cfg.PeerListener, cfg.DataDir = id, c.peers, raftL, dir
@@ -94,6 +96,9 @@ func (c *testCluster) start(id uint64, raftL net.Listener, dir string) *testNode
 	}
 	if c.withMetrics {
 		cfg.Metrics = NewMetrics()
+	}
+	for _, o := range opts {
+		o(&cfg)
 	}
 	httpL := c.https[id]
 	cfg.HTTPAddr = httpL.Addr().String()
@@ -121,7 +126,7 @@ func (c *testCluster) crash(id uint64) {
 
 // restart starts a crashed node again from its data directory, on the same
 // addresses.
-func (c *testCluster) restart(id uint64, dir string) *testNode {
+func (c *testCluster) restart(id uint64, dir string, opts ...func(*Config)) *testNode {
 	c.t.Helper()
 	raftL, err := net.Listen("tcp", c.peers[id])
 	if err != nil {
@@ -132,7 +137,7 @@ func (c *testCluster) restart(id uint64, dir string) *testNode {
 		c.t.Skipf("cannot rebind http: %v", err)
 	}
 	c.https[id] = httpL
-	return c.start(id, raftL, dir)
+	return c.start(id, raftL, dir, opts...)
 }
 
 // waitLeader waits until every running node agrees on one leader, and
@@ -324,8 +329,15 @@ func TestAddAndRemoveMember(t *testing.T) {
 	if err := c.nodes[c.waitLeader()].RemoveMember(ctx(t), 4); err != nil {
 		t.Fatalf("remove member: %v", err)
 	}
-	if st := c.nodes[c.waitLeader()].Status(); len(st.Members) != 3 {
+	leader = c.waitLeader()
+	if st := c.nodes[leader].Status(); len(st.Members) != 3 {
 		t.Fatalf("members after removal: %+v", st.Members)
+	}
+	// The address left the replicated state with the member; removing it
+	// again changes nothing and succeeds.
+	waitPeers(t, c.nodes[leader], only(c.peers, 1, 2, 3))
+	if err := c.nodes[leader].RemoveMember(ctx(t), 4); err != nil {
+		t.Fatalf("remove a removed member: %v", err)
 	}
 }
 
@@ -380,10 +392,11 @@ func TestProposeAnswersWhenLeadershipIsLost(t *testing.T) {
 }
 
 // TestLeaderRenewsWithoutARaftWrite renews a lease on the leader: the
-// renewals are answered OK without a log entry (the applied index stays),
-// a renewal by another holder is refused, and a renewal that changes the
-// TTL goes through the log. An attempt during which the leader changed
-// (a new leader appends an entry of its own) is made again.
+// renewals are answered OK without a log entry (the lease record, whose
+// renewal index and revision a Renew entry would move, stays as the
+// acquire left it), a renewal by another holder is refused, and a renewal
+// that changes the TTL goes through the log. An attempt during which the
+// leader changed (the new leader may fall back to the log) is made again.
 func TestLeaderRenewsWithoutARaftWrite(t *testing.T) {
 	c := newTestCluster(t, 3)
 	res := propose(t, c, Command{Op: OpAcquire, Key: "L", Holder: "a", TTL: time.Minute})
@@ -401,6 +414,8 @@ func TestLeaderRenewsWithoutARaftWrite(t *testing.T) {
 			return ok
 		})
 		before := leader.Node.Status()
+		var record Lease
+		leader.Node.View(func(v View) { record = v.Lease("L") })
 		var err error
 		for i := 0; i < 10 && err == nil; i++ {
 			var r Result
@@ -416,8 +431,10 @@ func TestLeaderRenewsWithoutARaftWrite(t *testing.T) {
 		if err != nil {
 			t.Fatalf("renew: %v", err)
 		}
-		if after.Applied != before.Applied {
-			t.Fatalf("renewals moved the applied index from %d to %d: they were Raft writes", before.Applied, after.Applied)
+		var now Lease
+		leader.Node.View(func(v View) { now = v.Lease("L") })
+		if now != record {
+			t.Fatalf("renewals changed the lease record from %+v to %+v: they were Raft writes", record, now)
 		}
 		r, err := leader.Node.Propose(ctx(t), Command{Op: OpRenew, Key: "L", Holder: "b", Token: res.Token})
 		if err == nil && r.Status != StatusLost {

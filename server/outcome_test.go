@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"coord/api"
 )
 
 // failingReplica is a fakeReplica whose Propose fails with err.
@@ -26,7 +28,7 @@ func (f failingReplica) Propose(context.Context, Command) (Result, error) { retu
 func follower(t *testing.T, leaderAddr string) string {
 	t.Helper()
 	f := newFake(2, 1)
-	f.members = []Member{{ID: 1, HTTP: leaderAddr, Voter: true}, {ID: 2, Voter: true}}
+	f.members = []api.Member{{ID: 1, HTTP: leaderAddr, Voter: true}, {ID: 2, Voter: true}}
 	s := httptest.NewServer(NewAPI(f, APIConfig{Logger: quiet}))
 	t.Cleanup(s.Close)
 	return s.URL
@@ -110,7 +112,7 @@ func TestUnknownOutcomeNotForwardableStaysUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set(HeaderForwarded, "2")
+	req.Header.Set(api.HeaderForwarded, "2")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -112,7 +112,7 @@ func TestSnapshotFormatUnchanged(t *testing.T) {
 	a.want(Command{Op: OpPut, Key: "a", Value: []byte("1"), Client: 9, Seq: 1}, StatusOK)
 	a.want(Command{Op: OpAcquire, Key: "L", Holder: "h", TTL: 3e9}, StatusOK)
 	a.want(Command{Op: OpRenew, Key: "M", Holder: "h", Token: 1}, StatusLost)
-	a.m.RecordMembership(map[uint64]string{2: "127.0.0.1:7002"}, nil)
+	a.m.peers[2] = "127.0.0.1:7002" // as OpPeerSet (or, before it, a membership change) records it
 	a.want(TokenCreateCommand(Token{Hash: HashToken("s"), Role: TokenAdmin, Name: "n"}), StatusOK)
 	const want = "636f6f7264736d320502016101310202010162013201010102014c01680380f882ad160303014d000000000001090002010100020000" +
 		"000001020e3132372e302e302e313a3730303201010520043a718774c572bd8a25adbeb1bfcd5c0256ae11cecf9f9c3f925d0e52beaf8903" +

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"coord/api"
 	"coord/internal/wire"
 )
 
@@ -74,15 +75,20 @@ const TokenHashBytes = sha256.Size
 // guessable) would only slow every request down.
 type Token struct {
 	// ID is the log index of the command that made the token.
-	ID   uint64               `json:"id"`
-	Hash [TokenHashBytes]byte `json:"-"`
-	Role TokenRole            `json:"role"`
+	ID   uint64
+	Hash [TokenHashBytes]byte
+	Role TokenRole
 	// KeyPrefix and LeasePrefix, if not empty, limit the token to keys
 	// and lease names that start with them.
-	KeyPrefix   string `json:"key_prefix,omitempty"`
-	LeasePrefix string `json:"lease_prefix,omitempty"`
+	KeyPrefix   string
+	LeasePrefix string
 	// Name is a label for people ("ci", "billing-service").
-	Name string `json:"name,omitempty"`
+	Name string
+}
+
+// apiToken returns the token as the API lists it: without its hash.
+func (t Token) apiToken() api.Token {
+	return api.Token{ID: t.ID, Role: api.TokenRole(t.Role.String()), KeyPrefix: t.KeyPrefix, LeasePrefix: t.LeasePrefix, Name: t.Name}
 }
 
 // tokenPrefix opens every token, so that one found in a log or a

@@ -14,7 +14,7 @@ type checker struct {
 	votes     map[[2]uint64]uint64    // (node, term) → durable vote
 	grants    map[[2]uint64]uint64    // (voter, term) → candidate granted
 	entries   map[[2]uint64]entryFact // (index, term) → what the entry is
-	committed map[uint64]uint64       // index → term of the committed entry
+	committed map[uint64]commitFact   // index → the committed entry
 	appliedAt map[uint64]appliedFact  // index → what was applied there
 	terms     map[uint64]uint64       // node → durable term
 	commits   map[uint64]uint64       // node → durable commit index checked
@@ -24,6 +24,14 @@ type checker struct {
 type entryFact struct {
 	data     uint64 // hash of type and data
 	prevTerm uint64 // term of the entry before; 0 if unknown (compacted)
+}
+
+type commitFact struct {
+	term uint64 // the entry's
+	// in is the lowest term of a node seen to commit the entry: the term
+	// it was committed in (usually, as its leader commits first), or a
+	// later one, never an earlier one.
+	in uint64
 }
 
 type appliedFact struct {
@@ -38,7 +46,7 @@ func newChecker() checker {
 		votes:     map[[2]uint64]uint64{},
 		grants:    map[[2]uint64]uint64{},
 		entries:   map[[2]uint64]entryFact{},
-		committed: map[uint64]uint64{},
+		committed: map[uint64]commitFact{},
 		appliedAt: map[uint64]appliedFact{},
 		terms:     map[uint64]uint64{},
 		commits:   map[uint64]uint64{},
@@ -64,18 +72,30 @@ func (c *checker) restarted(s *Sim, n *node) {
 	}
 }
 
-// sent checks votes as they leave: a node grants at most one vote per term
-// (Figure 2, RequestVote), even across crashes.
+// sent checks messages as they leave. A node grants at most one vote per
+// term (Figure 2, RequestVote), even across crashes. And a message leaves
+// only once what it vouches for is durable (Figure 2: "respond to RPCs
+// after updating stable storage"): a granted vote is in the sender's hard
+// state, an acknowledged index in its log; the handler's order of work is
+// what makes it so.
 func (c *checker) sent(s *Sim, m raft.Message) {
-	if m.Type != raft.MsgVoteResponse || m.Reject {
-		return
+	switch {
+	case m.Type == raft.MsgAppendResponse && !m.Reject:
+		if last, err := s.nodes[m.From].storage.LastIndex(); err != nil || last < m.LogIndex {
+			s.fail("durable before sent", "node %d acknowledges index %d with its log ending at %d (%v)", m.From, m.LogIndex, last, err)
+		}
+	case m.Type == raft.MsgVoteResponse && !m.Reject:
+		if hs, _, err := s.nodes[m.From].storage.InitialState(); err != nil || hs.Term != m.Term || hs.Vote != m.To {
+			s.fail("durable before sent", "node %d grants its term-%d vote to %d with hard state %+v stored (%v)", m.From, m.Term, m.To, hs, err)
+			return
+		}
+		key := [2]uint64{m.From, m.Term}
+		if prev, ok := c.grants[key]; ok && prev != m.To {
+			s.fail("one vote per term", "node %d granted its term-%d vote to %d and then to %d", m.From, m.Term, prev, m.To)
+			return
+		}
+		c.grants[key] = m.To
 	}
-	key := [2]uint64{m.From, m.Term}
-	if prev, ok := c.grants[key]; ok && prev != m.To {
-		s.fail("one vote per term", "node %d granted its term-%d vote to %d and then to %d", m.From, m.Term, prev, m.To)
-		return
-	}
-	c.grants[key] = m.To
 }
 
 // persisted checks what a Ready just wrote to storage.
@@ -142,20 +162,27 @@ func (c *checker) commitAdvanced(s *Sim, n *node) {
 			s.fail("commit", "node %d committed %d but cannot read its term: %v", n.id, i, err)
 			return
 		}
-		if old, ok := c.committed[i]; ok && old != t {
-			s.fail("committed entry changed", "index %d was committed with term %d, node %d commits term %d", i, old, n.id, t)
+		old, ok := c.committed[i]
+		if ok && old.term != t {
+			s.fail("committed entry changed", "index %d was committed with term %d, node %d commits term %d", i, old.term, n.id, t)
 			return
 		}
-		c.committed[i] = t
+		if !ok || hs.Term < old.in {
+			c.committed[i] = commitFact{term: t, in: hs.Term}
+		}
 	}
 	c.commits[n.id] = max(c.commits[n.id], commit)
 	c.maxCommit = max(c.maxCommit, commit)
 }
 
 // becameLeader checks Election Safety (one leader per term) and Leader
-// Completeness (the leader holds every committed entry, Raft §5.4.1).
+// Completeness: the leader holds every entry committed in an earlier term
+// (Raft §5.4.1). An entry committed in its own term or a later one it may
+// lack: a node can win an election, hold the Ready that says so while its
+// disk is full, and only then be seen leading, after a leader of a later
+// term committed more (seed 861 on disk).
 func (c *checker) becameLeader(s *Sim, n *node) {
-	term := n.core.Status().Term
+	term := n.h.Core().Status().Term
 	if prev, ok := c.leaders[term]; ok && prev != n.id {
 		s.fail("one leader per term", "nodes %d and %d both led term %d", prev, n.id, term)
 		return
@@ -164,13 +191,13 @@ func (c *checker) becameLeader(s *Sim, n *node) {
 	first, _ := n.storage.FirstIndex()
 	for i := first; i <= c.maxCommit; i++ {
 		want, ok := c.committed[i]
-		if !ok {
+		if !ok || want.in >= term {
 			continue
 		}
 		got, err := n.storage.Term(i)
-		if err != nil || got != want {
+		if err != nil || got != want.term {
 			s.fail("leader completeness", "node %d leads term %d without committed entry %d/%d (has term %d, %v)",
-				n.id, term, i, want, got, err)
+				n.id, term, i, want.term, got, err)
 			return
 		}
 	}
@@ -179,7 +206,7 @@ func (c *checker) becameLeader(s *Sim, n *node) {
 // applied checks State Machine Safety: every node applies the same entry
 // at each index, after the same prefix.
 func (c *checker) applied(s *Sim, n *node, e raft.Entry) {
-	fact := appliedFact{term: e.Term, data: hashBytes(e.Data), chain: n.hash}
+	fact := appliedFact{term: e.Term, data: hashBytes(e.Data), chain: n.machine.hash}
 	if old, ok := c.appliedAt[e.Index]; ok {
 		if old != fact {
 			s.fail("state machine safety", "node %d applied %d/%d, another node applied %d/%d there (or a different prefix)",
@@ -193,8 +220,8 @@ func (c *checker) applied(s *Sim, n *node, e raft.Entry) {
 // snapshotInstalled checks that an installed snapshot is the state other
 // nodes reached at that index.
 func (c *checker) snapshotInstalled(s *Sim, n *node) {
-	old, ok := c.appliedAt[n.applied]
-	if ok && old.chain != n.hash {
-		s.fail("state machine safety", "node %d installed a snapshot at %d whose state differs from what was applied there", n.id, n.applied)
+	old, ok := c.appliedAt[n.h.Applied()]
+	if ok && old.chain != n.machine.hash {
+		s.fail("state machine safety", "node %d installed a snapshot at %d whose state differs from what was applied there", n.id, n.h.Applied())
 	}
 }

@@ -1,6 +1,15 @@
 // Package sim is a deterministic simulator of a Raft cluster built on the
 // raft core, with invariant checkers that run after every step.
 //
+// Each simulated node runs the production Ready handler, node.Handler (as
+// TigerBeetle's simulator drives the production replica): the simulator
+// gives it a clock, a network, a state machine and a storage that can
+// crash and fill up, and watches it through its hooks. The files follow
+// the parts: sim.go (the run, nodes booting and crashing), handler.go (the
+// node's handler and its storage), network.go, faults.go, workload.go
+// (client writes and reads), checker.go (the safety checks) and checks.go
+// (phases, liveness, the final checks).
+//
 // One seed drives everything: the network (loss, delay, reordering,
 // duplication, symmetric and one-way partitions), the nodes' clocks (each
 // node ticks with its own phase), crashes and restarts (only what the Ready

@@ -171,14 +171,14 @@ func electionTrial(ec ElectionConfig, seed uint64) (took time.Duration, terms ui
 	if old == nil {
 		return 0, 0, false, fmt.Errorf("sim: seed %d: no leader after %v", seed, settle)
 	}
-	oldTerm := old.core.Status().Term
+	oldTerm := old.h.Core().Status().Term
 	crashedAt := s.now
 	s.crash(old)
 	deadline := crashedAt + s.us(ec.Bound)
 	for s.failure == nil && len(s.events) > 0 && s.events[0].at <= deadline {
 		s.step(s.next())
 		if l := s.leader(); l != nil {
-			term := l.core.Status().Term
+			term := l.h.Core().Status().Term
 			return time.Duration(s.now-crashedAt) * time.Microsecond, term - oldTerm, true, nil
 		}
 	}

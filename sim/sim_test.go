@@ -230,3 +230,28 @@ func TestViolationSaysHowToReplay(t *testing.T) {
 		}
 	}
 }
+
+// A node wins an election, and the Ready that says so is held while its
+// disk is full; a leader of a later term commits more meanwhile. When the
+// disk takes the Ready, the node is seen leading its old term without the
+// later term's entries, which Leader Completeness does not require (only
+// entries committed in earlier terms). The checker flagged it until it
+// learned the term each entry was committed in.
+func TestLeaderSeenLateAfterAFullDisk(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Seed = 861
+	cfg.Disk = true
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trace strings.Builder
+	s.SetTrace(&trace)
+	res := s.Run()
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if !strings.Contains(trace.String(), "node 4 leads term 3") || !strings.Contains(trace.String(), "node 2 leads term 4") {
+		t.Fatalf("the run no longer shows the case (node 2 leading term 4, then node 4 seen leading term 3):\n%s", trace.String())
+	}
+}

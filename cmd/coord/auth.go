@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"coord/api"
 	"coord/client"
-	"coord/server"
 
 	"github.com/spf13/cobra"
 )
@@ -69,7 +69,7 @@ it may do go to stderr. --prefix limits both keys and lease names;
 		Example: `  coord auth token create --role write --prefix billing/ --name billing`,
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r, err := server.ParseTokenRole(role)
+			r, err := api.ParseTokenRole(role)
 			if err != nil {
 				return &usageError{err: fmt.Errorf("--role: %w", err)}
 			}

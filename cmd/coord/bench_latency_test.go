@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"coord/bench/latency"
 )
 
 func TestBenchLatencyBadInput(t *testing.T) {
@@ -29,15 +31,15 @@ func TestBenchLatencyJSON(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	var results []latencyStats
+	var results []latency.Stats
 	if err := json.Unmarshal([]byte(stdout), &results); err != nil {
 		t.Fatalf("output is not JSON: %v\n%s", err, stdout)
 	}
-	ops := map[string]latencyStats{}
+	ops := map[string]latency.Stats{}
 	for _, r := range results {
 		ops[r.Op] = r
 	}
-	for _, op := range latencyOps {
+	for _, op := range latency.Ops {
 		r, ok := ops[op]
 		if !ok || r.N != 5 || r.Errors != 0 || r.MedianUS <= 0 || r.P99US < r.MedianUS {
 			t.Errorf("%s: %+v, want 5 timed samples, median > 0, p99 >= median", op, r)

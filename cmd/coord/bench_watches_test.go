@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"coord/bench/watches"
 )
 
 func TestBenchWatchesBadInput(t *testing.T) {
@@ -27,7 +29,7 @@ func TestBenchWatchesJSON(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	var r watchesResult
+	var r watches.Result
 	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 		t.Fatalf("output is not JSON: %v\n%s", err, stdout)
 	}

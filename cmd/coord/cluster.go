@@ -8,12 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"coord/lab"
 	"coord/server/localcluster"
 
 	"github.com/spf13/cobra"
@@ -374,96 +372,42 @@ the other, printing writes/s of each and their ratio (no failovers).
 The figures in docs/BENCHMARKS.md come from this command.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if nodes < 1 || nodes > 9 || duration <= 0 || failovers < 0 || tick <= 0 {
-				return usagef("want 1 <= --nodes <= 9, a positive --duration and --tick, --failovers >= 0")
+			cfg := localcluster.BenchConfig{Nodes: nodes, Dir: dir, Tick: tick, Concurrency: concurrency, Duration: duration,
+				Failovers: failovers, Settle: time.Duration(settleFactor) * tick * 10, Insecure: insecure}
+			var err error
+			if cfg.Binary, err = os.Executable(); err != nil {
+				return err
 			}
-			for _, c := range concurrency {
-				if c < 1 || c > 1024 {
-					return usagef("--concurrency %d: want 1 to 1024", c)
+			if cfg.Dir == "" {
+				if cfg.Dir, err = os.MkdirTemp("", "coord-bench-"); err != nil {
+					return err
+				}
+				if !keepDir {
+					defer os.RemoveAll(cfg.Dir)
 				}
 			}
-			if dir == "" {
-				d, err := os.MkdirTemp("", "coord-bench-")
+			if err := cfg.Validate(); err != nil {
+				return &usageError{err: err}
+			}
+			out := cmd.OutOrStdout()
+			if compare {
+				r, err := localcluster.RunCompare(cmd.Context(), cfg)
 				if err != nil {
 					return err
 				}
-				dir = d
-				if !keepDir {
-					defer os.RemoveAll(d)
+				if jsonOut {
+					return json.NewEncoder(out).Encode(r)
 				}
+				return r.WriteText(out)
 			}
-			self, err := os.Executable()
+			r, err := localcluster.RunBench(cmd.Context(), cfg)
 			if err != nil {
 				return err
-			}
-			ctx := cmd.Context()
-			start := func(sub string, insecure bool) (*localcluster.Cluster, error) {
-				d := filepath.Join(dir, sub)
-				if err := os.MkdirAll(d, 0o755); err != nil {
-					return nil, err
-				}
-				c, err := localcluster.Start(ctx, localcluster.Config{Nodes: nodes, Dir: d, Binary: self, Insecure: insecure,
-					Args: []string{"--tick", tick.String()}})
-				if err != nil {
-					return nil, err
-				}
-				wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				defer cancel()
-				if _, err := c.WaitLeader(wctx); err != nil {
-					c.Close()
-					return nil, err
-				}
-				return c, nil
-			}
-			if compare {
-				return benchCompare(cmd, start, nodes, tick, concurrency, duration, jsonOut)
-			}
-			c, err := start(".", insecure)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			out := cmd.OutOrStdout()
-			rows, err := c.Bench(ctx, concurrency, duration)
-			if err != nil {
-				return err
-			}
-			fos, err := c.Failovers(ctx, failovers, time.Duration(settleFactor)*tick*10)
-			if err != nil {
-				return err
-			}
-			var times []time.Duration
-			split := 0
-			for _, f := range fos {
-				times = append(times, f.Took)
-				if f.Terms > 1 {
-					split++
-				}
 			}
 			if jsonOut {
-				return json.NewEncoder(out).Encode(map[string]any{"nodes": nodes, "tick": tick.String(), "secure": !insecure, "writes": rows,
-					"failover_seconds": lab.Seconds(times), "failovers": fos})
+				return json.NewEncoder(out).Encode(r)
 			}
-			mode := "mutual TLS, HTTPS and tokens"
-			if insecure {
-				mode = "--insecure"
-			}
-			fmt.Fprintf(out, "%d-node cluster on loopback, fsync on, tick %v, %s\n\n", nodes, tick, mode)
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "clients\twrites/s\tp50\tp99\twrites\terrors\t")
-			for _, r := range rows {
-				fmt.Fprintf(tw, "%d\t%.0f\t%s\t%s\t%d\t%d\t\n", r.Concurrency, r.PerSecond, ms(r.P50), ms(r.P99), r.Ops, r.Errors)
-			}
-			tw.Flush()
-			if len(times) > 0 {
-				s := lab.Seconds(times)
-				sort.Float64s(s)
-				q := func(p float64) float64 { return s[min(len(s)-1, int(p*float64(len(s))))] }
-				fmt.Fprintf(out, "\nfailover (leader killed, %d times): min %.2f s, p50 %.2f s, p90 %.2f s, max %.2f s; %d needed more than one election\n",
-					len(s), s[0], q(0.5), q(0.9), s[len(s)-1], split)
-				fmt.Fprintf(out, "  all: %v\n", fmtSeconds(s))
-			}
-			return nil
+			return r.WriteText(out)
 		},
 	}
 	fl := cmd.Flags()
@@ -480,66 +424,3 @@ The figures in docs/BENCHMARKS.md come from this command.`,
 	fl.BoolVar(&compare, "compare", false, "measure a secure and an insecure cluster side by side and print the ratio")
 	return cmd
 }
-
-// benchCompare runs each concurrency on a secure and an insecure cluster,
-// alternating which goes first, and prints both and their ratio.
-func benchCompare(cmd *cobra.Command, start func(string, bool) (*localcluster.Cluster, error), nodes int, tick time.Duration,
-	concurrency []int, duration time.Duration, jsonOut bool) error {
-	secure, err := start("secure", false)
-	if err != nil {
-		return err
-	}
-	defer secure.Close()
-	plain, err := start("insecure", true)
-	if err != nil {
-		return err
-	}
-	defer plain.Close()
-	type row struct {
-		Secure   localcluster.BenchRow `json:"secure"`
-		Insecure localcluster.BenchRow `json:"insecure"`
-		Ratio    float64               `json:"ratio"`
-	}
-	var rows []row
-	for i, n := range concurrency {
-		order := []*localcluster.Cluster{secure, plain}
-		if i%2 == 1 {
-			order = []*localcluster.Cluster{plain, secure}
-		}
-		got := map[*localcluster.Cluster]localcluster.BenchRow{}
-		for _, c := range order {
-			r, err := c.Bench(cmd.Context(), []int{n}, duration)
-			if err != nil {
-				return err
-			}
-			got[c] = r[0]
-		}
-		r := row{Secure: got[secure], Insecure: got[plain]}
-		if r.Insecure.PerSecond > 0 {
-			r.Ratio = r.Secure.PerSecond / r.Insecure.PerSecond
-		}
-		rows = append(rows, r)
-	}
-	out := cmd.OutOrStdout()
-	if jsonOut {
-		return json.NewEncoder(out).Encode(map[string]any{"nodes": nodes, "tick": tick.String(), "compare": rows})
-	}
-	fmt.Fprintf(out, "%d-node clusters on loopback, fsync on, tick %v: secure (mutual TLS, HTTPS, tokens) vs --insecure, side by side\n\n", nodes, tick)
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "clients\tsecure writes/s\tinsecure writes/s\tratio\tsecure p50\tinsecure p50\tsecure p99\tinsecure p99\terrors\t")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t%d/%d\t\n", r.Secure.Concurrency, r.Secure.PerSecond, r.Insecure.PerSecond, r.Ratio,
-			ms(r.Secure.P50), ms(r.Insecure.P50), ms(r.Secure.P99), ms(r.Insecure.P99), r.Secure.Errors, r.Insecure.Errors)
-	}
-	return tw.Flush()
-}
-
-func fmtSeconds(s []float64) string {
-	parts := make([]string, len(s))
-	for i, v := range s {
-		parts[i] = fmt.Sprintf("%.2f", v)
-	}
-	return strings.Join(parts, " ")
-}
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }

@@ -12,12 +12,19 @@ import (
 
 // TestMain lets this test binary stand in for the coord command when a
 // test starts it as `server ...` (coord cluster up starts the executable
-// it runs in).
+// it runs in) or as coord run's job shim (coord run re-executes itself).
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "server" {
+	if len(os.Args) > 1 && (os.Args[1] == "server" || os.Args[1] == shimCommand) {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	if len(os.Args) > 1 && os.Args[1] == writerCommand {
+		os.Exit(writerMain(os.Args[2:]))
+	}
+	code := m.Run()
+	if coordBuild.dir != "" {
+		os.RemoveAll(coordBuild.dir)
+	}
+	os.Exit(code)
 }
 
 // TestClusterLifecycle drives a real local cluster through the CLI: up,

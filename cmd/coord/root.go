@@ -66,6 +66,7 @@ swappable stores, and a Raft cluster.`,
 	}
 	root.AddCommand(newVersionCmd())
 	root.AddCommand(newArticlesCmd()) // hidden: the articles' original programs
+	root.AddCommand(newRunInitCmd())  // hidden: coord run's job shim
 	return root
 }
 

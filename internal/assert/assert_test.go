@@ -64,3 +64,40 @@ func TestNoError(t *testing.T) {
 		t.Fatalf("panicked=%v message=%q", p, f.Message)
 	}
 }
+
+func TestFail(t *testing.T) {
+	f, p := recovered(t, func() { assert.Fail("commit %d > last index %d", 7, 5) })
+	if !p || f.Message != "commit 7 > last index 5" {
+		t.Fatalf("panicked=%v message=%q", p, f.Message)
+	}
+}
+
+// Values the benchmarks check: in variables, so that the compiler cannot
+// fold the checks away, and above 255, which Go boxes without allocating.
+var commit, last = uint64(1_000_005), uint64(1_000_007)
+
+// BenchmarkPassingCheck measures a check that passes, with a message of
+// two arguments: That boxes them on every call; the guarded Fail does not
+// evaluate them at all.
+func BenchmarkPassingCheck(b *testing.B) {
+	b.Run("That", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			assert.That(commit <= last, "commit %d > last index %d", commit, last)
+		}
+	})
+	b.Run("if-Fail", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			if commit > last {
+				assert.Fail("commit %d > last index %d", commit, last)
+			}
+		}
+	})
+	b.Run("Equal", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			assert.Equal(commit, commit, "commit")
+		}
+	})
+}

@@ -8,8 +8,6 @@ import (
 	"os"
 	"testing"
 	"time"
-
-	"coord/internal/assert"
 )
 
 // echoServer accepts connections on loopback and writes back every line.
@@ -70,8 +68,12 @@ func TestForwards(t *testing.T) {
 	p := newProxy(t)
 	c, r := dial(t, p)
 	line, err := roundTrip(c, r, 10*time.Second)
-	assert.That(err == nil && line == "ping\n", "round trip: %q, %v", line, err)
-	assert.Equal(p.Conns(), 1, "open connections")
+	if !(err == nil && line == "ping\n") {
+		t.Fatalf("round trip: %q, %v", line, err)
+	}
+	if got := p.Conns(); got != 1 {
+		t.Fatalf("open connections: got %d, want 1", got)
+	}
 }
 
 func TestCutResetsOpenConnections(t *testing.T) {
@@ -82,11 +84,15 @@ func TestCutResetsOpenConnections(t *testing.T) {
 	}
 	p.Cut()
 	_, err := roundTrip(c, r, 10*time.Second)
-	assert.That(err != nil && !errors.Is(err, os.ErrDeadlineExceeded), "after Cut: want a connection error, got %v", err)
+	if !(err != nil && !errors.Is(err, os.ErrDeadlineExceeded)) {
+		t.Fatalf("after Cut: want a connection error, got %v", err)
+	}
 
 	c2, r2 := dial(t, p) // a cut is a moment: new connections work
 	line, err := roundTrip(c2, r2, 10*time.Second)
-	assert.That(err == nil && line == "ping\n", "after Cut, new connection: %q, %v", line, err)
+	if !(err == nil && line == "ping\n") {
+		t.Fatalf("after Cut, new connection: %q, %v", line, err)
+	}
 }
 
 func TestBlackholeStallsThenDelivers(t *testing.T) {
@@ -97,7 +103,9 @@ func TestBlackholeStallsThenDelivers(t *testing.T) {
 	}
 	p.Blackhole(true)
 	_, err := roundTrip(c, r, 200*time.Millisecond)
-	assert.That(errors.Is(err, os.ErrDeadlineExceeded), "blackholed: want a timeout, got %v", err)
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("blackholed: want a timeout, got %v", err)
+	}
 
 	p.Blackhole(false)
 	// The held request arrives after the heal, and so does its echo.
@@ -105,7 +113,9 @@ func TestBlackholeStallsThenDelivers(t *testing.T) {
 		t.Fatal(err)
 	}
 	line, err := r.ReadString('\n')
-	assert.That(err == nil && line == "ping\n", "after heal: %q, %v", line, err)
+	if !(err == nil && line == "ping\n") {
+		t.Fatalf("after heal: %q, %v", line, err)
+	}
 }
 
 func TestBlackholeHoldsNewConnections(t *testing.T) {
@@ -113,13 +123,17 @@ func TestBlackholeHoldsNewConnections(t *testing.T) {
 	p.Blackhole(true)
 	c, r := dial(t, p)
 	_, err := roundTrip(c, r, 200*time.Millisecond)
-	assert.That(errors.Is(err, os.ErrDeadlineExceeded), "blackholed new connection: want a timeout, got %v", err)
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("blackholed new connection: want a timeout, got %v", err)
+	}
 	p.Blackhole(false)
 	if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	line, err := r.ReadString('\n')
-	assert.That(err == nil && line == "ping\n", "after heal: %q, %v", line, err)
+	if !(err == nil && line == "ping\n") {
+		t.Fatalf("after heal: %q, %v", line, err)
+	}
 }
 
 func TestCutDuringBlackholeEndsTheLink(t *testing.T) {
@@ -133,7 +147,9 @@ func TestCutDuringBlackholeEndsTheLink(t *testing.T) {
 	p.Cut()
 	p.Blackhole(false)
 	_, err := roundTrip(c, r, 10*time.Second)
-	assert.That(err != nil && !errors.Is(err, os.ErrDeadlineExceeded), "cut while blackholed: want a connection error, got %v", err)
+	if !(err != nil && !errors.Is(err, os.ErrDeadlineExceeded)) {
+		t.Fatalf("cut while blackholed: want a connection error, got %v", err)
+	}
 }
 
 func TestRejectRefusesNewConnections(t *testing.T) {
@@ -145,11 +161,15 @@ func TestRejectRefusesNewConnections(t *testing.T) {
 		_, err = roundTrip(c, bufio.NewReader(c), 10*time.Second)
 		c.Close()
 	}
-	assert.That(err != nil && !errors.Is(err, os.ErrDeadlineExceeded), "rejected: want a connection error, got %v", err)
+	if !(err != nil && !errors.Is(err, os.ErrDeadlineExceeded)) {
+		t.Fatalf("rejected: want a connection error, got %v", err)
+	}
 	p.Reject(false)
 	c2, r2 := dial(t, p)
 	line, err := roundTrip(c2, r2, 10*time.Second)
-	assert.That(err == nil && line == "ping\n", "after Reject(false): %q, %v", line, err)
+	if !(err == nil && line == "ping\n") {
+		t.Fatalf("after Reject(false): %q, %v", line, err)
+	}
 }
 
 func TestCloseIsIdempotent(t *testing.T) {
@@ -159,6 +179,10 @@ func TestCloseIsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Blackhole(true)
-	assert.That(p.Close() == nil, "first Close failed")
-	assert.That(p.Close() == nil, "second Close failed")
+	if err := p.Close(); err != nil {
+		t.Fatalf("first Close: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"coord/internal/assert"
 	"coord/lease"
 )
 
@@ -18,16 +17,26 @@ func TestChecksRejectBadArguments(t *testing.T) {
 		CheckAcquire("p", "n", "h", -time.Second),
 		CheckToken("p", "n", "h", 0, time.Second),
 	} {
-		assert.That(errors.Is(err, lease.ErrInvalid), "want ErrInvalid, got %v", err)
+		if !errors.Is(err, lease.ErrInvalid) {
+			t.Fatalf("want ErrInvalid, got %v", err)
+		}
 	}
-	assert.That(CheckToken("p", "n", "h", 1, time.Second) == nil, "valid arguments rejected")
+	if CheckToken("p", "n", "h", 1, time.Second) != nil {
+		t.Fatal("valid arguments rejected")
+	}
 }
 
 func TestUnavailableMatchesBoth(t *testing.T) {
 	err := Unavailable("lease/x", "renew", "n", context.DeadlineExceeded)
-	assert.That(errors.Is(err, lease.ErrUnavailable), "not ErrUnavailable: %v", err)
-	assert.That(errors.Is(err, context.DeadlineExceeded), "cause lost: %v", err)
-	assert.Equal(Unavailable("lease/x", "get", "n", err), err, "rewrapped error")
+	if !errors.Is(err, lease.ErrUnavailable) {
+		t.Fatalf("not ErrUnavailable: %v", err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("cause lost: %v", err)
+	}
+	if got := Unavailable("lease/x", "get", "n", err); got != err {
+		t.Fatalf("rewrapped error: got %v, want %v", got, err)
+	}
 }
 
 func TestBoundKeepsEarlierDeadline(t *testing.T) {
@@ -37,12 +46,16 @@ func TestBoundKeepsEarlierDeadline(t *testing.T) {
 	ctx, cancel2 := Bound(parent, time.Hour)
 	defer cancel2()
 	got, ok := ctx.Deadline()
-	assert.That(ok && got.Equal(want), "deadline %v, want %v", got, want)
+	if !(ok && got.Equal(want)) {
+		t.Fatalf("deadline %v, want %v", got, want)
+	}
 
 	ctx3, cancel3 := Bound(context.Background(), 0)
 	defer cancel3()
 	_, ok = ctx3.Deadline()
-	assert.That(ok, "no deadline on an unbounded context")
+	if !ok {
+		t.Fatal("no deadline on an unbounded context")
+	}
 }
 
 func TestFeedCoalescesToLatest(t *testing.T) {
@@ -51,7 +64,9 @@ func TestFeedCoalescesToLatest(t *testing.T) {
 		f.Send(lease.Record{Name: "n", Holder: "h", Token: i}, nil)
 	}
 	got := <-f.C()
-	assert.Equal(got.Token, uint64(5), "token after coalescing")
+	if got.Token != 5 {
+		t.Fatalf("token after coalescing: got %d, want 5", got.Token)
+	}
 
 	f.Send(lease.Record{Name: "n", Holder: "h", Token: 5}, nil)
 	select {
@@ -60,8 +75,12 @@ func TestFeedCoalescesToLatest(t *testing.T) {
 	default:
 	}
 	f.Send(lease.Record{Name: "n", Holder: "h", Token: 5}, int64(7))
-	assert.Equal((<-f.C()).Token, uint64(5), "token after a version change")
+	if tok := (<-f.C()).Token; tok != 5 {
+		t.Fatalf("token after a version change: got %d, want 5", tok)
+	}
 	f.Close()
 	_, ok := <-f.C()
-	assert.That(!ok, "channel not closed")
+	if ok {
+		t.Fatal("channel not closed")
+	}
 }

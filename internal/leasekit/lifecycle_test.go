@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"coord/internal/assert"
 	"coord/lease"
 )
 
@@ -19,35 +18,51 @@ const waitMax = 10 * time.Second
 // nothing.
 func TestLifecycleCloseEndsWatches(t *testing.T) {
 	var l Lifecycle
-	assert.That(l.Check("p") == nil, "zero Lifecycle not open")
+	if l.Check("p") != nil {
+		t.Fatal("zero Lifecycle not open")
+	}
 	started, returned := make(chan struct{}), make(chan struct{})
 	err := l.Go(context.Background(), "p", func(ctx context.Context) {
 		close(started)
 		<-ctx.Done()
 		close(returned)
 	})
-	assert.That(err == nil, "Go: %v", err)
+	if err != nil {
+		t.Fatalf("Go: %v", err)
+	}
 	select {
 	case <-started:
 	case <-time.After(waitMax):
 		t.Fatal("watch never started")
 	}
 
-	assert.That(l.Close(), "first Close reported closed already")
+	if !l.Close() {
+		t.Fatal("first Close reported closed already")
+	}
 	select {
 	case <-returned:
 	default:
 		t.Fatal("Close returned before the watch did")
 	}
-	assert.That(!l.Close(), "second Close reported closing")
+	if l.Close() {
+		t.Fatal("second Close reported closing")
+	}
 
 	err = l.Check("lease/x")
-	assert.That(errors.Is(err, lease.ErrClosed), "Check after Close: want ErrClosed, got %v", err)
-	assert.Equal(err.Error(), "lease/x: lease: backend closed", "Check's error")
+	if !errors.Is(err, lease.ErrClosed) {
+		t.Fatalf("Check after Close: want ErrClosed, got %v", err)
+	}
+	if got, want := err.Error(), "lease/x: lease: backend closed"; got != want {
+		t.Fatalf("Check's error: got %q, want %q", got, want)
+	}
 	ran := false
 	err = l.Go(context.Background(), "lease/x", func(context.Context) { ran = true })
-	assert.That(errors.Is(err, lease.ErrClosed), "Go after Close: want ErrClosed, got %v", err)
-	assert.That(!ran, "Go after Close ran the watch")
+	if !errors.Is(err, lease.ErrClosed) {
+		t.Fatalf("Go after Close: want ErrClosed, got %v", err)
+	}
+	if ran {
+		t.Fatal("Go after Close ran the watch")
+	}
 }
 
 // A watch ends with its caller's context, and the Lifecycle stays open.
@@ -59,15 +74,21 @@ func TestLifecycleWatchEndsWithItsContext(t *testing.T) {
 		<-ctx.Done()
 		close(returned)
 	})
-	assert.That(err == nil, "Go: %v", err)
+	if err != nil {
+		t.Fatalf("Go: %v", err)
+	}
 	cancel()
 	select {
 	case <-returned:
 	case <-time.After(waitMax):
 		t.Fatal("watch did not end with its context")
 	}
-	assert.That(l.Check("p") == nil, "Lifecycle closed by a watch's context")
-	assert.That(l.Close(), "Close of an open Lifecycle")
+	if l.Check("p") != nil {
+		t.Fatal("Lifecycle closed by a watch's context")
+	}
+	if !l.Close() {
+		t.Fatal("Close of an open Lifecycle")
+	}
 }
 
 // A Lifecycle closed before any watch closes; with watches starting
@@ -75,7 +96,9 @@ func TestLifecycleWatchEndsWithItsContext(t *testing.T) {
 // does, and Go accepts none after.
 func TestLifecycleConcurrentGoAndClose(t *testing.T) {
 	var idle Lifecycle
-	assert.That(idle.Close(), "Close of a zero Lifecycle")
+	if !idle.Close() {
+		t.Fatal("Close of a zero Lifecycle")
+	}
 
 	var l Lifecycle
 	const watches = 50
@@ -95,7 +118,9 @@ func TestLifecycleConcurrentGoAndClose(t *testing.T) {
 	for range watches {
 		select {
 		case err := <-results:
-			assert.That(err == nil || errors.Is(err, lease.ErrClosed), "Go: %v", err)
+			if !(err == nil || errors.Is(err, lease.ErrClosed)) {
+				t.Fatalf("Go: %v", err)
+			}
 			if err == nil {
 				accepted++
 			}
@@ -103,6 +128,10 @@ func TestLifecycleConcurrentGoAndClose(t *testing.T) {
 			t.Fatal("Go did not return")
 		}
 	}
-	assert.Equal(returnedByClose, accepted, "watches returned when Close did, of those Go accepted")
-	assert.Equal(returned.Load(), accepted, "watches run in all, of those Go accepted")
+	if returnedByClose != accepted {
+		t.Fatalf("watches returned when Close did: %d, want all %d that Go accepted", returnedByClose, accepted)
+	}
+	if got := returned.Load(); got != accepted {
+		t.Fatalf("watches run in all: %d, want the %d that Go accepted", got, accepted)
+	}
 }

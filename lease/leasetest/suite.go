@@ -386,7 +386,10 @@ func testElector(t *testing.T, open func(*testing.T) lease.Backend, o Options) {
 	ctx := testCtx(t)
 	done := make(chan struct{}, 2)
 	for _, holder := range []string{"alice", "bob"} {
-		cfg := lease.ScaledConfig(o.TTL * 3)
+		// At least 3 s: the leader must renew within two thirds of it for
+		// the whole test, and a loaded machine took a store more than
+		// 500 ms to answer (a late answer is a loss, rightly).
+		cfg := lease.ScaledConfig(max(o.TTL*3, 3*time.Second))
 		cfg.Name, cfg.Holder = name, holder
 		cfg.Callbacks = lease.Callbacks{
 			OnElected: func(ctx context.Context, token uint64) {

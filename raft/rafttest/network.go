@@ -8,23 +8,24 @@ import (
 	"slices"
 	"strings"
 
+	"coord/node"
 	"coord/raft"
 )
 
-// Node is one member of a Network: its core, its storage (whatever is in
-// it survives a crash) and what it applied.
+// Node is one member of a Network: its core, driven by the production
+// Ready handler (node.Handler), its storage (whatever is in it survives a
+// crash) and what it applied.
 type Node struct {
-	ID      uint64
-	Core    *raft.Core
+	ID   uint64
+	Core *raft.Core
+	// Handler does the core's Readies, as it does in a server: it
+	// persists to Storage, queues the messages on the Network, applies,
+	// and records the membership the core worked out.
+	Handler *node.Handler
 	Storage *raft.MemoryStorage
 	// Applied holds the data of the normal entries applied, by index.
 	Applied map[uint64][]byte
-	// AppliedIndex is the last index applied (entries or snapshot).
-	AppliedIndex uint64
-	// Conf is the membership as of AppliedIndex, tracked from applied
-	// entries; snapshots taken by Compact carry it.
-	Conf raft.ConfState
-	// ReadStates collects confirmed reads.
+	// ReadStates collects the reads served, in the order served.
 	ReadStates []raft.ReadState
 	crashed    bool
 }
@@ -79,38 +80,94 @@ func (n *Network) Bootstrap(ids ...uint64) error {
 func (n *Network) AddNode(id uint64) error { return n.start(id, nil, raft.NewMemoryStorage()) }
 
 func (n *Network) start(id uint64, peers []uint64, storage *raft.MemoryStorage) error {
-	if old, ok := n.Nodes[id]; ok && !old.crashed {
+	old, ok := n.Nodes[id]
+	if ok && !old.crashed {
 		return fmt.Errorf("node %d already runs", id)
+	}
+	nd := &Node{ID: id, Storage: storage, Applied: map[uint64][]byte{}}
+	if ok {
+		// The state machine is rebuilt from the snapshot and the log;
+		// keep what was applied before for the checks that compare.
+		nd.Applied = old.Applied
 	}
 	cfg := n.Config(id)
 	cfg.ID = id
-	cfg.Storage = storage
 	cfg.Peers = peers
-	core, err := raft.New(cfg)
+	h, err := node.NewHandler(node.HandlerConfig{
+		Raft:         cfg,
+		Storage:      node.MemoryStorage{MemoryStorage: storage},
+		Transport:    queue{n},
+		StateMachine: machine{nd},
+		Hooks:        n.hooks(nd),
+	})
 	if err != nil {
 		return err
 	}
-	node := &Node{ID: id, Core: core, Storage: storage, Applied: map[uint64][]byte{}}
-	snap, _ := storage.Snapshot()
-	node.AppliedIndex = snap.Metadata.Index
-	node.Conf = snap.Metadata.ConfState
-	if old, ok := n.Nodes[id]; ok {
-		// The state machine is rebuilt from the snapshot and the log;
-		// keep what was applied before for the checks that compare.
-		node.Applied = old.Applied
-	}
-	n.Nodes[id] = node
+	nd.Handler, nd.Core = h, h.Core()
+	n.Nodes[id] = nd
 	return nil
 }
+
+// hooks write what a node's handler does to Out, and record the node's
+// state for the safety checks after each Ready.
+func (n *Network) hooks(nd *Node) node.Hooks {
+	return node.Hooks{
+		Persisted: func(rd raft.Ready) {
+			if rd.SoftState != nil {
+				n.printf("node %d is %v at term %d (leader %d)", nd.ID, rd.SoftState.Role, nd.Core.Status().Term, rd.SoftState.Lead)
+			}
+			n.observe(nd)
+		},
+		Applied: func(e raft.Entry) {
+			if e.Type == raft.EntryNormal && len(e.Data) > 0 {
+				n.printf("node %d applied %d/%d %q", nd.ID, e.Index, e.Term, e.Data)
+			}
+		},
+		ConfChanged: func(c raft.CommittedConfChange) {
+			n.printf("node %d applied %d/%d membership %v", nd.ID, c.Index, c.Term, c.Conf)
+		},
+		SnapshotInstalled: func(meta raft.SnapshotMetadata) {
+			n.printf("node %d installed snapshot %d/%d", nd.ID, meta.Index, meta.Term)
+		},
+	}
+}
+
+// queue is a node's transport: it queues the messages on the Network.
+type queue struct{ n *Network }
+
+func (q queue) Send(msgs []raft.Message) { q.n.Queue = append(q.n.Queue, msgs...) }
+
+// machine is a node's state machine: it records the data applied, and its
+// snapshot lists the commands applied, comma-separated. A snapshot from the
+// leader restores nothing: Applied keeps what this node applied itself.
+type machine struct{ nd *Node }
+
+func (m machine) Apply(index uint64, data []byte) any {
+	m.nd.Applied[index] = data
+	return nil
+}
+
+func (m machine) Snapshot() ([]byte, error) {
+	var data []string
+	for i := uint64(1); i <= m.nd.Handler.Applied(); i++ {
+		if d, ok := m.nd.Applied[i]; ok {
+			data = append(data, string(d))
+		}
+	}
+	return []byte(strings.Join(data, ",")), nil
+}
+
+func (machine) Restore([]byte) error { return nil }
 
 // Crash stops node id: its core and undelivered messages to it are lost,
 // its storage is kept.
 func (n *Network) Crash(id uint64) error {
-	node, err := n.Node(id)
+	nd, err := n.Node(id)
 	if err != nil {
 		return err
 	}
-	node.crashed = true
+	nd.crashed = true
+	nd.Handler.Stop(errCrashed)
 	n.Queue = slices.DeleteFunc(n.Queue, func(m raft.Message) bool { return m.To == id })
 	return nil
 }
@@ -174,73 +231,20 @@ func (n *Network) printDelivery(format string, args ...any) {
 	}
 }
 
-// Process handles the Ready of every running node that has one, in ID
-// order, following the Ready contract: persist, queue the messages, apply,
-// advance. It reports whether any node had work.
+// Process has the handler of every running node that has work do it, in
+// ID order. It reports whether any node had work.
 func (n *Network) Process() (bool, error) {
 	worked := false
 	for _, id := range n.IDs() {
-		node := n.Nodes[id]
-		for !node.crashed && node.Core.HasReady() {
+		nd := n.Nodes[id]
+		if !nd.crashed && nd.Core.HasReady() {
 			worked = true
-			if err := n.processReady(node); err != nil {
+			if err := nd.Handler.Handle(); err != nil {
 				return worked, err
 			}
 		}
 	}
 	return worked, nil
-}
-
-func (n *Network) processReady(node *Node) error {
-	rd := node.Core.Ready()
-	if rd.SoftState != nil {
-		n.printf("node %d is %v at term %d (leader %d)", node.ID, rd.SoftState.Role, node.Core.Status().Term, rd.SoftState.Lead)
-	}
-	if !rd.HardState.IsEmpty() {
-		if err := node.Storage.SetHardState(rd.HardState); err != nil {
-			return err
-		}
-	}
-	if !rd.Snapshot.IsEmpty() {
-		if err := node.Storage.ApplySnapshot(rd.Snapshot); err != nil {
-			return err
-		}
-	}
-	if err := node.Storage.Append(rd.Entries); err != nil {
-		return err
-	}
-	n.Queue = append(n.Queue, rd.Messages...)
-	if !rd.Snapshot.IsEmpty() {
-		node.AppliedIndex = rd.Snapshot.Metadata.Index
-		node.Conf = rd.Snapshot.Metadata.ConfState
-		n.printf("node %d installed snapshot %d/%d", node.ID, rd.Snapshot.Metadata.Index, rd.Snapshot.Metadata.Term)
-	}
-	for _, e := range rd.CommittedEntries {
-		node.AppliedIndex = e.Index
-		switch e.Type {
-		case raft.EntryNormal:
-			if len(e.Data) > 0 {
-				node.Applied[e.Index] = e.Data
-				n.printf("node %d applied %d/%d %q", node.ID, e.Index, e.Term, e.Data)
-			}
-		case raft.EntryConfChange:
-			cc, err := raft.UnmarshalConfChange(e.Data)
-			if err != nil {
-				continue
-			}
-			if cs, err := raft.ApplyConfChange(node.Conf, cc); err == nil {
-				node.Conf = cs
-				n.printf("node %d applied %d/%d membership %v", node.ID, e.Index, e.Term, cs)
-			}
-		}
-	}
-	for _, rs := range rd.ReadStates {
-		node.ReadStates = append(node.ReadStates, rs)
-		n.printf("node %d read %d confirmed at index %d", node.ID, rs.ID, rs.Index)
-	}
-	node.Core.Advance(rd)
-	n.observe(node)
-	return nil
 }
 
 // Deliver processes readies, then delivers the queued messages that match
@@ -281,20 +285,14 @@ func (n *Network) deliver(m raft.Message) error {
 		return nil
 	}
 	n.printDelivery("%v", m)
-	if err := to.Core.Step(m); err != nil {
+	if err := to.Handler.Step(m); err != nil {
 		return err
 	}
-	return n.processReadyOf(to)
+	return to.Handler.Handle()
 }
 
-func (n *Network) processReadyOf(node *Node) error {
-	for node.Core.HasReady() {
-		if err := n.processReady(node); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// errCrashed is what a crashed node's handler is stopped with.
+var errCrashed = errors.New("rafttest: node crashed")
 
 // ErrNotStable means Stabilize gave up: messages kept flowing.
 var ErrNotStable = errors.New("rafttest: network did not stabilize")
@@ -323,8 +321,10 @@ func (n *Network) Tick(id uint64, count int) error {
 		return err
 	}
 	for range count {
-		node.Core.Tick()
-		if err := n.processReadyOf(node); err != nil {
+		if err := node.Handler.Tick(); err != nil {
+			return err
+		}
+		if err := node.Handler.Handle(); err != nil {
 			return err
 		}
 	}
@@ -382,18 +382,9 @@ func (n *Network) LogLine(id uint64) string {
 // Compact takes a snapshot of node id at its applied index and discards the
 // log up to it. The snapshot's data lists the applied commands.
 func (n *Network) Compact(id uint64) error {
-	node, err := n.Node(id)
+	nd, err := n.Node(id)
 	if err != nil {
 		return err
 	}
-	var data []string
-	for i := uint64(1); i <= node.AppliedIndex; i++ {
-		if d, ok := node.Applied[i]; ok {
-			data = append(data, string(d))
-		}
-	}
-	if _, err := node.Storage.CreateSnapshot(node.AppliedIndex, node.Conf, []byte(strings.Join(data, ","))); err != nil {
-		return err
-	}
-	return node.Storage.Compact(node.AppliedIndex)
+	return nd.Handler.Compact()
 }

@@ -34,26 +34,3 @@ func (n *Network) ProgressLines(id uint64) ([]string, error) {
 	}
 	return lines, nil
 }
-
-// progressCommand prints "progress ID".
-func progressCommand(n *Network, node *Node) error {
-	lines, err := n.ProgressLines(node.ID)
-	if err != nil {
-		return err
-	}
-	for _, l := range lines {
-		fmt.Fprintln(n.Out, l)
-	}
-	return nil
-}
-
-// unreachableCommand runs "unreachable ID PEER": node ID's transport
-// reports that a message to PEER was dropped.
-func unreachableCommand(n *Network, node *Node, args []string) error {
-	peer, err := parseIDs(args[2:])
-	if err != nil || len(peer) != 1 {
-		return fmt.Errorf("%w: unreachable ID PEER", errUsage)
-	}
-	node.Core.ReportUnreachable(peer[0])
-	return n.processReadyOf(node)
-}

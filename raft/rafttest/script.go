@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -68,19 +67,19 @@ func RunScript(text string) string {
 func runScript(text string) (string, int) {
 	violations := 0
 	var out bytes.Buffer
-	n := NewNetwork()
+	sc := &script{n: NewNetwork(), overrides: map[string]string{}}
+	n := sc.n
 	n.Out = &out
-	overrides := map[string]string{}
 	n.Config = func(id uint64) raft.Config {
 		cfg := DefaultConfig(id)
-		_ = applyOverrides(&cfg, overrides) // checked by the config command
+		_ = applyOverrides(&cfg, sc.overrides) // checked by the config command
 		return cfg
 	}
 	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
 		switch {
 		case strings.HasPrefix(line, "> "):
 			out.WriteString(line + "\n")
-			if err := runCommand(n, overrides, strings.Fields(line[2:])); err != nil {
+			if err := sc.run(strings.Fields(line[2:])); err != nil {
 				fmt.Fprintf(&out, "error: %v\n", err)
 			}
 			if err := n.Check(); err != nil {
@@ -135,270 +134,78 @@ func firstDifference(want, got string) string {
 
 var errUsage = errors.New("bad command")
 
-func runCommand(n *Network, overrides map[string]string, args []string) error {
+// script is the state of a transcript being replayed: the network, and the
+// configuration the config command set for nodes started later.
+type script struct {
+	n         *Network
+	overrides map[string]string
+}
+
+// A command runs one transcript command, args[0] being its name. Each
+// lives in its own file, command_*.go (as etcd's rafttest does it).
+type command func(sc *script, args []string) error
+
+// commands maps each command's name to its handler.
+var commands = map[string]command{
+	"config":      configCommand,
+	"bootstrap":   bootstrapCommand,
+	"add-node":    addNodeCommand,
+	"tick":        tickCommand,
+	"tick-all":    tickAllCommand,
+	"run":         runRoundsCommand,
+	"campaign":    campaignCommand,
+	"propose":     proposeCommand,
+	"conf":        confCommand,
+	"transfer":    transferCommand,
+	"read":        readCommand,
+	"deliver":     deliverCommand,
+	"drop":        dropCommand,
+	"inject":      injectCommand,
+	"progress":    progressCommand,
+	"unreachable": unreachableCommand,
+	"stabilize":   stabilizeCommand,
+	"process":     processCommand,
+	"cut":         cutCommand,
+	"isolate":     isolateCommand,
+	"heal":        healCommand,
+	"crash":       crashCommand,
+	"restart":     restartCommand,
+	"compact":     compactCommand,
+	"status":      statusCommand,
+	"log":         statusCommand,
+	"queue":       queueCommand,
+}
+
+// run runs one command.
+func (sc *script) run(args []string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("%w: empty", errUsage)
 	}
-	ids, idErr := parseIDs(args[1:])
-	one := func() (*Node, error) {
-		if len(args) < 2 {
-			return nil, fmt.Errorf("%w: %s needs a node ID", errUsage, args[0])
-		}
-		id, err := strconv.ParseUint(args[1], 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%w: node ID %q", errUsage, args[1])
-		}
-		return n.Node(id)
+	cmd, ok := commands[args[0]]
+	if !ok {
+		return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 	}
-	count := func(i int) (int, error) {
-		if len(args) <= i {
-			return 1, nil
-		}
-		return strconv.Atoi(args[i])
-	}
-	switch args[0] {
-	case "config":
-		next := maps.Clone(overrides)
-		for _, kv := range args[1:] {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok {
-				return fmt.Errorf("%w: %q is not KEY=VALUE", errUsage, kv)
-			}
-			next[k] = v
-		}
-		cfg := DefaultConfig(1)
-		if err := applyOverrides(&cfg, next); err != nil {
-			return err
-		}
-		maps.Copy(overrides, next)
-		return nil
-	case "bootstrap":
-		if idErr != nil {
-			return idErr
-		}
-		return n.Bootstrap(ids...)
-	case "add-node":
-		if idErr != nil || len(ids) != 1 {
-			return fmt.Errorf("%w: add-node ID", errUsage)
-		}
-		return n.AddNode(ids[0])
-	case "tick":
-		node, err := one()
-		if err != nil {
-			return err
-		}
-		c, err := count(2)
-		if err != nil {
-			return err
-		}
-		return n.Tick(node.ID, c)
-	case "tick-all":
-		c, err := count(1)
-		if err != nil {
-			return err
-		}
-		for range c {
-			for _, id := range n.IDs() {
-				if !n.Nodes[id].crashed {
-					if err := n.Tick(id, 1); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		return nil
-	case "run":
-		c, err := count(1)
-		if err != nil {
-			return err
-		}
-		n.Quiet = true
-		defer func() { n.Quiet = false }()
-		for range c {
-			for _, id := range n.IDs() {
-				if !n.Nodes[id].crashed {
-					n.Nodes[id].Core.Tick()
-				}
-			}
-			if err := n.Stabilize(maxStabilizeRounds); err != nil {
-				return err
-			}
-		}
-		return nil
-	case "campaign":
-		node, err := one()
-		if err != nil {
-			return err
-		}
-		node.Core.Campaign()
-		return n.processReadyOf(node)
-	case "propose":
-		node, err := one()
-		if err != nil {
-			return err
-		}
-		if len(args) != 3 {
-			return fmt.Errorf("%w: propose ID DATA", errUsage)
-		}
-		index, term, err := node.Core.Propose([]byte(args[2]))
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(n.Out, "proposed at %d/%d\n", index, term)
-		return n.processReadyOf(node)
-	case "conf":
-		return confCommand(n, args, one)
-	case "transfer":
-		node, err := one()
-		if err != nil {
-			return err
-		}
-		to, err := parseIDs(args[2:])
-		if err != nil || len(to) != 1 {
-			return fmt.Errorf("%w: transfer ID TO", errUsage)
-		}
-		if err := node.Core.TransferLeadership(to[0]); err != nil {
-			return err
-		}
-		return n.processReadyOf(node)
-	case "read":
-		node, err := one()
-		if err != nil {
-			return err
-		}
-		rid, err := parseIDs(args[2:])
-		if err != nil || len(rid) != 1 {
-			return fmt.Errorf("%w: read ID RID", errUsage)
-		}
-		if err := node.Core.ReadIndex(rid[0]); err != nil {
-			return err
-		}
-		return n.processReadyOf(node)
-	case "deliver", "drop":
-		filter, err := parseLinks(args[1:])
-		if err != nil {
-			return err
-		}
-		if args[0] == "drop" {
-			before := len(n.Queue)
-			var keep []raft.Message
-			for _, m := range n.Queue {
-				if filter != nil && !filter(m) {
-					keep = append(keep, m)
-				}
-			}
-			n.Queue = keep
-			fmt.Fprintf(n.Out, "dropped %d messages\n", before-len(keep))
-			return nil
-		}
-		_, err = n.Deliver(filter)
-		return err
-	case "inject":
-		return injectCommand(n, args)
-	case "progress", "unreachable":
-		node, err := one()
-		if err != nil {
-			return err
-		}
-		if args[0] == "progress" {
-			return progressCommand(n, node)
-		}
-		return unreachableCommand(n, node, args)
-	case "stabilize":
-		return n.Stabilize(maxStabilizeRounds)
-	case "process":
-		_, err := n.Process()
-		return err
-	case "cut":
-		for _, link := range args[1:] {
-			from, to, err := parseLink(link)
-			if err != nil || from == 0 || to == 0 {
-				return fmt.Errorf("%w: cut F->T with node IDs, got %q", errUsage, link)
-			}
-			n.Cut(from, to)
-		}
-		return nil
-	case "isolate":
-		node, err := one()
-		if err != nil {
-			return err
-		}
-		n.Isolate(node.ID)
-		return nil
-	case "heal":
-		n.Heal()
-		return nil
-	case "crash":
-		node, err := one()
-		if err != nil {
-			return err
-		}
-		return n.Crash(node.ID)
-	case "restart":
-		if idErr != nil || len(ids) != 1 {
-			return fmt.Errorf("%w: restart ID", errUsage)
-		}
-		return n.Restart(ids[0])
-	case "compact":
-		node, err := one()
-		if err != nil {
-			return err
-		}
-		return n.Compact(node.ID)
-	case "status", "log":
-		if idErr != nil {
-			return idErr
-		}
-		if len(ids) == 0 {
-			ids = n.IDs()
-		}
-		for _, id := range ids {
-			if _, ok := n.Nodes[id]; !ok {
-				return fmt.Errorf("no node %d", id)
-			}
-			if args[0] == "status" {
-				fmt.Fprintln(n.Out, n.StatusLine(id))
-			} else {
-				fmt.Fprintln(n.Out, n.LogLine(id))
-			}
-		}
-		return nil
-	case "queue":
-		for _, m := range n.Queue {
-			fmt.Fprintln(n.Out, m)
-		}
-		return nil
-	}
-	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+	return cmd(sc, args)
 }
 
-func confCommand(n *Network, args []string, one func() (*Node, error)) error {
-	node, err := one()
+// node returns the running node args[1] names.
+func (sc *script) node(args []string) (*Node, error) {
+	if len(args) < 2 {
+		return nil, fmt.Errorf("%w: %s needs a node ID", errUsage, args[0])
+	}
+	id, err := strconv.ParseUint(args[1], 10, 64)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("%w: node ID %q", errUsage, args[1])
 	}
-	usage := fmt.Errorf("%w: conf ID (add-voter|add-learner|remove NODE)...", errUsage)
-	if len(args) < 4 || len(args)%2 != 0 {
-		return usage
+	return sc.n.Node(id)
+}
+
+// count parses the optional count args[i] (1 if absent).
+func count(args []string, i int) (int, error) {
+	if len(args) <= i {
+		return 1, nil
 	}
-	types := map[string]raft.ConfChangeType{
-		"add-voter": raft.ConfChangeAddVoter, "add-learner": raft.ConfChangeAddLearner, "remove": raft.ConfChangeRemove,
-	}
-	var cc raft.ConfChange
-	for i := 2; i < len(args); i += 2 {
-		t, ok := types[args[i]]
-		target, err := strconv.ParseUint(args[i+1], 10, 64)
-		if !ok || err != nil {
-			return usage
-		}
-		cc.Changes = append(cc.Changes, raft.ConfChangeSingle{Type: t, NodeID: target})
-	}
-	index, term, err := node.Core.ProposeConfChange(cc)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(n.Out, "proposed at %d/%d\n", index, term)
-	return n.processReadyOf(node)
+	return strconv.Atoi(args[i])
 }
 
 func parseIDs(args []string) ([]uint64, error) {
@@ -454,33 +261,4 @@ func parseLinks(args []string) (func(raft.Message) bool, error) {
 		}
 		return false
 	}, nil
-}
-
-// applyOverrides sets the configuration fields that overrides name. An
-// unknown key or a value that does not parse is an error, so that a
-// transcript cannot silently run with a setting it did not ask for.
-func applyOverrides(cfg *raft.Config, overrides map[string]string) error {
-	for k, v := range overrides {
-		var err error
-		switch k {
-		case "election":
-			cfg.ElectionTicks, err = strconv.Atoi(v)
-		case "heartbeat":
-			cfg.HeartbeatTicks, err = strconv.Atoi(v)
-		case "prevote":
-			cfg.PreVote, err = strconv.ParseBool(v)
-		case "checkquorum":
-			cfg.CheckQuorum, err = strconv.ParseBool(v)
-		case "inflight":
-			cfg.MaxInflightMsgs, err = strconv.Atoi(v)
-		case "appendbytes":
-			cfg.MaxAppendBytes, err = strconv.ParseUint(v, 10, 64)
-		default:
-			return fmt.Errorf("%w: unknown config key %q", errUsage, k)
-		}
-		if err != nil {
-			return fmt.Errorf("%w: config %s=%s: %v", errUsage, k, v, err)
-		}
-	}
-	return nil
 }

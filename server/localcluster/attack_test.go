@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"coord/api"
 	"coord/client"
 	"coord/internal/pki"
 	"coord/internal/wire"
@@ -72,7 +73,7 @@ func messageFrame(m raft.Message) []byte {
 // forgeries are what the outsider sends as node 2 to node to, knowing
 // the cluster's term and last index: a heartbeat 1000 terms ahead, and an
 // append 5 terms ahead that carries a write of its own.
-func forgeries(to uint64, st server.NodeStatus) []byte {
+func forgeries(to uint64, st api.NodeStatus) []byte {
 	put := server.Command{Op: server.OpPut, Key: "target", Value: []byte("outsider")}.Marshal()
 	b := helloFrame(2, to)
 	b = append(b, messageFrame(raft.Message{Type: raft.MsgHeartbeatRequest, From: 2, To: to, Term: st.Term + 1000, Commit: st.Commit})...)
@@ -84,7 +85,7 @@ func forgeries(to uint64, st server.NodeStatus) []byte {
 
 // attack dials addr (through TLS if conf is not nil), sends the
 // forgeries, and waits until the node closes the connection.
-func attack(t *testing.T, addr string, conf *tls.Config, to uint64, st server.NodeStatus) {
+func attack(t *testing.T, addr string, conf *tls.Config, to uint64, st api.NodeStatus) {
 	t.Helper()
 	raw, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
@@ -140,9 +141,9 @@ func waitLog(t *testing.T, c *Cluster, id uint64, text string) {
 	}
 }
 
-func snapshotStatus(t *testing.T, ctx context.Context, c *Cluster) map[uint64]server.NodeStatus {
+func snapshotStatus(t *testing.T, ctx context.Context, c *Cluster) map[uint64]api.NodeStatus {
 	t.Helper()
-	out := map[uint64]server.NodeStatus{}
+	out := map[uint64]api.NodeStatus{}
 	for _, id := range c.IDs() {
 		st, err := c.Status(ctx, id)
 		if err != nil {

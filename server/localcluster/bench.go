@@ -3,8 +3,13 @@ package localcluster
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 
 	"coord/client"
@@ -134,4 +139,207 @@ func (c *Cluster) failover(ctx context.Context) (Failover, error) {
 		f.Terms = st.Term - before.Term
 	}
 	return f, c.Restart(ctx, leader)
+}
+
+// BenchConfig configures RunBench and RunCompare: a fresh cluster of
+// Nodes real processes of Binary in Dir (fsync on), each with a Raft tick
+// of Tick.
+type BenchConfig struct {
+	Nodes  int
+	Dir    string
+	Binary string
+	Tick   time.Duration
+	// Concurrency lists the client concurrencies to measure, each for
+	// Duration (Cluster.Bench).
+	Concurrency []int
+	Duration    time.Duration
+	// Failovers is the number of leader kills to measure (0: none), with
+	// Settle between them (Cluster.Failovers). RunCompare measures none.
+	Failovers int
+	Settle    time.Duration
+	// Insecure measures a cluster without TLS and tokens (RunBench).
+	Insecure bool
+}
+
+// Validate names the first field out of range.
+func (c BenchConfig) Validate() error {
+	switch {
+	case c.Nodes < 1 || c.Nodes > 9:
+		return fmt.Errorf("%w: nodes %d: want 1 to 9", ErrInvalid, c.Nodes)
+	case c.Dir == "" || c.Binary == "":
+		return fmt.Errorf("%w: Dir and Binary are required", ErrInvalid)
+	case c.Tick <= 0 || c.Duration <= 0:
+		return fmt.Errorf("%w: tick %v and duration %v must be positive", ErrInvalid, c.Tick, c.Duration)
+	case c.Failovers < 0 || c.Settle < 0:
+		return fmt.Errorf("%w: failovers %d and settle %v must not be negative", ErrInvalid, c.Failovers, c.Settle)
+	}
+	for _, n := range c.Concurrency {
+		if n < 1 || n > 1024 {
+			return fmt.Errorf("%w: concurrency %d: want 1 to 1024", ErrInvalid, n)
+		}
+	}
+	return nil
+}
+
+// startLeading starts a cluster of cfg in cfg.Dir/sub and waits for its
+// leader.
+func startLeading(ctx context.Context, cfg BenchConfig, sub string, insecure bool) (*Cluster, error) {
+	dir := filepath.Join(cfg.Dir, sub)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	c, err := Start(ctx, Config{Nodes: cfg.Nodes, Dir: dir, Binary: cfg.Binary, Insecure: insecure,
+		Args: []string{"--tick", cfg.Tick.String()}})
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := c.WaitLeader(wctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// BenchReport is what RunBench measured.
+type BenchReport struct {
+	Nodes           int        `json:"nodes"`
+	Tick            string     `json:"tick"`
+	Secure          bool       `json:"secure"`
+	Writes          []BenchRow `json:"writes"`
+	FailoverSeconds []float64  `json:"failover_seconds"`
+	Failovers       []Failover `json:"failovers"`
+}
+
+// RunBench starts a cluster of cfg, measures its writes at each
+// concurrency, then its failovers, and stops it.
+func RunBench(ctx context.Context, cfg BenchConfig) (BenchReport, error) {
+	r := BenchReport{Nodes: cfg.Nodes, Tick: cfg.Tick.String(), Secure: !cfg.Insecure}
+	if err := cfg.Validate(); err != nil {
+		return r, err
+	}
+	c, err := startLeading(ctx, cfg, ".", cfg.Insecure)
+	if err != nil {
+		return r, err
+	}
+	defer c.Close()
+	if r.Writes, err = c.Bench(ctx, cfg.Concurrency, cfg.Duration); err != nil {
+		return r, err
+	}
+	if r.Failovers, err = c.Failovers(ctx, cfg.Failovers, cfg.Settle); err != nil {
+		return r, err
+	}
+	for _, f := range r.Failovers {
+		r.FailoverSeconds = append(r.FailoverSeconds, f.Took.Seconds())
+	}
+	return r, nil
+}
+
+// WriteText prints the report as a table of writes, and the failover
+// times' distribution.
+func (r BenchReport) WriteText(w io.Writer) error {
+	mode := "mutual TLS, HTTPS and tokens"
+	if !r.Secure {
+		mode = "--insecure"
+	}
+	fmt.Fprintf(w, "%d-node cluster on loopback, fsync on, tick %s, %s\n\n", r.Nodes, r.Tick, mode)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "clients\twrites/s\tp50\tp99\twrites\terrors\t")
+	for _, row := range r.Writes {
+		fmt.Fprintf(tw, "%d\t%.0f\t%s\t%s\t%d\t%d\t\n", row.Concurrency, row.PerSecond, fmtMS(row.P50), fmtMS(row.P99), row.Ops, row.Errors)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.FailoverSeconds) == 0 {
+		return nil
+	}
+	s := slices.Sorted(slices.Values(r.FailoverSeconds))
+	split := 0
+	for _, f := range r.Failovers {
+		if f.Terms > 1 {
+			split++
+		}
+	}
+	q := func(p float64) float64 { return s[min(len(s)-1, int(p*float64(len(s))))] }
+	fmt.Fprintf(w, "\nfailover (leader killed, %d times): min %.2f s, p50 %.2f s, p90 %.2f s, max %.2f s; %d needed more than one election\n",
+		len(s), s[0], q(0.5), q(0.9), s[len(s)-1], split)
+	parts := make([]string, len(s))
+	for i, v := range s {
+		parts[i] = fmt.Sprintf("%.2f", v)
+	}
+	_, err := fmt.Fprintf(w, "  all: %s\n", strings.Join(parts, " "))
+	return err
+}
+
+// CompareRow is one concurrency measured on a secure and an insecure
+// cluster; Ratio is the secure writes per second over the insecure.
+type CompareRow struct {
+	Secure   BenchRow `json:"secure"`
+	Insecure BenchRow `json:"insecure"`
+	Ratio    float64  `json:"ratio"`
+}
+
+// CompareReport is what RunCompare measured.
+type CompareReport struct {
+	Nodes   int          `json:"nodes"`
+	Tick    string       `json:"tick"`
+	Compare []CompareRow `json:"compare"`
+}
+
+// RunCompare measures the cost of security: it starts a secure and an
+// insecure cluster of cfg side by side and runs each concurrency on both,
+// one after the other, alternating which goes first.
+func RunCompare(ctx context.Context, cfg BenchConfig) (CompareReport, error) {
+	r := CompareReport{Nodes: cfg.Nodes, Tick: cfg.Tick.String()}
+	if err := cfg.Validate(); err != nil {
+		return r, err
+	}
+	secure, err := startLeading(ctx, cfg, "secure", false)
+	if err != nil {
+		return r, err
+	}
+	defer secure.Close()
+	plain, err := startLeading(ctx, cfg, "insecure", true)
+	if err != nil {
+		return r, err
+	}
+	defer plain.Close()
+	for i, n := range cfg.Concurrency {
+		order := []*Cluster{secure, plain}
+		if i%2 == 1 {
+			order = []*Cluster{plain, secure}
+		}
+		got := map[*Cluster]BenchRow{}
+		for _, c := range order {
+			rows, err := c.Bench(ctx, []int{n}, cfg.Duration)
+			if err != nil {
+				return r, err
+			}
+			got[c] = rows[0]
+		}
+		row := CompareRow{Secure: got[secure], Insecure: got[plain]}
+		if row.Insecure.PerSecond > 0 {
+			row.Ratio = row.Secure.PerSecond / row.Insecure.PerSecond
+		}
+		r.Compare = append(r.Compare, row)
+	}
+	return r, nil
+}
+
+// WriteText prints the comparison as a table.
+func (r CompareReport) WriteText(w io.Writer) error {
+	fmt.Fprintf(w, "%d-node clusters on loopback, fsync on, tick %s: secure (mutual TLS, HTTPS, tokens) vs --insecure, side by side\n\n", r.Nodes, r.Tick)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "clients\tsecure writes/s\tinsecure writes/s\tratio\tsecure p50\tinsecure p50\tsecure p99\tinsecure p99\terrors\t")
+	for _, row := range r.Compare {
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t%d/%d\t\n", row.Secure.Concurrency, row.Secure.PerSecond, row.Insecure.PerSecond, row.Ratio,
+			fmtMS(row.Secure.P50), fmtMS(row.Insecure.P50), fmtMS(row.Secure.P99), fmtMS(row.Insecure.P99), row.Secure.Errors, row.Insecure.Errors)
+	}
+	return tw.Flush()
+}
+
+func fmtMS(d time.Duration) string {
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
 }

@@ -2,8 +2,10 @@ package localcluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,8 +72,12 @@ func fill(tb testing.TB, dir string, free int64) string {
 // diskFullRun is one node on an 8 MiB tmpfs: its disk is filled until
 // writes fail, then space returns.
 type diskFullRun struct {
-	c     *Cluster
-	cl    *client.Client
+	c  *Cluster
+	cl *client.Client
+	// once makes one attempt per write, however long it takes: its answer
+	// is the node's own, never a context that cut an attempt short (which
+	// leaves the outcome unknown).
+	once  *client.Client
 	data  string
 	acked map[string]bool // keys whose Put succeeded
 	maybe map[string]bool // keys whose Put has an unknown outcome
@@ -117,6 +123,39 @@ func (r *diskFullRun) put(wait time.Duration) (string, error) {
 		r.maybe[key] = true
 	}
 	return key, err
+}
+
+// refusedCode sends one write straight to the node, without the client's
+// retries (whose last attempt a context may cut short, leaving the outcome
+// unknown), and returns the HTTP status and the API's error code.
+func (r *diskFullRun) refusedCode(tb testing.TB) (int, string) {
+	tb.Helper()
+	acc := r.c.Access()
+	scheme := "http"
+	hc := &http.Client{Timeout: 30 * time.Second}
+	if acc.TLS != nil {
+		scheme = "https"
+		hc.Transport = &http.Transport{TLSClientConfig: acc.TLS}
+	}
+	r.seq++
+	url := fmt.Sprintf("%s://%s/v1/kv/key-%05d", scheme, r.c.Endpoints()[0], r.seq)
+	req, err := http.NewRequest("PUT", url, strings.NewReader(strings.Repeat("x", 2048)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if acc.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+acc.Token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		tb.Fatalf("write on a full disk: %v", err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Code string `json:"code"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body.Code
 }
 
 // fillUp fills the disk and writes until a write is refused with
@@ -175,8 +214,8 @@ func TestDiskFullOnTmpfs(t *testing.T) {
 	}
 	// Refused clearly, again and again, while the disk stays full.
 	for range 3 {
-		if _, err := r.put(time.Second); !errors.Is(err, client.ErrDiskFull) {
-			t.Fatalf("write on a full disk: %v, want disk_full", err)
+		if status, code := r.refusedCode(t); status != http.StatusInsufficientStorage || code != "disk_full" {
+			t.Fatalf("write on a full disk: %d %q, want 507 disk_full", status, code)
 		}
 	}
 	var some string

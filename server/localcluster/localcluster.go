@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"coord/api"
 	"coord/client"
 	"coord/internal/faultproxy"
 	"coord/internal/freeport"
@@ -516,10 +517,10 @@ func (c *Cluster) Heal() {
 }
 
 // Status asks one node for its status.
-func (c *Cluster) Status(ctx context.Context, id uint64) (server.NodeStatus, error) {
+func (c *Cluster) Status(ctx context.Context, id uint64) (api.NodeStatus, error) {
 	n, err := c.node(id)
 	if err != nil {
-		return server.NodeStatus{}, err
+		return api.NodeStatus{}, err
 	}
 	return StatusOf(ctx, n.HTTP, c.Access())
 }

@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"coord/api"
 	"coord/client"
-	"coord/server"
 )
 
 // These functions manage a cluster described by a cluster.json, from a
@@ -169,8 +169,8 @@ func Running(dir string) (map[uint64]bool, error) {
 
 // StatusAll asks every endpoint for its status; a node that does not
 // answer has an error in its slot.
-func StatusAll(ctx context.Context, endpoints []string, acc Access) ([]server.NodeStatus, []error) {
-	sts := make([]server.NodeStatus, len(endpoints))
+func StatusAll(ctx context.Context, endpoints []string, acc Access) ([]api.NodeStatus, []error) {
+	sts := make([]api.NodeStatus, len(endpoints))
 	errs := make([]error, len(endpoints))
 	done := make(chan int)
 	for i, ep := range endpoints {

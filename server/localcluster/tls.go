@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"coord/api"
 	"coord/client"
 	"coord/internal/pki"
 	"coord/server"
@@ -164,10 +165,10 @@ func (s *Security) serverArgs(id uint64, join bool) []string {
 
 // StatusOf asks the node at an HTTP address for its status, within a
 // second. /v1/status needs no token; a secure cluster needs acc.TLS.
-func StatusOf(ctx context.Context, httpAddr string, acc Access) (server.NodeStatus, error) {
+func StatusOf(ctx context.Context, httpAddr string, acc Access) (api.NodeStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	var st server.NodeStatus
+	var st api.NodeStatus
 	scheme, hc := "http", http.DefaultClient
 	if acc.TLS != nil {
 		scheme, hc = "https", acc.http

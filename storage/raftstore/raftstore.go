@@ -326,7 +326,9 @@ func (d *Disk) Entries(lo, hi, maxBytes uint64) ([]raft.Entry, error) {
 	if err := d.usable(); err != nil {
 		return nil, err
 	}
-	assert.That(lo <= hi, "raftstore: Entries(lo %d, hi %d) with lo > hi", lo, hi)
+	if lo > hi {
+		assert.Fail("raftstore: Entries(lo %d, hi %d) with lo > hi", lo, hi)
+	}
 	first := d.firstIndex()
 	switch {
 	case lo < first:
@@ -422,21 +424,27 @@ func (d *Disk) Save(hs raft.HardState, ents []raft.Entry) error {
 		return err
 	}
 	for i := 1; i < len(ents); i++ {
-		assert.That(ents[i].Index == ents[i-1].Index+1, "raftstore: Save: entry %d follows %d", ents[i].Index, ents[i-1].Index)
+		if ents[i].Index != ents[i-1].Index+1 {
+			assert.Fail("raftstore: Save: entry %d follows %d", ents[i].Index, ents[i-1].Index)
+		}
 	}
 	if len(ents) > 0 && ents[0].Index <= d.snapMeta.Index {
 		skip := d.snapMeta.Index - ents[0].Index + 1 // in the snapshot already
 		ents = ents[min(skip, uint64(len(ents))):]
 	}
-	assert.That(len(ents) == 0 || ents[0].Index <= d.lastIndex()+1,
-		"raftstore: Save: entry %d leaves a gap after the last index %d", firstOf(ents), d.lastIndex())
+	if len(ents) > 0 && ents[0].Index > d.lastIndex()+1 {
+		assert.Fail("raftstore: Save: entry %d leaves a gap after the last index %d", firstOf(ents), d.lastIndex())
+	}
 	writeHS := !hs.IsEmpty() && hs != d.hs
 	if writeHS {
 		// One vote per term, terms only grow (Raft Figure 2): a core that
 		// breaks this would vote twice.
-		assert.That(hs.Term >= d.hs.Term, "raftstore: Save: term goes back from %d to %d", d.hs.Term, hs.Term)
-		assert.That(hs.Term > d.hs.Term || d.hs.Vote == 0 || hs.Vote == d.hs.Vote,
-			"raftstore: Save: vote in term %d changes from %d to %d", hs.Term, d.hs.Vote, hs.Vote)
+		if hs.Term < d.hs.Term {
+			assert.Fail("raftstore: Save: term goes back from %d to %d", d.hs.Term, hs.Term)
+		}
+		if hs.Term <= d.hs.Term && d.hs.Vote != 0 && hs.Vote != d.hs.Vote {
+			assert.Fail("raftstore: Save: vote in term %d changes from %d to %d", hs.Term, d.hs.Vote, hs.Vote)
+		}
 	}
 	if len(ents) == 0 && !writeHS {
 		return nil

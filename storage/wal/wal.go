@@ -402,10 +402,13 @@ func checkEntries(ents []raft.Entry, after, last uint64) error {
 		return nil
 	}
 	first := ents[0].Index
-	assert.That(first > after && first <= last+1,
-		"wal: first entry %d does not follow the log (checkpoint %d, last index %d)", first, after, last)
+	if !(first > after && first <= last+1) {
+		assert.Fail("wal: first entry %d does not follow the log (checkpoint %d, last index %d)", first, after, last)
+	}
 	for i, e := range ents {
-		assert.That(e.Index == first+uint64(i), "wal: entries not contiguous: %d follows %d", e.Index, first+uint64(i)-1)
+		if e.Index != first+uint64(i) {
+			assert.Fail("wal: entries not contiguous: %d follows %d", e.Index, first+uint64(i)-1)
+		}
 		if len(e.Data) > MaxRecordBytes-entryMetaSize {
 			return fmt.Errorf("%w: entry %d has %d bytes of data, the limit is %d",
 				ErrTooLarge, e.Index, len(e.Data), MaxRecordBytes-entryMetaSize)
@@ -579,7 +582,9 @@ func (w *WAL) Checkpoint(cp Checkpoint, hs raft.HardState, ents []raft.Entry) er
 	if err := w.usable(); err != nil {
 		return err
 	}
-	assert.That(cp.Index >= w.checkpointIndex, "wal: checkpoint at %d is below the checkpoint at %d", cp.Index, w.checkpointIndex)
+	if cp.Index < w.checkpointIndex {
+		assert.Fail("wal: checkpoint at %d is below the checkpoint at %d", cp.Index, w.checkpointIndex)
+	}
 	if err := checkEntries(ents, cp.Index, cp.Index); err != nil {
 		return err
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"coord/internal/assert"
 	"coord/internal/faultproxy"
 	"coord/lease"
 	"coord/lease/leasetest"
@@ -39,7 +38,9 @@ func OpenFails(t testing.TB, want error, raws ...string) {
 		if err == nil {
 			b.Close()
 		}
-		assert.That(errors.Is(err, want), "lease.Open(%q): want %v, got %v", raw, want, err)
+		if !errors.Is(err, want) {
+			t.Fatalf("lease.Open(%q): want %v, got %v", raw, want, err)
+		}
 	}
 }
 
@@ -117,24 +118,34 @@ const reconnectAttempts = 20
 func connectionCut(t *testing.T, b lease.Backend, p *faultproxy.Proxy) {
 	ctx, name := context.Background(), Name(t)
 	a, err := b.Acquire(ctx, name, "a", time.Minute)
-	assert.That(err == nil, "Acquire: %v", err)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
 	p.Cut()
 	short, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_, err = b.Renew(short, name, "a", a.Token, time.Minute)
 	if err != nil {
-		assert.That(errors.Is(err, lease.ErrUnavailable), "Renew over a cut connection: want ErrUnavailable, got %v", err)
+		if !errors.Is(err, lease.ErrUnavailable) {
+			t.Fatalf("Renew over a cut connection: want ErrUnavailable, got %v", err)
+		}
 		_, err = b.Renew(ctx, name, "a", a.Token, time.Minute)
 	}
-	assert.That(err == nil, "Renew after reconnecting: %v", err)
-	assert.That(b.Release(ctx, name, "a", a.Token) == nil, "Release failed")
+	if err != nil {
+		t.Fatalf("Renew after reconnecting: %v", err)
+	}
+	if err := b.Release(ctx, name, "a", a.Token); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
 }
 
 // blackholeHeals is RunFaults' Blackhole.
 func blackholeHeals(t *testing.T, b lease.Backend, p *faultproxy.Proxy) {
 	ctx, name := context.Background(), Name(t)
 	a, err := b.Acquire(ctx, name, "a", time.Minute)
-	assert.That(err == nil, "Acquire: %v", err)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
 	p.Blackhole(true)
 	leasetest.Unavailable(t, b, name, "a", a.Token, 300*time.Millisecond)
 	// Drop the requests the partition held (a Release among them, whose
@@ -150,7 +161,9 @@ func blackholeHeals(t *testing.T, b lease.Backend, p *faultproxy.Proxy) {
 			break
 		}
 	}
-	assert.That(err == nil, "Renew after the partition healed: %v", err)
+	if err != nil {
+		t.Fatalf("Renew after the partition healed: %v", err)
+	}
 }
 
 // Reconnect is how a backend's holder renews after its server restarts:
@@ -169,7 +182,9 @@ func RestartKeepsLease(t *testing.T, s *Server, b lease.Backend, reconnect Recon
 	t.Helper()
 	ctx, name := context.Background(), Name(t)
 	a, err := b.Acquire(ctx, name, "a", time.Minute)
-	assert.That(err == nil, "Acquire: %v", err)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
 
 	s.Kill()
 	leasetest.Unavailable(t, b, name, "a", a.Token, 300*time.Millisecond)
@@ -178,8 +193,14 @@ func RestartKeepsLease(t *testing.T, s *Server, b lease.Backend, reconnect Recon
 	r, err := reconnect(ctx, func(ctx context.Context) (lease.Record, error) {
 		return b.Renew(ctx, name, "a", a.Token, time.Minute)
 	})
-	assert.That(err == nil && r.Token == a.Token, "Renew after restart: %+v, %v", r, err)
-	assert.That(b.Release(ctx, name, "a", a.Token) == nil, "Release failed")
+	if !(err == nil && r.Token == a.Token) {
+		t.Fatalf("Renew after restart: %+v, %v", r, err)
+	}
+	if err := b.Release(ctx, name, "a", a.Token); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
 	c, err := b.Acquire(ctx, name, "c", time.Minute)
-	assert.That(err == nil && c.Token > a.Token, "Acquire after restart: token %d after %d, %v", c.Token, a.Token, err)
+	if !(err == nil && c.Token > a.Token) {
+		t.Fatalf("Acquire after restart: token %d after %d, %v", c.Token, a.Token, err)
+	}
 }

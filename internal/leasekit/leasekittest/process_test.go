@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"coord/internal/assert"
 )
 
 // The tests run this test binary itself as the server process: with the
@@ -77,16 +75,26 @@ func TestServerKillRestart(t *testing.T) {
 		return nil
 	}
 	s := StartServer(t, ServerOptions{Port: port, Ready: ready}, os.Args[0], serveArg, fmt.Sprint(port))
-	assert.Equal(probes, 3, "Ready probes before the first start returned")
-	assert.That(dial(s.Addr()) == nil, "server not up after StartServer")
+	if probes != 3 {
+		t.Fatalf("Ready probes before the first start returned: got %d, want 3", probes)
+	}
+	if dial(s.Addr()) != nil {
+		t.Fatal("server not up after StartServer")
+	}
 
 	s.Kill()
-	assert.That(dial(s.Addr()) != nil, "server still accepting on %s after Kill", s.Addr())
+	if dial(s.Addr()) == nil {
+		t.Fatalf("server still accepting on %s after Kill", s.Addr())
+	}
 	s.Kill() // a second Kill does nothing
 
 	s.Restart()
-	assert.Equal(probes, 6, "Ready probes after Restart")
-	assert.That(dial(s.Addr()) == nil, "server not up after Restart")
+	if probes != 6 {
+		t.Fatalf("Ready probes after Restart: got %d, want 6", probes)
+	}
+	if dial(s.Addr()) != nil {
+		t.Fatal("server not up after Restart")
+	}
 }
 
 // StartServer's failures are reported by a child test process (a t.Fatal
@@ -98,7 +106,9 @@ func runFailing(t *testing.T, name string) string {
 	cmd.Env = append(os.Environ(), "LEASEKITTEST_HELPER=1")
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
-	assert.That(errors.As(err, &exit), "helper %s did not fail: %v\n%s", name, err, out)
+	if !errors.As(err, &exit) {
+		t.Fatalf("helper %s did not fail: %v\n%s", name, err, out)
+	}
 	return string(out)
 }
 
@@ -128,13 +138,17 @@ func TestHelperServerSilent(t *testing.T) {
 // missing port is refused.
 func TestStartServerFailures(t *testing.T) {
 	out := runFailing(t, "TestHelperServerExits")
-	assert.That(strings.Contains(out, "exited (exit status 3) before it was up") && strings.Contains(out, "boom: no such data directory"),
-		"failure message of a server that exits:\n%s", out)
+	if !(strings.Contains(out, "exited (exit status 3) before it was up") && strings.Contains(out, "boom: no such data directory")) {
+		t.Fatalf("failure message of a server that exits:\n%s", out)
+	}
 	out = runFailing(t, "TestHelperServerSilent")
-	assert.That(strings.Contains(out, "was not up on 127.0.0.1:") && strings.Contains(out, "within 3s") && strings.Contains(out, "starting, slowly"),
-		"failure message of a server that never listens:\n%s", out)
+	if !(strings.Contains(out, "was not up on 127.0.0.1:") && strings.Contains(out, "within 3s") && strings.Contains(out, "starting, slowly")) {
+		t.Fatalf("failure message of a server that never listens:\n%s", out)
+	}
 	out = runFailing(t, "TestHelperNoPort")
-	assert.That(strings.Contains(out, "port 0 is not positive"), "failure message without a port:\n%s", out)
+	if !strings.Contains(out, "port 0 is not positive") {
+		t.Fatalf("failure message without a port:\n%s", out)
+	}
 }
 
 func TestHelperNoPort(t *testing.T) {
@@ -145,8 +159,12 @@ func TestHelperNoPort(t *testing.T) {
 // The tail keeps the end of what is written, and says when there is none.
 func TestTailKeepsTheEnd(t *testing.T) {
 	w := &tail{max: 8}
-	assert.Equal(w.String(), "(no output)", "empty tail")
+	if got, want := w.String(), "(no output)"; got != want {
+		t.Fatalf("empty tail: got %q, want %q", got, want)
+	}
 	fmt.Fprint(w, "0123456789")
 	fmt.Fprint(w, "abc")
-	assert.Equal(w.String(), "56789abc", "the last 8 of 13 bytes")
+	if got, want := w.String(), "56789abc"; got != want {
+		t.Fatalf("the last 8 of 13 bytes: got %q, want %q", got, want)
+	}
 }

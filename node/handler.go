@@ -1,0 +1,632 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+
+	"coord/internal/assert"
+	"coord/raft"
+	"coord/storage/vfs"
+)
+
+// Result is how a proposal or a read ended.
+type Result struct {
+	// Index is the proposal's entry index, or the index a read was
+	// confirmed at.
+	Index uint64
+	// Value is the state machine's result for a proposal (the new
+	// raft.ConfState for a membership change); nil for a read.
+	Value any
+	// Err is why the proposal or read failed: ErrProposalLost,
+	// ErrOutcomeUnknown, raft.ErrNotLeader (a read on a deposed leader),
+	// or the error the handler was stopped with.
+	Err error
+}
+
+// Waiter hears how a proposal or a read ended. The handler calls it once,
+// on the handler's goroutine; it must not block.
+type Waiter func(Result)
+
+// Hooks are callbacks for the observers of a handler (the simulator's
+// checkers, the transcripts of raft/rafttest, the server's address book).
+// Each is optional and is called on the handler's goroutine at the point of
+// the Ready contract its doc names. A hook must not block; it may read the
+// storage and the core's status, and it may Stop the handler (the
+// simulator crashes a node so), after which the handler does nothing more.
+type Hooks struct {
+	// Persisted is called once a Ready's snapshot, hard state and
+	// entries are durable (step 1), before its messages are sent.
+	Persisted func(rd raft.Ready)
+	// Applied is called after each committed entry is applied (step 3),
+	// empty entries and membership changes included, in log order, before
+	// the proposer waiting for it is answered.
+	Applied func(e raft.Entry)
+	// ConfChanged is called after Applied for a membership change that
+	// took effect, with the membership the core worked out for it.
+	ConfChanged func(c raft.CommittedConfChange)
+	// SnapshotInstalled is called after a snapshot from the leader was
+	// restored into the state machine (step 3).
+	SnapshotInstalled func(meta raft.SnapshotMetadata)
+}
+
+// HandlerConfig configures a Handler.
+type HandlerConfig struct {
+	// Raft configures the core; its Storage is set from Storage, and its
+	// Rand must be set.
+	Raft         raft.Config
+	Storage      Storage
+	Transport    Transport
+	StateMachine StateMachine
+	// SnapshotEntries is how many applied entries trigger a snapshot and
+	// log compaction; 0 never compacts (Compact still does).
+	SnapshotEntries uint64
+	// Logger logs failed compactions. Nil: nothing is logged.
+	Logger *slog.Logger
+	// Hooks are called as the Readies are handled.
+	Hooks Hooks
+}
+
+// Handler is not safe for concurrent use; one goroutine owns it (Node's
+// loop, or a simulator's).
+//
+// Handler drives one raft core through the Ready contract (see the package
+// doc): for each raft.Ready it persists to the Storage, sends through the
+// Transport, applies to the StateMachine, records the membership changes
+// the core worked out, answers the proposals and reads waiting on this
+// node, advances the core and compacts the log. It is step-driven: it has
+// no goroutine and reads no clock. Its caller feeds it ticks (Tick),
+// messages (Step) and requests (Propose, ReadIndex, or the core's own
+// methods through Core), and calls Handle after each. Node runs it on its
+// loop goroutine with a ticker; the simulator (coord/sim) and the
+// transcripts (coord/raft/rafttest) drive the very same code with their
+// simulated clocks, networks and crashable storage.
+//
+// # Order
+//
+// For every Ready, Handle does, on the caller's goroutine:
+//
+//  1. Storage.ApplySnapshot (if any), then Storage.Save(HardState,
+//     Entries), which must be durable when it returns; then
+//     Hooks.Persisted;
+//  2. Transport.Send(Messages): only now, because a granted vote or an
+//     append acknowledgement promises what step 1 made durable (Raft
+//     Figure 2: "respond after updating stable storage");
+//  3. StateMachine.Restore (snapshot), then, for each committed entry in
+//     log order, StateMachine.Apply (normal entries with data) or the
+//     recording of the membership the core handed over
+//     (Ready.ConfChanges; never worked out again); the proposer waiting
+//     for the entry is answered; confirmed reads are answered once
+//     applied through their index; reads pending on a leader that lost
+//     its leadership fail;
+//  4. Core.Advance, then a snapshot and log compaction once
+//     SnapshotEntries were applied since the last.
+//
+// # When the storage fails
+//
+// If step 1 fails, the handler holds the Ready: none of its messages are
+// sent and none of its entries applied, and Handle returns the error
+// wrapped in ErrStorage. While it holds a Ready it takes no messages (Step
+// refuses them, as a partitioned node would hear nothing), no ticks, and
+// refuses proposals and reads with ErrStorage. The caller must keep calling
+// Tick: on every tick the handler repairs the storage (Repairer) and
+// writes the held Ready again; once that works, it does steps 2 to 4 of
+// that Ready as if the write had been slow, and goes on. The caller must
+// not stop on such an error (a full disk drains), only report it. A failed
+// compaction is logged and retried later, with back-off in ticks; the log
+// just grows meanwhile. Any other error Handle or Tick returns (the state
+// machine could not restore a snapshot) stopped the handler: the node
+// cannot go on.
+//
+// # Stopping
+//
+// Stop ends the handler (a node stopped, or crashed in a simulation, even
+// from inside a hook or a storage call): every waiter hears the error, the
+// Ready in progress goes no further, and every later call returns it.
+type Handler struct {
+	id              uint64
+	core            *raft.Core
+	storage         Storage
+	transport       Transport
+	sm              StateMachine
+	hooks           Hooks
+	log             *slog.Logger
+	snapshotEntries uint64
+
+	// ready is the Ready being handled, kept here rather than allocated
+	// for each; held says its persistence failed, and it waits for a
+	// retry.
+	ready   pendingReady
+	held    bool
+	stopped error // why the handler was stopped; nil while it runs
+
+	ticks        uint64 // ticks seen: the clock of the retries
+	compactAfter uint64 // no compaction before this tick (after a failure)
+	compactWait  uint64 // ticks to wait after the next failure
+
+	applied      uint64
+	appliedTerm  uint64 // the term of the last entry (or snapshot) applied
+	lastSnapshot uint64
+	conf         raft.ConfState // the membership as of applied
+	leading      bool
+
+	// proposals holds the callers waiting for their entry, in index order
+	// (and, at one index, in the order they proposed). One index may have
+	// several: a deposed leader's caller, whose entry was truncated, and a
+	// later one's, after this node leads again and appends a new entry
+	// there. Every index is above applied: a proposal's entry is appended
+	// after the last, and the waiters at an index leave when it is applied.
+	proposals []proposalWaiter
+	reads     map[uint64]Waiter // by read ID, until the core confirms them
+	readQueue []pendingRead     // confirmed, until applied through their index
+}
+
+// pendingReady is a Ready on its way to being durable.
+type pendingReady struct {
+	rd           raft.Ready
+	snapshotDone bool  // rd.Snapshot is durable; only the Save is left
+	err          error // why the last attempt failed
+}
+
+type proposalWaiter struct {
+	index, term uint64
+	done        Waiter
+}
+
+type pendingRead struct {
+	index uint64
+	done  Waiter
+}
+
+// NewHandler restores the state machine from the storage's snapshot and
+// starts the core.
+func NewHandler(cfg HandlerConfig) (*Handler, error) {
+	switch {
+	case cfg.Storage == nil:
+		return nil, fmt.Errorf("%w: Storage is nil", ErrInvalidConfig)
+	case cfg.Transport == nil:
+		return nil, fmt.Errorf("%w: Transport is nil", ErrInvalidConfig)
+	case cfg.StateMachine == nil:
+		return nil, fmt.Errorf("%w: StateMachine is nil", ErrInvalidConfig)
+	}
+	h := &Handler{
+		id:              cfg.Raft.ID,
+		storage:         cfg.Storage,
+		transport:       cfg.Transport,
+		sm:              cfg.StateMachine,
+		hooks:           cfg.Hooks,
+		log:             cfg.Logger,
+		snapshotEntries: cfg.SnapshotEntries,
+		reads:           map[uint64]Waiter{},
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	snap, err := cfg.Storage.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("node %d: read snapshot: %w", h.id, err)
+	}
+	if !snap.IsEmpty() {
+		if err := cfg.StateMachine.Restore(snap.Data); err != nil {
+			return nil, fmt.Errorf("node %d: restore snapshot %d: %w", h.id, snap.Metadata.Index, err)
+		}
+		h.applied, h.lastSnapshot, h.conf = snap.Metadata.Index, snap.Metadata.Index, snap.Metadata.ConfState
+		h.appliedTerm = snap.Metadata.Term
+	}
+	rc := cfg.Raft
+	rc.Storage = cfg.Storage
+	if h.core, err = raft.New(rc); err != nil {
+		return nil, fmt.Errorf("node %d: %w", h.id, err)
+	}
+	return h, nil
+}
+
+// Core returns the core. Calls that change it (Campaign,
+// TransferLeadership, ReportUnreachable, ...) must be followed by Handle.
+func (h *Handler) Core() *raft.Core { return h.core }
+
+// Applied returns the index of the last entry (or snapshot) applied.
+func (h *Handler) Applied() uint64 { return h.applied }
+
+// Conf returns the membership as of the last entry applied.
+func (h *Handler) Conf() raft.ConfState { return h.conf }
+
+// Held reports whether the handler holds a Ready its storage did not take.
+func (h *Handler) Held() bool { return h.held }
+
+// StorageErr returns why the storage is failing, wrapping ErrStorage, or
+// nil while no Ready is held.
+func (h *Handler) StorageErr() error {
+	if !h.held {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrStorage, h.ready.err)
+}
+
+// Tick is one tick of the caller's clock: the core's Tick, or, while a
+// Ready is held, a repair of the storage and another attempt to write it.
+// It returns that attempt's error (wrapping ErrStorage; the Ready stays
+// held), or an error that stopped the handler.
+func (h *Handler) Tick() error {
+	if h.stopped != nil {
+		return h.stopped
+	}
+	h.ticks++
+	if !h.held {
+		h.core.Tick()
+		return nil
+	}
+	var err error
+	if r, ok := h.storage.(Repairer); ok {
+		err = r.Repair()
+	}
+	if err == nil {
+		err = h.persist()
+	}
+	if h.stopped != nil {
+		return h.stopped
+	}
+	if err != nil {
+		h.ready.err = err
+		return fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	h.held = false
+	return h.finish()
+}
+
+// Step hands a peer's message to the core. While a Ready is held the
+// message is dropped and the error wraps ErrStorage; an error from the core
+// (raft.ErrInvalidMessage) means the core refused it.
+func (h *Handler) Step(m raft.Message) error {
+	if h.stopped != nil {
+		return h.stopped
+	}
+	if h.held {
+		return h.StorageErr()
+	}
+	return h.core.Step(m)
+}
+
+// Propose proposes data and calls done once the entry is applied here
+// (with the state machine's result) or can no longer be (see Result). An
+// error means the proposal was refused and done will not be called.
+func (h *Handler) Propose(data []byte, done Waiter) error {
+	return h.propose(func() (uint64, uint64, error) { return h.core.Propose(data) }, done)
+}
+
+// ProposeConfChange proposes a membership change; done is called as for
+// Propose, with the new raft.ConfState as the value.
+func (h *Handler) ProposeConfChange(cc raft.ConfChange, done Waiter) error {
+	return h.propose(func() (uint64, uint64, error) { return h.core.ProposeConfChange(cc) }, done)
+}
+
+func (h *Handler) propose(submit func() (uint64, uint64, error), done Waiter) error {
+	if h.stopped != nil {
+		return h.stopped
+	}
+	if h.held {
+		return h.StorageErr()
+	}
+	index, term, err := submit()
+	if err != nil {
+		return err
+	}
+	h.await(index, term, done)
+	return nil
+}
+
+// await registers done to hear how the entry proposed at index in term
+// ends: after every waiter at or below index (usually, at the end).
+func (h *Handler) await(index, term uint64, done Waiter) {
+	at := len(h.proposals)
+	for at > 0 && h.proposals[at-1].index > index {
+		at--
+	}
+	h.proposals = slices.Insert(h.proposals, at, proposalWaiter{index: index, term: term, done: done})
+}
+
+// ReadIndex starts a linearizable read (dissertation §6.4) under the
+// caller's id, which must not be in use by another read of this handler,
+// and calls done once this node applied through the index the leader
+// confirmed, or when the read fails.
+func (h *Handler) ReadIndex(id uint64, done Waiter) error {
+	if h.stopped != nil {
+		return h.stopped
+	}
+	if h.held {
+		return h.StorageErr()
+	}
+	if _, ok := h.reads[id]; ok {
+		return fmt.Errorf("node %d: read %d is already pending", h.id, id)
+	}
+	if err := h.core.ReadIndex(id); err != nil {
+		return err
+	}
+	h.reads[id] = done
+	return nil
+}
+
+// Handle does the work of every Ready the core has, in the order of the
+// type's doc. It returns nil when there is no more work; an error wrapping
+// ErrStorage when a Ready's write failed and the Ready is now held (the
+// caller goes on ticking); any other error stopped the handler.
+func (h *Handler) Handle() error {
+	for h.stopped == nil && !h.held && h.core.HasReady() {
+		h.ready = pendingReady{rd: h.core.Ready()}
+		if err := h.persist(); err != nil {
+			if h.stopped != nil {
+				break
+			}
+			h.ready.err = err
+			h.held = true
+			return fmt.Errorf("%w: %w", ErrStorage, err)
+		}
+		if err := h.finish(); err != nil {
+			return err
+		}
+	}
+	return h.stopped
+}
+
+// Stop fails every waiting proposal and read with err (ErrStopped if nil)
+// and makes every later call return it. A Handle in progress (one whose
+// hook or storage stopped it) returns without doing more.
+func (h *Handler) Stop(err error) {
+	if h.stopped != nil {
+		return
+	}
+	if err == nil {
+		err = ErrStopped
+	}
+	h.stopped = err
+	proposals := h.proposals
+	h.proposals = nil
+	for _, w := range proposals {
+		w.done(Result{Index: w.index, Err: err})
+	}
+	h.failReads(err)
+}
+
+// persist makes the Ready's snapshot, hard state and entries durable.
+func (h *Handler) persist() error {
+	rd := &h.ready.rd
+	if !rd.Snapshot.IsEmpty() && !h.ready.snapshotDone {
+		if err := h.storage.ApplySnapshot(rd.Snapshot); err != nil {
+			return fmt.Errorf("node %d: apply snapshot: %w", h.id, err)
+		}
+		h.ready.snapshotDone = true
+	}
+	if !rd.HardState.IsEmpty() || len(rd.Entries) > 0 {
+		if err := h.storage.Save(rd.HardState, rd.Entries); err != nil {
+			return fmt.Errorf("node %d: save: %w", h.id, err)
+		}
+	}
+	return nil
+}
+
+// finish does the rest of the Ready's work once it is durable: steps 2 to
+// 4.
+func (h *Handler) finish() error {
+	rd := h.ready.rd
+	h.ready = pendingReady{} // keeps nothing of it alive
+	if h.hooks.Persisted != nil {
+		h.hooks.Persisted(rd)
+	}
+	if h.stopped != nil {
+		return h.stopped
+	}
+	// 2. Only now send: the messages vouch for what was just saved.
+	if len(rd.Messages) > 0 {
+		h.transport.Send(rd.Messages)
+	}
+	// 3. Apply.
+	if !rd.Snapshot.IsEmpty() {
+		if err := h.installSnapshot(rd.Snapshot); err != nil {
+			h.Stop(err)
+			return err
+		}
+	}
+	h.apply(rd.CommittedEntries, rd.ConfChanges)
+	if h.stopped != nil {
+		return h.stopped
+	}
+	h.confirmReads(rd.ReadStates)
+	if rd.SoftState != nil {
+		wasLeading := h.leading
+		h.leading = rd.SoftState.Role == raft.Leader
+		if wasLeading && !h.leading {
+			// The core drops reads pending on a deposed leader.
+			h.failReads(fmt.Errorf("%w: leadership lost", raft.ErrNotLeader))
+		}
+	}
+	// 4. Advance.
+	h.core.Advance(rd)
+	h.maybeCompact()
+	return h.stopped
+}
+
+func (h *Handler) installSnapshot(s raft.Snapshot) error {
+	if err := h.sm.Restore(s.Data); err != nil {
+		return fmt.Errorf("node %d: restore snapshot %d: %w", h.id, s.Metadata.Index, err)
+	}
+	h.applied, h.lastSnapshot, h.conf = s.Metadata.Index, s.Metadata.Index, s.Metadata.ConfState
+	// The entries the snapshot covers were never seen here: whether a
+	// waiter's entry is among them is unknown.
+	n := 0
+	for n < len(h.proposals) && h.proposals[n].index <= h.applied {
+		n++
+	}
+	h.answerFirst(n, func(w proposalWaiter) Result { return Result{Index: w.index, Err: ErrOutcomeUnknown} })
+	h.appliedTermIs(s.Metadata.Index, s.Metadata.Term)
+	if h.hooks.SnapshotInstalled != nil {
+		h.hooks.SnapshotInstalled(s.Metadata)
+	}
+	return nil
+}
+
+// apply applies committed entries in order, recording the membership
+// changes among them as the core handed them over (changes is
+// Ready.ConfChanges, in the same order), and answers their proposers.
+func (h *Handler) apply(entries []raft.Entry, changes []raft.CommittedConfChange) {
+	for _, e := range entries {
+		if e.Index != h.applied+1 {
+			assert.Fail("node %d: applying entry %d after %d", h.id, e.Index, h.applied)
+		}
+		var value any
+		var change *raft.CommittedConfChange
+		switch e.Type {
+		case raft.EntryNormal:
+			if len(e.Data) > 0 {
+				value = h.sm.Apply(e.Index, e.Data)
+			}
+		case raft.EntryConfChange:
+			if len(changes) > 0 && changes[0].Index == e.Index {
+				change, changes = &changes[0], changes[1:]
+				h.conf = change.Conf
+			}
+			value = h.conf // unchanged if the entry was a no-op
+		}
+		h.applied = e.Index
+		if h.hooks.Applied != nil {
+			h.hooks.Applied(e)
+		}
+		if change != nil && h.hooks.ConfChanged != nil {
+			h.hooks.ConfChanged(*change)
+		}
+		if h.stopped != nil {
+			return
+		}
+		n := 0
+		for n < len(h.proposals) && h.proposals[n].index == e.Index {
+			n++
+		}
+		h.answerFirst(n, func(w proposalWaiter) Result {
+			if w.term == e.Term {
+				return Result{Index: e.Index, Value: value}
+			}
+			return Result{Index: e.Index, Err: ErrProposalLost}
+		})
+		h.appliedTermIs(e.Index, e.Term)
+	}
+	if len(changes) > 0 {
+		assert.Fail("node %d: membership change at %d handed over without its entry", h.id, changes[0].Index)
+	}
+}
+
+// appliedTermIs records that the entry at index, of term, is committed, and
+// fails at once every waiter above it whose entry has an older term: terms
+// never decrease along a log, so no leader's log can hold both, and every
+// later leader's log holds the committed one (Raft §5.4, Leader
+// Completeness). Without this, a waiter whose entry a new leader truncated
+// would wait until something else was applied at its index, which in an
+// idle cluster is never. The sweep runs once per new term applied.
+func (h *Handler) appliedTermIs(index, term uint64) {
+	if term <= h.appliedTerm {
+		return
+	}
+	h.appliedTerm = term
+	kept := h.proposals[:0]
+	var lost []proposalWaiter
+	for _, w := range h.proposals {
+		if w.index > index && w.term < term {
+			lost = append(lost, w)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(h.proposals[len(kept):])
+	h.proposals = kept
+	for _, w := range lost {
+		w.done(Result{Index: w.index, Err: ErrProposalLost})
+	}
+}
+
+// answerFirst removes the first n waiters and answers each with
+// result(w). A Waiter may propose again: the waiters it adds go after.
+func (h *Handler) answerFirst(n int, result func(w proposalWaiter) Result) {
+	if n == 0 {
+		return
+	}
+	first := h.proposals[:n:n]
+	h.proposals = h.proposals[n:]
+	for _, w := range first {
+		w.done(result(w))
+	}
+	clear(first)
+}
+
+// confirmReads queues the reads the core confirmed and answers those
+// applied through their index.
+func (h *Handler) confirmReads(states []raft.ReadState) {
+	for _, rs := range states {
+		if done, ok := h.reads[rs.ID]; ok {
+			delete(h.reads, rs.ID)
+			h.readQueue = append(h.readQueue, pendingRead{index: rs.Index, done: done})
+		}
+	}
+	if len(h.readQueue) == 0 {
+		return
+	}
+	kept := h.readQueue[:0]
+	for _, r := range h.readQueue {
+		if r.index <= h.applied {
+			r.done(Result{Index: r.index})
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	clear(h.readQueue[len(kept):])
+	h.readQueue = kept
+}
+
+func (h *Handler) failReads(err error) {
+	for _, id := range slices.Sorted(maps.Keys(h.reads)) {
+		h.reads[id](Result{Err: err})
+	}
+	clear(h.reads)
+	for _, r := range h.readQueue {
+		r.done(Result{Index: r.index, Err: err})
+	}
+	h.readQueue = nil
+}
+
+// Compaction retries back off from compactWaitMin to compactWaitMax ticks.
+const (
+	compactWaitMin = 10
+	compactWaitMax = 600
+)
+
+// maybeCompact snapshots the state machine and compacts the log once
+// SnapshotEntries were applied since the last time. A failure (a full
+// disk) is logged and retried later, with back-off: the log just grows
+// meanwhile, and nothing is lost.
+func (h *Handler) maybeCompact() {
+	if h.snapshotEntries == 0 || h.applied < h.lastSnapshot+h.snapshotEntries || h.ticks < h.compactAfter {
+		return
+	}
+	if err := h.Compact(); err != nil && h.stopped == nil {
+		h.compactWait = min(max(2*h.compactWait, compactWaitMin), compactWaitMax)
+		h.compactAfter = h.ticks + h.compactWait
+		h.log.Warn("node: snapshot failed; will retry", "node", h.id, "index", h.applied, "retry_ticks", h.compactWait,
+			"err", err, "no_space", vfs.IsNoSpace(err))
+	}
+}
+
+// Compact snapshots the state machine as of the last applied entry and
+// discards the log up to it.
+func (h *Handler) Compact() error {
+	if h.stopped != nil {
+		return h.stopped
+	}
+	data, err := h.sm.Snapshot()
+	if err == nil {
+		err = h.storage.Compact(h.applied, data, h.conf)
+	}
+	if err != nil {
+		return fmt.Errorf("node %d: snapshot at %d: %w", h.id, h.applied, err)
+	}
+	h.compactWait = 0
+	h.lastSnapshot = h.applied
+	return nil
+}

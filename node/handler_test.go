@@ -1,0 +1,267 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"coord/raft"
+)
+
+// recorder logs, in order, what a handler does to its storage, transport
+// and state machine, and can make the storage fail.
+type recorder struct {
+	MemoryStorage
+	events  []string
+	sent    []raft.Message
+	failing error // Save and ApplySnapshot fail with it while set
+	repairs int
+}
+
+func (r *recorder) Save(hs raft.HardState, entries []raft.Entry) error {
+	if r.failing != nil {
+		return r.failing
+	}
+	r.events = append(r.events, fmt.Sprintf("save term=%d vote=%d entries=%d", hs.Term, hs.Vote, len(entries)))
+	return r.MemoryStorage.Save(hs, entries)
+}
+
+func (r *recorder) Repair() error {
+	r.repairs++
+	return nil
+}
+
+func (r *recorder) Send(msgs []raft.Message) {
+	for _, m := range msgs {
+		r.events = append(r.events, "send "+m.Type.String())
+	}
+	r.sent = append(r.sent, msgs...)
+}
+
+// recordedMachine is the recorder's state machine.
+type recordedMachine struct{ r *recorder }
+
+func (m recordedMachine) Apply(index uint64, data []byte) any {
+	m.r.events = append(m.r.events, fmt.Sprintf("apply %d %s", index, data))
+	return string(data)
+}
+
+func (recordedMachine) Snapshot() ([]byte, error) { return nil, nil }
+func (recordedMachine) Restore([]byte) error      { return nil }
+
+// newRecordedHandler returns the handler of node 1 of a three-voter
+// cluster, on a recorder, with the hooks that hooks returns.
+func newRecordedHandler(t *testing.T, hooks func(*recorder) Hooks) (*Handler, *recorder) {
+	t.Helper()
+	r := &recorder{MemoryStorage: NewMemoryStorage()}
+	cfg := raft.DefaultConfig()
+	cfg.ID = 1
+	cfg.Peers = []uint64{1, 2, 3}
+	cfg.Rand = rand.New(rand.NewPCG(1, 1))
+	h, err := NewHandler(HandlerConfig{Raft: cfg, Storage: r, Transport: r, StateMachine: recordedMachine{r}, Hooks: hooks(r)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Handle(); err != nil {
+		t.Fatal(err)
+	}
+	return h, r
+}
+
+// elect makes node 1 leader with votes from 2 and 3, and commits its
+// empty entry with their acknowledgements.
+func elect(t *testing.T, h *Handler, r *recorder) {
+	t.Helper()
+	h.Core().Campaign()
+	mustHandle(t, h)
+	mustStep(t, h, raft.Message{Type: raft.MsgPreVoteResponse, From: 2, To: 1, Term: h.Core().Status().Term + 1})
+	mustStep(t, h, raft.Message{Type: raft.MsgVoteResponse, From: 2, To: 1, Term: h.Core().Status().Term})
+	acknowledge(t, h)
+	if st := h.Core().Status(); st.Role != raft.Leader || st.Commit != st.LastIndex {
+		t.Fatalf("node 1 is %v with commit %d, last %d; want a leader with its entry committed", st.Role, st.Commit, st.LastIndex)
+	}
+}
+
+// acknowledge has 2 and 3 acknowledge the leader's whole log.
+func acknowledge(t *testing.T, h *Handler) {
+	t.Helper()
+	st := h.Core().Status()
+	for _, from := range []uint64{2, 3} {
+		mustStep(t, h, raft.Message{Type: raft.MsgAppendResponse, From: from, To: 1, Term: st.Term, LogIndex: st.LastIndex})
+	}
+}
+
+func mustStep(t *testing.T, h *Handler, m raft.Message) {
+	t.Helper()
+	if err := h.Step(m); err != nil {
+		t.Fatalf("Step(%v): %v", m, err)
+	}
+	mustHandle(t, h)
+}
+
+func mustHandle(t *testing.T, h *Handler) {
+	t.Helper()
+	if err := h.Handle(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The Ready contract, step by step: a Ready's writes come before its
+// messages (a vote or an acknowledgement vouches for them), its messages
+// before its entries are applied; the hooks come at their places, and the
+// proposer hears the state machine's result.
+func TestHandlerKeepsTheReadyOrder(t *testing.T) {
+	h, r := newRecordedHandler(t, func(r *recorder) Hooks {
+		return Hooks{
+			Persisted: func(rd raft.Ready) { r.events = append(r.events, "persisted") },
+			Applied:   func(e raft.Entry) { r.events = append(r.events, fmt.Sprintf("applied %d", e.Index)) },
+		}
+	})
+	elect(t, h, r)
+	r.events = nil
+	var got []Result
+	if err := h.Propose([]byte("x=1"), func(res Result) { got = append(got, res) }); err != nil {
+		t.Fatal(err)
+	}
+	mustHandle(t, h)
+	acknowledge(t, h)
+	want := []string{
+		// The proposal: its entry, then the appends that carry it.
+		"save term=0 vote=0 entries=1", "persisted", "send AppendRequest", "send AppendRequest",
+		// 2's acknowledgement commits it: the commit index, the appends
+		// that tell it, then the entry is applied (3's changes nothing).
+		"save term=2 vote=1 entries=0", "persisted", "send AppendRequest", "send AppendRequest", "apply 3 x=1", "applied 3",
+	}
+	if !slices.Equal(r.events, want) {
+		t.Fatalf("events:\n  %s\nwant:\n  %s", strings.Join(r.events, "\n  "), strings.Join(want, "\n  "))
+	}
+	if len(got) != 1 || got[0].Value != "x=1" || got[0].Index != 3 || got[0].Err != nil {
+		t.Fatalf("the proposer heard %+v, want the result of entry 3", got)
+	}
+}
+
+// A write that fails holds the Ready: nothing of it is sent or applied,
+// messages, proposals and reads are refused with ErrStorage, ticks go to
+// repairing the storage and writing the Ready again; once that works, its
+// messages go out and the node goes on.
+func TestHandlerHoldsAReadyItCouldNotWrite(t *testing.T) {
+	h, r := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
+	elect(t, h, r)
+	r.sent, r.failing = nil, errors.New("disk on fire")
+	var got []Result
+	if err := h.Propose([]byte("x=1"), func(res Result) { got = append(got, res) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Handle(); !errors.Is(err, ErrStorage) || !errors.Is(err, r.failing) {
+		t.Fatalf("Handle with a failing storage: %v, want ErrStorage wrapping the cause", err)
+	}
+	if !h.Held() || len(r.sent) != 0 {
+		t.Fatalf("held %v, sent %v: want the Ready held and nothing sent", h.Held(), r.sent)
+	}
+	if err := h.Step(raft.Message{Type: raft.MsgHeartbeatResponse, From: 2, To: 1, Term: 2}); !errors.Is(err, ErrStorage) {
+		t.Errorf("Step while held: %v, want ErrStorage", err)
+	}
+	if err := h.Propose([]byte("y=1"), func(Result) {}); !errors.Is(err, ErrStorage) {
+		t.Errorf("Propose while held: %v, want ErrStorage", err)
+	}
+	if err := h.ReadIndex(1, func(Result) {}); !errors.Is(err, ErrStorage) {
+		t.Errorf("ReadIndex while held: %v, want ErrStorage", err)
+	}
+	term := h.Core().Status().Term
+	for range 3 * raft.DefaultConfig().ElectionTicks {
+		if err := h.Tick(); !errors.Is(err, ErrStorage) {
+			t.Fatalf("Tick while the storage fails: %v, want ErrStorage", err)
+		}
+	}
+	if r.repairs != 3*raft.DefaultConfig().ElectionTicks || len(r.sent) != 0 || h.Core().Status().Term != term {
+		t.Fatalf("%d repairs, %d messages sent, term %d -> %d: want a repair per tick, no message, and no tick reaching the core",
+			r.repairs, len(r.sent), term, h.Core().Status().Term)
+	}
+	r.failing = nil
+	if err := h.Tick(); err != nil {
+		t.Fatalf("Tick once the storage works: %v", err)
+	}
+	if h.Held() || h.StorageErr() != nil || len(r.sent) != 2 {
+		t.Fatalf("held %v (%v), sent %v: want the held Ready's appends sent", h.Held(), h.StorageErr(), r.sent)
+	}
+	acknowledge(t, h)
+	if len(got) != 1 || got[0].Err != nil || got[0].Value != "x=1" {
+		t.Fatalf("the proposal made while the disk failed: %+v, want it applied", got)
+	}
+}
+
+// Membership comes from the core: the handler records the change the core
+// handed over, tells ConfChanged, and answers the proposer with the new
+// membership.
+func TestHandlerRecordsTheCoresMembership(t *testing.T) {
+	var changes []raft.CommittedConfChange
+	h, r := newRecordedHandler(t, func(*recorder) Hooks {
+		return Hooks{ConfChanged: func(c raft.CommittedConfChange) { changes = append(changes, c) }}
+	})
+	if len(changes) != 1 || !slices.Equal(h.Conf().Voters, []uint64{1, 2, 3}) {
+		t.Fatalf("after the bootstrap: changes %+v, conf %v", changes, h.Conf())
+	}
+	elect(t, h, r)
+	var got []Result
+	cc := raft.ConfChange{Changes: []raft.ConfChangeSingle{{Type: raft.ConfChangeAddLearner, NodeID: 4}}}
+	if err := h.ProposeConfChange(cc, func(res Result) { got = append(got, res) }); err != nil {
+		t.Fatal(err)
+	}
+	mustHandle(t, h)
+	acknowledge(t, h)
+	want := raft.ConfState{Voters: []uint64{1, 2, 3}, Learners: []uint64{4}}
+	if len(changes) != 2 || changes[1].Index != 3 || !changes[1].Conf.Equal(want) || !h.Conf().Equal(want) {
+		t.Fatalf("changes %+v, conf %v; want the learner added at 3", changes, h.Conf())
+	}
+	if len(got) != 1 || got[0].Err != nil || !got[0].Value.(raft.ConfState).Equal(want) {
+		t.Fatalf("the proposer heard %+v, want %v", got, want)
+	}
+}
+
+// A hook may stop the handler (the simulator crashes a node so): the
+// Ready in progress goes no further (the new leader's appends are not
+// sent), waiters hear the error, and every later call returns it.
+func TestHandlerStoppedByAHook(t *testing.T) {
+	crashed := errors.New("crashed")
+	var h *Handler
+	h, r := newRecordedHandler(t, func(*recorder) Hooks {
+		return Hooks{Persisted: func(rd raft.Ready) {
+			if rd.SoftState != nil && rd.SoftState.Role == raft.Leader {
+				h.Stop(crashed)
+			}
+		}}
+	})
+	var got []Result
+	if err := h.ReadIndex(1, func(res Result) { got = append(got, res) }); !errors.Is(err, raft.ErrNotLeader) {
+		t.Fatalf("ReadIndex on a follower: %v", err)
+	}
+	h.Core().Campaign()
+	mustHandle(t, h)
+	mustStep(t, h, raft.Message{Type: raft.MsgPreVoteResponse, From: 2, To: 1, Term: h.Core().Status().Term + 1})
+	if err := h.Step(raft.Message{Type: raft.MsgVoteResponse, From: 2, To: 1, Term: h.Core().Status().Term}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Handle(); !errors.Is(err, crashed) {
+		t.Fatalf("Handle when a hook stops the handler: %v, want its error", err)
+	}
+	for _, m := range r.sent {
+		if m.Type == raft.MsgAppendRequest {
+			t.Fatalf("the stopped leader sent %v", m)
+		}
+	}
+	if err := h.Propose([]byte("x"), func(res Result) { got = append(got, res) }); !errors.Is(err, crashed) {
+		t.Errorf("Propose after Stop: %v", err)
+	}
+	if err := h.Tick(); !errors.Is(err, crashed) {
+		t.Errorf("Tick after Stop: %v", err)
+	}
+	if err := h.Step(raft.Message{Type: raft.MsgHeartbeatResponse, From: 2, To: 1, Term: 2}); !errors.Is(err, crashed) {
+		t.Errorf("Step after Stop: %v", err)
+	}
+	if len(got) != 0 {
+		t.Errorf("refused requests were answered: %+v", got)
+	}
+}

@@ -1,0 +1,110 @@
+package sim
+
+import (
+	"fmt"
+
+	shell "coord/node"
+	"coord/raft"
+)
+
+func (s *Sim) pickNode() *node {
+	if s.rng.Float64() < 0.8 {
+		if l := s.leader(); l != nil {
+			return l
+		}
+	}
+	return s.randomLiveNode()
+}
+
+// randomLiveNode returns a running node chosen by the seed, or nil.
+func (s *Sim) randomLiveNode() *node {
+	var live []*node
+	for _, id := range s.ids {
+		if n := s.up(id); n != nil {
+			live = append(live, n)
+		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	return live[s.rng.IntN(len(live))]
+}
+
+// clientWrite proposes a write through a node's handler, as a client of
+// the server would; the write is acknowledged when that node applies it.
+func (s *Sim) clientWrite() {
+	n := s.pickNode()
+	if n == nil || n.h.Held() {
+		return // a node with a full disk refuses writes (disk_full)
+	}
+	s.writeSeq++
+	data := fmt.Sprintf("w%d", s.writeSeq)
+	at := s.now
+	if err := n.h.Propose([]byte(data), func(r shell.Result) { s.writeDone(n, data, at, r) }); err != nil {
+		return // not the leader, or busy: the client would retry elsewhere
+	}
+	s.stats.Writes++
+	s.process(n)
+}
+
+// writeDone records an acknowledged write: the history the final checks
+// hold the cluster to. A write lost to a leadership change, or of unknown
+// outcome, is not acknowledged.
+func (s *Sim) writeDone(n *node, data string, at int64, r shell.Result) {
+	if r.Err != nil {
+		return
+	}
+	// The Applied hook has checked this node's entry against what the
+	// cluster applied at its index.
+	if fact := s.check.appliedAt[r.Index]; fact.data != hashString(data) {
+		s.fail("proposal", "node %d answered write %q with entry %d, which holds other data", n.id, data, r.Index)
+		return
+	}
+	s.acked = append(s.acked, ackedWrite{index: r.Index, data: data})
+	s.maxAcked = max(s.maxAcked, r.Index)
+	s.stats.AckedWrites++
+	if s.healedAt > 0 && at >= s.healedAt && !s.livenessMet {
+		s.livenessMet = true
+		s.tracef("liveness: write proposed after the faults stopped committed at %d", r.Index)
+	}
+}
+
+// clientRead starts a linearizable read on a node that believes it leads.
+func (s *Sim) clientRead() {
+	// Reads go to any node that believes it leads, stale leaders
+	// included: those are the reads ReadIndex must get right.
+	var leaders []*node
+	for _, id := range s.ids {
+		if n := s.up(id); n != nil && n.role == raft.Leader {
+			leaders = append(leaders, n)
+		}
+	}
+	n := s.pickNode()
+	if len(leaders) > 0 {
+		n = leaders[s.rng.IntN(len(leaders))]
+	}
+	if n == nil || n.h.Held() {
+		return
+	}
+	s.readSeq++
+	id, minIndex := s.readSeq, s.maxAcked
+	if err := n.h.ReadIndex(id, func(r shell.Result) { s.readDone(n, id, minIndex, r) }); err != nil {
+		return
+	}
+	s.process(n)
+}
+
+// readDone checks a read the node served: every write acknowledged before
+// the read began must be at or below the read index, or the read could
+// miss it (linearizability, dissertation §6.4).
+func (s *Sim) readDone(n *node, id, minIndex uint64, r shell.Result) {
+	if r.Err != nil {
+		return // the leader was deposed: the client would retry
+	}
+	if r.Index < minIndex {
+		s.fail("linearizable read", "node %d confirmed read %d at index %d, but a write at %d was acknowledged before it began",
+			n.id, id, r.Index, minIndex)
+		return
+	}
+	s.stats.Reads++
+}
