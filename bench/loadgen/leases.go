@@ -22,16 +22,17 @@ type leaseOps struct {
 	renew   func(ctx context.Context, i int, held any) error
 }
 
-// runLeases acquires --leases leases with a TTL of three renewal periods,
-// then renews each every --renew-every, spread evenly over the period, from
-// --clients clients, for --duration, and prints the renewals' latency and
-// each server process's CPU in that phase (the followers' is what
-// renewals that are Raft writes cost).
+// runLeases acquires --leases leases, then renews each every
+// --renew-every, spread evenly over the period, from --clients clients,
+// for --duration, and prints the renewals' latency and each server
+// process's CPU in that phase (the followers' is what renewals that are
+// Raft writes cost). The TTL is a minute, so that no lease expires while
+// the others are still being acquired on a slow machine; renewals keep it.
 func runLeases(cfg config) error {
 	if cfg.leases <= 0 || cfg.renewEvery <= 0 || cfg.duration <= 0 || cfg.clients <= 0 {
 		return errors.New("--mode leases needs positive --leases, --renew-every, --duration and --clients")
 	}
-	ttl := 3 * cfg.renewEvery
+	ttl := max(time.Minute, 3*cfg.renewEvery)
 	var ops leaseOps
 	switch cfg.target {
 	case "coord":
