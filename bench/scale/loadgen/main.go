@@ -11,7 +11,7 @@
 //	loadgen --target coord --endpoints http://127.0.0.1:8001,http://127.0.0.1:8002 --keys 500000
 //	loadgen --target etcd --endpoints 127.0.0.1:2379 --keys 500000 --pids 123,124,125
 //
-// It is its own module (coord/bench) so that the main module does not
+// It is in a module of its own (coord/bench/scale) so that the main module does not
 // carry benchmark-only dependencies.
 package main
 

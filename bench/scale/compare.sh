@@ -5,14 +5,14 @@
 # phase of random overwrites), and stops it. The figures in
 # docs/BENCHMARKS.md ("The state machine at scale") come from it.
 #
-#   bench/compare.sh KEYS ROUNDS DURATION [COORD_BINARY...]
-#   bench/compare.sh 100000 2 20s /tmp/coord /tmp/coord-main
+#   bench/scale/compare.sh KEYS ROUNDS DURATION [COORD_BINARY...]
+#   bench/scale/compare.sh 100000 2 20s /tmp/coord /tmp/coord-main
 #
 # Every COORD_BINARY (default: coord on PATH) runs as its own target, so a
 # build can be compared with an earlier one. etcd is Debian's etcd-server.
 # LOADGEN_ARGS are passed on to loadgen; for the lease renewals:
 #
-#   LOADGEN_ARGS="--mode leases --leases 10000 --renew-every 3s" bench/compare.sh 0 1 30s ...
+#   LOADGEN_ARGS="--mode leases --leases 10000 --renew-every 3s" bench/scale/compare.sh 0 1 30s ...
 set -euo pipefail
 keys=${1:-100000} rounds=${2:-1} duration=${3:-20s}
 shift 3 || true
