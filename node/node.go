@@ -229,6 +229,14 @@ func (n *Node) ReportSnapshot(id uint64, failed bool) {
 	n.report(func() { n.h.Core().ReportSnapshot(id, failed) })
 }
 
+// ReportPeerGone tells the node that peer id closed its connection from
+// its end (EOF or reset, not a timeout or a local error): if id is the
+// leader, the node takes it as a hint that the leader's process died and
+// campaigns at once (raft.Core.ReportPeerGone). It never blocks.
+func (n *Node) ReportPeerGone(id uint64) {
+	n.report(func() { n.h.ReportPeerGone(id) })
+}
+
 func (n *Node) report(f func()) {
 	select {
 	case n.reports <- f:
