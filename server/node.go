@@ -91,6 +91,11 @@ type Config struct {
 	Limits Limits
 	// Seed seeds the election timeouts; 0 draws one at random.
 	Seed uint64
+	// PeerCloseHint makes a follower take its leader's connection closing
+	// from the leader's end as a hint that the leader's process died, and
+	// elect a new leader at once rather than after the election timeout
+	// (raft.Core.ReportPeerGone, docs/raft.md). DefaultConfig sets it.
+	PeerCloseHint bool
 
 	// Logger logs the node's life. Nil: slog.Default().
 	Logger *slog.Logger
@@ -116,6 +121,7 @@ func DefaultConfig() Config {
 		SnapshotEntries: 10000,
 		Limits:          DefaultLimits(),
 		HTTP:            DefaultHTTPLimits(),
+		PeerCloseHint:   true,
 	}
 }
 
@@ -375,6 +381,13 @@ func (n *Node) startTransport(shell *atomic.Pointer[node.Node]) error {
 	tc.SnapshotDone = func(id uint64, failed bool) {
 		if s := shell.Load(); s != nil {
 			s.ReportSnapshot(id, failed)
+		}
+	}
+	if n.cfg.PeerCloseHint {
+		tc.PeerClosed = func(id uint64) {
+			if s := shell.Load(); s != nil {
+				s.ReportPeerGone(id)
+			}
 		}
 	}
 	if n.cfg.Metrics != nil {

@@ -29,6 +29,7 @@ type Options struct {
 	HeartbeatTicks  int
 	SnapshotEntries uint64
 	WALSegmentBytes int64
+	PeerCloseHint   bool
 	// Security are the TLS and token flags (security.go).
 	Security SecurityOptions
 	// HTTPLimits bound the API's clients (--http-max-watches and others).
@@ -50,6 +51,7 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.HeartbeatTicks, "heartbeat-ticks", d.HeartbeatTicks, "heartbeat interval in ticks")
 	fs.Uint64Var(&o.SnapshotEntries, "snapshot-entries", d.SnapshotEntries, "entries applied between snapshots")
 	fs.Int64Var(&o.WALSegmentBytes, "wal-segment-bytes", 0, "size past which the write-ahead log starts a new segment (0: 64 MiB)")
+	fs.BoolVar(&o.PeerCloseHint, "peer-close-hint", d.PeerCloseHint, "take the leader's connection closing from its end as a hint that its process died, and elect a new leader at once (false: wait for the election timeout)")
 	o.Security.Register(fs)
 	o.HTTPLimits = d.HTTP
 	o.HTTPLimits.Register(fs)
@@ -122,6 +124,7 @@ func (o Options) Config() (Config, error) {
 	cfg.ID, cfg.Peers, cfg.DataDir, cfg.Join = o.ID, peers, o.Data, o.Join
 	cfg.TickInterval, cfg.ElectionTicks, cfg.HeartbeatTicks, cfg.SnapshotEntries = o.Tick, o.ElectionTicks, o.HeartbeatTicks, o.SnapshotEntries
 	cfg.WALSegmentBytes = o.WALSegmentBytes
+	cfg.PeerCloseHint = o.PeerCloseHint
 	cfg.HTTP = o.HTTPLimits
 	if err := cfg.HTTP.Validate(); err != nil {
 		return cfg, fmt.Errorf("--http-max-*, --http-*-timeout: %w", err)
