@@ -14,12 +14,15 @@ import "slices"
 //     since it last heard from id included (check-quorum's rule,
 //     dissertation §4.2.3, made them wait);
 //   - with PreVote, the voters campaign in turn, by ID with the gone leader
-//     left out: the first at once, unless it has just granted another
-//     node's pre-vote; the k-th after k ticks if it has heard from no
-//     leader by then. Taking turns keeps the followers, which all see the
-//     close within a moment, from splitting the vote. Without PreVote the
-//     hint only forgets the leader: a campaign would raise the term, and a
-//     false hint would then depose a live leader.
+//     left out: the first at once (unless it has just granted another
+//     node's pre-vote: then it waits for its election timeout, as that
+//     node campaigns); the one at place k (from 0) after k+1 ticks if it
+//     has heard from no leader by then, so at least k whole ticks later
+//     (the next tick may be a moment away). Taking turns keeps the
+//     followers, which all see the close within a moment, from splitting
+//     the vote. Without PreVote the hint only forgets the leader: a
+//     campaign would raise the term, and a false hint would then depose a
+//     live leader.
 //
 // A hint is taken once per leader and term, and only by a follower of id;
 // any other is ignored. A follower whose campaign fails waits for its
@@ -51,14 +54,14 @@ func (r *Core) ReportPeerGone(id uint64) {
 	if !r.cfg.PreVote || rank < 0 || !r.promotable() {
 		return
 	}
-	if rank == 0 && !granted {
+	switch {
+	case rank == 0 && !granted:
 		r.electionElapsed = 0
 		r.hup(false)
-		return
+	case rank > 0:
+		// Campaign after rank+1 ticks, unless a leader speaks first.
+		r.electionElapsed = max(r.electionElapsed, r.randomizedElectionTimeout-(rank+1))
 	}
-	// Campaign after rank ticks (one, for a first voter that granted a
-	// pre-vote), unless a leader speaks first.
-	r.electionElapsed = max(r.electionElapsed, r.randomizedElectionTimeout-max(rank, 1))
 }
 
 // campaignRank returns this node's place among the voters other than
