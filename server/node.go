@@ -97,6 +97,11 @@ type Config struct {
 	// elect a new leader at once rather than after the election timeout
 	// (raft.Core.ReportPeerGone, docs/raft.md). DefaultConfig sets it.
 	PeerCloseHint bool
+	// HandOverMax bounds how long Serve, asked to stop while this node
+	// leads, waits for another voter to take leadership over (HandOver)
+	// before it stops anyway; 0 stops without handing over, and the others
+	// elect a leader as after a crash. DefaultConfig sets 1 s.
+	HandOverMax time.Duration
 
 	// Logger logs the node's life. Nil: slog.Default().
 	Logger *slog.Logger
@@ -126,6 +131,7 @@ func DefaultConfig() Config {
 		Limits:          DefaultLimits(),
 		HTTP:            DefaultHTTPLimits(),
 		PeerCloseHint:   true,
+		HandOverMax:     time.Second,
 	}
 }
 
@@ -144,6 +150,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: want 0 < HeartbeatTicks (%d) < ElectionTicks (%d)", ErrInvalid, c.HeartbeatTicks, c.ElectionTicks)
 	case c.SnapshotEntries == 0:
 		return fmt.Errorf("%w: SnapshotEntries must be positive", ErrInvalid)
+	case c.HandOverMax < 0:
+		return fmt.Errorf("%w: HandOverMax %v must not be negative", ErrInvalid, c.HandOverMax)
 	}
 	if err := (raftstore.Options{SegmentBytes: c.WALSegmentBytes}).Validate(); err != nil {
 		return fmt.Errorf("%w: WALSegmentBytes: %v", ErrInvalid, err)
