@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"coord/bench"
 	"coord/client"
 )
 
@@ -85,8 +86,9 @@ type FaultRun struct {
 
 // FailoverBenchReport is what RunFailoverBench measured.
 type FailoverBenchReport struct {
-	Nodes int    `json:"nodes"`
-	Tick  string `json:"tick"`
+	Nodes   int    `json:"nodes"`
+	Tick    string `json:"tick"`
+	Machine string `json:"machine"`
 	// WriteP50 is the writer's median write latency on the default
 	// cluster when nothing happens: every gap includes about one write.
 	WriteP50 time.Duration    `json:"write_p50_ns"`
@@ -99,7 +101,7 @@ type FailoverBenchReport struct {
 // with coord's defaults and one without the hint and the hand-over, the
 // events alternating between the two; then the fault run, if asked.
 func RunFailoverBench(ctx context.Context, cfg FailoverBenchConfig) (FailoverBenchReport, error) {
-	r := FailoverBenchReport{Nodes: cfg.Nodes, Tick: cfg.Tick.String()}
+	r := FailoverBenchReport{Nodes: cfg.Nodes, Tick: cfg.Tick.String(), Machine: bench.Machine()}
 	if err := cfg.Validate(); err != nil {
 		return r, err
 	}
@@ -488,6 +490,7 @@ func (c *Cluster) countLeaderChanges(ctx context.Context) int {
 // then the fault run.
 func (r FailoverBenchReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "%d-node clusters on loopback, fsync on, tick %s (elections after 10-20 ticks); a writer's median write: %s\n", r.Nodes, r.Tick, fmtMS(r.WriteP50))
+	fmt.Fprintf(w, "machine: %s\n", r.Machine)
 	fmt.Fprintln(w, "time without a successful write around each event (the longest gap between two acknowledged writes):")
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
@@ -497,14 +500,14 @@ func (r FailoverBenchReport) WriteText(w io.Writer) error {
 			continue
 		}
 		g := slices.Sorted(slices.Values(s.Gaps))
-		q := func(p float64) time.Duration { return g[min(len(g)-1, int(p*float64(len(g))))] }
+		q := func(p int) time.Duration { return bench.Percentile(g, p) }
 		multi := 0
 		for _, t := range s.Terms {
 			if t > 1 {
 				multi++
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t\n", s.Label, len(g), fmtMS(g[0]), fmtMS(q(0.5)), fmtMS(q(0.9)), fmtMS(q(0.99)), fmtMS(g[len(g)-1]), multi)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t\n", s.Label, len(g), fmtMS(g[0]), fmtMS(q(50)), fmtMS(q(90)), fmtMS(q(99)), fmtMS(g[len(g)-1]), multi)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
