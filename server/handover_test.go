@@ -51,6 +51,7 @@ func TestHandOverOnAFollowerDoesNothing(t *testing.T) {
 // those that answered lately; the leader, learners and silent voters come
 // after.
 func TestMostUpToDate(t *testing.T) {
+	all := func(uint64) bool { return true }
 	st := raft.Status{ID: 1, Conf: raft.ConfState{Voters: []uint64{1, 2, 3, 4}, Learners: []uint64{5}}}
 	st.Progress = map[uint64]raft.Progress{
 		1: {Match: 100, Next: 101, RecentActive: true},
@@ -59,11 +60,11 @@ func TestMostUpToDate(t *testing.T) {
 		4: {Match: 99, Next: 100},
 		5: {Match: 100, Next: 101, RecentActive: true},
 	}
-	if got := mostUpToDate(st); got != 3 {
+	if got := mostUpToDate(st, all); got != 3 {
 		t.Errorf("mostUpToDate = %d, want 3 (the most up-to-date voter that answers)", got)
 	}
 	st.Progress[2] = raft.Progress{Match: 95, Next: 96, RecentActive: true}
-	if got := mostUpToDate(st); got != 2 {
+	if got := mostUpToDate(st, all); got != 2 {
 		t.Errorf("mostUpToDate = %d, want 2 (the lowest ID among equals)", got)
 	}
 	for _, id := range []uint64{2, 3} {
@@ -71,10 +72,41 @@ func TestMostUpToDate(t *testing.T) {
 		pr.RecentActive = false
 		st.Progress[id] = pr
 	}
-	if got := mostUpToDate(st); got != 4 {
+	if got := mostUpToDate(st, all); got != 4 {
 		t.Errorf("mostUpToDate = %d, want 4 (none answers lately: the most up-to-date)", got)
 	}
-	if got := mostUpToDate(raft.Status{ID: 1, Conf: raft.ConfState{Voters: []uint64{1}}}); got != 0 {
+	if got := mostUpToDate(st, func(id uint64) bool { return id != 4 }); got != 2 {
+		t.Errorf("mostUpToDate = %d, want 2 (4 is not connected)", got)
+	}
+	if got := mostUpToDate(raft.Status{ID: 1, Conf: raft.ConfState{Voters: []uint64{1}}}, all); got != 0 {
 		t.Errorf("mostUpToDate of a single node = %d, want 0", got)
+	}
+}
+
+// When the whole cluster stops, a leader whose followers are gone has no
+// one to hand over to, and says so at once rather than wait out its bound.
+func TestHandOverWithTheFollowersGone(t *testing.T) {
+	c := newTestCluster(t, 3)
+	leader := c.waitLeader()
+	l := c.nodes[leader]
+	for id := range c.nodes {
+		if id != leader {
+			c.crash(id)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, id := range []uint64{1, 2, 3} {
+		for id != leader && l.connected(id) {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d still connected to %d", leader, id)
+			}
+			time.Sleep(5 * time.Millisecond) // the transport tells no event when it forgets a connection
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	to, err := l.HandOver(ctx)
+	if err != nil || to != 0 {
+		t.Fatalf("HandOver with no follower = %d, %v; want 0, nil", to, err)
 	}
 }
