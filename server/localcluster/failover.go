@@ -132,7 +132,9 @@ func startFor(ctx context.Context, cfg FailoverBenchConfig, sub string, proxies 
 	if err != nil {
 		return nil, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// A minute: long election timeouts (the test's 10 to 20 s) delay the
+	// first leader too.
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if _, err := c.WaitLeader(wctx); err != nil {
 		c.Close()
