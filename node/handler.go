@@ -288,6 +288,17 @@ func (h *Handler) Step(m raft.Message) error {
 	return h.core.Step(m)
 }
 
+// ReportPeerGone tells the core that peer id closed its connection to this
+// node from its end (raft.Core.ReportPeerGone: a hint that the leader's
+// process died); Handle must follow. While a Ready is held the hint is
+// dropped, as messages are: a node that cannot persist must not campaign.
+func (h *Handler) ReportPeerGone(id uint64) {
+	if h.stopped != nil || h.held {
+		return
+	}
+	h.core.ReportPeerGone(id)
+}
+
 // Propose proposes data and calls done once the entry is applied here
 // (with the state machine's result) or can no longer be (see Result). An
 // error means the proposal was refused and done will not be called.

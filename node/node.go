@@ -141,7 +141,7 @@ type Node struct {
 	cfg      Config
 	log      *slog.Logger
 	h        *Handler
-	inbox    chan raft.Message
+	inbox    chan inboxItem
 	reports  chan func()
 	requests chan func()
 	stop     chan struct{}
@@ -172,7 +172,7 @@ func Start(cfg Config) (*Node, error) {
 		id:       rc.ID,
 		cfg:      cfg,
 		log:      cfg.Logger,
-		inbox:    make(chan raft.Message, cfg.InboxMessages),
+		inbox:    make(chan inboxItem, cfg.InboxMessages),
 		reports:  make(chan func(), 256),
 		requests: make(chan func()),
 		stop:     make(chan struct{}),
@@ -211,7 +211,7 @@ func (n *Node) ID() uint64 { return n.id }
 // lost packet. Transports call it from their own goroutines.
 func (n *Node) Deliver(m raft.Message) {
 	select {
-	case n.inbox <- m:
+	case n.inbox <- inboxItem{m: m}:
 	default:
 		n.log.Debug("node: inbox full, message dropped", "node", n.id, "message", m.String())
 	}
@@ -227,6 +227,34 @@ func (n *Node) ReportUnreachable(id uint64) {
 // blocks.
 func (n *Node) ReportSnapshot(id uint64, failed bool) {
 	n.report(func() { n.h.Core().ReportSnapshot(id, failed) })
+}
+
+// ReportPeerGone tells the node that peer id closed its connection from
+// its end (EOF or reset, not a timeout or a local error): if id is the
+// leader, the node takes it as a hint that the leader's process died and
+// campaigns at once (raft.Core.ReportPeerGone). It never blocks; if the
+// inbox is full the hint is dropped, and the election timeout does its
+// work.
+//
+// The hint goes through the inbox, behind the messages delivered before
+// it: the messages a connection carried before its close are stepped
+// before the close, as TCP delivers them. Taken the other way round, a
+// heartbeat sent just before the leader died would make the node follow
+// the dead leader again (the hint is taken once per leader and term), and
+// the election would wait for the timeout.
+func (n *Node) ReportPeerGone(id uint64) {
+	select {
+	case n.inbox <- inboxItem{gone: id}:
+	default:
+		n.log.Debug("node: inbox full, peer-gone hint dropped", "node", n.id, "peer", id)
+	}
+}
+
+// inboxItem is a peer's message, or, if gone is set, the report that peer
+// gone closed its connection.
+type inboxItem struct {
+	m    raft.Message
+	gone uint64
 }
 
 func (n *Node) report(f func()) {
@@ -383,8 +411,8 @@ func (n *Node) run() {
 		select {
 		case <-ticker.C:
 			err = n.tick()
-		case m := <-n.inbox:
-			n.step(m)
+		case it := <-n.inbox:
+			n.step(it)
 		case f := <-n.requests:
 			f()
 		case f := <-n.reports:
@@ -416,8 +444,8 @@ const drainMax = 512
 func (n *Node) drain() {
 	for range drainMax {
 		select {
-		case m := <-n.inbox:
-			n.step(m)
+		case it := <-n.inbox:
+			n.step(it)
 		case f := <-n.requests:
 			f()
 		case f := <-n.reports:
@@ -428,11 +456,16 @@ func (n *Node) drain() {
 	}
 }
 
-// step feeds a peer's message to the core. A message no correct peer sends
-// is logged and dropped: it must not stop the node. While the storage fails
-// the message is dropped: a node that cannot persist answers nothing, as
-// if partitioned; the peers retry.
-func (n *Node) step(m raft.Message) {
+// step feeds a peer's message, or a peer-gone hint, to the core. A message
+// no correct peer sends is logged and dropped: it must not stop the node.
+// While the storage fails the message is dropped: a node that cannot
+// persist answers nothing, as if partitioned; the peers retry.
+func (n *Node) step(it inboxItem) {
+	if it.gone != 0 {
+		n.h.ReportPeerGone(it.gone)
+		return
+	}
+	m := it.m
 	err := n.h.Step(m)
 	if err == nil || errors.Is(err, ErrStorage) {
 		return

@@ -62,6 +62,15 @@ type Core struct {
 	// leader told it (see LogLost).
 	logLost *LogLost
 
+	// The leader-gone hint (ReportPeerGone). hintLead and hintTerm are the
+	// leader and term of the last hint taken: a connection that flaps
+	// gives one hint per leader per term. ignoredPreVotes holds the
+	// pre-vote requests (one per sender, at most one per member) this
+	// follower ignored since it last heard from its leader, because it
+	// did hear from it; a hint answers them.
+	hintLead, hintTerm uint64
+	ignoredPreVotes    []Message
+
 	msgs []Message
 
 	step func(*Core, Message)
@@ -275,6 +284,7 @@ func (r *Core) reset(term uint64) {
 	r.uncommittedBytes = 0
 	r.needBroadcast = false
 	r.reads.reset()
+	r.ignoredPreVotes = nil
 }
 
 func (r *Core) becomeFollower(term, lead uint64) {
@@ -471,6 +481,9 @@ func (r *Core) Step(m Message) error {
 			// cluster (dissertation §4.2.3). A transfer is exempt.
 			inLease := r.cfg.CheckQuorum && r.lead != 0 && r.electionElapsed < r.cfg.ElectionTicks
 			if inLease && !m.Transfer {
+				if m.Type == MsgPreVoteRequest && r.role == Follower {
+					r.keepIgnoredPreVote(m)
+				}
 				return nil
 			}
 		}
@@ -574,8 +587,9 @@ func (r *Core) checkLeaderClaim(m Message) error {
 	return nil
 }
 
-// handleVoteRequest decides a vote or pre-vote (Figure 2, RequestVote).
-func (r *Core) handleVoteRequest(m Message) {
+// handleVoteRequest decides a vote or pre-vote (Figure 2, RequestVote),
+// and reports whether it granted it.
+func (r *Core) handleVoteRequest(m Message) bool {
 	response := MsgVoteResponse
 	if m.Type == MsgPreVoteRequest {
 		response = MsgPreVoteResponse
@@ -597,29 +611,36 @@ func (r *Core) handleVoteRequest(m Message) {
 			r.electionElapsed = 0
 			r.vote = m.From
 		}
-		return
+		return true
 	}
 	r.send(Message{Type: response, To: m.From, Reject: true})
+	return false
 }
 
 func stepFollower(r *Core, m Message) {
 	switch m.Type {
 	case MsgAppendRequest:
-		r.electionElapsed = 0
-		r.lead = m.From
+		r.heardLeader(m.From)
 		r.handleAppend(m)
 	case MsgHeartbeatRequest:
-		r.electionElapsed = 0
-		r.lead = m.From
+		r.heardLeader(m.From)
 		r.handleHeartbeat(m)
 	case MsgSnapshotRequest:
-		r.electionElapsed = 0
-		r.lead = m.From
+		r.heardLeader(m.From)
 		r.handleSnapshot(m)
 	case MsgTimeoutNow:
 		// The leader hands over: campaign now, skipping pre-vote (§3.10).
 		r.hup(true)
 	}
+}
+
+// heardLeader notes that the leader of this term spoke: the election
+// timeout starts again, and the pre-votes ignored while it was silent
+// less than a timeout are forgotten (it is live).
+func (r *Core) heardLeader(id uint64) {
+	r.electionElapsed = 0
+	r.lead = id
+	r.ignoredPreVotes = r.ignoredPreVotes[:0]
 }
 
 func stepCandidate(r *Core, m Message) {

@@ -92,6 +92,16 @@ type Config struct {
 	Limits Limits
 	// Seed seeds the election timeouts; 0 draws one at random.
 	Seed uint64
+	// PeerCloseHint makes a follower take its leader's connection closing
+	// from the leader's end as a hint that the leader's process died, and
+	// elect a new leader at once rather than after the election timeout
+	// (raft.Core.ReportPeerGone, docs/raft.md). DefaultConfig sets it.
+	PeerCloseHint bool
+	// HandOverMax bounds how long Serve, asked to stop while this node
+	// leads, waits for another voter to take leadership over (HandOver)
+	// before it stops anyway; 0 stops without handing over, and the others
+	// elect a leader as after a crash. DefaultConfig sets 1 s.
+	HandOverMax time.Duration
 
 	// Logger logs the node's life. Nil: slog.Default().
 	Logger *slog.Logger
@@ -120,6 +130,8 @@ func DefaultConfig() Config {
 		SnapshotEntries: 10000,
 		Limits:          DefaultLimits(),
 		HTTP:            DefaultHTTPLimits(),
+		PeerCloseHint:   true,
+		HandOverMax:     time.Second,
 	}
 }
 
@@ -138,6 +150,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: want 0 < HeartbeatTicks (%d) < ElectionTicks (%d)", ErrInvalid, c.HeartbeatTicks, c.ElectionTicks)
 	case c.SnapshotEntries == 0:
 		return fmt.Errorf("%w: SnapshotEntries must be positive", ErrInvalid)
+	case c.HandOverMax < 0:
+		return fmt.Errorf("%w: HandOverMax %v must not be negative", ErrInvalid, c.HandOverMax)
 	}
 	if err := (raftstore.Options{SegmentBytes: c.WALSegmentBytes}).Validate(); err != nil {
 		return fmt.Errorf("%w: WALSegmentBytes: %v", ErrInvalid, err)
@@ -435,6 +449,13 @@ func (n *Node) startTransport(shell *atomic.Pointer[node.Node]) error {
 	tc.SnapshotDone = func(id uint64, failed bool) {
 		if s := shell.Load(); s != nil {
 			s.ReportSnapshot(id, failed)
+		}
+	}
+	if n.cfg.PeerCloseHint {
+		tc.PeerClosed = func(id uint64) {
+			if s := shell.Load(); s != nil {
+				s.ReportPeerGone(id)
+			}
 		}
 	}
 	if n.cfg.Metrics != nil {

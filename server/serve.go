@@ -29,6 +29,8 @@ type Options struct {
 	HeartbeatTicks  int
 	SnapshotEntries uint64
 	WALSegmentBytes int64
+	PeerCloseHint   bool
+	HandOverMax     time.Duration
 	// Security are the TLS and token flags (security.go).
 	Security SecurityOptions
 	// HTTPLimits bound the API's clients (--http-max-watches and others).
@@ -52,6 +54,8 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.HeartbeatTicks, "heartbeat-ticks", d.HeartbeatTicks, "heartbeat interval in ticks")
 	fs.Uint64Var(&o.SnapshotEntries, "snapshot-entries", d.SnapshotEntries, "entries applied between snapshots")
 	fs.Int64Var(&o.WALSegmentBytes, "wal-segment-bytes", 0, "size past which the write-ahead log starts a new segment (0: 64 MiB)")
+	fs.BoolVar(&o.PeerCloseHint, "peer-close-hint", d.PeerCloseHint, "take the leader's connection closing from its end as a hint that its process died, and elect a new leader at once (false: wait for the election timeout)")
+	fs.DurationVar(&o.HandOverMax, "shutdown-handover", d.HandOverMax, "on SIGTERM, a leader hands leadership to its most up-to-date follower and waits at most this long for it to take over before exiting (0: exit at once, and the others elect a leader as after a crash)")
 	o.Security.Register(fs)
 	o.HTTPLimits = d.HTTP
 	o.HTTPLimits.Register(fs)
@@ -125,6 +129,8 @@ func (o Options) Config() (Config, error) {
 	cfg.ID, cfg.Peers, cfg.DataDir, cfg.Join = o.ID, peers, o.Data, o.Join
 	cfg.TickInterval, cfg.ElectionTicks, cfg.HeartbeatTicks, cfg.SnapshotEntries = o.Tick, o.ElectionTicks, o.HeartbeatTicks, o.SnapshotEntries
 	cfg.WALSegmentBytes = o.WALSegmentBytes
+	cfg.PeerCloseHint = o.PeerCloseHint
+	cfg.HandOverMax = o.HandOverMax
 	cfg.HTTP = o.HTTPLimits
 	cfg.Pprof = o.Pprof
 	if err := cfg.HTTP.Validate(); err != nil {
@@ -139,8 +145,23 @@ func (o Options) Config() (Config, error) {
 	return cfg, nil
 }
 
+// handOver hands leadership over before the node stops, within
+// cfg.HandOverMax; the API still serves meanwhile, refusing or forwarding
+// writes, so that clients find the next leader.
+func handOver(node *Node, cfg Config) {
+	if cfg.HandOverMax <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.HandOverMax)
+	defer cancel()
+	if _, err := node.HandOver(ctx); err != nil {
+		logger(cfg.Logger).Warn("stopping without handing leadership over", "err", err)
+	}
+}
+
 // Serve runs one node with its HTTP API (and /metrics) on httpAddr until
-// ctx is done, then shuts both down. ready, if not nil, is called once both
+// ctx is done, then shuts both down, a leader first handing leadership
+// over (Config.HandOverMax). ready, if not nil, is called once both
 // listen, with their addresses. With cfg.Security, the API is HTTPS with
 // tokens, and the certificates are reloaded on SIGHUP and when their
 // files change; without, Serve logs a warning.
@@ -176,6 +197,9 @@ func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, ht
 	case err = <-errc:
 	case <-node.Done():
 		err = errors.New("server: the node stopped (storage failure; see the log)")
+	}
+	if ctx.Err() != nil {
+		handOver(node, cfg)
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

@@ -11,6 +11,7 @@ func (s *Sim) endChaos() {
 	s.chaos = false
 	clear(s.cut)
 	s.healedAt = max(s.now, 1)
+	s.lastFault = s.now
 	s.tracef("faults stop")
 	for _, id := range s.ids {
 		n := s.nodes[id]

@@ -21,16 +21,23 @@ const (
 	FaultReorder    Fault = "reorder"    // jitter delivery by up to 2 ticks
 	FaultDuplicate  Fault = "duplicate"  // deliver 2% of messages twice
 	FaultPartition  Fault = "partition"  // symmetric splits and one-way link cuts
-	FaultCrash      Fault = "crash"      // crash nodes and restart them from storage
+	FaultCrash      Fault = "crash"      // crash nodes' machines (silence) and restart them from storage
 	FaultMembership Fault = "membership" // add learners, promote them, remove voters
 	// The disk faults act only with Config.Disk.
 	FaultDiskFull Fault = "diskfull" // a node's disk is full for a while: writes fail with ENOSPC
 	FaultLostDir  Fault = "lostdir"  // a node's log, snapshot and vote files are deleted: its restart must be refused
+	// FaultKill kills a node's process on a host that lives: its peers
+	// see its connections close, a network delay later, and take that as
+	// a hint (raft.Core.ReportPeerGone); it restarts from storage.
+	FaultKill Fault = "kill"
+	// FaultCut resets the connection between two live nodes: the messages
+	// in flight on it are lost and both ends see it close, a false hint.
+	FaultCut Fault = "cut"
 )
 
 // AllFaults lists every fault, in a fixed order.
 var AllFaults = []Fault{FaultLoss, FaultDelay, FaultReorder, FaultDuplicate, FaultPartition, FaultCrash, FaultMembership,
-	FaultDiskFull, FaultLostDir}
+	FaultDiskFull, FaultLostDir, FaultKill, FaultCut}
 
 // Faults is a set of faults.
 type Faults []Fault
@@ -104,6 +111,11 @@ type Config struct {
 	// PreVote and CheckQuorum configure the raft core.
 	PreVote     bool
 	CheckQuorum bool
+	// Hints makes nodes take a closed connection as a hint that the peer
+	// died (raft.Core.ReportPeerGone), as coord server does; without it
+	// the closes of kills and cuts are ignored, and a kill is as silent
+	// as a machine crash.
+	Hints bool
 	// LatencyMin and LatencyMax bound a message's normal delivery delay.
 	LatencyMin, LatencyMax time.Duration
 	// WriteInterval and ReadInterval are the mean times between client
@@ -140,6 +152,7 @@ func DefaultConfig() Config {
 		HeartbeatTicks:  1,
 		PreVote:         true,
 		CheckQuorum:     true,
+		Hints:           true,
 		LatencyMin:      200 * time.Microsecond,
 		LatencyMax:      2 * time.Millisecond,
 		WriteInterval:   15 * time.Millisecond,
@@ -194,6 +207,9 @@ func (c Config) ReplayCommand() string {
 	}
 	if !c.CheckQuorum {
 		cmd += " --check-quorum=false"
+	}
+	if !c.Hints {
+		cmd += " --hints=false"
 	}
 	if c.Disk {
 		cmd += " --disk"

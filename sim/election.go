@@ -31,6 +31,10 @@ type ElectionConfig struct {
 	// AlignTicks makes all nodes tick at the same instants (see
 	// Config.AlignTicks).
 	AlignTicks bool
+	// Kill kills the leader's process instead of crashing its machine:
+	// the followers see their connections to it close, a network delay
+	// later, and take the hint (raft.Core.ReportPeerGone).
+	Kill bool
 	// Bound is how long a trial waits for a new leader before counting it
 	// as failed.
 	Bound time.Duration
@@ -173,7 +177,11 @@ func electionTrial(ec ElectionConfig, seed uint64) (took time.Duration, terms ui
 	}
 	oldTerm := old.h.Core().Status().Term
 	crashedAt := s.now
-	s.crash(old)
+	if ec.Kill {
+		s.kill(old)
+	} else {
+		s.crash(old)
+	}
 	deadline := crashedAt + s.us(ec.Bound)
 	for s.failure == nil && len(s.events) > 0 && s.events[0].at <= deadline {
 		s.step(s.next())

@@ -19,7 +19,8 @@ const (
 	eventClientRead
 	eventPhase
 	eventCrash
-	eventSpace // a full disk has space again
+	eventSpace    // a full disk has space again
+	eventPeerGone // a node sees its connection to peer close
 )
 
 // event is one scheduled step. seq breaks ties so that the order never
@@ -31,6 +32,11 @@ type event struct {
 	node        uint64
 	incarnation int
 	msg         raft.Message
+	// peer is the node whose connection closed (eventPeerGone); link is
+	// the connection a message was sent on (eventDeliver): a cut resets
+	// it, and the messages in flight on it are lost.
+	peer uint64
+	link uint64
 }
 
 type eventQueue []*event

@@ -10,7 +10,7 @@ import (
 
 func (s *Sim) injectFault() {
 	var choices []Fault
-	for _, f := range []Fault{FaultPartition, FaultCrash, FaultMembership} {
+	for _, f := range []Fault{FaultPartition, FaultCrash, FaultMembership, FaultKill, FaultCut} {
 		if s.cfg.Faults.Has(f) {
 			choices = append(choices, f)
 		}
@@ -23,11 +23,16 @@ func (s *Sim) injectFault() {
 	if len(choices) == 0 {
 		return
 	}
+	s.lastFault = s.now
 	switch choices[s.rng.IntN(len(choices))] {
 	case FaultPartition:
 		s.partition()
 	case FaultCrash:
-		s.crashSome()
+		s.crashSome(false)
+	case FaultKill:
+		s.crashSome(true)
+	case FaultCut:
+		s.cutConnection()
 	case FaultDiskFull:
 		s.fillDisk()
 	case FaultLostDir:
@@ -99,7 +104,12 @@ func (s *Sim) partition() {
 	s.schedule(&event{at: s.now + s.us(100*time.Millisecond) + s.rng.Int64N(s.us(time.Second)), kind: eventHeal})
 }
 
-func (s *Sim) crashSome() {
+// crashSome crashes a node, the leader half the time, and restarts it
+// later. With kill, only its process dies: its peers see its connections
+// close (the hint). Its storage is treated as after a machine crash
+// either way, the stricter case: a killed process's unsynced writes would
+// survive in the page cache.
+func (s *Sim) crashSome(kill bool) {
 	down := 0
 	for _, id := range s.activeIDs() {
 		if s.nodes[id].h == nil {
@@ -118,18 +128,54 @@ func (s *Sim) crashSome() {
 	if victim == nil {
 		return
 	}
-	s.stats.Crashes++
-	if victim.fs != nil && s.rng.IntN(2) == 0 {
+	switch {
+	case kill:
+		s.kill(victim)
+	case victim.fs != nil && s.rng.IntN(2) == 0:
+		s.stats.Crashes++
 		// Crash in the middle of a coming write: the storage's next few
 		// file operations are the last.
 		victim.dying = true
 		victim.fs.SetCrashPoint(1 + s.rng.IntN(6))
 		s.schedule(&event{at: s.now + s.us(100*time.Millisecond), kind: eventCrash, node: victim.id, incarnation: victim.incarnation})
-	} else {
+	default:
+		s.stats.Crashes++
 		s.crash(victim)
 	}
 	restartAt := s.now + s.us(50*time.Millisecond) + s.rng.Int64N(s.us(1500*time.Millisecond))
 	s.schedule(&event{at: restartAt, kind: eventRestart, node: victim.id, incarnation: victim.incarnation})
+}
+
+// kill kills a node's process: it stops as in a crash, and each peer sees
+// its connection to it close a network delay later.
+func (s *Sim) kill(n *node) {
+	s.stats.Kills++
+	s.tracef("kill node %d's process", n.id)
+	s.crash(n)
+	for _, id := range s.activeIDs() {
+		if id != n.id {
+			s.closeConnection(id, n.id)
+		}
+	}
+}
+
+// cutConnection resets the connection between two live nodes, one of them
+// the leader half the time: what was in flight on it is lost, and each end
+// sees it close, a false hint that the other died.
+func (s *Sim) cutConnection() {
+	a := s.leader()
+	if a == nil || s.rng.IntN(2) != 0 {
+		a = s.randomLiveNode()
+	}
+	b := s.randomLiveNode()
+	if a == nil || b == nil || a == b {
+		return
+	}
+	s.stats.Cuts++
+	s.links[pair(a.id, b.id)]++
+	s.tracef("reset the connection between %d and %d", a.id, b.id)
+	s.closeConnection(a.id, b.id)
+	s.closeConnection(b.id, a.id)
 }
 
 // fillDisk fills a node's disk for a while: its writes fail with ENOSPC

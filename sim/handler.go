@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	shell "coord/node"
 	"coord/raft"
@@ -76,6 +78,36 @@ func (s *Sim) roleChanged(n *node, soft raft.SoftState) {
 		s.stats.Leaders++
 		s.tracef("node %d leads term %d", n.id, n.h.Core().Status().Term)
 		s.check.becameLeader(s, n)
+		s.leaderChanged(n)
+	}
+}
+
+// leaderChanged counts a new leader, and the changes of leader that no
+// fault explains: no fault was injected (nor a partition healed, a node
+// restarted, a disk freed) within the last two maximal election timeouts
+// (the effects of a fault, such as a restarted node's higher term or a
+// delayed message, show within that), and no message faults are active.
+// The start counts as a fault: its elections settle within that too. In a
+// run without faults there must be none.
+func (s *Sim) leaderChanged(n *node) {
+	first := s.leaderAt < 0
+	s.leaderAt = s.now
+	if first {
+		return
+	}
+	s.stats.LeaderChanges++
+	settle := s.us(time.Duration(4*s.cfg.ElectionTicks) * s.cfg.Tick)
+	messageFaults := s.chaos && slices.ContainsFunc(s.cfg.Faults, func(f Fault) bool {
+		return f == FaultLoss || f == FaultDelay || f == FaultReorder || f == FaultDuplicate
+	})
+	if messageFaults || s.now-settle <= s.lastFault {
+		return
+	}
+	s.stats.UnprovokedLeaderChanges++
+	s.tracef("node %d leads, though no fault happened in the last %v", n.id, time.Duration(settle)*time.Microsecond)
+	if len(s.cfg.Faults) == 0 {
+		s.fail("leader change without a fault", "node %d became leader at %v, and no fault was injected in the run",
+			n.id, time.Duration(s.now)*time.Microsecond)
 	}
 }
 

@@ -32,14 +32,21 @@ func (s *Sim) send(m raft.Message) {
 		}
 		s.queued[m.To]++
 		s.stats.MaxQueuedToNode = max(s.stats.MaxQueuedToNode, s.queued[m.To])
-		s.schedule(&event{at: s.now + delay, kind: eventDeliver, msg: m})
+		s.schedule(&event{at: s.now + delay, kind: eventDeliver, msg: m, link: s.links[pair(m.From, m.To)]})
+		key := [2]uint64{m.From, m.To}
+		s.lastSent[key] = max(s.lastSent[key], s.now+delay)
 	}
 }
 
-func (s *Sim) deliver(m raft.Message) {
+// pair names the connection between two nodes, lower ID first.
+func pair(a, b uint64) [2]uint64 { return [2]uint64{min(a, b), max(a, b)} }
+
+func (s *Sim) deliver(e *event) {
+	m := e.msg
 	s.queued[m.To]--
 	to := s.up(m.To)
-	if to == nil || s.cut[[2]uint64{m.From, m.To}] || to.h.Held() {
+	if to == nil || s.cut[[2]uint64{m.From, m.To}] || to.h.Held() || e.link != s.links[pair(m.From, m.To)] {
+		// A message in flight on a connection that was reset is lost.
 		// A node whose disk is full hears nothing, as node.Node.
 		s.stats.Dropped++
 		return
@@ -50,4 +57,30 @@ func (s *Sim) deliver(m raft.Message) {
 		return
 	}
 	s.process(to)
+}
+
+// closeConnection has node to see its connection to peer close, a network
+// delay from now and after every message peer sent it on the connection
+// (TCP delivers the close after the data), unless the link from peer is
+// partitioned (a silent network carries no FIN either).
+func (s *Sim) closeConnection(to, peer uint64) {
+	n := s.up(to)
+	if n == nil || s.cut[[2]uint64{peer, to}] {
+		return
+	}
+	delay := s.us(s.cfg.LatencyMin) + s.rng.Int64N(s.us(s.cfg.LatencyMax-s.cfg.LatencyMin)+1)
+	at := max(s.now+delay, s.lastSent[[2]uint64{peer, to}])
+	s.schedule(&event{at: at, kind: eventPeerGone, node: to, peer: peer, incarnation: n.incarnation})
+}
+
+// peerGone hands a node the hint that peer closed their connection (the
+// transport's PeerClosed in a server).
+func (s *Sim) peerGone(e *event) {
+	n := s.up(e.node)
+	if n == nil || n.incarnation != e.incarnation || !s.cfg.Hints {
+		return // restarted since: that connection was not its
+	}
+	s.stats.Hints++
+	n.h.ReportPeerGone(e.peer)
+	s.process(n)
 }

@@ -36,6 +36,16 @@ type Stats struct {
 	DiskFulls       int // times a node's disk filled up
 	StuckReadies    int // Readies held because the disk was full, then written
 	LostDirs        int // data directories lost (and restarts refused)
+	Kills           int // processes killed (peers see their connections close)
+	Cuts            int // connections reset between live nodes
+	Hints           int // closed connections reported to a node (ReportPeerGone)
+	// LeaderChanges counts elections after the first leader's.
+	LeaderChanges int
+	// UnprovokedLeaderChanges counts the leader changes no fault explains:
+	// the previous leader had been elected more than two maximal election
+	// timeouts after the last fault, and no message faults were active. A
+	// run without faults fails on the first one.
+	UnprovokedLeaderChanges int
 }
 
 // Result is the outcome of one run.
@@ -82,11 +92,15 @@ type Sim struct {
 	ids    []uint64 // every node ever started, ascending
 	nextID uint64
 	cut    map[[2]uint64]bool
-	queued map[uint64]int
-	chaos  bool
-	check  checker
-	stats  Stats
-	trace  io.Writer
+	links  map[[2]uint64]uint64 // connection generation of each pair (lower ID first); a cut bumps it
+	// lastSent is when the last message sent on each one-way link arrives
+	// (or would, had it not been lost): a close arrives after it.
+	lastSent map[[2]uint64]int64
+	queued   map[uint64]int
+	chaos    bool
+	check    checker
+	stats    Stats
+	trace    io.Writer
 
 	writeSeq     uint64
 	readSeq      uint64 // read IDs, unique in the run
@@ -97,6 +111,9 @@ type Sim struct {
 	convergedAt  int64
 	failure      *Violation
 	livenessDone bool
+
+	lastFault int64 // when the last fault was injected (0: the start)
+	leaderAt  int64 // when the latest leader was elected; -1 before the first
 }
 
 type node struct {
@@ -128,12 +145,17 @@ func New(cfg Config) (*Sim, error) {
 		return nil, err
 	}
 	s := &Sim{
-		cfg:    cfg,
-		rng:    rand.New(rand.NewPCG(cfg.Seed, 0x51a)),
-		nodes:  map[uint64]*node{},
-		cut:    map[[2]uint64]bool{},
-		queued: map[uint64]int{},
-		check:  newChecker(),
+		cfg:   cfg,
+		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x51a)),
+		nodes: map[uint64]*node{},
+		cut:   map[[2]uint64]bool{},
+		links: map[[2]uint64]uint64{},
+
+		lastSent: map[[2]uint64]int64{},
+		queued:   map[uint64]int{},
+		check:    newChecker(),
+
+		leaderAt: -1,
 	}
 	return s, nil
 }
@@ -362,6 +384,7 @@ func (s *Sim) crash(n *node) {
 		return
 	}
 	s.tracef("crash node %d (%v)", n.id, n.role)
+	s.lastFault = s.now
 	if n.fs != nil {
 		// Power loss: only what was synced is sure to survive; some of
 		// the rest may, torn.
@@ -410,7 +433,9 @@ func (s *Sim) handle(e *event) {
 		e.at += s.us(s.cfg.Tick)
 		s.schedule(e)
 	case eventDeliver:
-		s.deliver(e.msg)
+		s.deliver(e)
+	case eventPeerGone:
+		s.peerGone(e)
 	case eventClientWrite:
 		s.clientWrite()
 		if s.chaos || !s.livenessMet {
@@ -428,16 +453,19 @@ func (s *Sim) handle(e *event) {
 		}
 	case eventHeal:
 		if s.chaos {
+			s.lastFault = s.now
 			clear(s.cut)
 			s.tracef("heal partitions")
 		}
 	case eventSpace:
 		if n := s.nodes[e.node]; n.fault != nil {
+			s.lastFault = s.now
 			n.fault.SetInjector(nil)
 			s.tracef("node %d's disk has space again", n.id)
 		}
 	case eventRestart:
 		if n := s.nodes[e.node]; s.chaos && n.h == nil && !n.retired && n.incarnation == e.incarnation {
+			s.lastFault = s.now
 			s.tracef("restart node %d", n.id)
 			s.boot(n, nil)
 		}
@@ -446,6 +474,7 @@ func (s *Sim) handle(e *event) {
 	case eventCrash:
 		// A crash point that no write reached in time: crash now.
 		if n := s.nodes[e.node]; n.dying && n.incarnation == e.incarnation {
+			s.lastFault = s.now
 			n.fs.SetCrashPoint(0)
 			s.crash(n)
 		}

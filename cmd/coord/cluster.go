@@ -490,5 +490,6 @@ The figures in docs/BENCHMARKS.md come from this command.`,
 	fl.IntVar(&settleFactor, "settle", 3, "election timeouts to wait between failovers")
 	fl.BoolVar(&insecure, "insecure", false, "measure a cluster without TLS and tokens")
 	fl.BoolVar(&compare, "compare", false, "measure a secure and an insecure cluster side by side and print the ratio")
+	cmd.AddCommand(newClusterBenchFailoverCmd())
 	return cmd
 }

@@ -32,6 +32,9 @@ one derived from --peers; the node id). A node refuses a directory that is
 another node's or cluster's, or that lost its log, vote file or identity, and
 says how to replace it (docs/storage.md). A full disk does not stop it: writes
 are answered 507 disk_full until space returns, then it resumes by itself.
+On SIGTERM or SIGINT a leader first hands leadership to its most up-to-date
+follower (--shutdown-handover bounds the wait), so that the cluster has a
+leader again within a round trip or two rather than an election timeout.
 
 A node is secure unless told --insecure, and refuses to start without its
 TLS files: peers speak mutual TLS 1.3, each certificate naming its node as

@@ -27,6 +27,7 @@ type simFlags struct {
 	chaos       time.Duration
 	preVote     bool
 	checkQuorum bool
+	hints       bool
 	trace       bool
 	parallel    int
 	disk        bool
@@ -53,6 +54,15 @@ work, answers nothing, and resumes when space returns) and lostdir (a node's
 log, snapshots and vote file are deleted; its restart must be refused, and it
 is removed from the cluster).
 
+kill kills a node's process on a host that lives: its peers see its
+connections close and take that as a hint that it died (the leader is then
+replaced at once, not after the election timeout); crash is a machine's crash,
+which is silent. cut resets the connection between two live nodes: both ends
+see it close, a false hint. --hints=false makes nodes ignore closed
+connections, as coord server --peer-close-hint=false does. The run reports
+leader changes, and those no fault explains; a run without faults fails on
+the first of those.
+
 --seeds N runs seeds --seed .. --seed+N-1 (in parallel; each run is still
 deterministic). A failure prints the seed and the command that replays it;
 --trace with one seed prints what happened.`,
@@ -69,6 +79,7 @@ deterministic). A failure prints the seed and the command that replays it;
 	fl.DurationVar(&f.chaos, "chaos", sim.DefaultConfig().Chaos, "simulated time during which faults are injected")
 	fl.BoolVar(&f.preVote, "pre-vote", true, "raft pre-vote")
 	fl.BoolVar(&f.checkQuorum, "check-quorum", true, "raft check-quorum")
+	fl.BoolVar(&f.hints, "hints", true, "nodes take a closed connection as a hint that the peer died")
 	fl.BoolVar(&f.disk, "disk", false, "keep each node's log in the durable storage (write-ahead log, snapshot files) on a crashable in-memory file system")
 	fl.BoolVar(&f.trace, "trace", false, "print the event trace of each run to stderr (use with one seed)")
 	fl.IntVar(&f.parallel, "parallel", runtime.GOMAXPROCS(0), "seeds run at once")
@@ -90,6 +101,7 @@ func (f simFlags) config() (sim.Config, error) {
 	cfg.Chaos = f.chaos
 	cfg.PreVote = f.preVote
 	cfg.CheckQuorum = f.checkQuorum
+	cfg.Hints = f.hints
 	cfg.Disk = f.disk
 	if err := cfg.Validate(); err != nil {
 		return sim.Config{}, &usageError{err: err}
@@ -170,6 +182,8 @@ feed:
 		total.Delivered, total.Dropped, total.Leaders, total.Crashes, total.Partitions)
 	fmt.Fprintf(stdout, "membership changes: %d (%d joint); leadership transfers: %d; snapshots: %d; writes: %d accepted, %d acknowledged; reads confirmed: %d\n",
 		total.ConfChanges, total.JointChanges, total.Transfers, total.Snapshots, total.Writes, total.AckedWrites, total.Reads)
+	fmt.Fprintf(stdout, "process kills: %d; connections reset: %d; closes reported to nodes: %d; leader changes: %d (no fault explains: %d)\n",
+		total.Kills, total.Cuts, total.Hints, total.LeaderChanges, total.UnprovokedLeaderChanges)
 	if base.Disk {
 		fmt.Fprintf(stdout, "disks filled: %d (Readies held until space returned: %d); data directories lost and restarts refused: %d\n",
 			total.DiskFulls, total.StuckReadies, total.LostDirs)
@@ -198,6 +212,11 @@ func addStats(a, b sim.Stats) sim.Stats {
 	a.DiskFulls += b.DiskFulls
 	a.StuckReadies += b.StuckReadies
 	a.LostDirs += b.LostDirs
+	a.Kills += b.Kills
+	a.Cuts += b.Cuts
+	a.Hints += b.Hints
+	a.LeaderChanges += b.LeaderChanges
+	a.UnprovokedLeaderChanges += b.UnprovokedLeaderChanges
 	return a
 }
 

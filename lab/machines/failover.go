@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"coord/lab"
+	"coord/server/localcluster"
 	"coord/sim"
 )
 
@@ -35,13 +36,21 @@ split vote: the new leader's term is more than one above the old one).
               heartbeats every 75 ms), in the simulator;
             - coord's defaults (ticks of 100 ms, timeouts 1-2 s, heartbeats
               every 100 ms), in the simulator and with real coord server
-              processes on loopback, the leader killed with SIGKILL.
+              processes on loopback, the leader killed with SIGKILL and the
+              hint off: silence, as when the leader's machine dies;
+            - the leader's process killed (SIGKILL) on a host that lives, in
+              the simulator and with real processes: the kernel closes its
+              connections, the followers take that as a hint and elect at
+              once (docs/raft.md);
+            - the leader stopped (SIGTERM): it hands leadership to its most
+              up-to-date follower before it exits.
             The simulator's time is simulated: thousands of failovers in
             seconds, replayable from --seed. coord runs with pre-vote and
             check-quorum, as it does by default.
 
 --trials sets the articles' runs; the simulator runs 15 times as many per
-setting, and the real cluster one kill for every four of the articles' runs.
+setting, and each real row one kill or stop for every four of the articles'
+runs.
 
 Predict before running: with timeouts drawn from only three values, how often
 do two followers time out in the same instant? Does pre-vote prevent that?`,
@@ -77,8 +86,10 @@ func fmtSeconds(s float64) string {
 		return fmt.Sprintf("%.0f", s)
 	case s >= 1:
 		return fmt.Sprintf("%.1f", s)
-	default:
+	case s >= 0.1:
 		return fmt.Sprintf("%.2f", s)
+	default: // milliseconds: the hint's and the hand-over's failovers
+		return fmt.Sprintf("%.3f", s)
 	}
 }
 
@@ -119,10 +130,11 @@ func simFailovers(label string, ec sim.ElectionConfig, progress func()) (failove
 	return failoverSetting{Label: label, How: "simulator", Seconds: lab.Seconds(res.Times), SplitVotes: res.SplitVotes, Failed: res.Failed}, nil
 }
 
-// realFailovers kills the leader of a real 3-node cluster n times.
-func realFailovers(ctx context.Context, env *lab.Env, n int) (failoverSetting, error) {
-	s := failoverSetting{Label: "coord defaults, real processes", How: "real processes"}
-	c, err := startCluster(ctx, env, 3, false, "failover")
+// realFailovers does act to the leader of a real 3-node cluster started
+// with args, n times.
+func realFailovers(ctx context.Context, env *lab.Env, n int, label, how string, act func(*localcluster.Cluster, uint64) error, args ...string) (failoverSetting, error) {
+	s := failoverSetting{Label: label, How: how}
+	c, err := startCluster(ctx, env, 3, false, "failover", args...)
 	if err != nil {
 		return s, err
 	}
@@ -142,7 +154,7 @@ func realFailovers(ctx context.Context, env *lab.Env, n int) (failoverSetting, e
 		// A random phase against the heartbeats, as the paper's experiment.
 		time.Sleep(time.Duration(env.Rand.IntN(100)) * time.Millisecond)
 		killed := time.Now()
-		if err := c.Kill(leader); err != nil {
+		if err := act(c, leader); err != nil {
 			cancel()
 			return s, err
 		}
@@ -169,7 +181,7 @@ func realFailovers(ctx context.Context, env *lab.Env, n int) (failoverSetting, e
 func runFailover(ctx context.Context, env *lab.Env) (*lab.Result, error) {
 	simTrials := 15 * env.Trials
 	realKills := max(2, env.Trials/4)
-	env.Progress.Start("raft-failover", env.Trials+3*simTrials+realKills)
+	env.Progress.Start("raft-failover", env.Trials+4*simTrials+3*realKills)
 	defer env.Progress.Finish()
 
 	art := failoverSetting{Label: "articles' program, articles' timing", How: "the articles' program, 1 s = 25 ms"}
@@ -197,6 +209,8 @@ func runFailover(ctx context.Context, env *lab.Env) (*lab.Result, error) {
 	paper := latency(sim.PaperElectionConfig())
 	defaults := latency(sim.ElectionConfig{Nodes: 3, Tick: 100 * time.Millisecond, ElectionTicks: 10, HeartbeatTicks: 1,
 		PreVote: true, CheckQuorum: true, LatencyMin: 100 * time.Microsecond, LatencyMax: time.Millisecond, Bound: time.Minute})
+	killed := defaults
+	killed.Kill = true
 	settings := []failoverSetting{art}
 	for _, s := range []struct {
 		label string
@@ -205,6 +219,7 @@ func runFailover(ctx context.Context, env *lab.Env) (*lab.Result, error) {
 		{"coord core, articles' timing", articlesTiming},
 		{"coord core, paper's timing (5 nodes)", paper},
 		{"coord core, coord defaults", defaults},
+		{"coord core, defaults, process killed", killed},
 	} {
 		fs, err := simFailovers(s.label, s.ec, env.Progress.Step)
 		if err != nil {
@@ -212,11 +227,26 @@ func runFailover(ctx context.Context, env *lab.Env) (*lab.Result, error) {
 		}
 		settings = append(settings, fs)
 	}
-	real, err := realFailovers(ctx, env, realKills)
-	if err != nil {
-		return nil, err
+	kill := func(c *localcluster.Cluster, id uint64) error { return c.Kill(id) }
+	stop := func(c *localcluster.Cluster, id uint64) error { return c.Stop(id) }
+	// The first real row is the machine-crash case: the leader goes
+	// silent, so the followers wait out their election timeout (SIGKILL
+	// with the hint off, as if the leader's host had died with it).
+	for _, r := range []struct {
+		label, how string
+		act        func(*localcluster.Cluster, uint64) error
+		args       []string
+	}{
+		{"coord defaults, real processes", "real processes, SIGKILL, hint off (as a machine crash)", kill, []string{"--peer-close-hint=false"}},
+		{"real processes, leader process killed", "real processes, SIGKILL: the followers see its connections close", kill, nil},
+		{"real processes, leader SIGTERM", "real processes, SIGTERM: the leader hands over first", stop, nil},
+	} {
+		real, err := realFailovers(ctx, env, realKills, r.label, r.how, r.act, r.args...)
+		if err != nil {
+			return nil, err
+		}
+		settings = append(settings, real)
 	}
-	settings = append(settings, real)
 	return failoverResult(settings), nil
 }
 
@@ -224,8 +254,9 @@ func failoverResult(settings []failoverSetting) *lab.Result {
 	art, core := settings[0], settings[1:]
 	res := &lab.Result{Data: settings}
 	res.Original = art.summary()
-	res.Coord = fmt.Sprintf("paper's timing: %s; defaults, real: %s", core[1].summary(), core[3].summary())
-	res.Row.Original, res.Row.Coord = art.cell(), core[3].cell()
+	res.Coord = fmt.Sprintf("paper's timing: %s; defaults, real: %s; leader process killed: %s; leader SIGTERM: %s",
+		core[1].summary(), core[4].summary(), core[5].summary(), core[6].summary())
+	res.Row.Original, res.Row.Coord = art.cell(), core[4].cell()
 	var cats []string
 	var medians, p90s, splits []float64
 	failed := 0
@@ -250,7 +281,7 @@ func failoverResult(settings []failoverSetting) *lab.Result {
 	}
 	med := lab.Summarize(art.Seconds).Median
 	asArticles := len(art.Seconds) > 0 && med >= 2.5 && med <= 6 && art.SplitVotes > 0
-	coordOK := failed == 0 && len(core[3].Seconds) > 0
+	coordOK := failed == 0 && len(core[4].Seconds) > 0
 	res.Verdict = lab.Judge(asArticles, coordOK, fmt.Sprintf(
 		"articles' program: median %s s, %d of %d split (articles: median 4 s, 5 of 13); coord elected a new leader in every failover of every setting (%d failures)",
 		fmtSeconds(med), art.SplitVotes, len(art.Seconds), failed))

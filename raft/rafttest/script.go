@@ -43,6 +43,8 @@ const maxStabilizeRounds = 1000
 //	progress ID             the leader's view of each member (state,
 //	                        match, next)
 //	unreachable ID PEER     tell node ID a message to PEER was dropped
+//	gone ID PEER            tell node ID that PEER closed their connection
+//	                        (a hint that PEER's process died)
 //	stabilize               deliver until no message is left
 //	process                 handle every node's Ready without delivering
 //	cut F->T...             drop messages on these one-way links
@@ -163,6 +165,7 @@ var commands = map[string]command{
 	"inject":      injectCommand,
 	"progress":    progressCommand,
 	"unreachable": unreachableCommand,
+	"gone":        goneCommand,
 	"stabilize":   stabilizeCommand,
 	"process":     processCommand,
 	"cut":         cutCommand,

@@ -10,6 +10,12 @@
 // real network: a send to a dead machine must behave like a packet to a dead
 // machine.
 //
+// A connection closed from the peer's end (an EOF or a reset, not a
+// timeout or this end's own close) is reported through Config.PeerClosed:
+// on a host that lives, the kernel closes a process's connections when the
+// process dies, and the node takes the close as a hint that the peer, if
+// it is the leader, is gone (raft.Core.ReportPeerGone).
+//
 // # Wire format
 //
 // A connection is a stream of frames:

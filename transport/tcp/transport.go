@@ -11,6 +11,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"coord/raft"
@@ -47,6 +49,16 @@ type Config struct {
 	SnapshotDone func(id uint64, failed bool)
 	// Dropped, if set, counts dropped messages by reason (metrics).
 	Dropped func(reason string)
+	// PeerClosed, if set, is told when the connection in use to a peer
+	// was closed from the peer's end: its reader met EOF or a reset, or
+	// its writer a reset or a broken pipe, and this end had not closed it.
+	// It is not told of timeouts, failed dials, malformed frames, a newer
+	// connection replacing an older one, or Close. On a host that lives,
+	// the kernel closes a process's connections when the process dies, so
+	// the node takes this as a hint that the peer is gone
+	// (raft.Core.ReportPeerGone). It runs on the connection's goroutine
+	// and must not block.
+	PeerClosed func(id uint64)
 
 	// QueueMessages bounds the messages waiting for one peer's connection;
 	// beyond it, sends to that peer are dropped.
@@ -184,6 +196,10 @@ type conn struct {
 	peer     *peer
 	closed   chan struct{}
 	once     sync.Once
+	// byPeer is set by the writer when a write failed because the peer
+	// had closed the connection (a reset, a broken pipe): the reader then
+	// finds it closed by this end, but the peer closed it first.
+	byPeer atomic.Bool
 }
 
 // close closes the TCP connection itself: a TLS close alert could wait on
@@ -596,13 +612,15 @@ func (t *Transport) secureDial(raw net.Conn, id uint64) (net.Conn, error) {
 // frame closes the connection; a message that claims the wrong sender or
 // recipient is dropped. Both are logged with the reason.
 func (t *Transport) read(c *conn) {
-	defer t.disconnected(c)
+	var readErr error
+	defer func() { t.disconnected(c, readErr) }()
 	r := bufio.NewReaderSize(c, 64<<10)
 	var snap *raft.Message
 	var snapSize int
 	for {
 		typ, payload, err := readFrame(r, t.cfg.MaxFrameBytes)
 		if err != nil {
+			readErr = err
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				t.log.Debug("connection closed", "peer", c.peer.id, "err", err)
 				if errors.Is(err, ErrMalformed) {
@@ -661,14 +679,40 @@ func (t *Transport) deliver(c *conn, m raft.Message) {
 	t.cfg.Deliver(m)
 }
 
-func (t *Transport) disconnected(c *conn) {
-	c.close()
+// disconnected forgets a connection whose reader ended with err (nil for
+// a frame this end refused), and tells PeerClosed if the peer closed the
+// connection in use. It tells before it closes and forgets the
+// connection, so that whoever sees it closed or forgotten knows the
+// report was made, if any.
+func (t *Transport) disconnected(c *conn, err error) {
+	byPeer := (closedByPeer(err) && !isClosed(c)) || c.byPeer.Load()
 	p := c.peer
+	p.mu.Lock()
+	current := p.current == c
+	p.mu.Unlock()
+	if byPeer && current && t.cfg.PeerClosed != nil {
+		select {
+		case <-t.done:
+		case <-p.stop:
+		default:
+			t.log.Debug("connection closed by the peer", "peer", p.id, "err", err)
+			t.cfg.PeerClosed(p.id)
+		}
+	}
+	c.close()
 	p.mu.Lock()
 	if p.current == c {
 		p.current, p.connected = nil, false
 	}
 	p.mu.Unlock()
+}
+
+// closedByPeer reports whether a read or write error says the other end
+// closed the connection: an EOF (possibly mid-frame), a reset or a broken
+// pipe. A timeout, or a close of this end's own, is not.
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // write sends a peer's queued messages on its current connection, batching
@@ -700,6 +744,9 @@ func (t *Transport) write(p *peer) {
 	}
 	fail := func(err error) {
 		t.log.Debug("write failed", "peer", p.id, "err", err)
+		if closedByPeer(err) {
+			cur.byPeer.Store(true)
+		}
 		cur.close()
 		cur, w = nil, nil
 	}

@@ -1,0 +1,104 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"coord/raft"
+)
+
+// ErrHandOverTargetGone means the voter a leader was handing over to lost
+// its connection to it (it is stopping too), so HandOver gave up.
+var ErrHandOverTargetGone = errors.New("server: the hand-over's target closed its connection")
+
+// HandOver hands leadership to another voter before this node stops, if
+// it leads: it picks the voter whose log matches the most of the leader's
+// (the one that needs the fewest entries before it may take over), asks
+// the core to transfer to it (Raft §3.10: the leader brings it up to date
+// and sends it TimeoutNow, so it campaigns at once instead of waiting for
+// an election timeout), and waits until this node follows another leader.
+// It returns the node it handed to, 0 if it did not lead or has no other
+// voter. If ctx ends first (the target did not take over: it is down, or
+// far behind), it returns ctx's error, and the node still leads: the
+// caller stops it anyway, and the others elect a leader as after a crash.
+// Only a voter this node has a connection to is chosen; if the target's
+// connection goes meanwhile (the whole cluster is stopping) it returns
+// ErrHandOverTargetGone at once.
+//
+// While the transfer runs the leader refuses proposals (ErrNotLeader), so
+// nothing it accepts is left for the next leader to finish. Serve calls it
+// on shutdown, bounded by Config.HandOverMax.
+func (n *Node) HandOver(ctx context.Context) (uint64, error) {
+	st := n.shell.Status()
+	if st.Role != raft.Leader {
+		return 0, nil
+	}
+	to := mostUpToDate(st, n.connected)
+	if to == 0 {
+		return 0, nil
+	}
+	if err := n.shell.TransferLeadership(ctx, to); err != nil {
+		return to, fmt.Errorf("server: hand over to node %d: %w", to, mapErr(err))
+	}
+	for {
+		changed := n.shell.Changed()
+		st := n.shell.Status()
+		if st.Role != raft.Leader && st.Lead != 0 && st.Lead != n.cfg.ID {
+			n.log.Info("handed leadership over", "to", to, "leader", st.Lead, "term", st.Term)
+			return to, nil
+		}
+		select {
+		case <-changed:
+		case <-time.After(handOverPoll):
+			if !n.connected(to) {
+				// The target is stopping too (the whole cluster is): it
+				// will not take over, and waiting would only delay this
+				// node's exit.
+				return to, fmt.Errorf("server: hand over to node %d: %w", to, ErrHandOverTargetGone)
+			}
+		case <-ctx.Done():
+			return to, fmt.Errorf("server: hand over to node %d: %w", to, ctx.Err())
+		case <-n.shell.Done():
+			return to, fmt.Errorf("server: hand over to node %d: %w", to, n.shell.Err())
+		}
+	}
+}
+
+// handOverPoll is how often HandOver looks whether its target is still
+// connected: the transport tells no event when a connection is forgotten.
+const handOverPoll = 10 * time.Millisecond
+
+// connected reports whether the transport has a connection to peer id.
+func (n *Node) connected(id uint64) bool {
+	_, ok := n.tr.PeerMeta(id)
+	return ok
+}
+
+// mostUpToDate returns the voter other than the leader whose Match is
+// highest in the leader's status st (the lowest ID among equals, so the
+// choice is the same every time), preferring one that answered within the
+// last check-quorum round, among those connected says this node has a
+// connection to; 0 if there is none.
+func mostUpToDate(st raft.Status, connected func(id uint64) bool) uint64 {
+	var best uint64
+	var bestPr raft.Progress
+	better := func(pr raft.Progress) bool {
+		if pr.RecentActive != bestPr.RecentActive {
+			return pr.RecentActive
+		}
+		return pr.Match > bestPr.Match
+	}
+	for _, id := range slices.Sorted(slices.Values(st.Conf.Voters)) {
+		pr, ok := st.Progress[id]
+		if id == st.ID || !ok || !connected(id) {
+			continue
+		}
+		if best == 0 || better(pr) {
+			best, bestPr = id, pr
+		}
+	}
+	return best
+}

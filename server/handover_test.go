@@ -1,0 +1,112 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"coord/raft"
+)
+
+// A leader asked to hand over transfers leadership to a follower, which
+// takes it over in the next term, and HandOver returns once the old
+// leader follows it. Without the transfer the old leader would lead on
+// and HandOver would run out of time.
+func TestHandOverTransfersLeadership(t *testing.T) {
+	c := newTestCluster(t, 3)
+	leader := c.waitLeader()
+	before := c.nodes[leader].Status()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	to, err := c.nodes[leader].HandOver(ctx)
+	if err != nil {
+		t.Fatalf("HandOver: %v", err)
+	}
+	if to == 0 || to == leader {
+		t.Fatalf("handed over to %d, leader %d", to, leader)
+	}
+	st := c.nodes[leader].Status()
+	if st.Leader == leader || st.Leader == 0 {
+		t.Fatalf("after HandOver node %d sees leader %d", leader, st.Leader)
+	}
+	if st.Term <= before.Term {
+		t.Fatalf("term %d after the hand-over, %d before", st.Term, before.Term)
+	}
+	if got := c.waitLeader(); got == leader {
+		t.Fatalf("node %d still leads", leader)
+	}
+}
+
+// A node that does not lead has nothing to hand over.
+func TestHandOverOnAFollowerDoesNothing(t *testing.T) {
+	c := newTestCluster(t, 3)
+	leader := c.waitLeader()
+	to, err := c.follower(leader).HandOver(context.Background())
+	if err != nil || to != 0 {
+		t.Fatalf("HandOver on a follower = %d, %v; want 0, nil", to, err)
+	}
+}
+
+// The target is the voter that holds the most of the leader's log among
+// those that answered lately; the leader, learners and silent voters come
+// after.
+func TestMostUpToDate(t *testing.T) {
+	all := func(uint64) bool { return true }
+	st := raft.Status{ID: 1, Conf: raft.ConfState{Voters: []uint64{1, 2, 3, 4}, Learners: []uint64{5}}}
+	st.Progress = map[uint64]raft.Progress{
+		1: {Match: 100, Next: 101, RecentActive: true},
+		2: {Match: 90, Next: 91, RecentActive: true},
+		3: {Match: 95, Next: 96, RecentActive: true},
+		4: {Match: 99, Next: 100},
+		5: {Match: 100, Next: 101, RecentActive: true},
+	}
+	if got := mostUpToDate(st, all); got != 3 {
+		t.Errorf("mostUpToDate = %d, want 3 (the most up-to-date voter that answers)", got)
+	}
+	st.Progress[2] = raft.Progress{Match: 95, Next: 96, RecentActive: true}
+	if got := mostUpToDate(st, all); got != 2 {
+		t.Errorf("mostUpToDate = %d, want 2 (the lowest ID among equals)", got)
+	}
+	for _, id := range []uint64{2, 3} {
+		pr := st.Progress[id]
+		pr.RecentActive = false
+		st.Progress[id] = pr
+	}
+	if got := mostUpToDate(st, all); got != 4 {
+		t.Errorf("mostUpToDate = %d, want 4 (none answers lately: the most up-to-date)", got)
+	}
+	if got := mostUpToDate(st, func(id uint64) bool { return id != 4 }); got != 2 {
+		t.Errorf("mostUpToDate = %d, want 2 (4 is not connected)", got)
+	}
+	if got := mostUpToDate(raft.Status{ID: 1, Conf: raft.ConfState{Voters: []uint64{1}}}, all); got != 0 {
+		t.Errorf("mostUpToDate of a single node = %d, want 0", got)
+	}
+}
+
+// When the whole cluster stops, a leader whose followers are gone has no
+// one to hand over to, and says so at once rather than wait out its bound.
+func TestHandOverWithTheFollowersGone(t *testing.T) {
+	c := newTestCluster(t, 3)
+	leader := c.waitLeader()
+	l := c.nodes[leader]
+	for id := range c.nodes {
+		if id != leader {
+			c.crash(id)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, id := range []uint64{1, 2, 3} {
+		for id != leader && l.connected(id) {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d still connected to %d", leader, id)
+			}
+			time.Sleep(5 * time.Millisecond) // the transport tells no event when it forgets a connection
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	to, err := l.HandOver(ctx)
+	if err != nil || to != 0 {
+		t.Fatalf("HandOver with no follower = %d, %v; want 0, nil", to, err)
+	}
+}
