@@ -33,7 +33,14 @@ func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure leases: failover gaps and store latency",
-		Args:  usageArgs(cobra.NoArgs),
+		Long: `Measure leases with real processes and real stores: the leaderless gap
+after a leader is killed (failover), the cost of each lease operation beside
+the store's plain round trip (latency), and a node's memory under a burst
+of watches (watches). Each prints a table, or one JSON object with --json.`,
+		Example: `  coord bench failover --trials 20 --baseline-trials 0
+  coord bench latency --json
+  coord bench watches --watches 1000`,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cmd.Help()
 		},

@@ -113,11 +113,14 @@ leader) plus started, signal, stopped, continued, exited and conflict.`,
 			if cmd.ArgsLenAtDash() != 0 {
 				return usagef("put the command after --, as in: coord run --store URL -- CMD [ARGS...]")
 			}
-			if grace < 0 {
-				return usagef("--grace %v is negative", grace)
+			if err := f.resolve(cmd, os.Getenv); err != nil {
+				return err
 			}
-			if timeout < 0 {
-				return usagef("--timeout %v is negative", timeout)
+			if err := nonNegative("--grace", time.Hour).check(grace); err != nil {
+				return err
+			}
+			if err := nonNegative("--timeout", 365*24*time.Hour).check(timeout); err != nil {
+				return err
 			}
 			for flag, code := range map[string]int{"--conflict-exit-code": conflictCode, "--lost-exit-code": lostCode} {
 				if code < 1 || code > 255 {
