@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"coord/bench/failover"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -273,5 +275,21 @@ func TestUnreachableStoreEveryBackend(t *testing.T) {
 				t.Errorf("%d attempts but %d retries said on stderr:\n%s", attempts, said, stderr)
 			}
 		})
+	}
+}
+
+// --check fails on a missed target only; without --check a miss is
+// reported and the command succeeds (runFailoverBench returns nil).
+func TestFailoverCheckFailsOnMissOnly(t *testing.T) {
+	met := []failover.TargetResult{{Target: failover.Target{Signal: "killed", P99MSLT: 50}, P99MS: 20, Met: true}}
+	if err := targetMisses(met); err != nil {
+		t.Errorf("targets met: %v", err)
+	}
+	missed := append(met, failover.TargetResult{Target: failover.Target{Signal: "terminated", P99MSLT: 10}, P99MS: 12})
+	if err := targetMisses(missed); err == nil || !strings.Contains(err.Error(), "target missed: terminated p99 12.00ms, not below 10ms") {
+		t.Errorf("a target missed: %v", err)
+	}
+	if err := targetMisses(nil); err != nil {
+		t.Errorf("no target applies: %v", err)
 	}
 }
