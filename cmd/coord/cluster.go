@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -204,6 +205,7 @@ Insecure (--insecure): no TLS, no tokens. Try:
   curl -X POST -d '{"holder":"me","ttl_ms":5000}' http://%[1]s/v1/leases/demo/acquire
   coord elect --store raft://%[3]s --name demo
   coord cluster status --dir %[4]s
+  open http://%[1]s/ui/ in a browser: the live page of the cluster
 `, eps[0], eps[len(eps)-1], strings.Join(eps, ","), dir)
 	} else {
 		fmt.Fprintf(w, `
@@ -215,6 +217,8 @@ certificates and the admin token are in %[5]s. Try:
   coord elect --store raft:// --name demo
   coord auth token create --role read --prefix app/
   coord cluster status
+  coord auth token create --role read --name dashboard, then open https://%[1]s/ui/
+    in a browser that trusts %[5]s/ca.crt (docs/ui.md): the live page of the cluster
 `, eps[0], eps[len(eps)-1], strings.Join(eps, ","), dir, filepath.Join(dir, localcluster.TLSDir))
 	}
 	if detach {
@@ -226,60 +230,69 @@ certificates and the admin token are in %[5]s. Try:
 
 func newClusterStatusCmd() *cobra.Command {
 	var (
-		access  accessFlags
-		jsonOut bool
+		access   accessFlags
+		watch    bool
+		interval time.Duration
+		jsonOut  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "status [--dir DIR | --endpoints ADDR,... [--cacert FILE]] [--json]",
+		Use:   "status [--dir DIR | --endpoints ADDR,... [--cacert FILE]] [--watch [--interval 1s]] [--json]",
 		Short: "Show every node's role, term, leader and indexes",
 		Long: `Show every node's role, term, leader and indexes. The nodes are those of
 --endpoints, else of $COORD_ENDPOINTS (with $COORD_CACERT, as coord cluster
 env sets them), else of the cluster in --dir. Status needs no token.
 
+With --watch it asks again every --interval until interrupted: on a
+terminal it redraws the table in place; otherwise it prints a table, with
+the time, each time one changes. A node that does not answer shows as down
+and the watch goes on. Every coord server also serves a live page at
+/ui/ (docs/ui.md).
+
 With --json, one JSON object: {"nodes": [{"endpoint", "status", "error"}]},
 where status is the node's GET /v1/status answer (docs/API.md) and error
-says why a node did not answer. The exit status is 1 if no node answered.`,
+says why a node did not answer. With --watch --json, JSON Lines: one such
+object, with a "time" field, each time one changes. Without --watch the
+exit status is 1 if no node answered.`,
 		Example: `  coord cluster status --dir /tmp/c
-  eval "$(coord cluster env --dir /tmp/c)" && coord cluster status --json`,
+  eval "$(coord cluster env --dir /tmp/c)" && coord cluster status --json
+  coord cluster status --dir /tmp/c --watch --interval 2s`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if interval <= 0 {
+				return usagef("--interval %v: want a positive duration", interval)
+			}
 			eps, acc, err := access.resolve(cmd, os.Getenv)
 			if err != nil {
 				return err
 			}
-			sts, errs := localcluster.StatusAll(cmd.Context(), eps, acc)
-			if jsonOut {
-				return writeStatusJSON(cmd.OutOrStdout(), eps, sts, errs)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODE\tHTTP\tROLE\tTERM\tLEADER\tCOMMIT\tAPPLIED\tMEMBERS")
-			down := 0
-			for i, ep := range eps {
-				if errs[i] != nil {
-					down++
-					fmt.Fprintf(tw, "?\t%s\tdown\t\t\t\t\t%v\n", ep, errs[i])
-					continue
-				}
-				st := sts[i]
-				var members []string
-				for _, m := range st.Members {
-					s := fmt.Sprint(m.ID)
-					if !m.Voter {
-						s += "(learner)"
+			if !watch {
+				if jsonOut {
+					r, answered := statusReportOf(cmd.Context(), eps, acc)
+					if err := writeJSON(cmd.OutOrStdout(), r); err != nil {
+						return err
 					}
-					members = append(members, s)
+					if answered == 0 {
+						return errors.New("no node answered")
+					}
+					return nil
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", st.ID, ep, st.Role, st.Term, st.Leader, st.Commit, st.Applied, strings.Join(members, ","))
+				table, down := statusTable(cmd.Context(), eps, acc)
+				fmt.Fprint(cmd.OutOrStdout(), table)
+				if down == len(eps) {
+					return errors.New("no node answered")
+				}
+				return nil
 			}
-			tw.Flush()
-			if down == len(eps) {
-				return errors.New("no node answered")
+			if jsonOut {
+				return watchStatusJSON(cmd.Context(), cmd.OutOrStdout(), eps, acc, interval)
 			}
-			return nil
+			return watchStatus(cmd.Context(), cmd.OutOrStdout(), eps, acc, interval)
 		},
 	}
 	access.register(cmd)
-	addJSONFlag(cmd, &jsonOut, "print one JSON object: every node's status, or why it did not answer")
+	cmd.Flags().BoolVar(&watch, "watch", false, "ask again every --interval until interrupted")
+	cmd.Flags().DurationVar(&interval, "interval", time.Second, "time between two looks, with --watch")
+	addJSONFlag(cmd, &jsonOut, "print one JSON object: every node's status, or why it did not answer (JSON Lines with --watch)")
 	return cmd
 }
 
@@ -295,7 +308,10 @@ type nodeReport struct {
 	Error    string          `json:"error,omitempty"`
 }
 
-func writeStatusJSON(w io.Writer, eps []string, sts []api.NodeStatus, errs []error) error {
+// statusReportOf asks every endpoint for its status and returns the
+// report and how many answered.
+func statusReportOf(ctx context.Context, eps []string, acc localcluster.Access) (statusReport, int) {
+	sts, errs := localcluster.StatusAll(ctx, eps, acc)
 	r := statusReport{Nodes: make([]nodeReport, len(eps))}
 	answered := 0
 	for i, ep := range eps {
@@ -307,13 +323,109 @@ func writeStatusJSON(w io.Writer, eps []string, sts []api.NodeStatus, errs []err
 		answered++
 		r.Nodes[i].Status = &sts[i]
 	}
-	if err := writeJSON(w, r); err != nil {
-		return err
+	return r, answered
+}
+
+// watchStatusJSON prints, as JSON Lines, the status report each time it
+// changes, looking every interval until ctx is done.
+func watchStatusJSON(ctx context.Context, w io.Writer, eps []string, acc localcluster.Access, interval time.Duration) error {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	var last []byte
+	for {
+		lookCtx, cancel := context.WithTimeout(ctx, max(interval, 500*time.Millisecond))
+		r, _ := statusReportOf(lookCtx, eps, acc)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		cur, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(cur, last) {
+			line := struct {
+				Time string `json:"time"`
+				statusReport
+			}{time.Now().UTC().Format(time.RFC3339), r}
+			if err := json.NewEncoder(w).Encode(line); err != nil {
+				return err
+			}
+		}
+		last = cur
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
 	}
-	if answered == 0 {
-		return errors.New("no node answered")
+}
+
+// statusTable asks every endpoint for its status and returns the table,
+// and how many did not answer.
+func statusTable(ctx context.Context, eps []string, acc localcluster.Access) (string, int) {
+	sts, errs := localcluster.StatusAll(ctx, eps, acc)
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tHTTP\tROLE\tTERM\tLEADER\tCOMMIT\tAPPLIED\tMEMBERS")
+	down := 0
+	for i, ep := range eps {
+		if errs[i] != nil {
+			down++
+			fmt.Fprintf(tw, "?\t%s\tdown\t\t\t\t\t%v\n", ep, errs[i])
+			continue
+		}
+		st := sts[i]
+		var members []string
+		for _, m := range st.Members {
+			s := fmt.Sprint(m.ID)
+			if !m.Voter {
+				s += "(learner)"
+			}
+			members = append(members, s)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", st.ID, ep, st.Role, st.Term, st.Leader, st.Commit, st.Applied, strings.Join(members, ","))
 	}
-	return nil
+	tw.Flush()
+	return b.String(), down
+}
+
+// watchStatus prints the status table every interval until ctx is done:
+// redrawn in place on a terminal, else printed when it changes.
+func watchStatus(ctx context.Context, w io.Writer, eps []string, acc localcluster.Access, interval time.Duration) error {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	var last string
+	for {
+		// Each look gets at most one interval, so a node that hangs
+		// cannot stop the refresh.
+		lookCtx, cancel := context.WithTimeout(ctx, max(interval, 500*time.Millisecond))
+		table, _ := statusTable(lookCtx, eps, acc)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		now := time.Now().Format("15:04:05")
+		switch {
+		case tty:
+			// Home the cursor and clear the screen, then draw.
+			fmt.Fprintf(w, "\x1b[H\x1b[2Jcoord cluster status at %s, every %v (Ctrl-C stops)\n\n%s", now, interval, table)
+		case table != last:
+			fmt.Fprintf(w, "%s\n%s\n", now, table)
+		}
+		last = table
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
 }
 
 func newClusterEnvCmd() *cobra.Command {

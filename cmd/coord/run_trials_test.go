@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -137,9 +138,10 @@ func trialStores(t testing.TB) []trialStore {
 			t.Logf("%s is not set: no trials on %s", s.env, s.name)
 			continue
 		}
-		// A renew deadline of a third of the TTL: 1.3 s, so that a store
-		// slowed by a loaded machine does not lose the lease mid-trial.
-		stores = append(stores, trialStore{name: s.name, ttl: 4 * time.Second, url: func(_ string, trial int) string {
+		// coord run's renew deadline is a third of the TTL: 2 s here, so
+		// that a store slowed by a loaded machine does not lose the lease
+		// mid-trial (at 4 s, CI at load 20 saw etcd miss 1.3 s).
+		stores = append(stores, trialStore{name: s.name, ttl: 6 * time.Second, url: func(_ string, trial int) string {
 			return fmt.Sprintf("%s#%s-%d", base, prefix, trial)
 		}})
 	}
@@ -261,14 +263,34 @@ type trialProc struct {
 	cmd    *exec.Cmd
 	stdout chan string
 	stderr chan string
-	errBuf *bytes.Buffer
+	errBuf *lockedBuffer
 	done   chan struct{}
+}
+
+// lockedBuffer is a bytes.Buffer that the scanning goroutine writes while
+// the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) WriteString(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.WriteString(s)
+}
+
+// String returns what has been written so far.
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func startTrialProc(t testing.TB, name string, args ...string) *trialProc {
 	t.Helper()
 	p := &trialProc{cmd: exec.Command(name, args...), stdout: make(chan string, 1<<12), stderr: make(chan string, 1<<12),
-		errBuf: &bytes.Buffer{}, done: make(chan struct{})}
+		errBuf: &lockedBuffer{}, done: make(chan struct{})}
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -280,7 +302,7 @@ func startTrialProc(t testing.TB, name string, args ...string) *trialProc {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	scan := func(r io.Reader, ch chan string, keep *bytes.Buffer) chan struct{} {
+	scan := func(r io.Reader, ch chan string, keep *lockedBuffer) chan struct{} {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -340,6 +362,13 @@ func (p *trialProc) waitStderr(t testing.TB, want string, limit time.Duration) {
 // wait waits for the process (bounded) and its output.
 func (p *trialProc) wait(t testing.TB) {
 	t.Helper()
+	// Read the output to its end before Wait closes the pipes (os/exec:
+	// Wait must not be called before reads from the pipes complete). A
+	// descendant that kept a pipe open would hold it: bounded.
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+	}
 	exited := make(chan struct{})
 	go func() {
 		p.cmd.Wait()
