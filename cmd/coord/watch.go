@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"coord/lease"
@@ -19,7 +20,7 @@ func newWatchCmd() *cobra.Command {
 		jsonOut     bool
 	)
 	cmd := &cobra.Command{
-		Use:   "watch --store URL [--name NAME]",
+		Use:   "watch [--store URL] [--name NAME] [--json]",
 		Short: "Print a lease's holder, token and expiry as they change, without campaigning",
 		Long: `Watch a lease as a passive observer: print its holder, fencing token and
 expiry now, and again at every change (acquired, renewed, freed), until
@@ -43,8 +44,9 @@ With --json, each line is {"time", "name", "change", "holder", "token",
   coord watch --store raft:// --name demo     # a coord cluster: endpoints, CA and token from coord cluster env`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			store = storeFromEnv(cmd, store, os.Getenv)
 			if store == "" {
-				return usagef("--store is required (e.g. --store file:///tmp/leader.lock)")
+				return usagef("--store or $%s is required (e.g. --store file:///tmp/leader.lock)", envStore)
 			}
 			b, err := lease.Open(cmd.Context(), store)
 			if err != nil {
@@ -64,9 +66,9 @@ With --json, each line is {"time", "name", "change", "holder", "token",
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&store, "store", "", "lease store URL, e.g. file:///tmp/leader.lock (required)")
+	fl.StringVar(&store, "store", "", "lease store URL, e.g. file:///tmp/leader.lock (default $"+envStore+"; one of them is required)")
 	fl.StringVar(&name, "name", "", "lease name (default: the lock file's name for file://, else \"coord\")")
-	fl.BoolVar(&jsonOut, "json", false, "print one JSON object per line")
+	fl.BoolVar(&jsonOut, "json", false, "print JSON Lines: one JSON object per change")
 	return cmd
 }
 
