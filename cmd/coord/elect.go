@@ -30,6 +30,8 @@ type leaseFlags struct {
 	// connectTimeout bounds the wait for an unreachable store at the
 	// start (0: forever).
 	connectTimeout time.Duration
+	// metricsAddr is where Prometheus metrics are served ("" for none).
+	metricsAddr string
 }
 
 // connectTimeoutDefault is how long elect and run wait for a store that
@@ -46,6 +48,7 @@ func (f *leaseFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.renewInterval, "renew-interval", 0, "time between renewals (default scales with --ttl)")
 	fl.DurationVar(&f.retryPeriod, "retry-period", 0, "time between retries (default scales with --ttl)")
 	fl.DurationVar(&f.connectTimeout, "connect-timeout", connectTimeoutDefault, "give up (exit 1) if the store does not answer within this at the start; 0 waits forever")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9100 (default: none; port 0 picks a free one, logged)")
 }
 
 // resolve fills --store from $COORD_STORE when the flag is absent, and
@@ -64,6 +67,9 @@ func (f *leaseFlags) resolve(cmd *cobra.Command, getenv func(string) string) err
 				return err
 			}
 		}
+	}
+	if err := checkMetricsAddr(f.metricsAddr); err != nil {
+		return err
 	}
 	return nonNegative("--connect-timeout", connectTimeoutMax).check(f.connectTimeout)
 }
@@ -210,9 +216,19 @@ ttl > renew-deadline > renew-interval > 0.
 A store in a state that waiting will not mend (a lock file this user may
 not replace, an immutable one) ends the command after three attempts: a
 leader first prints lost with the reason; the last line on stderr names the
-file and the reason, and the exit status is 1.`,
+file and the reason, and the exit status is 1.
+
+With --metrics-addr ADDR, Prometheus metrics are served at
+http://ADDR/metrics while the command runs: coord_elector_is_leader,
+_elected_total, _lost_total{reason}, _released_total,
+_leader_changes_total, _token, _observed_token,
+_lease_expiry_timestamp_seconds, _last_renew_timestamp_seconds,
+_seconds_since_last_renew, the _renew_seconds and _acquire_seconds
+histograms, and _info (docs/leases.md). Bind it to loopback unless the
+network may read them.`,
 		Example: `  coord elect --store file:///tmp/leader.lock
   coord elect --store file:///tmp/leader.lock --id a --ttl 3s --json
+  coord elect --store file:///tmp/leader.lock --metrics-addr 127.0.0.1:9100  # then: curl 127.0.0.1:9100/metrics
   coord elect --store raft:// --name demo    # a coord cluster: endpoints, CA and token from coord cluster env
   coord elect --store 'raft://127.0.0.1:8001,127.0.0.1:8002?cacert=ca.crt&token_file=app.token'`,
 		Args: usageArgs(cobra.NoArgs),
@@ -229,9 +245,14 @@ file and the reason, and the exit status is 1.`,
 				return err
 			}
 			defer b.Close()
+			ms, err := startMetrics(f.metricsAddr, f.store, cfg)
+			if err != nil {
+				return err
+			}
+			defer ms.stop()
 			out := newElectPrinter(cmd.OutOrStdout(), cfg.Holder, jsonOut)
-			cfg.Callbacks = out.callbacks(cfg.Holder)
-			e, err := lease.NewElector(b, cfg)
+			cfg.Callbacks = ms.callbacks(out.callbacks(cfg.Holder))
+			e, err := lease.NewElector(ms.backend(b), cfg)
 			if err != nil {
 				return &usageError{err: err}
 			}
