@@ -226,7 +226,8 @@ func TestStoreFromEnvironment(t *testing.T) {
 	}
 }
 
-// A store nobody answers for is handled the same way by every backend:
+// A store nobody answers for is handled the same way by every backend and
+// every command that uses one (elect, watch, run):
 // retries said on stderr, then, after --connect-timeout, exit 1 with one
 // error line naming the flag, the store and the last error.
 func TestUnreachableStoreEveryBackend(t *testing.T) {
@@ -243,38 +244,41 @@ func TestUnreachableStoreEveryBackend(t *testing.T) {
 		"zk://" + addr,
 		"raft://" + addr,
 	} {
-		t.Run(strings.Split(store, ":")[0], func(t *testing.T) {
-			done := make(chan struct{})
-			var (
-				code   int
-				stderr string
-			)
-			go func() {
-				defer close(done)
-				code, _, stderr = runCLI(t, "elect", "--store", store, "--name", "x", "--connect-timeout", "2s")
-			}()
-			select {
-			case <-done:
-			case <-time.After(2 * time.Minute): // a hang guard, far above the 2 s asked
-				t.Fatalf("elect --store %s --connect-timeout 2s did not give up", store)
-			}
-			lines := strings.Split(strings.TrimSpace(stderr), "\n")
-			last := lines[len(lines)-1]
-			if code != exitFailure || !strings.HasPrefix(last, "coord: --store "+redactURL(store)+": no answer within --connect-timeout 2s (") ||
-				!strings.Contains(last, "--connect-timeout 0 waits forever") {
-				t.Errorf("exit %d, last stderr line %q; want 1 and the flag, the store and the attempts named", code, last)
-			}
-			// Stores whose clients retry inside one call (etcd, ZooKeeper,
-			// coord's cluster) may spend the 2 s in one attempt; every
-			// attempt retried is said on stderr.
-			var attempts int
-			if _, err := fmt.Sscanf(last[strings.Index(last, "(")+1:], "%d attempt", &attempts); err != nil {
-				t.Fatalf("last line %q does not count the attempts: %v", last, err)
-			}
-			if said := strings.Count(stderr, "store unreachable; retrying"); said != attempts-1 {
-				t.Errorf("%d attempts but %d retries said on stderr:\n%s", attempts, said, stderr)
-			}
-		})
+		for _, command := range [][]string{{"elect"}, {"watch"}, {"run", "--", "true"}} {
+			t.Run(command[0]+"/"+strings.Split(store, ":")[0], func(t *testing.T) {
+				done := make(chan struct{})
+				var (
+					code   int
+					stderr string
+				)
+				args := append([]string{command[0], "--store", store, "--name", "x", "--connect-timeout", "2s"}, command[1:]...)
+				go func() {
+					defer close(done)
+					code, _, stderr = runCLI(t, args...)
+				}()
+				select {
+				case <-done:
+				case <-time.After(2 * time.Minute): // a hang guard, far above the 2 s asked
+					t.Fatalf("%v did not give up", args)
+				}
+				lines := strings.Split(strings.TrimSpace(stderr), "\n")
+				last := lines[len(lines)-1]
+				if code != exitFailure || !strings.HasPrefix(last, "coord: --store "+redactURL(store)+": no answer within --connect-timeout 2s (") ||
+					!strings.Contains(last, "--connect-timeout 0 waits forever") {
+					t.Errorf("exit %d, last stderr line %q; want 1 and the flag, the store and the attempts named", code, last)
+				}
+				// Stores whose clients retry inside one call (etcd, ZooKeeper,
+				// coord's cluster) may spend the 2 s in one attempt; every
+				// attempt retried is said on stderr.
+				var attempts int
+				if _, err := fmt.Sscanf(last[strings.Index(last, "(")+1:], "%d attempt", &attempts); err != nil {
+					t.Fatalf("last line %q does not count the attempts: %v", last, err)
+				}
+				if said := strings.Count(stderr, "store unreachable; retrying"); said != attempts-1 {
+					t.Errorf("%d attempts but %d retries said on stderr:\n%s", attempts, said, stderr)
+				}
+			})
+		}
 	}
 }
 
