@@ -65,12 +65,28 @@ func TestWriteTextRatiosAndTargets(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"SIGKILL: the articles' median gap is 900x coord's",
-		"target SIGKILL p99 < 50ms: met (20.00ms)",
-		"target SIGTERM p99 < 10ms: MISSED (12.00ms)",
+		"SIGKILL: target met: p99 20.00ms, below 50ms",
+		"SIGTERM: target missed: p99 12.00ms, not below 10ms",
 		"articles  SIGKILL       10     0.00ms      9.00s     12.00s",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "no target applies") {
+		t.Errorf("the file store has targets:\n%s", out)
+	}
+	// Another store gets no verdict: its gap after SIGKILL is its TTL.
+	cfg.Store = "redis://127.0.0.1:6379/0"
+	b.Reset()
+	WriteText(&b, cfg, results)
+	if out := b.String(); strings.Contains(out, "target met") || strings.Contains(out, "target missed") || !strings.Contains(out, "no target applies to this store") {
+		t.Errorf("redis report:\n%s", out)
+	}
+	if got := CheckTargets("file:///tmp/x.lock", results); len(got) != 2 || !got[0].Met || got[1].Met {
+		t.Errorf("CheckTargets(file) = %+v; want SIGKILL met, SIGTERM missed", got)
+	}
+	if got := CheckTargets("postgres://x/y", results); got != nil {
+		t.Errorf("CheckTargets(postgres) = %+v; want none", got)
 	}
 }

@@ -28,12 +28,17 @@ SHA-256 hash; the token is shown once, when it is made.
 
 These commands need an admin token: --token-file, or $COORD_TOKEN as
 coord cluster env sets it (see docs/security.md).`,
+		Example: `  eval "$(coord cluster env --dir /tmp/c)"
+  coord auth token create --role read --prefix app/`,
 		Args: usageArgs(cobra.NoArgs),
 	}
 	token := &cobra.Command{
 		Use:   "token",
 		Short: "Create, list and revoke tokens",
-		Args:  usageArgs(cobra.NoArgs),
+		Example: `  coord auth token create --role write --prefix billing/ --name billing
+  coord auth token list --json
+  coord auth token revoke 17`,
+		Args: usageArgs(cobra.NoArgs),
 	}
 	token.AddCommand(newTokenCreateCmd(), newTokenListCmd(), newTokenRevokeCmd())
 	cmd.AddCommand(token)
@@ -66,8 +71,9 @@ func newTokenCreateCmd() *cobra.Command {
 'TOKEN=$(coord auth token create --role read)' keeps it; its id and what
 it may do go to stderr. --prefix limits both keys and lease names;
 --key-prefix and --lease-prefix limit each. An admin token has no prefix.`,
-		Example: `  coord auth token create --role write --prefix billing/ --name billing`,
-		Args:    usageArgs(cobra.NoArgs),
+		Example: `  coord auth token create --role write --prefix billing/ --name billing
+  TOKEN=$(coord auth token create --role read --prefix app/)`,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := api.ParseTokenRole(role)
 			if err != nil {
@@ -103,17 +109,25 @@ it may do go to stderr. --prefix limits both keys and lease names;
 	fl.StringVar(&keyP, "key-prefix", "", "limit the token to keys starting with this")
 	fl.StringVar(&leaseP, "lease-prefix", "", "limit the token to lease names starting with this")
 	fl.StringVar(&name, "name", "", "a label for people")
-	fl.BoolVar(&jsonOut, "json", false, "print the token and its description as JSON")
+	addJSONFlag(cmd, &jsonOut, "print one JSON object: the token and its description")
 	access.register(cmd)
 	return cmd
 }
 
 func newTokenListCmd() *cobra.Command {
-	var access accessFlags
+	var (
+		access  accessFlags
+		jsonOut bool
+	)
 	cmd := &cobra.Command{
-		Use:   "list",
+		Use:   "list [--json]",
 		Short: "List the tokens: ids, roles, prefixes and names (never the tokens)",
-		Args:  usageArgs(cobra.NoArgs),
+		Long: `List the cluster's tokens: id, role, prefixes and name; the cluster never
+had the tokens themselves to show. With --json, one JSON object:
+{"tokens": [{"id", "role", "key_prefix", "lease_prefix", "name"}]}.`,
+		Example: `  coord auth token list
+  coord auth token list --json`,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := adminClient(cmd, access)
 			if err != nil {
@@ -125,6 +139,12 @@ func newTokenListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if jsonOut {
+				if toks == nil {
+					toks = []api.Token{}
+				}
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"tokens": toks})
+			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tROLE\tKEY PREFIX\tLEASE PREFIX\tNAME")
 			for _, t := range toks {
@@ -134,15 +154,22 @@ func newTokenListCmd() *cobra.Command {
 		},
 	}
 	access.register(cmd)
+	addJSONFlag(cmd, &jsonOut, "print one JSON object listing the tokens")
 	return cmd
 }
 
 func newTokenRevokeCmd() *cobra.Command {
-	var access accessFlags
+	var (
+		access  accessFlags
+		jsonOut bool
+	)
 	cmd := &cobra.Command{
-		Use:   "revoke ID",
+		Use:   "revoke ID [--json]",
 		Short: "Revoke a token: every node refuses it once it has applied the revocation",
-		Args:  usageArgs(cobra.ExactArgs(1)),
+		Long: `Revoke the token with this id ('coord auth token list' shows them). With
+--json, one JSON object: {"revoked": ID, "revision": N}.`,
+		Example: `  coord auth token revoke 17`,
+		Args:    usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := strconv.ParseUint(args[0], 10, 64)
 			if err != nil || id == 0 {
@@ -158,10 +185,14 @@ func newTokenRevokeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if jsonOut {
+				return writeJSON(cmd.OutOrStdout(), map[string]uint64{"revoked": id, "revision": rev})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "revoked token %d at revision %d\n", id, rev)
 			return nil
 		},
 	}
 	access.register(cmd)
+	addJSONFlag(cmd, &jsonOut, "print one JSON object naming the token and the revision")
 	return cmd
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"coord/bench"
 	"coord/bench/latency"
 	"coord/lease"
 )
@@ -53,21 +53,32 @@ directory.`,
 	}
 	fl := cmd.Flags()
 	// A string array, not a slice: etcd URLs contain commas.
-	fl.StringArrayVar(&f.stores, "store", nil, "lease store URL (repeat for several)")
+	fl.StringArrayVar(&f.stores, "store", nil, "lease store URL (repeat for several; default $"+envStore+", else an SQLite file and a lock file)")
 	fl.IntVar(&f.iterations, "iterations", 500, "iterations per store")
 	fl.DurationVar(&f.ttl, "ttl", 10*time.Second, "lease TTL (whole seconds suit every store)")
-	fl.BoolVar(&f.jsonOut, "json", false, "print the results as JSON")
+	addJSONFlag(cmd, &f.jsonOut, "print one JSON object: the machine, the settings and a result per store and operation")
 	return cmd
+}
+
+// latencyReport is coord bench latency --json: one object.
+type latencyReport struct {
+	Machine    string          `json:"machine"`
+	Iterations int             `json:"iterations"`
+	TTL        string          `json:"ttl"`
+	Results    []latency.Stats `json:"results"`
 }
 
 func runLatencyBench(ctx context.Context, stdout, stderr io.Writer, f latencyFlags) error {
 	if f.iterations < 1 {
 		return usagef("--iterations %d: want at least 1", f.iterations)
 	}
-	if f.ttl <= 0 {
-		return usagef("--ttl %v is not positive", f.ttl)
+	if err := ttlBounds.check(f.ttl); err != nil {
+		return err
 	}
 	stores := f.stores
+	if len(stores) == 0 && os.Getenv(envStore) != "" {
+		stores = []string{os.Getenv(envStore)}
+	}
 	if len(stores) == 0 {
 		dir, err := os.MkdirTemp("", "coord-bench-latency-*")
 		if err != nil {
@@ -104,9 +115,7 @@ func runLatencyBench(ctx context.Context, stdout, stderr io.Writer, f latencyFla
 		results = append(results, stats...)
 	}
 	if f.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(results)
+		return writeJSON(stdout, latencyReport{Machine: bench.Machine(), Iterations: f.iterations, TTL: f.ttl.String(), Results: results})
 	}
 	latency.WriteText(stdout, f.iterations, f.ttl, results)
 	return nil

@@ -31,10 +31,11 @@ func TestBenchLatencyJSON(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	var results []latency.Stats
-	if err := json.Unmarshal([]byte(stdout), &results); err != nil {
-		t.Fatalf("output is not JSON: %v\n%s", err, stdout)
+	var report latencyReport
+	if err := json.Unmarshal([]byte(stdout), &report); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, stdout)
 	}
+	results := report.Results
 	ops := map[string]latency.Stats{}
 	for _, r := range results {
 		ops[r.Op] = r

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"coord/api"
 	"coord/server/localcluster"
 )
 
@@ -66,6 +69,8 @@ func TestClusterLifecycle(t *testing.T) {
 	})
 	// status --watch prints a table, then another when one changes.
 	tables := startCLI(t, "cluster", "status", "--watch", "--interval", "50ms", "--dir", dir)
+	// With --json, JSON Lines: one report with its time per change.
+	reports := startCLI(t, "cluster", "status", "--watch", "--json", "--interval", "50ms", "--dir", dir)
 	must("cluster", "add", "--id", "4", "--dir", dir)
 	must("cluster", "remove", "--id", "2", "--dir", dir)
 	statusUntil("members 1,3,4 on every node after add 4 and remove 2", func(out string) bool {
@@ -81,6 +86,28 @@ func TestClusterLifecycle(t *testing.T) {
 		if strings.HasSuffix(line, "1,3,4") {
 			break
 		}
+	}
+	for deadline := time.After(30 * time.Second); ; {
+		var line string
+		select {
+		case line = <-reports:
+		case <-deadline:
+			t.Fatal("status --watch --json never reported node 4 as a member")
+		}
+		var r struct {
+			Time  string       `json:"time"`
+			Nodes []nodeReport `json:"nodes"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil || r.Time == "" || len(r.Nodes) == 0 {
+			t.Fatalf("status --watch --json line %q: %v", line, err)
+		}
+		if st := r.Nodes[0].Status; st != nil && slices.ContainsFunc(st.Members, func(m api.Member) bool { return m.ID == 4 && m.Voter }) {
+			break
+		}
+	}
+	var once statusReport
+	if err := json.Unmarshal([]byte(must("cluster", "status", "--json", "--dir", dir)), &once); err != nil || len(once.Nodes) != 3 {
+		t.Fatalf("status --json: %+v, %v", once, err)
 	}
 	out = must("cluster", "down", "--dir", dir)
 	if !strings.Contains(out, "stopped 3 nodes") {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"slices"
@@ -26,17 +27,51 @@ type leaseFlags struct {
 	renewDeadline time.Duration
 	renewInterval time.Duration
 	retryPeriod   time.Duration
+	// connectTimeout bounds the wait for an unreachable store at the
+	// start (0: forever).
+	connectTimeout time.Duration
+	// metricsAddr is where Prometheus metrics are served ("" for none).
+	metricsAddr string
 }
+
+// connectTimeoutDefault is how long elect and run wait for a store that
+// does not answer at the start before they give up.
+const connectTimeoutDefault = 15 * time.Second
 
 func (f *leaseFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.store, "store", "", "lease store URL, e.g. file:///tmp/leader.lock (required)")
+	fl.StringVar(&f.store, "store", "", "lease store URL, e.g. file:///tmp/leader.lock (default $"+envStore+"; one of them is required)")
 	fl.StringVar(&f.name, "name", "", "lease name (default: the URL's #fragment, or the lock file's name for file://; required for other stores)")
 	fl.StringVar(&f.id, "id", "", "this participant's identity (default HOSTNAME-PID)")
-	fl.DurationVar(&f.ttl, "ttl", 9*time.Second, "lease time to live")
+	fl.DurationVar(&f.ttl, "ttl", 9*time.Second, fmt.Sprintf("lease time to live (%v to %v)", ttlBounds.min, ttlBounds.max))
 	fl.DurationVar(&f.renewDeadline, "renew-deadline", 0, "step down if not renewed within this (default scales with --ttl)")
 	fl.DurationVar(&f.renewInterval, "renew-interval", 0, "time between renewals (default scales with --ttl)")
 	fl.DurationVar(&f.retryPeriod, "retry-period", 0, "time between retries (default scales with --ttl)")
+	fl.DurationVar(&f.connectTimeout, "connect-timeout", connectTimeoutDefault, "give up (exit 1) if the store does not answer within this at the start; 0 waits forever")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9100 (default: none; port 0 picks a free one, logged)")
+}
+
+// resolve fills --store from $COORD_STORE when the flag is absent, and
+// checks the durations against their documented bounds.
+func (f *leaseFlags) resolve(cmd *cobra.Command, getenv func(string) string) error {
+	f.store = storeFromEnv(cmd, f.store, getenv)
+	if err := ttlBounds.check(f.ttl); err != nil {
+		return err
+	}
+	for _, o := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--renew-deadline", f.renewDeadline}, {"--renew-interval", f.renewInterval}, {"--retry-period", f.retryPeriod}} {
+		if cmd.Flags().Changed(o.flag[2:]) {
+			if err := positive(o.flag, leaseTimingMin, ttlBounds.max).check(o.v); err != nil {
+				return err
+			}
+		}
+	}
+	if err := checkMetricsAddr(f.metricsAddr); err != nil {
+		return err
+	}
+	return nonNegative("--connect-timeout", connectTimeoutMax).check(f.connectTimeout)
 }
 
 // config returns the Elector config the flags describe, validated; scaled
@@ -44,7 +79,7 @@ func (f *leaseFlags) register(cmd *cobra.Command) {
 // errors, reported before the store is touched.
 func (f *leaseFlags) config(scaled lease.Config) (lease.Config, error) {
 	if f.store == "" {
-		return lease.Config{}, usagef("--store is required (e.g. --store file:///tmp/leader.lock)")
+		return lease.Config{}, usagef("--store is required, or $%s (e.g. --store file:///tmp/leader.lock)", envStore)
 	}
 	cfg := scaled
 	for _, o := range []struct {
@@ -100,12 +135,32 @@ func (f *leaseFlags) openStore(ctx context.Context, cfg *lease.Config) (lease.Ba
 	} else if err == nil && cfg.Name == "" && u.Scheme != "file" && slices.Contains(lease.Schemes(), u.Scheme) {
 		return nil, usagef("--name is required for %s:// stores (or name the lease in the URL: %s#NAME)", u.Scheme, u.Redacted())
 	}
-	b, err := lease.Open(ctx, store)
-	if err != nil {
-		if errors.Is(err, lease.ErrInvalid) {
-			return nil, &usageError{err: fmt.Errorf("--store: %w", err)}
+	open := func(ctx context.Context) (lease.Backend, error) { return lease.Open(ctx, store) }
+	probe := func(ctx context.Context, b lease.Backend) error {
+		name := cfg.Name
+		if name == "" {
+			name = lease.DefaultName(b, "")
 		}
-		return nil, err
+		if name == "" {
+			return nil // reported below
+		}
+		_, err := b.Get(ctx, name)
+		return err
+	}
+	b, err := lease.Connect(ctx, open, probe, lease.ConnectConfig{Timeout: f.connectTimeout,
+		OnRetry: func(attempt int, err error, wait time.Duration) {
+			slog.Warn("store unreachable; retrying", "store", redactURL(store), "attempt", attempt, "retry_in", wait.Round(time.Millisecond),
+				"gives_up_in", giveUpIn(f.connectTimeout), "err", err)
+		}})
+	var unreachable *lease.UnreachableError
+	switch {
+	case errors.As(err, &unreachable):
+		return nil, fmt.Errorf("--store %s: no answer within --connect-timeout %v (%s; --connect-timeout 0 waits forever): %w",
+			redactURL(store), f.connectTimeout, unreachable.AttemptsString(), unreachable.Last)
+	case errors.Is(err, lease.ErrInvalid):
+		return nil, &usageError{err: fmt.Errorf("--store: %w", err)}
+	case err != nil:
+		return nil, fmt.Errorf("--store %s: %w", redactURL(store), err)
 	}
 	if cfg.Name == "" {
 		cfg.Name = lease.DefaultName(b, "")
@@ -115,6 +170,23 @@ func (f *leaseFlags) openStore(ctx context.Context, cfg *lease.Config) (lease.Ba
 		return nil, usagef("--name is required for this store")
 	}
 	return b, nil
+}
+
+// redactURL returns a store URL with its password hidden, for messages.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// giveUpIn says when Connect gives up, for the retry log line.
+func giveUpIn(timeout time.Duration) string {
+	if timeout == 0 {
+		return "never (--connect-timeout 0)"
+	}
+	return "--connect-timeout " + timeout.String()
 }
 
 func newElectCmd() *cobra.Command {
@@ -144,13 +216,26 @@ ttl > renew-deadline > renew-interval > 0.
 A store in a state that waiting will not mend (a lock file this user may
 not replace, an immutable one) ends the command after three attempts: a
 leader first prints lost with the reason; the last line on stderr names the
-file and the reason, and the exit status is 1.`,
+file and the reason, and the exit status is 1.
+
+With --metrics-addr ADDR, Prometheus metrics are served at
+http://ADDR/metrics while the command runs: coord_elector_is_leader,
+_elected_total, _lost_total{reason}, _released_total,
+_leader_changes_total, _token, _observed_token,
+_lease_expiry_timestamp_seconds, _last_renew_timestamp_seconds,
+_seconds_since_last_renew, the _renew_seconds and _acquire_seconds
+histograms, and _info (docs/leases.md). Bind it to loopback unless the
+network may read them.`,
 		Example: `  coord elect --store file:///tmp/leader.lock
   coord elect --store file:///tmp/leader.lock --id a --ttl 3s --json
+  coord elect --store file:///tmp/leader.lock --metrics-addr 127.0.0.1:9100  # then: curl 127.0.0.1:9100/metrics
   coord elect --store raft:// --name demo    # a coord cluster: endpoints, CA and token from coord cluster env
   coord elect --store 'raft://127.0.0.1:8001,127.0.0.1:8002?cacert=ca.crt&token_file=app.token'`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.resolve(cmd, os.Getenv); err != nil {
+				return err
+			}
 			cfg, err := f.config(lease.ScaledConfig(f.ttl))
 			if err != nil {
 				return err
@@ -160,9 +245,14 @@ file and the reason, and the exit status is 1.`,
 				return err
 			}
 			defer b.Close()
+			ms, err := startMetrics(f.metricsAddr, f.store, cfg)
+			if err != nil {
+				return err
+			}
+			defer ms.stop()
 			out := newElectPrinter(cmd.OutOrStdout(), cfg.Holder, jsonOut)
-			cfg.Callbacks = out.callbacks(cfg.Holder)
-			e, err := lease.NewElector(b, cfg)
+			cfg.Callbacks = ms.callbacks(out.callbacks(cfg.Holder))
+			e, err := lease.NewElector(ms.backend(b), cfg)
 			if err != nil {
 				return &usageError{err: err}
 			}

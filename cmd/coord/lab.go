@@ -67,7 +67,13 @@ articles' behaviour in this run), "failed" (coord was wrong), "unavailable"
 experiment failed or broke.
 
 Run one experiment at its full size with 'coord lab run NAME'; read what it
-shows, and what to predict, with 'coord lab run NAME --help'.`,
+shows, and what to predict, with 'coord lab run NAME --help'.
+
+With --json, one JSON object on stdout (the same as DIR/lab.json) instead
+of the tables; progress and the files' directory go to stderr.`,
+		Example: `  coord lab                          # quick mode, about 2 minutes on 2 cores
+  coord lab --out /tmp/lab -v        # results in /tmp/lab, details after the summary
+  coord lab --full --json > lab.json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := lab.Config{Quick: !full, Seed: f.seed}
@@ -82,25 +88,55 @@ shows, and what to predict, with 'coord lab run NAME --help'.`,
 }
 
 func newLabListCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "list [--json]",
 		Short: "List the experiments",
-		Args:  usageArgs(cobra.NoArgs),
+		Long: `List the experiments by rung, one line each. With --json, one JSON object:
+{"experiments": [{"name", "rung", "short", "shows", "articles", "quick",
+"full"}]}, quick and full being the sizes ({"trials", "procs"}).`,
+		Example: `  coord lab list
+  coord lab list --json`,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return report.WriteList(cmd.OutOrStdout(), lab.Experiments())
+			if !jsonOut {
+				return report.WriteList(cmd.OutOrStdout(), lab.Experiments())
+			}
+			type entry struct {
+				Name     string     `json:"name"`
+				Rung     string     `json:"rung"`
+				Short    string     `json:"short"`
+				Shows    string     `json:"shows"`
+				Articles string     `json:"articles"`
+				Quick    lab.Params `json:"quick"`
+				Full     lab.Params `json:"full"`
+			}
+			var list struct {
+				Experiments []entry `json:"experiments"`
+			}
+			for _, e := range lab.Experiments() {
+				list.Experiments = append(list.Experiments, entry{e.Name, e.Rung.String(), e.Short, e.Shows, e.Articles, e.Quick, e.Full})
+			}
+			return writeJSON(cmd.OutOrStdout(), list)
 		},
 	}
+	addJSONFlag(cmd, &jsonOut, "print one JSON object listing the experiments")
+	return cmd
 }
 
 // newLabRunCmd has one subcommand per registered experiment, so that
 // `coord lab run NAME --help` prints the experiment's own help.
 func newLabRunCmd() *cobra.Command {
 	run := &cobra.Command{
-		Use:   "run NAME [--trials N] [--procs N] [--quick] [--out DIR] [--json] [--seed N]",
+		Use:   "run NAME [flags]",
 		Short: "Run one experiment at its full size",
 		Long: `Run one experiment, at its full size unless --quick, and print what it
-measured. 'coord lab run NAME --help' says what the experiment shows and what
-to predict before running it. 'coord lab list' lists the names.`,
+measured. 'coord lab run NAME --help' says what the experiment shows, what
+to predict before running it, and its flags (--trials, --procs where it has
+the knob, --quick, --out, --json, --seed). 'coord lab list' lists the names.`,
+		Example: `  coord lab run race --quick
+  coord lab run exclusive-create --trials 20 --json
+  coord lab run race --help`,
 		Args: usageArgs(func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return fmt.Errorf("missing experiment name (see 'coord lab list')")
@@ -127,11 +163,18 @@ func newExperimentCmd(e lab.Experiment) *cobra.Command {
 	if e.Quick.Procs > 0 {
 		size += fmt.Sprintf(" x %d procs", e.Quick.Procs)
 	}
+	use := e.Name + " [--trials N] [--quick] [--out DIR] [--json] [--seed N]"
+	example := fmt.Sprintf("  coord lab run %s --quick\n  coord lab run %s --trials %d --json", e.Name, e.Name, e.Quick.Trials)
+	if e.Full.Procs > 0 {
+		use = e.Name + " [--trials N] [--procs N] [--quick] [--out DIR] [--json] [--seed N]"
+		example += fmt.Sprintf("\n  coord lab run %s --quick --procs %d", e.Name, e.Quick.Procs)
+	}
 	cmd := &cobra.Command{
-		Use:   e.Name,
-		Short: fmt.Sprintf("%s: %s", e.Rung, e.Short),
-		Long:  fmt.Sprintf("%s (%s)\n\n%s\n\nThe articles: %s.\nSize: %s.", e.Name, e.Rung, e.Help, e.Articles, size),
-		Args:  usageArgs(cobra.NoArgs),
+		Use:     use,
+		Example: example,
+		Short:   fmt.Sprintf("%s: %s", e.Rung, e.Short),
+		Long:    fmt.Sprintf("%s (%s)\n\n%s\n\nThe articles: %s.\nSize: %s.", e.Name, e.Rung, e.Help, e.Articles, size),
+		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := lab.Config{Quick: quick, Trials: trials, Procs: procs, Seed: f.seed}
 			if err := cfg.Validate(e); err != nil {

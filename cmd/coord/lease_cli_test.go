@@ -40,6 +40,13 @@ func TestLeaseCommandsBadInput(t *testing.T) {
 		{[]string{"--store", "file:///proc/1/leader.lock"}, "not writable"},
 		{[]string{"--store", "file://elsewhere/tmp/leader.lock"}, "this machine only"},
 		{[]string{"--ttl", "9s"}, "--store is required"},
+		{[]string{"--store", store, "--ttl", "1ms"}, "--ttl 1ms: below the minimum 1s"},
+		{[]string{"--store", store, "--ttl", "-3s"}, "--ttl -3s: below the minimum 1s"},
+		{[]string{"--store", store, "--ttl", "2h"}, "--ttl 2h0m0s: above the maximum 1h0m0s"},
+		{[]string{"--store", store, "--retry-period", "1ms"}, "--retry-period 1ms: below the minimum 50ms"},
+		{[]string{"--store", store, "--connect-timeout", "-1s"}, "--connect-timeout -1s: below the minimum 0s"},
+		{[]string{"--store", "sqlite://" + filepath.Join(dir, "missing", "leases.db"), "--name", "x"},
+			"directory " + filepath.Join(dir, "missing") + " does not exist: create it first (mkdir -p"},
 	}
 	for _, cmd := range []string{"elect", "run"} {
 		for _, tt := range tests {

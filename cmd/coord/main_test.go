@@ -61,7 +61,7 @@ func TestExitCodes(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	code, out, _ := runCLI(t, "version")
-	if code != exitOK || !strings.HasPrefix(out, "coord ") {
+	if code != exitOK || !strings.HasPrefix(out, "coord ") || !strings.Contains(out, "\nrevision: ") {
 		t.Fatalf("version: code %d, output %q", code, out)
 	}
 }

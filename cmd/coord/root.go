@@ -24,7 +24,16 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: `coord measures coordination from threads in one process, to processes on
 one machine, to machines on a network: a lab that reproduces every experiment
 of the Coordination series beside coord's fixes, leases with fencing tokens over
-swappable stores, and a Raft cluster.`,
+swappable stores, and a Raft cluster.
+
+Conventions shared by every command (docs/cli.md): --json prints one JSON
+object (JSON Lines for streams); COORD_STORE and the COORD_* cluster
+variables stand in for absent flags; exit status 0 success, 1 failure, 2
+usage error, plus coord run's own.`,
+		Example: `  coord lab                                  # every experiment, quick mode
+  coord elect --store file:///tmp/leader.lock
+  coord cluster up --detach --dir /tmp/c && eval "$(coord cluster env --dir /tmp/c)"
+  coord version --json`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {

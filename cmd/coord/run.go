@@ -104,7 +104,11 @@ no default name is shared by unrelated jobs.
 
 With --json, coord run writes to stderr (stdout is CMD's) one JSON event
 per line, the same as coord elect --json (elected, renewed, lost, released,
-leader) plus started, signal, stopped, continued, exited and conflict.`,
+leader) plus started, signal, stopped, continued, exited and conflict.
+
+With --metrics-addr ADDR, the lease's Prometheus metrics are served at
+http://ADDR/metrics while coord run runs, the same as coord elect's
+(docs/leases.md).`,
 		Example: `  coord run --store file:///tmp/cron.lock -- ./nightly-job.sh
   coord run --store file:///tmp/cron.lock -n -- make deploy        # give up at once if held
   coord run --store redis://127.0.0.1:6379/0#backup --timeout 10m --grace 30s -- ./backup.sh`,
@@ -113,11 +117,14 @@ leader) plus started, signal, stopped, continued, exited and conflict.`,
 			if cmd.ArgsLenAtDash() != 0 {
 				return usagef("put the command after --, as in: coord run --store URL -- CMD [ARGS...]")
 			}
-			if grace < 0 {
-				return usagef("--grace %v is negative", grace)
+			if err := f.resolve(cmd, os.Getenv); err != nil {
+				return err
 			}
-			if timeout < 0 {
-				return usagef("--timeout %v is negative", timeout)
+			if err := nonNegative("--grace", time.Hour).check(grace); err != nil {
+				return err
+			}
+			if err := nonNegative("--timeout", 365*24*time.Hour).check(timeout); err != nil {
+				return err
 			}
 			for flag, code := range map[string]int{"--conflict-exit-code": conflictCode, "--lost-exit-code": lostCode} {
 				if code < 1 || code > 255 {
@@ -159,6 +166,13 @@ leader) plus started, signal, stopped, continued, exited and conflict.`,
 			if tf, ok := b.(tenureFiler); ok {
 				r.tenureFile = tf.TenureFile
 			}
+			ms, err := startMetrics(f.metricsAddr, f.store, cfg)
+			if err != nil {
+				return err
+			}
+			defer ms.stop()
+			r.metrics = ms
+			b = ms.backend(b)
 			if jsonOut {
 				r.events = lease.NewEventWriter(cmd.ErrOrStderr(), cfg.Holder)
 			}
@@ -255,6 +269,7 @@ type runner struct {
 	lastSeen  lease.Record  // the last other holder seen
 	timedOut  bool
 	lostErr   error
+	metrics   *metricsServer // nil without --metrics-addr
 	stoppedBy syscall.Signal // a stopping signal received before the job ran
 }
 
@@ -294,6 +309,7 @@ func (r *runner) run(ctx context.Context, b lease.Backend) error {
 			r.emit(lease.Event{Event: lease.EventLost, Holder: r.cfg.Holder, Token: token, Error: err.Error()})
 		},
 	}
+	r.cfg.Callbacks = r.metrics.callbacks(r.cfg.Callbacks)
 	e, err := lease.NewElector(b, r.cfg)
 	if err != nil {
 		return &usageError{err: err}

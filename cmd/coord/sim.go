@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"coord/bench"
 	"coord/lab"
 	"coord/lab/report"
 	"coord/sim"
@@ -31,6 +31,7 @@ type simFlags struct {
 	trace       bool
 	parallel    int
 	disk        bool
+	jsonOut     bool
 }
 
 func newSimCmd() *cobra.Command {
@@ -65,7 +66,12 @@ the first of those.
 
 --seeds N runs seeds --seed .. --seed+N-1 (in parallel; each run is still
 deterministic). A failure prints the seed and the command that replays it;
---trace with one seed prints what happened.`,
+--trace with one seed prints what happened. With --json, one JSON object
+with the configuration and the totals.`,
+		Example: `  coord sim --seeds 1000
+  coord sim --seeds 200 --disk
+  coord sim --seed 42 --trace
+  coord sim --seeds 100 --nodes 3 --faults partition,crash --json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runSim(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
@@ -83,6 +89,7 @@ deterministic). A failure prints the seed and the command that replays it;
 	fl.BoolVar(&f.disk, "disk", false, "keep each node's log in the durable storage (write-ahead log, snapshot files) on a crashable in-memory file system")
 	fl.BoolVar(&f.trace, "trace", false, "print the event trace of each run to stderr (use with one seed)")
 	fl.IntVar(&f.parallel, "parallel", runtime.GOMAXPROCS(0), "seeds run at once")
+	addJSONFlag(cmd, &f.jsonOut, "print one JSON object: the seeds run, the configuration and the totals")
 	cmd.AddCommand(newSimElectionTimeCmd())
 	return cmd
 }
@@ -93,6 +100,14 @@ func (f simFlags) config() (sim.Config, error) {
 	faults, err := sim.ParseFaults(f.faults)
 	if err != nil {
 		return sim.Config{}, &usageError{err: fmt.Errorf("--faults: %w", err)}
+	}
+	// The flags the user typed are checked here, in the user's words; the
+	// rest of the configuration is the simulator's own.
+	if f.nodes < 1 || f.nodes > 9 {
+		return sim.Config{}, usagef("--nodes %d: want 1 to 9", f.nodes)
+	}
+	if err := nonNegative("--chaos", 24*time.Hour).check(f.chaos); err != nil {
+		return sim.Config{}, err
 	}
 	cfg := sim.DefaultConfig()
 	cfg.Seed = f.seed
@@ -173,6 +188,18 @@ feed:
 	if base.Disk {
 		storage = "WAL on a crashable file system"
 	}
+	if f.jsonOut {
+		err := writeJSON(stdout, simReport{FirstSeed: f.seed, Seeds: sent, Nodes: base.Nodes, Faults: base.Faults.String(),
+			ChaosMS: base.Chaos.Milliseconds(), Storage: storage, WallMS: elapsed.Milliseconds(),
+			SimulatedMS: simulated.Milliseconds(), Stats: total})
+		if err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted after %d seeds: %w", sent, ctx.Err())
+		}
+		return nil
+	}
 	fmt.Fprintf(stdout, "%d seeds passed (%d..%d), %d nodes, faults %s, %v of chaos each, storage: %s\n",
 		sent, f.seed, f.seed+uint64(sent)-1, base.Nodes, base.Faults, base.Chaos, storage)
 	fmt.Fprintf(stdout, "%d steps, %v simulated in %v wall time: %.0f seeds/s, %.0f steps/s\n",
@@ -192,6 +219,20 @@ feed:
 		return fmt.Errorf("interrupted after %d seeds: %w", sent, ctx.Err())
 	}
 	return nil
+}
+
+// simReport is coord sim --json: one object for the whole run. A failing
+// seed is reported on stderr with its replay command, as without --json.
+type simReport struct {
+	FirstSeed   uint64    `json:"first_seed"`
+	Seeds       int       `json:"seeds"`
+	Nodes       int       `json:"nodes"`
+	Faults      string    `json:"faults"`
+	ChaosMS     int64     `json:"chaos_ms"`
+	Storage     string    `json:"storage"`
+	WallMS      int64     `json:"wall_ms"`
+	SimulatedMS int64     `json:"simulated_ms"`
+	Stats       sim.Stats `json:"stats"`
 }
 
 func addStats(a, b sim.Stats) sim.Stats {
@@ -253,7 +294,10 @@ heartbeat interval; measure the time until a new leader is elected, and how
 often more than one election was needed (a split vote). The tick is 5 ms;
 messages take 1-5 ms. Rows: with and without pre-vote, coord's defaults (10 ms
 ticks, 100-200 ms timeouts, heartbeat every tick), and the articles' teaching
-simulation (3 nodes, timeouts of 3, 4 or 5 s, heartbeats every second).`,
+simulation (3 nodes, timeouts of 3, 4 or 5 s, heartbeats every second).
+With --json, one JSON object with a row per setting.`,
+		Example: `  coord sim election-time
+  coord sim election-time --trials 200 --json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runElectionTime(cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
@@ -261,8 +305,15 @@ simulation (3 nodes, timeouts of 3, 4 or 5 s, heartbeats every second).`,
 	}
 	cmd.Flags().IntVar(&f.trials, "trials", 1000, "leader crashes per setting")
 	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "the first trial's seed")
-	cmd.Flags().BoolVar(&f.jsonOut, "json", false, "print JSON instead of a table")
+	addJSONFlag(cmd, &f.jsonOut, "print one JSON object: the machine, the seed and a row per setting")
 	return cmd
+}
+
+// electionReport is coord sim election-time --json: one object.
+type electionReport struct {
+	Machine  string        `json:"machine"`
+	Seed     uint64        `json:"seed"`
+	Settings []electionRow `json:"settings"`
 }
 
 // electionRow is one setting's figures.
@@ -328,9 +379,7 @@ func runElectionTime(stdout, stderr io.Writer, f electionFlags) error {
 	}
 	bar.Finish()
 	if f.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
+		return writeJSON(stdout, electionReport{Machine: bench.Machine(), Seed: f.seed, Settings: rows})
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "setting\ttrials\tmin\tp10\tp25\tp50\tp75\tp90\tp99\tmax (ms)\tsplit votes\tfailed\t")

@@ -16,17 +16,37 @@ func TestSimRunsSeeds(t *testing.T) {
 	}
 }
 
+// Each bad value is a usage error that names the flag and the value typed,
+// not a field of the simulator's configuration.
 func TestSimUsageErrors(t *testing.T) {
-	for _, args := range [][]string{
-		{"sim", "--faults", "meteor"},
-		{"sim", "--nodes", "0"},
-		{"sim", "--seeds", "0"},
-		{"sim", "election-time", "--trials", "0"},
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sim", "--faults", "meteor"}, "--faults"},
+		{[]string{"sim", "--nodes", "0"}, "--nodes 0: want 1 to 9"},
+		{[]string{"sim", "--seeds", "0"}, "--seeds 0"},
+		{[]string{"sim", "--chaos", "-1s"}, "--chaos -1s"},
+		{[]string{"sim", "election-time", "--trials", "0"}, "--trials 0"},
 	} {
-		code, _, stderr := runCLI(t, args...)
-		if code != exitUsage {
-			t.Errorf("%v: exit %d, want %d (stderr %q)", args, code, exitUsage, stderr)
+		code, _, stderr := runCLI(t, tt.args...)
+		if code != exitUsage || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tt.args, code, stderr, exitUsage, tt.want)
 		}
+	}
+}
+
+func TestSimJSON(t *testing.T) {
+	code, out, stderr := runCLI(t, "sim", "--seeds", "2", "--nodes", "3", "--chaos", "500ms", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	var report simReport
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out)
+	}
+	if report.Seeds != 2 || report.Nodes != 3 || report.Stats.Steps == 0 || report.Stats.Leaders == 0 {
+		t.Errorf("report %+v: want 2 seeds of 3 nodes, with steps and leaders", report)
 	}
 }
 
@@ -35,10 +55,11 @@ func TestSimElectionTimeJSON(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
-	var rows []electionRow
-	if err := json.Unmarshal([]byte(out), &rows); err != nil {
-		t.Fatalf("output is not JSON rows: %v\n%s", err, out)
+	var report electionReport
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out)
 	}
+	rows := report.Settings
 	if len(rows) != 4 || rows[0].Trials != 20 || rows[0].Failed != 0 || rows[0].P50Ms < 75 {
 		t.Errorf("unexpected rows: %+v", rows)
 	}

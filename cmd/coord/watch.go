@@ -2,10 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
+	"os"
 	"time"
 
 	"coord/lease"
@@ -15,18 +16,22 @@ import (
 
 func newWatchCmd() *cobra.Command {
 	var (
-		store, name string
-		jsonOut     bool
+		store, name    string
+		jsonOut        bool
+		connectTimeout time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "watch --store URL [--name NAME]",
+		Use:   "watch [--store URL] [--name NAME] [--json]",
 		Short: "Print a lease's holder, token and expiry as they change, without campaigning",
 		Long: `Watch a lease as a passive observer: print its holder, fencing token and
 expiry now, and again at every change (acquired, renewed, freed), until
 SIGINT or SIGTERM. It never acquires, renews or releases: it only reads,
 through the store's watch (etcd watches, Redis pub/sub, PostgreSQL LISTEN,
 ZooKeeper watches, inotify for file://; stores that cannot push poll, as
-their docs say). A watch that fails is logged and made again. On etcd,
+their docs say). A store that does not answer at the start is retried,
+each retry logged, until --connect-timeout (then exit 1; 0 waits forever),
+as for coord elect; once watching, a watch that fails is logged and made
+again. On etcd,
 ZooKeeper and a coord cluster a renewal changes nothing a watch can see (a
 keep-alive of the key's etcd lease, a read on the holder's session, a
 renewal the cluster's leader answers without a Raft write): there the
@@ -44,20 +49,27 @@ With --json, each line is {"time", "name", "change", "holder", "token",
   coord watch --store raft:// --name demo     # a coord cluster: endpoints, CA and token from coord cluster env`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			store = storeFromEnv(cmd, store, os.Getenv)
 			if store == "" {
-				return usagef("--store is required (e.g. --store file:///tmp/leader.lock)")
+				return usagef("--store or $%s is required (e.g. --store file:///tmp/leader.lock)", envStore)
 			}
-			b, err := lease.Open(cmd.Context(), store)
+			if err := nonNegative("--connect-timeout", connectTimeoutMax).check(connectTimeout); err != nil {
+				return err
+			}
+			// The same wait for an unreachable store as elect and run
+			// (docs/cli.md), then the watch, which a failure only makes
+			// again.
+			if u, err := url.Parse(store); err == nil && name == "" && u.Fragment == "" && u.Scheme != "file" {
+				name = "coord"
+			}
+			f := leaseFlags{store: store, connectTimeout: connectTimeout}
+			cfg := lease.Config{Name: name}
+			b, err := f.openStore(cmd.Context(), &cfg)
 			if err != nil {
-				if errors.Is(err, lease.ErrInvalid) {
-					return &usageError{err: fmt.Errorf("--store: %w", err)}
-				}
 				return err
 			}
 			defer b.Close()
-			if name == "" {
-				name = lease.DefaultName(b, "coord")
-			}
+			name = cfg.Name
 			p := watchPrinter{w: cmd.OutOrStdout(), name: name, json: jsonOut, start: time.Now()}
 			return lease.Observe(cmd.Context(), b, name, p.print, func(err error) {
 				slog.Warn("watch failed; watching again", "store", store, "lease", name, "err", err)
@@ -65,9 +77,10 @@ With --json, each line is {"time", "name", "change", "holder", "token",
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&store, "store", "", "lease store URL, e.g. file:///tmp/leader.lock (required)")
-	fl.StringVar(&name, "name", "", "lease name (default: the lock file's name for file://, else \"coord\")")
-	fl.BoolVar(&jsonOut, "json", false, "print one JSON object per line")
+	fl.StringVar(&store, "store", "", "lease store URL, e.g. file:///tmp/leader.lock (default $"+envStore+"; one of them is required)")
+	fl.StringVar(&name, "name", "", "lease name (default: the URL's #fragment, the lock file's name for file://, else \"coord\")")
+	fl.BoolVar(&jsonOut, "json", false, "print JSON Lines: one JSON object per change")
+	fl.DurationVar(&connectTimeout, "connect-timeout", connectTimeoutDefault, "give up (exit 1) if the store does not answer within this at the start; 0 waits forever")
 	return cmd
 }
 

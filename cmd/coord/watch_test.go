@@ -190,6 +190,7 @@ func TestWatchReadableLines(t *testing.T) {
 }
 
 func TestWatchUsageErrors(t *testing.T) {
+	t.Setenv(envStore, "")
 	for _, args := range [][]string{
 		{"watch"},
 		{"watch", "--store", "nope://x"},
@@ -198,5 +199,15 @@ func TestWatchUsageErrors(t *testing.T) {
 		if code, _, stderr := runCLI(t, args...); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d (stderr %q)", args, code, exitUsage, stderr)
 		}
+	}
+}
+
+// coord watch reads $COORD_STORE when --store is absent: a bad one is the
+// same usage error as a bad --store.
+func TestWatchStoreFromEnvironment(t *testing.T) {
+	t.Setenv(envStore, "nope://x")
+	code, _, stderr := runCLI(t, "watch")
+	if code != exitUsage || !strings.Contains(stderr, "nope") {
+		t.Errorf("watch with $%s=nope://x: exit %d, stderr %q; want %d naming the store", envStore, code, stderr, exitUsage)
 	}
 }

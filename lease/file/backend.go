@@ -98,7 +98,7 @@ func Open(path string, opts Options) (*Backend, error) {
 		dir = real
 	}
 	if info, err := os.Lstat(filepath.Join(dir, name)); err == nil && !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: lock file %s exists and is not a regular file (%v)", lease.ErrInvalid, path, info.Mode().Type())
+		return nil, fmt.Errorf("%w: lock file %s exists and is %s, not a regular file", lease.ErrInvalid, path, describeType(info.Mode()))
 	}
 	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
@@ -601,4 +601,25 @@ func (b *Backend) isClosedNow() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.isClosed
+}
+
+// describeType names a file's type in words, for messages: "a directory",
+// not "d---------".
+func describeType(m os.FileMode) string {
+	switch t := m.Type(); {
+	case t&os.ModeDir != 0:
+		return "a directory"
+	case t&os.ModeSymlink != 0:
+		return "a symbolic link"
+	case t&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case t&os.ModeSocket != 0:
+		return "a socket"
+	case t&os.ModeCharDevice != 0:
+		return "a character device"
+	case t&os.ModeDevice != 0:
+		return "a block device"
+	default:
+		return fmt.Sprintf("of type %v", t)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"net/url"
 	"os"
@@ -111,8 +112,16 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	if info, err := os.Stat(filepath.Dir(cfg.Path)); err != nil || !info.IsDir() {
-		return nil, fmt.Errorf("%s: %w: directory of %s: not a directory or missing", prefix, lease.ErrInvalid, cfg.Path)
+	// The directory is not created here: a mistyped path would otherwise
+	// make a new, empty store that nobody else uses, and a lease in it
+	// would exclude no one. Say what to do instead.
+	dir := filepath.Dir(cfg.Path)
+	if info, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w: directory %s does not exist: create it first (mkdir -p %s), or choose a path in an existing one", prefix, lease.ErrInvalid, dir, dir)
+	} else if err != nil {
+		return nil, fmt.Errorf("%s: %w: directory %s: %v", prefix, lease.ErrInvalid, dir, errors.Unwrap(err))
+	} else if !info.IsDir() {
+		return nil, fmt.Errorf("%s: %w: %s is not a directory", prefix, lease.ErrInvalid, dir)
 	}
 	// busy_timeout comes first so that switching to WAL waits for a
 	// concurrent opener instead of failing. _txlock=immediate makes every

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,6 +55,33 @@ type Config struct {
 	// default Start makes a CA, node and client certificates and an admin
 	// token in Dir/tls (see TLSDir), and the nodes run with them.
 	Insecure bool
+	// BasePort, if not 0, fixes the nodes' ports instead of choosing free
+	// ones (see NodeAddrs): node N's API listens on 127.0.0.1:BasePort+N,
+	// its Raft transport on 127.0.0.1:BasePort+100+N. Node ids are then at
+	// most 99, and a port already in use is an error, not a retry.
+	BasePort int
+}
+
+// RaftPortOffset is how far above the API ports of a cluster with a
+// BasePort its Raft ports are.
+const RaftPortOffset = 100
+
+// NodeAddrs returns the API and Raft addresses of node id in a cluster
+// whose ports start at base (Config.BasePort).
+func NodeAddrs(base int, id uint64) (httpAddr, peerAddr string, err error) {
+	if base < 1 || id < 1 || id >= RaftPortOffset || base+RaftPortOffset+int(id) > 65535 {
+		return "", "", fmt.Errorf("%w: base port %d and node %d: want node ids 1 to %d and ports up to 65535", ErrInvalid, base, id, RaftPortOffset-1)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", base+int(id)), fmt.Sprintf("127.0.0.1:%d", base+RaftPortOffset+int(id)), nil
+}
+
+// checkFree returns an error naming the address if something listens on it.
+func checkFree(addr, what string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%w: %s %s is not free (%v): choose another base port", ErrInvalid, what, addr, err)
+	}
+	return l.Close()
 }
 
 // Node is one member of the cluster.
@@ -132,7 +160,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	for attempt := 1; ; attempt++ {
 		c, err := start(ctx, cfg, clusterID, sec, acc)
-		if err == nil || !errors.Is(err, errPortTaken) || attempt == startAttempts {
+		if err == nil || !errors.Is(err, errPortTaken) || attempt == startAttempts || cfg.BasePort != 0 {
 			return c, err
 		}
 	}
@@ -183,11 +211,7 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 }
 
 func (c *Cluster) newNode(id uint64, join bool) (*Node, error) {
-	peer, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	httpAddr, err := freeAddr()
+	peer, httpAddr, err := c.addrs(id)
 	if err != nil {
 		return nil, err
 	}
@@ -203,6 +227,28 @@ func (c *Cluster) newNode(id uint64, join bool) (*Node, error) {
 	c.nodes[id] = n
 	c.mu.Unlock()
 	return n, nil
+}
+
+// addrs returns the Raft and API addresses of a new node: fixed by the
+// base port when there is one, else free ports.
+func (c *Cluster) addrs(id uint64) (peer, httpAddr string, err error) {
+	if c.cfg.BasePort == 0 {
+		if peer, err = freeAddr(); err != nil {
+			return "", "", err
+		}
+		httpAddr, err = freeAddr()
+		return peer, httpAddr, err
+	}
+	if httpAddr, peer, err = NodeAddrs(c.cfg.BasePort, id); err != nil {
+		return "", "", err
+	}
+	if err := checkFree(httpAddr, fmt.Sprintf("node %d's API address", id)); err != nil {
+		return "", "", err
+	}
+	if err := checkFree(peer, fmt.Sprintf("node %d's Raft address", id)); err != nil {
+		return "", "", err
+	}
+	return peer, httpAddr, nil
 }
 
 // directPeers returns every node's own Raft address; c.mu is held.
@@ -651,10 +697,13 @@ type Info struct {
 	// Security names the certificate and token files of a secure
 	// cluster; nil for an insecure one.
 	Security *Security `json:"security,omitempty"`
+	// BasePort is the cluster's Config.BasePort: nodes added later take
+	// their ports from it too.
+	BasePort int `json:"base_port,omitempty"`
 }
 
 func (c *Cluster) save() error {
-	return writeInfo(c.cfg.Dir, Info{Nodes: c.Nodes(), ClusterID: c.clusterID, Security: c.sec})
+	return writeInfo(c.cfg.Dir, Info{Nodes: c.Nodes(), ClusterID: c.clusterID, Security: c.sec, BasePort: c.cfg.BasePort})
 }
 
 // ClusterID returns the cluster's ID (the nodes' --cluster-id).

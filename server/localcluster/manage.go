@@ -62,7 +62,7 @@ func AddNode(ctx context.Context, dir, binary string, prefix []string, selfServe
 		return Node{}, err
 	}
 	c := &Cluster{cfg: Config{Dir: dir, Binary: binary, Prefix: prefix, SelfServe: selfServe, Detach: true, Args: extraArgs,
-		Insecure: info.Security == nil}, clusterID: info.ClusterID, sec: info.Security, access: acc, nodes: map[uint64]*Node{}}
+		Insecure: info.Security == nil, BasePort: info.BasePort}, clusterID: info.ClusterID, sec: info.Security, access: acc, nodes: map[uint64]*Node{}}
 	var endpoints []string
 	for i := range info.Nodes {
 		n := info.Nodes[i]
