@@ -40,6 +40,10 @@ one without either (--peer-close-hint=false --shutdown-handover=0). Then:
 
 The figures in docs/BENCHMARKS.md ("Failover when the leader's process dies")
 come from this command.`,
+		Example: `  coord cluster bench failover --kills 10 --stops 10          # a quick look
+  coord cluster bench failover --kills 50 --stops 50 --seed 16 # the figures in docs/BENCHMARKS.md
+  coord cluster bench failover --kills 0 --stops 0 --faults 4m # network faults only: the hint adds no leader change
+  coord cluster bench failover --json > failover.json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
