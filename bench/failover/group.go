@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"coord/lease"
+	"coord/lease/eventlog"
 
 	"golang.org/x/sys/unix"
 )
@@ -214,7 +215,7 @@ func (g *group) trial(ctx context.Context, sig syscall.Signal) (gap, fromRelease
 		}
 	}
 	old := g.leader
-	t0 := lease.MonotonicNow()
+	t0 := eventlog.MonotonicNow()
 	if err := old.cmd.Process.Signal(sig); err != nil {
 		return 0, 0, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"coord/internal/job"
 	"coord/lease"
+	"coord/lease/eventlog"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -160,7 +161,7 @@ leader) plus started, signal, stopped, continued, exited and conflict.`,
 				r.tenureFile = tf.TenureFile
 			}
 			if jsonOut {
-				r.events = lease.NewEventWriter(cmd.ErrOrStderr(), cfg.Holder)
+				r.events = eventlog.NewWriter(cmd.ErrOrStderr(), cfg.Holder)
 			}
 			// Signals are handled here, not by the root's context: each is
 			// forwarded as itself, and the lease is held until the job is
@@ -238,7 +239,7 @@ type runner struct {
 	tenureFile   func(name string, token uint64) (*os.File, error)
 	log          *slog.Logger
 	stderr       io.Writer
-	events       *lease.EventWriter // nil without --json
+	events       *eventlog.Writer // nil without --json
 	terminal     *os.File
 
 	elector *lease.Elector
