@@ -17,8 +17,6 @@ import (
 
 	"coord/lease"
 	"coord/lease/eventlog"
-
-	"golang.org/x/sys/unix"
 )
 
 // proc is one participant process and its events.
@@ -285,10 +283,7 @@ func startFrozen(binary, store, name string, ttl time.Duration) (stop func(), er
 		cmd.Wait()
 	}
 	stopped := make(chan error, 1)
-	go func() {
-		var info unix.Siginfo
-		stopped <- unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WSTOPPED|unix.WNOWAIT, nil)
-	}()
+	go func() { stopped <- waitStopped(cmd.Process.Pid) }()
 	select {
 	case err := <-stopped:
 		if err != nil {

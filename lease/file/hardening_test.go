@@ -1,3 +1,5 @@
+//go:build linux
+
 package file_test
 
 // The six ways an operator or bad luck broke the lock file (issue 20),
