@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os/exec"
-	"syscall"
 	"time"
 )
 
@@ -61,9 +60,7 @@ func (e *Env) Command(ctx context.Context, args ...string) *exec.Cmd {
 // the caller sets Stdout and Stderr.
 func Command(ctx context.Context, path string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, path, args...)
-	// Pdeathsig: a lab killed with SIGKILL must not leave `coord elect`
-	// processes campaigning forever.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = childProcAttr()
 	cmd.Cancel = func() error { return cmd.Process.Kill() }
 	// A child that leaves a grandchild holding its stdout open must not
 	// hang Wait forever.

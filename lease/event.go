@@ -1,14 +1,6 @@
 package lease
 
-import (
-	"encoding/json"
-	"io"
-	"os"
-	"sync"
-	"time"
-
-	"golang.org/x/sys/unix"
-)
+import "time"
 
 // Event names in the JSON lines of `coord elect --json` and of the articles'
 // programs (`coord articles ... --json`).
@@ -23,13 +15,15 @@ const (
 // Event is one line of a participant's machine-readable output: what
 // happened, to whom, and when, on two clocks. Programs that measure
 // failover (coord bench, the lab) read these from several processes and
-// compare MonoNS, which all processes of one machine share.
+// compare MonoNS, which all processes of one machine share. The writer,
+// which stamps the clocks, is lease/eventlog.
 type Event struct {
 	// Time is the wall-clock time of the event (RFC 3339 with nanoseconds
 	// in JSON).
 	Time time.Time `json:"time"`
 	// MonoNS is CLOCK_MONOTONIC in nanoseconds at the event: immune to
-	// wall-clock steps, comparable between processes of one boot.
+	// wall-clock steps, comparable between processes of one boot; 0 where
+	// the platform has no such clock (eventlog.MonotonicNow).
 	MonoNS int64 `json:"mono_ns"`
 	// Event is one of the Event* names (the articles' programs add a few).
 	Event string `json:"event"`
@@ -50,39 +44,4 @@ type Event struct {
 	Detail string `json:"detail,omitempty"`
 	// Error says why, for lost.
 	Error string `json:"error,omitempty"`
-}
-
-// MonotonicNow returns CLOCK_MONOTONIC in nanoseconds: the clock Go's
-// time.Now uses for durations, shared by every process of one boot.
-func MonotonicNow() int64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return 0
-	}
-	return ts.Nano()
-}
-
-// EventWriter writes Events as JSON lines. It is safe for concurrent use.
-type EventWriter struct {
-	mu  sync.Mutex
-	enc *json.Encoder
-	id  string
-	pid int
-}
-
-// NewEventWriter returns an EventWriter that writes to w on behalf of the
-// participant id.
-func NewEventWriter(w io.Writer, id string) *EventWriter {
-	return &EventWriter{enc: json.NewEncoder(w), id: id, pid: os.Getpid()}
-}
-
-// Write stamps ev with the time (both clocks), the writer's id and pid, and
-// writes it as one line. It returns the stamped event.
-func (w *EventWriter) Write(ev Event) (Event, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	ev.MonoNS = MonotonicNow()
-	ev.Time = time.Now()
-	ev.ID, ev.PID = w.id, w.pid
-	return ev, w.enc.Encode(ev)
 }

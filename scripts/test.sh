@@ -37,5 +37,18 @@ fi
 log "go vet"
 go vet ./...
 
+# Platforms (issue 14; README, "Platforms"). The portable packages, listed
+# here and nowhere else, build for macOS and Windows; the whole tree builds
+# and vets for macOS, where the Linux-only packages (lease/file,
+# internal/job, lab/processes) are empty and coord run says it needs Linux.
+portable_packages=(./api ./client ./lease ./lease/eventlog ./lease/fence ./lease/leasemetrics
+  ./lease/etcd ./lease/postgres ./lease/raftlease ./lease/redis ./lease/sqlite
+  ./lease/zookeeper)
+log "cross-builds: darwin and windows"
+GOOS=darwin go build "${portable_packages[@]}"
+GOOS=windows go build "${portable_packages[@]}"
+GOOS=darwin go build ./...
+GOOS=darwin go vet ./...
+
 log "go test -race"
 go test -race -timeout "${COORD_TEST_TIMEOUT:-15m}" ./...

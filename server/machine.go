@@ -117,8 +117,10 @@ type Machine struct {
 
 // NewMachine returns an empty machine with the given limits.
 func NewMachine(limits Limits) *Machine {
-	assert.That(limits.KeyBytes > 0 && limits.ValueBytes > 0 && limits.Sessions > 0 &&
-		limits.PendingPerSession > 0 && limits.TTLMax > 0, "server: limits must be positive: %+v", limits)
+	if limits.KeyBytes <= 0 || limits.ValueBytes <= 0 || limits.Sessions <= 0 ||
+		limits.PendingPerSession <= 0 || limits.TTLMax <= 0 {
+		assert.Fail("server: limits must be positive: %+v", limits)
+	}
 	return &Machine{
 		limits:   limits,
 		keys:     btree.NewG(treeDegree, kvLess),
@@ -136,7 +138,9 @@ func (m *Machine) Applied() uint64 { return m.applied }
 // Advance records that the entry at index, which carries no command (an
 // empty entry of a new leader, a membership change), was applied.
 func (m *Machine) Advance(index uint64) {
-	assert.That(index > m.applied, "server: advance to %d, already applied %d", index, m.applied)
+	if index <= m.applied {
+		assert.Fail("server: advance to %d, already applied %d", index, m.applied)
+	}
 	m.applied = index
 }
 

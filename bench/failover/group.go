@@ -16,8 +16,7 @@ import (
 	"time"
 
 	"coord/lease"
-
-	"golang.org/x/sys/unix"
+	"coord/lease/eventlog"
 )
 
 // proc is one participant process and its events.
@@ -214,7 +213,7 @@ func (g *group) trial(ctx context.Context, sig syscall.Signal) (gap, fromRelease
 		}
 	}
 	old := g.leader
-	t0 := lease.MonotonicNow()
+	t0 := eventlog.MonotonicNow()
 	if err := old.cmd.Process.Signal(sig); err != nil {
 		return 0, 0, err
 	}
@@ -284,10 +283,7 @@ func startFrozen(binary, store, name string, ttl time.Duration) (stop func(), er
 		cmd.Wait()
 	}
 	stopped := make(chan error, 1)
-	go func() {
-		var info unix.Siginfo
-		stopped <- unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WSTOPPED|unix.WNOWAIT, nil)
-	}()
+	go func() { stopped <- waitStopped(cmd.Process.Pid) }()
 	select {
 	case err := <-stopped:
 		if err != nil {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"coord/lab/articles"
-	"coord/lease"
+	"coord/lease/eventlog"
 
 	"github.com/spf13/cobra"
 )
@@ -31,7 +31,7 @@ per line in coord elect's format and the articles' lines go to stderr.`,
 	)
 	output := func(cmd *cobra.Command) articles.Output {
 		if jsonOut {
-			return articles.Output{Lines: cmd.ErrOrStderr(), Events: lease.NewEventWriter(cmd.OutOrStdout(), strconv.Itoa(os.Getpid()))}
+			return articles.Output{Lines: cmd.ErrOrStderr(), Events: eventlog.NewWriter(cmd.OutOrStdout(), strconv.Itoa(os.Getpid()))}
 		}
 		return articles.Output{Lines: cmd.OutOrStdout()}
 	}

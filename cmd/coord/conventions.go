@@ -18,7 +18,7 @@ const envStore = "COORD_STORE"
 
 // writeJSON writes v as one JSON object (indented, ending in a newline): the
 // --json output of every command that reports once. Streams write JSON
-// Lines instead (lease.EventWriter).
+// Lines instead (eventlog.Writer).
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"coord/lease"
+	"coord/lease/eventlog"
 
 	"github.com/spf13/cobra"
 )
@@ -270,13 +271,13 @@ type electPrinter struct {
 	w     io.Writer
 	id    string
 	start time.Time
-	json  *lease.EventWriter
+	json  *eventlog.Writer
 }
 
 func newElectPrinter(w io.Writer, id string, jsonOut bool) *electPrinter {
 	p := &electPrinter{w: w, id: id, start: time.Now()}
 	if jsonOut {
-		p.json = lease.NewEventWriter(w, id)
+		p.json = eventlog.NewWriter(w, id)
 	}
 	return p
 }

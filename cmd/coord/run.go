@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -15,6 +17,7 @@ import (
 
 	"coord/internal/job"
 	"coord/lease"
+	"coord/lease/eventlog"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -174,7 +177,7 @@ http://ADDR/metrics while coord run runs, the same as coord elect's
 			r.metrics = ms
 			b = ms.backend(b)
 			if jsonOut {
-				r.events = lease.NewEventWriter(cmd.ErrOrStderr(), cfg.Holder)
+				r.events = eventlog.NewWriter(cmd.ErrOrStderr(), cfg.Holder)
 			}
 			// Signals are handled here, not by the root's context: each is
 			// forwarded as itself, and the lease is held until the job is
@@ -252,7 +255,7 @@ type runner struct {
 	tenureFile   func(name string, token uint64) (*os.File, error)
 	log          *slog.Logger
 	stderr       io.Writer
-	events       *lease.EventWriter // nil without --json
+	events       *eventlog.Writer // nil without --json
 	terminal     *os.File
 
 	elector *lease.Elector

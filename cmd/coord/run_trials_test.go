@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"coord/lease"
+	"coord/lease/eventlog"
 )
 
 // writerCommand makes this test binary a job's writer (see writerMain).
@@ -102,7 +105,7 @@ func writeLoop(path string) int {
 		// One write(2) per line on an O_APPEND file: lines never
 		// interleave, and their order in the file is the order of the
 		// writes.
-		if _, err := fmt.Fprintf(f, "%s %d %d\n", token, pid, lease.MonotonicNow()); err != nil {
+		if _, err := fmt.Fprintf(f, "%s %d %d\n", token, pid, eventlog.MonotonicNow()); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

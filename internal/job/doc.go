@@ -4,6 +4,11 @@
 // what `coord run` stands on: a lease must not pass to another holder while
 // any process of the previous holder's job still runs.
 //
+// Linux only (//go:build linux): containment rests on PID and user
+// namespaces, PR_SET_CHILD_SUBREAPER and PR_SET_PDEATHSIG, which other
+// kernels lack. Elsewhere the package is empty, and `coord run` says it
+// needs Linux.
+//
 // # Why a process group is not enough
 //
 // A process group holds a job only until one of its processes calls

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"coord/lease"
+	"coord/lease/eventlog"
 )
 
 // Events of the articles' programs beyond lease's own names (see the
@@ -36,7 +37,7 @@ type Output struct {
 	// Lines receives the articles' log lines; nil discards them.
 	Lines io.Writer
 	// Events receives one JSON event per line; nil writes none.
-	Events *lease.EventWriter
+	Events *eventlog.Writer
 }
 
 // logf prints one of the articles' lines, stamped as the original did.

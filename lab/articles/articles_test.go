@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"coord/lease"
+	"coord/lease/eventlog"
 )
 
 // syncBuffer collects output from a program running on another goroutine.
@@ -84,7 +85,7 @@ func runLease(t *testing.T, path string) (stop func(), events *syncBuffer, lines
 	go func() {
 		defer close(done)
 		Lease(ctx, LeaseConfig{Path: path, LeaseDuration: 2 * time.Second, RenewInterval: 20 * time.Millisecond,
-			WatchInterval: 20 * time.Millisecond, Out: Output{Lines: lines, Events: lease.NewEventWriter(events, "test")}})
+			WatchInterval: 20 * time.Millisecond, Out: Output{Lines: lines, Events: eventlog.NewWriter(events, "test")}})
 	}()
 	return func() { cancel(); <-done }, events, lines
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package processes
 
 import (
@@ -18,6 +20,7 @@ import (
 
 	"coord/lab/articles"
 	"coord/lease"
+	"coord/lease/eventlog"
 	"coord/lease/fence"
 )
 
@@ -67,7 +70,7 @@ func contendChild(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	out := lease.NewEventWriter(os.Stdout, *id)
+	out := eventlog.NewWriter(os.Stdout, *id)
 	var b lease.Backend
 	if *method == "coord" {
 		// Open before the start line: the race is the acquire, not the open.
@@ -115,7 +118,7 @@ func contendChild(args []string) int {
 // waitAtGate prints a ready event and blocks until the lab opens the FIFO at
 // path for writing, which releases every waiting process at once. No path,
 // no wait.
-func waitAtGate(out *lease.EventWriter, path string) error {
+func waitAtGate(out *eventlog.Writer, path string) error {
 	if path == "" {
 		return nil
 	}
@@ -200,7 +203,7 @@ func articlesLeaseChild(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	events := lease.NewEventWriter(os.Stdout, strconv.Itoa(os.Getpid()))
+	events := eventlog.NewWriter(os.Stdout, strconv.Itoa(os.Getpid()))
 	if err := waitAtGate(events, *gate); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", childArticlesLease, err)
 		return 1
@@ -242,7 +245,7 @@ func fencedLeaderChild(args []string) int {
 		return 1
 	}
 	defer b.Close()
-	out := lease.NewEventWriter(os.Stdout, *id)
+	out := eventlog.NewWriter(os.Stdout, *id)
 	cfg := lease.ScaledConfig(*ttl)
 	cfg.Name, cfg.Holder = lease.DefaultName(b, "coord"), *id
 	cfg.Callbacks = lease.Callbacks{
@@ -279,7 +282,7 @@ func fencedLeaderChild(args []string) int {
 }
 
 // writeWhileLeading is the leader's work loop.
-func writeWhileLeading(ctx context.Context, out *lease.EventWriter, socket, id string, token uint64, interval time.Duration) {
+func writeWhileLeading(ctx context.Context, out *eventlog.Writer, socket, id string, token uint64, interval time.Duration) {
 	conn, err := net.Dial("unix", socket)
 	if err != nil {
 		out.Write(lease.Event{Event: eventError, Error: err.Error()})

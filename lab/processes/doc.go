@@ -11,5 +11,10 @@
 // with CLOCK_MONOTONIC, so that one timeline orders the events of all
 // processes and the lab's own signals.
 //
+// Linux only (//go:build linux): the experiments run coord's side on the
+// file store (lease/file) and freeze, kill and time processes with Linux's
+// facilities. Elsewhere the package is empty and the lab has no process
+// experiments.
+//
 // Importing the package registers its experiments with package lab.
 package processes

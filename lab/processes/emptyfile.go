@@ -1,3 +1,5 @@
+//go:build linux
+
 package processes
 
 import (
@@ -14,6 +16,7 @@ import (
 	"coord/lab"
 	"coord/lab/articles"
 	"coord/lease"
+	"coord/lease/eventlog"
 )
 
 var emptyFileExperiment = lab.Experiment{
@@ -115,7 +118,7 @@ func emptyOnce(ctx context.Context, env *lab.Env, dir string) (emptyTrial, error
 	groups := map[string]*group{implArticles: newGroup(), implCoord: newGroup()}
 	defer groups[implArticles].stop()
 	defer groups[implCoord].stop()
-	started := lease.MonotonicNow()
+	started := eventlog.MonotonicNow()
 	for p := range env.Procs {
 		name := "p" + strconv.Itoa(p+1)
 		art := append([]string{"articles", "lease", paths[implArticles], "--json"}, timingArgs(env.Quick)...)

@@ -1,3 +1,5 @@
+//go:build linux
+
 package processes
 
 import (
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"coord/lease"
+	"coord/lease/eventlog"
 )
 
 // event is one JSON event a participant printed, with the name the lab gave
@@ -98,7 +101,7 @@ func (g *group) read(m *member, stdout io.Reader) {
 	case err != nil:
 		m.exit = -1
 	}
-	m.exitMono = lease.MonotonicNow()
+	m.exitMono = eventlog.MonotonicNow()
 	close(m.done)
 	g.broadcastLocked()
 	g.mu.Unlock()
@@ -164,7 +167,7 @@ func (g *group) signal(name string, sig syscall.Signal) (int64, error) {
 	if !ok {
 		return 0, fmt.Errorf("processes: no participant %q", name)
 	}
-	at := lease.MonotonicNow()
+	at := eventlog.MonotonicNow()
 	if err := m.cmd.Process.Signal(sig); err != nil {
 		return 0, fmt.Errorf("processes: signal %v to %s: %w", sig, name, err)
 	}

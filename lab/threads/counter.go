@@ -5,8 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // The counters of the race, mutex and granularity experiments. Each runs
@@ -64,16 +62,6 @@ func racyCountParallel(goroutines, increments int) (total int, cores float64) {
 		cores = float64(cpuNanos.Load()) / float64(wall)
 	}
 	return loadNoRace(&counter), cores
-}
-
-// threadCPU returns the CPU time the calling thread has used, or 0 where the
-// kernel cannot say.
-func threadCPU() time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // racyWorker does the unsynchronised increments. It is exempt from the race

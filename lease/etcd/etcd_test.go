@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"coord/internal/assert"
 	"coord/internal/leasekit/leasekittest"
 	"coord/lease"
 	"coord/lease/leasetest"
@@ -43,15 +42,27 @@ func TestWholeSecondTTLs(t *testing.T) {
 	ctx, name := context.Background(), leasekittest.Name(t)
 	sent := time.Now()
 	a, err := b.Acquire(ctx, name, "a", 1500*time.Millisecond)
-	assert.That(err == nil, "Acquire: %v", err)
-	assert.That(!a.Expiry.Before(sent.Add(2*time.Second)), "Expiry %v, want at least send + 2s", a.Expiry.Sub(sent))
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if a.Expiry.Before(sent.Add(2 * time.Second)) {
+		t.Fatalf("Expiry %v, want at least send + 2s", a.Expiry.Sub(sent))
+	}
 	sent = time.Now()
 	r, err := b.Renew(ctx, name, "a", a.Token, time.Minute)
-	assert.That(err == nil && r.Token == a.Token, "Renew for longer: %+v, %v", r, err)
-	assert.That(!r.Expiry.Before(sent.Add(time.Minute)), "Expiry %v after renewing for a minute", r.Expiry.Sub(sent))
+	if err != nil || r.Token != a.Token {
+		t.Fatalf("Renew for longer: %+v, %v", r, err)
+	}
+	if r.Expiry.Before(sent.Add(time.Minute)) {
+		t.Fatalf("Expiry %v after renewing for a minute", r.Expiry.Sub(sent))
+	}
 	got, err := b.Get(ctx, name)
-	assert.That(err == nil && got.Token == a.Token && got.Expiry.After(time.Now().Add(30*time.Second)), "Get after rebinding: %+v, %v", got, err)
-	assert.That(b.Release(ctx, name, "a", a.Token) == nil, "Release failed")
+	if !(err == nil && got.Token == a.Token && got.Expiry.After(time.Now().Add(30*time.Second))) {
+		t.Fatalf("Get after rebinding: %+v, %v", got, err)
+	}
+	if err := b.Release(ctx, name, "a", a.Token); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
 }
 
 // Cuts and partitions between a Backend and the server.

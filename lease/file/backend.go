@@ -1,3 +1,5 @@
+//go:build linux
+
 package file
 
 import (
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"coord/lease"
+	"coord/lease/eventlog"
 
 	"golang.org/x/sys/unix"
 )
@@ -224,7 +227,7 @@ func (b *Backend) acquireOnce(name, holder string, ttl time.Duration, start time
 		return lease.Record{}, err
 	}
 	defer s.close()
-	v := b.assess(name, s, lease.MonotonicNow())
+	v := b.assess(name, s, eventlog.MonotonicNow())
 	if v.held() {
 		return v.record(name), fmt.Errorf("lease/file: acquire %q: %w (by %q, token %d)", name, lease.ErrHeld, v.holder, v.token)
 	}
@@ -253,7 +256,7 @@ func (b *Backend) acquireOnce(name, holder string, ttl time.Duration, start time
 		return lease.Record{}, err
 	}
 	rec := fileRecord{Name: name, Holder: holder, Token: token, PID: os.Getpid(), Boot: b.bootID,
-		NetNS: b.netNS, Socket: sock, ExpiresMonoNS: lease.MonotonicNow() + int64(ttl), TTLNS: int64(ttl)}
+		NetNS: b.netNS, Socket: sock, ExpiresMonoNS: eventlog.MonotonicNow() + int64(ttl), TTLNS: int64(ttl)}
 	committed, err := b.commitChecked(s, rec)
 	if err != nil {
 		if committed {
@@ -384,7 +387,7 @@ const orphanGrace = 20 * time.Millisecond
 // socket closes, and reports the lease held.
 func (b *Backend) quarantine(s *snapshot, name string, f foundTenure) (lease.Record, error) {
 	rec := fileRecord{Name: name, Holder: fmt.Sprintf("unknown (pid %d)", f.pid), Token: f.token, PID: int(f.pid),
-		Boot: b.bootID, NetNS: b.netNS, Socket: f.socket, ExpiresMonoNS: lease.MonotonicNow() + int64(f.ttl), TTLNS: int64(f.ttl)}
+		Boot: b.bootID, NetNS: b.netNS, Socket: f.socket, ExpiresMonoNS: eventlog.MonotonicNow() + int64(f.ttl), TTLNS: int64(f.ttl)}
 	if _, err := b.commitChecked(s, rec); err != nil {
 		return lease.Record{}, err
 	}
@@ -452,12 +455,12 @@ func (b *Backend) renewOnce(name, holder string, token uint64, ttl time.Duration
 		return lease.Record{}, err
 	}
 	defer s.close()
-	v := b.assess(name, s, lease.MonotonicNow())
+	v := b.assess(name, s, eventlog.MonotonicNow())
 	if why := b.notCurrent(name, s, v, holder, token, false); why != "" {
 		return v.record(name), fmt.Errorf("lease/file: renew %q token %d: %w (%s)", name, token, lease.ErrLost, why)
 	}
 	rec := s.cur
-	rec.ExpiresMonoNS, rec.TTLNS = lease.MonotonicNow()+int64(ttl), int64(ttl)
+	rec.ExpiresMonoNS, rec.TTLNS = eventlog.MonotonicNow()+int64(ttl), int64(ttl)
 	if err := b.commit(s, rec); err != nil {
 		return lease.Record{}, err
 	}
@@ -520,7 +523,7 @@ func (b *Backend) releaseOnce(name, holder string, token uint64) error {
 		return err
 	}
 	defer s.close()
-	v := b.assess(name, s, lease.MonotonicNow())
+	v := b.assess(name, s, eventlog.MonotonicNow())
 	if why := b.notCurrent(name, s, v, holder, token, true); why != "" {
 		return fmt.Errorf("lease/file: release %q token %d: %w (%s)", name, token, lease.ErrLost, why)
 	}
@@ -570,7 +573,7 @@ func (b *Backend) view(ctx context.Context, name string) (view, error) {
 		return view{}, err
 	}
 	defer s.close()
-	return b.assess(name, s, lease.MonotonicNow()), nil
+	return b.assess(name, s, eventlog.MonotonicNow()), nil
 }
 
 // Close implements lease.Backend. Held leases are not released: their

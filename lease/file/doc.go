@@ -6,6 +6,12 @@
 // The lock file's base name ("leader.lock") is the default lease name; a
 // Backend serves other names as other lock files in the same directory.
 //
+// Linux only (//go:build linux): the store stands on abstract unix sockets
+// (tenure), renameat2 with RENAME_EXCHANGE (the lock file's atomic swap),
+// O_TMPFILE (records complete or absent), inotify (watches),
+// CLOCK_MONOTONIC tagged with /proc's boot id, and SO_PEERCRED. Elsewhere
+// the scheme stays registered and opening it returns ErrNeedsLinux.
+//
 // # What it fixes
 //
 // The articles' lock file (Part 2) fails in five ways; each has a fix here.

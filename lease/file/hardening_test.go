@@ -1,3 +1,5 @@
+//go:build linux
+
 package file_test
 
 // The six ways an operator or bad luck broke the lock file (issue 20),
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"coord/lease"
+	"coord/lease/eventlog"
 	"coord/lease/file"
 	"coord/lease/leasetest"
 
@@ -74,7 +77,7 @@ func TestSocketFilesRemovedGiveNoSecondLeader(t *testing.T) {
 		}
 	}
 	t.Logf("removed %d socket files", removed)
-	mark := lease.MonotonicNow()
+	mark := eventlog.MonotonicNow()
 	renewedTwiceAfter(t, g, leader.ID, mark)
 	if n := g.CheckOneLeader(t); n != 1 {
 		t.Errorf("%d elections after the sockets were removed, want 1 (the leader keeps its lease)", n)
@@ -174,7 +177,7 @@ func TestHeldGuardLockBlocksNobody(t *testing.T) {
 	const ttl = 2 * time.Second
 	g := leasetest.StartGroup(t, coordBin, storeIn(dir), "leader.lock", 3, "--ttl", ttl.String())
 	leader := g.WaitEvent(t, processWait, "a leader while the guard is held", elected)
-	killed := lease.MonotonicNow()
+	killed := eventlog.MonotonicNow()
 	g.Signal(t, leader.ID, syscall.SIGKILL)
 	// The bound is the TTL plus a detection time generous for a loaded
 	// machine (the kernel reports the death in microseconds): the old
@@ -385,7 +388,7 @@ func TestRenewalAnsweredLateIsNotReported(t *testing.T) {
 	t.Cleanup(func() { b.Close() })
 	faulty := leasetest.NewFaulty(b)
 	g := leasetest.StartGroup(t, coordBin, storeIn(dir), "leader.lock", 0, "--ttl", "2s")
-	stamp := lease.NewEventWriter(io.Discard, "in-process")
+	stamp := eventlog.NewWriter(io.Discard, "in-process")
 	record := func(ev lease.Event) {
 		ev, _ = stamp.Write(ev)
 		g.Record(ev)

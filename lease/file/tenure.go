@@ -1,3 +1,5 @@
+//go:build linux
+
 package file
 
 import (
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"coord/lease"
+	"coord/lease/eventlog"
 
 	"golang.org/x/sys/unix"
 )
@@ -48,7 +51,7 @@ func (v view) record(name string) lease.Record {
 	if !v.held() {
 		return lease.Record{Name: name, Token: v.token}
 	}
-	left := time.Duration(v.expiresMono - lease.MonotonicNow())
+	left := time.Duration(v.expiresMono - eventlog.MonotonicNow())
 	return lease.Record{Name: name, Holder: v.holder, Token: v.token, Expiry: time.Now().Add(left)}
 }
 

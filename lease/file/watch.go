@@ -1,3 +1,5 @@
+//go:build linux
+
 package file
 
 import (
@@ -16,6 +18,7 @@ import (
 
 	"coord/internal/leasekit"
 	"coord/lease"
+	"coord/lease/eventlog"
 
 	"github.com/fsnotify/fsnotify"
 )
@@ -97,7 +100,7 @@ func (b *Backend) watch(ctx context.Context, name string, feed *leasekit.Feed, w
 					}()
 				}
 			}
-			expiry = time.After(time.Duration(v.expiresMono-lease.MonotonicNow()) + time.Millisecond)
+			expiry = time.After(time.Duration(v.expiresMono-eventlog.MonotonicNow()) + time.Millisecond)
 		}
 		var reason string
 		select {

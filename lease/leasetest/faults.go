@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"coord/internal/assert"
 	"coord/lease"
 )
 
@@ -24,13 +23,19 @@ import (
 func WatchAcrossCut(t *testing.T, watcher, actor lease.Backend, cut func()) {
 	ctx, name := faultCtx(t), NewName()
 	ch, err := watcher.Watch(ctx, name)
-	assert.That(err == nil, "Watch: %v", err)
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
 	first, ok := <-ch
-	assert.That(ok && first.Free(), "first record: %+v (open %v)", first, ok)
+	if !ok || !first.Free() {
+		t.Fatalf("first record: %+v (open %v)", first, ok)
+	}
 
 	cut()
 	a, err := actor.Acquire(ctx, name, "a", time.Minute)
-	assert.That(err == nil, "Acquire: %v", err)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
 	for {
 		rec, ok := <-ch
 		if ok && rec.Token == a.Token {
@@ -45,11 +50,15 @@ func WatchAcrossCut(t *testing.T, watcher, actor lease.Backend, cut func()) {
 			if err == nil {
 				break
 			}
-			assert.That(ctx.Err() == nil, "Watch after a cut never succeeded: %v", err)
+			if ctx.Err() != nil {
+				t.Fatalf("Watch after a cut never succeeded: %v", err)
+			}
 			time.Sleep(50 * time.Millisecond) // a retry period, not a wait for a state
 		}
 	}
-	assert.That(actor.Release(ctx, name, "a", a.Token) == nil, "Release failed")
+	if err := actor.Release(ctx, name, "a", a.Token); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
 }
 
 // Unavailable checks that every operation of b returns an error wrapping
@@ -76,7 +85,9 @@ func Unavailable(t *testing.T, b lease.Backend, name, holder string, token uint6
 		go func() { done <- op.call(ctx) }()
 		select {
 		case err := <-done:
-			assert.That(errors.Is(err, lease.ErrUnavailable), "%s with the store unreachable: want ErrUnavailable, got %v", op.what, err)
+			if !errors.Is(err, lease.ErrUnavailable) {
+				t.Fatalf("%s with the store unreachable: want ErrUnavailable, got %v", op.what, err)
+			}
 		case <-time.After(timeout + faultWaitMax):
 			t.Fatalf("%s with the store unreachable did not return within %v of its %v deadline", op.what, faultWaitMax, timeout)
 		}
@@ -117,7 +128,9 @@ func StepsDownWhenUnreachable(t *testing.T, leader, other lease.Backend, isolate
 		},
 	}
 	e, err := lease.NewElector(leader, cfg)
-	assert.That(err == nil, "NewElector: %v", err)
+	if err != nil {
+		t.Fatalf("NewElector: %v", err)
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go e.Run(runCtx)
@@ -134,7 +147,9 @@ func StepsDownWhenUnreachable(t *testing.T, leader, other lease.Backend, isolate
 watching:
 	for {
 		ch, err := other.Watch(ctx, name)
-		assert.That(err == nil, "Watch: %v", err)
+		if err != nil {
+			t.Fatalf("Watch: %v", err)
+		}
 		for rec := range ch {
 			if !rec.Free() {
 				continue
@@ -145,15 +160,23 @@ watching:
 				acquired = rec
 				select {
 				case err := <-lost:
-					assert.That(lostAt.Before(sent), "the isolated leader stepped down at %v, after another holder's Acquire was sent at %v", lostAt, sent)
-					assert.That(errors.Is(err, lease.ErrDeadline), "the isolated leader lost its lease with %v, want ErrDeadline", err)
+					if !lostAt.Before(sent) {
+						t.Fatalf("the isolated leader stepped down at %v, after another holder's Acquire was sent at %v", lostAt, sent)
+					}
+					if !errors.Is(err, lease.ErrDeadline) {
+						t.Fatalf("the isolated leader lost its lease with %v, want ErrDeadline", err)
+					}
 				default:
 					t.Fatalf("another holder acquired token %d while the isolated leader (token %d) had not stepped down", rec.Token, token)
 				}
 				break watching
 			}
 		}
-		assert.That(ctx.Err() == nil, "the lease never became free after its leader was isolated")
+		if ctx.Err() != nil {
+			t.Fatalf("the lease never became free after its leader was isolated")
+		}
 	}
-	assert.That(acquired.Token > token, "token %d after %d", acquired.Token, token)
+	if acquired.Token <= token {
+		t.Fatalf("token %d after %d", acquired.Token, token)
+	}
 }

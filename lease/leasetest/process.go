@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"coord/lease"
+	"coord/lease/eventlog"
 )
 
 // BuildCoord builds the coord command into dir and returns the binary's
@@ -317,7 +318,7 @@ func (g *Group) Signal(t *testing.T, id string, sig syscall.Signal) {
 	g.mu.Lock()
 	cmd, ok := g.procs[id]
 	if ok && sig == syscall.SIGKILL {
-		g.killed[id] = lease.MonotonicNow()
+		g.killed[id] = eventlog.MonotonicNow()
 	}
 	g.mu.Unlock()
 	if !ok {

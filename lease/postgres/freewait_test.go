@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"coord/internal/assert"
 	"coord/internal/leasekit/leasekittest"
 	"coord/lease"
 )
@@ -26,7 +25,9 @@ func waitFor(t *testing.T, ch <-chan lease.Record, what string, want func(lease.
 	for {
 		select {
 		case rec, ok := <-ch:
-			assert.That(ok, "watch closed while waiting for %s", what)
+			if !ok {
+				t.Fatalf("watch closed while waiting for %s", what)
+			}
 			if want(rec) {
 				return rec
 			}
@@ -49,7 +50,9 @@ func openAdvisory(t *testing.T, params string) *Backend {
 func sqlConn(t *testing.T) *pgx.Conn {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), withParams(t, ""))
-	assert.That(err == nil, "connect: %v", err)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
 	t.Cleanup(func() { closeConn(conn) })
 	return conn
 }
@@ -72,9 +75,13 @@ func watchHolder(t *testing.T, ctx context.Context, watchParams string) watchedH
 	w := watchedHolder{name: leasekittest.Name(t), holder: openAdvisory(t, "advisory=true"), watcher: openAdvisory(t, watchParams), sql: sqlConn(t)}
 	var err error
 	w.held, err = w.holder.Acquire(context.Background(), w.name, "a", time.Minute)
-	assert.That(err == nil, "Acquire: %v", err)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
 	w.ch, err = w.watcher.Watch(ctx, w.name)
-	assert.That(err == nil, "Watch: %v", err)
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
 	waitFor(t, w.ch, "the holder's record", func(r lease.Record) bool { return r.Holder == "a" })
 	eventually(t, "the watcher's wait for the lock", func() bool { return lockRequests(t, w.sql, w.name, "ShareLock", false) == 1 })
 	return w
@@ -88,7 +95,9 @@ func lockRequests(t *testing.T, conn *pgx.Conn, name, mode string, granted bool)
 	err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
 		AND classid = $1 AND objid = hashtext($2)::oid AND objsubid = 2 AND mode = $3 AND granted = $4`,
 		advisoryClass, name, mode, granted).Scan(&n)
-	assert.That(err == nil, "pg_locks: %v", err)
+	if err != nil {
+		t.Fatalf("pg_locks: %v", err)
+	}
 	return n
 }
 
@@ -99,7 +108,9 @@ func eventually(t *testing.T, what string, check func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !check() {
-		assert.That(time.Now().Before(deadline), "not within 20 s: %s", what)
+		if !time.Now().Before(deadline) {
+			t.Fatalf("not within 20 s: %s", what)
+		}
 		time.Sleep(10 * time.Millisecond) // a retry period, not a wait for a state
 	}
 }
@@ -116,16 +127,22 @@ func TestWatchSeesDeadAdvisoryHolder(t *testing.T) {
 				w := watchHolder(t, context.Background(), mode)
 				switch death {
 				case "close":
-					assert.That(w.holder.Close() == nil, "Close failed")
+					if err := w.holder.Close(); err != nil {
+						t.Fatalf("Close: %v", err)
+					}
 				case "terminate":
 					w.holder.liveMu.Lock()
 					pid := w.holder.liveConn.PgConn().PID()
 					w.holder.liveMu.Unlock()
 					_, err := w.sql.Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid)
-					assert.That(err == nil, "pg_terminate_backend: %v", err)
+					if err != nil {
+						t.Fatalf("pg_terminate_backend: %v", err)
+					}
 				}
 				got := waitFor(t, w.ch, "a free record after the holder's session ended", isFree)
-				assert.Equal(got.Token, w.held.Token, "the free record's token")
+				if got.Token != w.held.Token {
+					t.Fatalf("the free record's token: got %v, want %v", got.Token, w.held.Token)
+				}
 			})
 		}
 	}
@@ -134,7 +151,9 @@ func TestWatchSeesDeadAdvisoryHolder(t *testing.T) {
 // Release wakes a polling watcher at once too: the holder unlocks.
 func TestWatchSeesAdvisoryRelease(t *testing.T) {
 	w := watchHolder(t, context.Background(), freeWaitModes[1])
-	assert.That(w.holder.Release(context.Background(), w.name, "a", w.held.Token) == nil, "Release failed")
+	if err := w.holder.Release(context.Background(), w.name, "a", w.held.Token); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
 	waitFor(t, w.ch, "a free record after Release", isFree)
 }
 
@@ -151,7 +170,9 @@ func TestWatchEndsWhileWaitingForLock(t *testing.T) {
 			case "cancel":
 				cancel()
 			case "close":
-				assert.That(w.watcher.Close() == nil, "Close failed")
+				if err := w.watcher.Close(); err != nil {
+					t.Fatalf("Close: %v", err)
+				}
 			}
 			timeout := time.After(20 * time.Second)
 		drain:
@@ -169,10 +190,14 @@ func TestWatchEndsWhileWaitingForLock(t *testing.T) {
 			// closes the channel.
 			buf := make([]byte, 1<<20)
 			stacks := string(buf[:runtime.Stack(buf, true)])
-			assert.That(!strings.Contains(stacks, "waitFree"), "a freeWait goroutine is left:\n%s", stacks)
+			if strings.Contains(stacks, "waitFree") {
+				t.Fatalf("a freeWait goroutine is left:\n%s", stacks)
+			}
 			eventually(t, "the lock request withdrawn", func() bool { return lockRequests(t, w.sql, w.name, "ShareLock", false) == 0 })
 			// Only the holder's session is left with the lock.
-			assert.Equal(lockRequests(t, w.sql, w.name, "ExclusiveLock", true), 1, "sessions holding the lock")
+			if n := lockRequests(t, w.sql, w.name, "ExclusiveLock", true); n != 1 {
+				t.Fatalf("sessions holding the lock: got %d, want 1", n)
+			}
 		})
 	}
 }
@@ -187,22 +212,32 @@ func TestNewHolderAfterDeathIsLive(t *testing.T) {
 		name := leasekittest.Name(t) + "-" + string(rune('a'+round))
 		holder := openAdvisory(t, "advisory=true")
 		_, err := holder.Acquire(ctx, name, "a", time.Minute)
-		assert.That(err == nil, "Acquire: %v", err)
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
 		watchers := make([]*Backend, 3)
 		chans := make([]<-chan lease.Record, 3)
 		for i := range watchers {
 			watchers[i] = openAdvisory(t, "advisory=true")
 			chans[i], err = watchers[i].Watch(ctx, name)
-			assert.That(err == nil, "Watch: %v", err)
+			if err != nil {
+				t.Fatalf("Watch: %v", err)
+			}
 		}
 		eventually(t, "the watchers' waits for the lock", func() bool { return lockRequests(t, sql, name, "ShareLock", false) == 3 })
-		assert.That(holder.Close() == nil, "Close failed")
+		if err := holder.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
 		waitFor(t, chans[0], "a free record after the holder's session ended", isFree)
 		b, err := watchers[0].Acquire(ctx, name, "b", time.Minute)
-		assert.That(err == nil, "Acquire after the death: %v", err)
+		if err != nil {
+			t.Fatalf("Acquire after the death: %v", err)
+		}
 		var live bool
 		err = sql.QueryRow(ctx, `SELECT live FROM coord_lease WHERE name = $1`, name).Scan(&live)
-		assert.That(err == nil && live, "round %d: the new holder's row: live %v, %v", round, live, err)
+		if err != nil || !live {
+			t.Fatalf("round %d: the new holder's row: live %v, %v", round, live, err)
+		}
 		waitFor(t, chans[1], "the new holder's record", func(r lease.Record) bool { return r.Token == b.Token })
 	}
 }
@@ -214,7 +249,9 @@ func TestTryLockRetriesPastSharedHolders(t *testing.T) {
 	other, conn := sqlConn(t), sqlConn(t)
 	lock := func(sql string) {
 		_, err := other.Exec(ctx, sql, advisoryClass, name)
-		assert.That(err == nil, "%s: %v", sql, err)
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
 	}
 
 	// Held shared, let go during the first pause: taken at the second try.
@@ -225,25 +262,39 @@ func TestTryLockRetriesPastSharedHolders(t *testing.T) {
 		lock(`SELECT pg_advisory_unlock_shared($1, hashtext($2))`)
 		return true
 	})
-	assert.That(err == nil && took, "tryLock after the shared holder let go: took %v, %v", took, err)
-	assert.Equal(pauses, 1, "pauses")
+	if err != nil || !took {
+		t.Fatalf("tryLock after the shared holder let go: took %v, %v", took, err)
+	}
+	if pauses != 1 {
+		t.Fatalf("pauses: got %v, want %v", pauses, 1)
+	}
 	_, err = conn.Exec(ctx, `SELECT pg_advisory_unlock($1, hashtext($2))`, advisoryClass, name)
-	assert.That(err == nil, "unlock: %v", err)
+	if err != nil {
+		t.Fatalf("unlock: %v", err)
+	}
 
 	// Held shared throughout: as many tries as pause allows.
 	lock(`SELECT pg_advisory_lock_shared($1, hashtext($2))`)
 	pauses = 0
 	took, err = tryLock(ctx, conn, name, func(_ context.Context, attempt int) bool { pauses++; return attempt < 3 })
-	assert.That(err == nil && !took, "tryLock while held shared: took %v, %v", took, err)
-	assert.Equal(pauses, 4, "pauses")
+	if err != nil || took {
+		t.Fatalf("tryLock while held shared: took %v, %v", took, err)
+	}
+	if pauses != 4 {
+		t.Fatalf("pauses: got %v, want %v", pauses, 4)
+	}
 	lock(`SELECT pg_advisory_unlock_shared($1, hashtext($2))`)
 
 	// Held exclusively: no retry.
 	lock(`SELECT pg_advisory_lock($1, hashtext($2))`)
 	pauses = 0
 	took, err = tryLock(ctx, conn, name, func(context.Context, int) bool { pauses++; return true })
-	assert.That(err == nil && !took, "tryLock while held exclusively: took %v, %v", took, err)
-	assert.Equal(pauses, 0, "pauses")
+	if err != nil || took {
+		t.Fatalf("tryLock while held exclusively: took %v, %v", took, err)
+	}
+	if pauses != 0 {
+		t.Fatalf("pauses: got %v, want %v", pauses, 0)
+	}
 }
 
 // A wait that fails (here the server ends the watcher's waiting session) is
@@ -255,23 +306,31 @@ func TestFailedLockWaitIsNotADeath(t *testing.T) {
 	holder, name, a, ch, sql := w.holder, w.name, w.held, w.ch, w.sql
 	_, err := sql.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'
 		AND classid = $1 AND objid = hashtext($2)::oid AND objsubid = 2 AND mode = 'ShareLock' AND NOT granted`, advisoryClass, name)
-	assert.That(err == nil, "pg_terminate_backend: %v", err)
+	if err != nil {
+		t.Fatalf("pg_terminate_backend: %v", err)
+	}
 	eventually(t, "the failed wait gone", func() bool { return lockRequests(t, sql, name, "ShareLock", false) == 0 })
 	// Each renewal makes the watch read the row; after freeWaitPause, a
 	// read starts a new wait.
 	eventually(t, "a new wait for the lock", func() bool {
 		_, err := holder.Renew(ctx, name, "a", a.Token, time.Minute)
-		assert.That(err == nil, "Renew: %v", err)
+		if err != nil {
+			t.Fatalf("Renew: %v", err)
+		}
 		return lockRequests(t, sql, name, "ShareLock", false) == 1
 	})
 	for drained := false; !drained; {
 		select {
 		case rec, ok := <-ch:
-			assert.That(ok && rec.Holder == "a", "the watch after its wait failed: %+v (open %v)", rec, ok)
+			if !ok || rec.Holder != "a" {
+				t.Fatalf("the watch after its wait failed: %+v (open %v)", rec, ok)
+			}
 		default:
 			drained = true
 		}
 	}
-	assert.That(holder.Close() == nil, "Close failed")
+	if err := holder.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
 	waitFor(t, ch, "a free record after the holder's session ended", isFree)
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"coord/internal/assert"
 	"coord/internal/leasekit/leasekittest"
 	"coord/lease"
 	"coord/lease/leasetest"
@@ -64,11 +63,18 @@ func TestAdvisoryReleasesDeadHolderAtOnce(t *testing.T) {
 	holder, other := leasekittest.Open(t, url), leasekittest.Open(t, url)
 	ctx, name := context.Background(), leasekittest.Name(t)
 	a, err := holder.Acquire(ctx, name, "a", time.Hour)
-	assert.That(err == nil, "Acquire: %v", err)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
 	_, err = other.Acquire(ctx, name, "b", time.Hour)
-	assert.That(errors.Is(err, lease.ErrHeld), "Acquire of a live holder's lease: want ErrHeld, got %v", err)
+	if !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("Acquire of a live holder's lease: want ErrHeld, got %v", err)
+	}
 
-	assert.That(holder.Close() == nil, "Close failed") // its session ends, as with a crash
+	// Its session ends, as with a crash.
+	if err := holder.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
 	takesOver(t, other, name, a.Token, "the holder's session ended")
 }
 
@@ -82,10 +88,14 @@ func takesOver(t *testing.T, other lease.Backend, name string, after uint64, why
 	for {
 		c, err := other.Acquire(context.Background(), name, "b", time.Hour)
 		if err == nil {
-			assert.That(c.Token > after, "token %d after %d", c.Token, after)
+			if c.Token <= after {
+				t.Fatalf("token %d after %d", c.Token, after)
+			}
 			return
 		}
-		assert.That(errors.Is(err, lease.ErrHeld) && time.Now().Before(deadline), "Acquire after %s (TTL 1h): %v", why, err)
+		if !errors.Is(err, lease.ErrHeld) || !time.Now().Before(deadline) {
+			t.Fatalf("Acquire after %s (TTL 1h): %v", why, err)
+		}
 		time.Sleep(10 * time.Millisecond) // a retry period, not a wait for a state
 	}
 }
@@ -102,10 +112,14 @@ func TestAdvisoryConnectionCutLosesLease(t *testing.T) {
 	other := leasekittest.Open(t, withParams(t, "advisory=true"))
 	ctx, name := context.Background(), leasekittest.Name(t)
 	a, err := b.Acquire(ctx, name, "a", time.Hour)
-	assert.That(err == nil, "Acquire: %v", err)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
 	p.Cut()
 	_, err = b.Renew(ctx, name, "a", a.Token, time.Hour)
-	assert.That(errors.Is(err, lease.ErrLost), "Renew after the advisory session was cut: want ErrLost, got %v", err)
+	if !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Renew after the advisory session was cut: want ErrLost, got %v", err)
+	}
 	takesOver(t, other, name, a.Token, "the holder's session was cut")
 }
 
@@ -126,22 +140,35 @@ func TestDeadAdvisoryHolderIsFreeForEveryone(t *testing.T) {
 	plain := leasekittest.Open(t, withParams(t, ""))
 	ctx, name := context.Background(), leasekittest.Name(t)
 	a, err := holder.Acquire(ctx, name, "a", time.Hour)
-	assert.That(err == nil, "Acquire: %v", err)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
 	got, err := plain.Get(ctx, name)
-	assert.That(err == nil && got.Holder == "a", "Get while the advisory holder lives: %+v, %v", got, err)
+	if err != nil || got.Holder != "a" {
+		t.Fatalf("Get while the advisory holder lives: %+v, %v", got, err)
+	}
 	_, err = plain.Acquire(ctx, name, "b", time.Hour)
-	assert.That(errors.Is(err, lease.ErrHeld), "plain Acquire while the advisory holder lives: want ErrHeld, got %v", err)
+	if !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("plain Acquire while the advisory holder lives: want ErrHeld, got %v", err)
+	}
 
-	assert.That(holder.Close() == nil, "Close failed") // its session ends, as with a crash
+	// Its session ends, as with a crash.
+	if err := holder.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for { // the server notices the closed session asynchronously
 		got, err = plain.Get(ctx, name)
 		if err == nil && got.Free() {
 			break
 		}
-		assert.That(err == nil && time.Now().Before(deadline), "Get after the holder's session ended (TTL 1h): %+v, %v", got, err)
+		if err != nil || !time.Now().Before(deadline) {
+			t.Fatalf("Get after the holder's session ended (TTL 1h): %+v, %v", got, err)
+		}
 		time.Sleep(10 * time.Millisecond) // a retry period, not a wait for a state
 	}
 	c, err := plain.Acquire(ctx, name, "b", time.Hour)
-	assert.That(err == nil && c.Token > a.Token, "plain Acquire after the holder died: %+v, %v", c, err)
+	if err != nil || c.Token <= a.Token {
+		t.Fatalf("plain Acquire after the holder died: %+v, %v", c, err)
+	}
 }

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"coord/internal/assert"
 	"coord/internal/leasekit/leasekittest"
 	"coord/lease"
 	"coord/lease/leasetest"
@@ -63,7 +62,9 @@ func TestLockedDatabaseIsUnavailable(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	_, err = b.Acquire(short, "x", "a", time.Second)
-	assert.That(errors.Is(err, lease.ErrUnavailable), "Acquire on a locked database: want ErrUnavailable, got %v", err)
+	if !errors.Is(err, lease.ErrUnavailable) {
+		t.Fatalf("Acquire on a locked database: want ErrUnavailable, got %v", err)
+	}
 }
 
 func TestTokensSurviveReopen(t *testing.T) {
@@ -71,15 +72,25 @@ func TestTokensSurviveReopen(t *testing.T) {
 	ctx := context.Background()
 	b := leasekittest.Open(t, url)
 	a, err := b.Acquire(ctx, "n", "a", time.Minute)
-	assert.That(err == nil, "Acquire: %v", err)
-	assert.That(b.Release(ctx, "n", "a", a.Token) == nil, "Release failed")
-	assert.That(b.Close() == nil, "Close failed")
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if err := b.Release(ctx, "n", "a", a.Token); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
 
 	b2 := leasekittest.Open(t, url)
 	got, err := b2.Get(ctx, "n")
-	assert.That(err == nil && got.Free() && got.Token == a.Token, "Get after reopen: %+v, %v", got, err)
+	if !(err == nil && got.Free() && got.Token == a.Token) {
+		t.Fatalf("Get after reopen: %+v, %v", got, err)
+	}
 	c, err := b2.Acquire(ctx, "n", "c", time.Minute)
-	assert.That(err == nil && c.Token > a.Token, "Acquire after reopen: token %d after %d, %v", c.Token, a.Token, err)
+	if err != nil || c.Token <= a.Token {
+		t.Fatalf("Acquire after reopen: token %d after %d, %v", c.Token, a.Token, err)
+	}
 }
 
 // Deleting the database file (or losing it with a tmpfs at reboot) does not
@@ -93,12 +104,20 @@ func TestTokensGrowWhenTheFileIsDeleted(t *testing.T) {
 		b := leasekittest.Open(t, url)
 		for range 2 {
 			a, err := b.Acquire(ctx, "n", "a", time.Minute)
-			assert.That(err == nil, "round %d: Acquire: %v", round, err)
-			assert.That(a.Token > last, "round %d: token %d after %d", round, a.Token, last)
+			if err != nil {
+				t.Fatalf("round %d: Acquire: %v", round, err)
+			}
+			if a.Token <= last {
+				t.Fatalf("round %d: token %d after %d", round, a.Token, last)
+			}
 			last = a.Token
-			assert.That(b.Release(ctx, "n", "a", a.Token) == nil, "Release failed")
+			if err := b.Release(ctx, "n", "a", a.Token); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
 		}
-		assert.That(b.Close() == nil, "Close failed")
+		if err := b.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
 		for _, suffix := range []string{"", "-wal", "-shm"} {
 			if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 				t.Fatal(err)
@@ -113,14 +132,20 @@ func TestLeaseFromEarlierBootIsExpired(t *testing.T) {
 	ctx := context.Background()
 	b := leasekittest.Open(t, tempURL(t)).(*Backend)
 	a, err := b.Acquire(ctx, "n", "a", time.Hour)
-	assert.That(err == nil, "Acquire: %v", err)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
 	if _, err := b.db.ExecContext(ctx, `UPDATE coord_lease SET boot = 'an-earlier-boot' WHERE name = 'n'`); err != nil {
 		t.Fatal(err)
 	}
 	got, err := b.Get(ctx, "n")
-	assert.That(err == nil && got.Free() && got.Token == a.Token, "Get of an earlier boot's lease: %+v, %v", got, err)
+	if !(err == nil && got.Free() && got.Token == a.Token) {
+		t.Fatalf("Get of an earlier boot's lease: %+v, %v", got, err)
+	}
 	c, err := b.Acquire(ctx, "n", "c", time.Minute)
-	assert.That(err == nil && c.Token > a.Token, "Acquire: token %d after %d, %v", c.Token, a.Token, err)
+	if err != nil || c.Token <= a.Token {
+		t.Fatalf("Acquire: token %d after %d, %v", c.Token, a.Token, err)
+	}
 }
 
 func TestBadURLs(t *testing.T) {

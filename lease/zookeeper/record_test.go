@@ -7,7 +7,6 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"coord/internal/assert"
 	"coord/lease"
 )
 
@@ -17,9 +16,13 @@ import (
 func TestDecode(t *testing.T) {
 	live := func(czxid int64) *zk.Stat { return &zk.Stat{Czxid: czxid, EphemeralOwner: 7} }
 	rec, err := decode("n", []byte("alice"), live(42))
-	assert.That(err == nil && rec == lease.Record{Name: "n", Holder: "alice", Token: 42}, "plain node: %+v, %v", rec, err)
+	if err != nil || rec != (lease.Record{Name: "n", Holder: "alice", Token: 42}) {
+		t.Fatalf("plain node: %+v, %v", rec, err)
+	}
 	rec, err = decode("n", encodeRebound(42, "alice"), live(99))
-	assert.That(err == nil && rec == lease.Record{Name: "n", Holder: "alice", Token: 42}, "moved node: %+v, %v", rec, err)
+	if err != nil || rec != (lease.Record{Name: "n", Holder: "alice", Token: 42}) {
+		t.Fatalf("moved node: %+v, %v", rec, err)
+	}
 
 	for _, c := range []struct {
 		what string
@@ -38,23 +41,37 @@ func TestDecode(t *testing.T) {
 		{"token overflows", []byte("\x0099999999999999999999\x00alice"), live(42)},
 	} {
 		_, err := decode("n", c.data, c.stat)
-		assert.That(errors.Is(err, lease.ErrCorrupt), "%s: want ErrCorrupt, got %v", c.what, err)
+		if !errors.Is(err, lease.ErrCorrupt) {
+			t.Fatalf("%s: want ErrCorrupt, got %v", c.what, err)
+		}
 	}
 }
 
 func TestCheckNameAndChroot(t *testing.T) {
 	for _, ok := range []string{"leader", "a.b", "a-b_c", "ünïcode", strings.Repeat("n", maxNameBytes)} {
-		assert.That(checkName(ok) == nil, "checkName(%q): %v", ok, checkName(ok))
+		if checkName(ok) != nil {
+			t.Fatalf("checkName(%q): %v", ok, checkName(ok))
+		}
 	}
 	for _, bad := range []string{"", ".", "..", "a/b", "tab\there", "nul\x00", strings.Repeat("n", maxNameBytes+1)} {
-		assert.That(errors.Is(checkName(bad), lease.ErrInvalid), "checkName(%q) accepted", bad)
+		if !errors.Is(checkName(bad), lease.ErrInvalid) {
+			t.Fatalf("checkName(%q) accepted", bad)
+		}
 	}
 	for _, ok := range []string{"/", "/coord", "/a/b/c"} {
-		assert.That(checkChroot(ok) == nil, "checkChroot(%q): %v", ok, checkChroot(ok))
+		if checkChroot(ok) != nil {
+			t.Fatalf("checkChroot(%q): %v", ok, checkChroot(ok))
+		}
 	}
 	for _, bad := range []string{"", "coord", "/coord/", "//", "/a//b", "/a/./b", "/a/..", "/a\x01", "/" + strings.Repeat("c", maxChrootBytes)} {
-		assert.That(checkChroot(bad) != nil, "checkChroot(%q) accepted", bad)
+		if checkChroot(bad) == nil {
+			t.Fatalf("checkChroot(%q) accepted", bad)
+		}
 	}
-	assert.That(errors.Is(checkHolder("a\x00b"), lease.ErrInvalid), "holder with NUL accepted")
-	assert.That(errors.Is(checkHolder(strings.Repeat("h", maxHolderBytes+1)), lease.ErrInvalid), "long holder accepted")
+	if !errors.Is(checkHolder("a\x00b"), lease.ErrInvalid) {
+		t.Fatalf("holder with NUL accepted")
+	}
+	if !errors.Is(checkHolder(strings.Repeat("h", maxHolderBytes+1)), lease.ErrInvalid) {
+		t.Fatalf("long holder accepted")
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"coord/internal/assert"
 	"coord/internal/leasekit/leasekittest"
 	"coord/lease"
 	"coord/lease/leasetest"
@@ -30,22 +29,31 @@ func TestSuspendedIsNotLost(t *testing.T) {
 	other := leasekittest.Open(t, u)
 	ctx, name := context.Background(), leasekittest.Name(t)
 	a, err := holder.Acquire(ctx, name, "a", 30*time.Second)
-	assert.That(err == nil, "Acquire: %v", err)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
 
 	p.Blackhole(true)
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	_, err = holder.Renew(short, name, "a", a.Token, 30*time.Second)
 	cancel()
-	assert.That(errors.Is(err, lease.ErrUnavailable) && strings.Contains(err.Error(), "suspended"),
-		"Renew while partitioned: want ErrUnavailable (suspended), got %v", err)
+	if !errors.Is(err, lease.ErrUnavailable) || !strings.Contains(err.Error(), "suspended") {
+		t.Fatalf("Renew while partitioned: want ErrUnavailable (suspended), got %v", err)
+	}
 	got, err := other.Get(ctx, name)
-	assert.That(err == nil && got.Holder == "a" && got.Token == a.Token, "the lease seen from outside the partition: %+v, %v", got, err)
+	if !(err == nil && got.Holder == "a" && got.Token == a.Token) {
+		t.Fatalf("the lease seen from outside the partition: %+v, %v", got, err)
+	}
 
 	p.Cut()
 	p.Blackhole(false)
 	r, err := holder.Renew(ctx, name, "a", a.Token, 30*time.Second)
-	assert.That(err == nil && r.Token == a.Token, "Renew after the partition healed: %+v, %v", r, err)
-	assert.That(holder.Release(ctx, name, "a", a.Token) == nil, "Release failed")
+	if err != nil || r.Token != a.Token {
+		t.Fatalf("Renew after the partition healed: %+v, %v", r, err)
+	}
+	if err := holder.Release(ctx, name, "a", a.Token); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
 }
 
 // Partitioned past its session timeout, a holder's session expires on the
@@ -58,20 +66,30 @@ func TestExpiredWhilePartitionedIsLost(t *testing.T) {
 	other := leasekittest.Open(t, u)
 	ctx, name := context.Background(), leasekittest.Name(t)
 	a, err := holder.Acquire(ctx, name, "a", ttl)
-	assert.That(err == nil, "Acquire: %v", err)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
 
 	p.Blackhole(true)
 	leasetest.WaitFor(t, other, name, 30*time.Second, "the partitioned holder's session to expire", lease.Record.Free)
 	b, err := other.Acquire(ctx, name, "b", time.Minute)
-	assert.That(err == nil && b.Token > a.Token, "Acquire after the expiry: %+v, %v", b, err)
+	if err != nil || b.Token <= a.Token {
+		t.Fatalf("Acquire after the expiry: %+v, %v", b, err)
+	}
 
 	p.Cut()
 	p.Blackhole(false)
 	r, err := holder.Renew(ctx, name, "a", a.Token, ttl)
-	assert.That(errors.Is(err, lease.ErrLost), "Renew after the session expired: want ErrLost, got %v", err)
-	assert.That(r.Holder == "b" && r.Token == b.Token, "Renew's record after the loss: %+v, want b's", r)
+	if !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Renew after the session expired: want ErrLost, got %v", err)
+	}
+	if r.Holder != "b" || r.Token != b.Token {
+		t.Fatalf("Renew's record after the loss: %+v, want b's", r)
+	}
 	got, err := other.Get(ctx, name)
-	assert.That(err == nil && got.Holder == "b" && got.Token == b.Token, "the new holder's lease after the old one came back: %+v, %v", got, err)
+	if !(err == nil && got.Holder == "b" && got.Token == b.Token) {
+		t.Fatalf("the new holder's lease after the old one came back: %+v, %v", got, err)
+	}
 }
 
 // A holder that is alive, connected (its client pings the server on its
@@ -83,11 +101,14 @@ func TestNotRenewedEndsAtTTL(t *testing.T) {
 	holder, other := leasekittest.Open(t, u), leasekittest.Open(t, u)
 	ctx, name := context.Background(), leasekittest.Name(t)
 	a, err := holder.Acquire(ctx, name, "a", ttl)
-	assert.That(err == nil, "Acquire: %v", err)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
 	leasetest.WaitFor(t, other, name, 30*time.Second, "the unrenewed lease to end", lease.Record.Free)
 	_, err = holder.Renew(ctx, name, "a", a.Token, ttl)
-	assert.That(errors.Is(err, lease.ErrLost) && strings.Contains(err.Error(), "not renewed within its TTL"),
-		"Renew after the TTL: want ErrLost (not renewed), got %v", err)
+	if !errors.Is(err, lease.ErrLost) || !strings.Contains(err.Error(), "not renewed within its TTL") {
+		t.Fatalf("Renew after the TTL: want ErrLost (not renewed), got %v", err)
+	}
 }
 
 // A server restarted without its data has forgotten the session and every
@@ -103,10 +124,14 @@ func TestServerWipedNeverRenews(t *testing.T) {
 	ctx, name := context.Background(), leasekittest.Name(t)
 	const wipedTTL = 3 * time.Second
 	a, err := holder.Acquire(ctx, name, "a", wipedTTL)
-	assert.That(err == nil, "Acquire: %v", err)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
 
 	s.Kill()
-	assert.NoError(os.RemoveAll(data), "wipe the data directory")
+	if err := os.RemoveAll(data); err != nil {
+		t.Fatalf("wipe the data directory: %v", err)
+	}
 	s.Restart()
 	long, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -114,18 +139,30 @@ func TestServerWipedNeverRenews(t *testing.T) {
 		short, cancel := context.WithTimeout(long, 500*time.Millisecond)
 		r, err := holder.Renew(short, name, "a", a.Token, wipedTTL)
 		cancel()
-		assert.That(err != nil, "Renew succeeded on a server that lost the session: %+v", r)
+		if err == nil {
+			t.Fatalf("Renew succeeded on a server that lost the session: %+v", r)
+		}
 		if errors.Is(err, lease.ErrLost) {
-			assert.That(strings.Contains(err.Error(), "not renewed within its TTL"), "Renew after the deadline: %v", err)
+			if !strings.Contains(err.Error(), "not renewed within its TTL") {
+				t.Fatalf("Renew after the deadline: %v", err)
+			}
 			break
 		}
-		assert.That(errors.Is(err, lease.ErrUnavailable), "Renew before the deadline: want ErrUnavailable, got %v", err)
-		assert.That(long.Err() == nil, "the holder's deadline never ended its tenure")
+		if !errors.Is(err, lease.ErrUnavailable) {
+			t.Fatalf("Renew before the deadline: want ErrUnavailable, got %v", err)
+		}
+		if long.Err() != nil {
+			t.Fatalf("the holder's deadline never ended its tenure")
+		}
 	}
 	fresh := leasekittest.Open(t, u)
 	got, err := fresh.Get(ctx, name)
-	assert.That(err == nil && got.Free(), "the lease on the wiped server: %+v, %v", got, err)
+	if err != nil || !got.Free() {
+		t.Fatalf("the lease on the wiped server: %+v, %v", got, err)
+	}
 	c, err := fresh.Acquire(ctx, name, "c", wipedTTL)
-	assert.That(err == nil, "Acquire on the wiped server: %v", err)
+	if err != nil {
+		t.Fatalf("Acquire on the wiped server: %v", err)
+	}
 	t.Logf("token %d before the wipe, %d after it", a.Token, c.Token)
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"coord/internal/assert"
 	"coord/internal/leasekit/leasekittest"
 	"coord/lease"
 	"coord/lease/leasetest"
@@ -55,9 +54,13 @@ func TestNetworkFaults(t *testing.T) {
 func raw(t *testing.T, u string) *zk.Conn {
 	t.Helper()
 	parsed, err := url.Parse(u)
-	assert.That(err == nil, "parse %q: %v", u, err)
+	if err != nil {
+		t.Fatalf("parse %q: %v", u, err)
+	}
 	c, events, err := zk.Connect(strings.Split(parsed.Host, ","), 10*time.Second, zk.WithLogInfo(false))
-	assert.That(err == nil, "connect: %v", err)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
 	t.Cleanup(c.Close)
 	deadline := time.After(30 * time.Second)
 	for {
@@ -78,7 +81,9 @@ func chroot(t *testing.T, c *zk.Conn, u string, acl []zk.ACL) string {
 	t.Helper()
 	path := "/" + leasekittest.Name(t)
 	_, err := c.Create(path, nil, 0, acl)
-	assert.That(err == nil, "create %s: %v", path, err)
+	if err != nil {
+		t.Fatalf("create %s: %v", path, err)
+	}
 	return strings.TrimSuffix(u, "/") + path
 }
 
@@ -102,19 +107,24 @@ func TestBadURLs(t *testing.T) {
 func TestUnreachableEnsemble(t *testing.T) {
 	start := time.Now()
 	leasekittest.OpenFails(t, lease.ErrUnavailable, "zk://127.0.0.1:1,127.0.0.1:2/")
-	assert.That(time.Since(start) < 30*time.Second, "Open of an unreachable ensemble took %v", time.Since(start))
+	if time.Since(start) >= 30*time.Second {
+		t.Fatalf("Open of an unreachable ensemble took %v", time.Since(start))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	_, err := lease.Open(ctx, "zk://127.0.0.1:1")
-	assert.That(err != nil && strings.Contains(err.Error(), "connection refused") && !strings.Contains(err.Error(), "\n"),
-		"error of an unreachable ensemble: want one line naming the refusal, got %v", err)
+	if !(err != nil && strings.Contains(err.Error(), "connection refused") && !strings.Contains(err.Error(), "\n")) {
+		t.Fatalf("error of an unreachable ensemble: want one line naming the refusal, got %v", err)
+	}
 }
 
 func TestMissingChroot(t *testing.T) {
 	u := strings.TrimSuffix(serverURL(t), "/") + "/" + leasekittest.Name(t) + "/leases"
 	leasekittest.OpenFails(t, lease.ErrInvalid, u)
 	_, err := lease.Open(context.Background(), u)
-	assert.That(err != nil && strings.Contains(err.Error(), "does not exist"), "error of a missing chroot: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("error of a missing chroot: %v", err)
+	}
 }
 
 // A chroot whose ACL refuses us fails Open, with a message that says who
@@ -138,19 +148,29 @@ func TestACLRefuses(t *testing.T) {
 		if err == nil {
 			b.Close()
 		}
-		assert.That(errors.Is(err, lease.ErrInvalid) && errors.Is(err, zk.ErrNoAuth), "Open(%s): want ErrInvalid and zk.ErrNoAuth, got %v", parsed.Redacted(), err)
-		assert.That(strings.Contains(err.Error(), "refuses"), "Open(%s): %v", parsed.Redacted(), err)
+		if !errors.Is(err, lease.ErrInvalid) || !errors.Is(err, zk.ErrNoAuth) {
+			t.Fatalf("Open(%s): want ErrInvalid and zk.ErrNoAuth, got %v", parsed.Redacted(), err)
+		}
+		if !strings.Contains(err.Error(), "refuses") {
+			t.Fatalf("Open(%s): %v", parsed.Redacted(), err)
+		}
 	}
 
 	b := leasekittest.Open(t, withUser("owner", "secret"))
 	ctx, name := context.Background(), leasekittest.Name(t)
 	a, err := b.Acquire(ctx, name, "a", 10*time.Second)
-	assert.That(err == nil, "Acquire as the owner: %v", err)
+	if err != nil {
+		t.Fatalf("Acquire as the owner: %v", err)
+	}
 	// Another client may see the chroot (world:anyone may read it), not
 	// the lease node, which only its creator's user may read.
 	_, _, err = c.Get(parsed.Path + "/" + name)
-	assert.That(errors.Is(err, zk.ErrNoAuth), "reading the lease node without the user: want zk.ErrNoAuth, got %v", err)
-	assert.That(b.Release(ctx, name, "a", a.Token) == nil, "Release failed")
+	if !errors.Is(err, zk.ErrNoAuth) {
+		t.Fatalf("reading the lease node without the user: want zk.ErrNoAuth, got %v", err)
+	}
+	if err := b.Release(ctx, name, "a", a.Token); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
 }
 
 // Nodes that coord did not write are ErrCorrupt, and left alone: a
@@ -174,13 +194,21 @@ func TestCorruptNodes(t *testing.T) {
 	} {
 		path := parsed.Path + "/" + n.name
 		_, err := c.Create(path, n.data, n.flags, zk.WorldACL(zk.PermAll))
-		assert.That(err == nil, "create %s: %v", path, err)
+		if err != nil {
+			t.Fatalf("create %s: %v", path, err)
+		}
 		_, err = b.Get(ctx, n.name)
-		assert.That(errors.Is(err, lease.ErrCorrupt), "Get of %s: want ErrCorrupt, got %v", n.name, err)
+		if !errors.Is(err, lease.ErrCorrupt) {
+			t.Fatalf("Get of %s: want ErrCorrupt, got %v", n.name, err)
+		}
 		_, err = b.Acquire(ctx, n.name, "a", 10*time.Second)
-		assert.That(errors.Is(err, lease.ErrCorrupt), "Acquire of %s: want ErrCorrupt, got %v", n.name, err)
+		if !errors.Is(err, lease.ErrCorrupt) {
+			t.Fatalf("Acquire of %s: want ErrCorrupt, got %v", n.name, err)
+		}
 		data, _, err := c.Get(path)
-		assert.That(err == nil && string(data) == string(n.data), "the node %s changed: %q, %v", n.name, data, err)
+		if err != nil || string(data) != string(n.data) {
+			t.Fatalf("the node %s changed: %q, %v", n.name, data, err)
+		}
 	}
 }
 
@@ -190,8 +218,9 @@ func TestCorruptNodes(t *testing.T) {
 func TestTTLAboveMaxSessionTimeout(t *testing.T) {
 	b := leasekittest.Open(t, serverURL(t))
 	_, err := b.Acquire(context.Background(), leasekittest.Name(t), "a", time.Hour)
-	assert.That(errors.Is(err, lease.ErrInvalid) && strings.Contains(err.Error(), "maxSessionTimeout"),
-		"Acquire with a TTL above maxSessionTimeout: want ErrInvalid naming it, got %v", err)
+	if !errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), "maxSessionTimeout") {
+		t.Fatalf("Acquire with a TTL above maxSessionTimeout: want ErrInvalid naming it, got %v", err)
+	}
 }
 
 // A Renew for longer than the session was granted moves the node to a
@@ -202,18 +231,32 @@ func TestRenewLongerRebinds(t *testing.T) {
 	b, other := leasekittest.Open(t, u), leasekittest.Open(t, u)
 	ctx, name := context.Background(), leasekittest.Name(t)
 	a, err := b.Acquire(ctx, name, "a", time.Second)
-	assert.That(err == nil, "Acquire: %v", err)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
 	sent := time.Now()
 	r, err := b.Renew(ctx, name, "a", a.Token, 20*time.Second)
-	assert.That(err == nil && r.Token == a.Token, "Renew for longer: %+v, %v", r, err)
-	assert.That(!r.Expiry.Before(sent.Add(20*time.Second)), "Expiry %v after renewing for 20s", r.Expiry.Sub(sent))
+	if err != nil || r.Token != a.Token {
+		t.Fatalf("Renew for longer: %+v, %v", r, err)
+	}
+	if r.Expiry.Before(sent.Add(20 * time.Second)) {
+		t.Fatalf("Expiry %v after renewing for 20s", r.Expiry.Sub(sent))
+	}
 	got, err := other.Get(ctx, name)
-	assert.That(err == nil && got.Holder == "a" && got.Token == a.Token, "Get after rebinding: %+v, %v", got, err)
+	if !(err == nil && got.Holder == "a" && got.Token == a.Token) {
+		t.Fatalf("Get after rebinding: %+v, %v", got, err)
+	}
 	r, err = b.Renew(ctx, name, "a", a.Token, time.Second)
-	assert.That(err == nil && r.Token == a.Token, "Renew after rebinding: %+v, %v", r, err)
-	assert.That(b.Release(ctx, name, "a", a.Token) == nil, "Release failed")
+	if err != nil || r.Token != a.Token {
+		t.Fatalf("Renew after rebinding: %+v, %v", r, err)
+	}
+	if err := b.Release(ctx, name, "a", a.Token); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
 	c, err := other.Acquire(ctx, name, "c", time.Second)
-	assert.That(err == nil && c.Token > a.Token, "Acquire after a rebound tenure: token %d after %d, %v", c.Token, a.Token, err)
+	if err != nil || c.Token <= a.Token {
+		t.Fatalf("Acquire after a rebound tenure: token %d after %d, %v", c.Token, a.Token, err)
+	}
 }
 
 // A Backend cannot renew or release a lease acquired through another: the
@@ -224,13 +267,21 @@ func TestForeignTenure(t *testing.T) {
 	b, other := leasekittest.Open(t, u), leasekittest.Open(t, u)
 	ctx, name := context.Background(), leasekittest.Name(t)
 	a, err := b.Acquire(ctx, name, "a", 10*time.Second)
-	assert.That(err == nil, "Acquire: %v", err)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
 	_, err = other.Renew(ctx, name, "a", a.Token, 10*time.Second)
-	assert.That(errors.Is(err, lease.ErrInvalid), "Renew through another Backend: want ErrInvalid, got %v", err)
+	if !errors.Is(err, lease.ErrInvalid) {
+		t.Fatalf("Renew through another Backend: want ErrInvalid, got %v", err)
+	}
 	err = other.Release(ctx, name, "a", a.Token)
-	assert.That(errors.Is(err, lease.ErrInvalid), "Release through another Backend: want ErrInvalid, got %v", err)
+	if !errors.Is(err, lease.ErrInvalid) {
+		t.Fatalf("Release through another Backend: want ErrInvalid, got %v", err)
+	}
 	got, err := other.Get(ctx, name)
-	assert.That(err == nil && got.Token == a.Token, "the lease after foreign calls: %+v, %v", got, err)
+	if err != nil || got.Token != a.Token {
+		t.Fatalf("the lease after foreign calls: %+v, %v", got, err)
+	}
 }
 
 // Invalid names and holders never reach the server.
@@ -239,10 +290,14 @@ func TestInvalidNames(t *testing.T) {
 	ctx := context.Background()
 	for _, name := range []string{"a/b", ".", "..", "tab\there", "zookeeper", strings.Repeat("n", 256)} {
 		_, err := b.Acquire(ctx, name, "a", time.Second)
-		assert.That(errors.Is(err, lease.ErrInvalid), "Acquire(%q): want ErrInvalid, got %v", name, err)
+		if !errors.Is(err, lease.ErrInvalid) {
+			t.Fatalf("Acquire(%q): want ErrInvalid, got %v", name, err)
+		}
 	}
 	_, err := b.Acquire(ctx, leasekittest.Name(t), "\x00sneaky", time.Second)
-	assert.That(errors.Is(err, lease.ErrInvalid), "Acquire by a holder with NUL: want ErrInvalid, got %v", err)
+	if !errors.Is(err, lease.ErrInvalid) {
+		t.Fatalf("Acquire by a holder with NUL: want ErrInvalid, got %v", err)
+	}
 }
 
 // zooConfig writes the config of a ZooKeeper of the test's own, as
@@ -261,7 +316,9 @@ func zooConfig(t *testing.T, port int, extra ...string) string {
 		"maxClientCnxns=0",
 	}, extra...)
 	path := filepath.Join(dir, "zoo.cfg")
-	assert.NoError(os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644), "write zoo.cfg")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatalf("write zoo.cfg: %v", err)
+	}
 	return path
 }
 
@@ -311,10 +368,14 @@ func TestServerRestart(t *testing.T) {
 func TestPing(t *testing.T) {
 	b, p := leasekittest.Proxied(t, serverURL(t))
 	pinger := b.(interface{ Ping(context.Context) error })
-	assert.That(pinger.Ping(context.Background()) == nil, "Ping of a live server failed")
+	if err := pinger.Ping(context.Background()); err != nil {
+		t.Fatalf("Ping of a live server: %v", err)
+	}
 	p.Blackhole(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	err := pinger.Ping(ctx)
-	assert.That(errors.Is(err, lease.ErrUnavailable), "Ping while partitioned: want ErrUnavailable, got %v", err)
+	if !errors.Is(err, lease.ErrUnavailable) {
+		t.Fatalf("Ping while partitioned: want ErrUnavailable, got %v", err)
+	}
 }
