@@ -71,6 +71,9 @@ type Disk struct {
 	snapMeta raft.SnapshotMetadata // Index 0: no snapshot
 	snapSum  uint32                // checksum of the snapshot file
 	ents     []raft.Entry          // after snapMeta.Index, contiguous
+	// pending holds the snapshot files WriteSnapshot is writing or has
+	// written, by name, until CompactTo (background.go).
+	pending map[string]pendingSnapshot
 
 	closed bool
 }
@@ -274,7 +277,8 @@ func (d *Disk) Repair() error {
 }
 
 // removeSnapshotsExcept removes the snapshot files other than keep, and any
-// temporary file, then syncs the directory.
+// temporary file, then syncs the directory. Files being written in the
+// background, or waiting for CompactTo, stay.
 func (d *Disk) removeSnapshotsExcept(keep string) error {
 	files, tmps, err := snapshot.List(d.fs, d.snapDir)
 	if err != nil {
@@ -285,6 +289,7 @@ func (d *Disk) removeSnapshotsExcept(keep string) error {
 			tmps = append(tmps, f.Name)
 		}
 	}
+	tmps = slices.DeleteFunc(tmps, d.inProgress)
 	if len(tmps) == 0 {
 		return nil
 	}
