@@ -130,7 +130,7 @@ func (d *Disk) CompactTo(meta raft.SnapshotMetadata) error {
 		return fmt.Errorf("raftstore: compact: %w", err)
 	}
 	d.snapMeta = raft.SnapshotMetadata{Index: meta.Index, Term: meta.Term, ConfState: cloneConfState(meta.ConfState)}
-	d.snapSum = p.sum
+	d.snapSum, d.recovered = p.sum, raft.Snapshot{}
 	d.ents = cloneEntries(keep) // frees the compacted prefix
 	if err := d.removeSnapshotsExcept(name); err != nil {
 		d.logger.Warn("raftstore: removing replaced snapshots", "dir", d.snapDir, "err", err)

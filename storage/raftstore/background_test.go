@@ -145,3 +145,41 @@ func TestWriteSnapshotFails(t *testing.T) {
 		t.Fatalf("snapshot files %+v, temporary %q: want none", files, tmps)
 	}
 }
+
+// countingFS counts the files opened for reading.
+type countingFS struct {
+	vfs.FS
+	opens *int
+}
+
+func (c countingFS) Open(name string) (vfs.File, error) {
+	*c.opens++
+	return c.FS.Open(name)
+}
+
+// TestRestartReadsSnapshotOnce: Open reads and verifies the snapshot, and
+// the first Snapshot call (the node restoring it) gets that copy without
+// reading the file again; later calls read it.
+func TestRestartReadsSnapshotOnce(t *testing.T) {
+	m := vfs.NewMemFS()
+	d := open(t, m, "/node")
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 10}, entries(1, 10, 1)))
+	must(t, d.Compact(8, []byte("state at 8"), raft.ConfState{Voters: []uint64{1}}))
+	must(t, d.Close())
+	opens := 0
+	d = open(t, countingFS{m, &opens}, "/node")
+	before := opens
+	snap, err := d.Snapshot()
+	must(t, err)
+	if string(snap.Data) != "state at 8" || snap.Metadata.Index != 8 {
+		t.Fatalf("first Snapshot: %+v %q", snap.Metadata, snap.Data)
+	}
+	if opens != before {
+		t.Fatalf("the first Snapshot after Open opened %d files, want 0", opens-before)
+	}
+	snap, err = d.Snapshot()
+	must(t, err)
+	if string(snap.Data) != "state at 8" || opens == before {
+		t.Fatalf("second Snapshot: %q after %d opens, want the file read again", snap.Data, opens-before)
+	}
+}
