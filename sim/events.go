@@ -19,7 +19,8 @@ const (
 	eventClientRead
 	eventPhase
 	eventCrash
-	eventSpace // a full disk has space again
+	eventSpace    // a full disk has space again
+	eventSnapshot // a background snapshot is written (snapshot.go)
 )
 
 // event is one scheduled step. seq breaks ties so that the order never
@@ -31,6 +32,9 @@ type event struct {
 	node        uint64
 	incarnation int
 	msg         raft.Message
+	// work and finish are a background snapshot's (eventSnapshot).
+	work   func() error
+	finish func(error)
 }
 
 type eventQueue []*event

@@ -73,20 +73,23 @@ func (v *Violation) Is(target error) bool { return target == ErrViolation }
 // Sim is one simulated cluster. It is not safe for concurrent use; run
 // independent seeds on independent Sims.
 type Sim struct {
-	cfg    Config
-	rng    *rand.Rand
-	now    int64 // microseconds
-	seq    uint64
-	events eventQueue
-	nodes  map[uint64]*node
-	ids    []uint64 // every node ever started, ascending
-	nextID uint64
-	cut    map[[2]uint64]bool
-	queued map[uint64]int
-	chaos  bool
-	check  checker
-	stats  Stats
-	trace  io.Writer
+	cfg Config
+	rng *rand.Rand
+	// snapshotRng delays background snapshots: a stream of its own, so
+	// that the main one, and what each seed replays, is as before.
+	snapshotRng *rand.Rand
+	now         int64 // microseconds
+	seq         uint64
+	events      eventQueue
+	nodes       map[uint64]*node
+	ids         []uint64 // every node ever started, ascending
+	nextID      uint64
+	cut         map[[2]uint64]bool
+	queued      map[uint64]int
+	chaos       bool
+	check       checker
+	stats       Stats
+	trace       io.Writer
 
 	writeSeq     uint64
 	readSeq      uint64 // read IDs, unique in the run
@@ -128,12 +131,14 @@ func New(cfg Config) (*Sim, error) {
 		return nil, err
 	}
 	s := &Sim{
-		cfg:    cfg,
-		rng:    rand.New(rand.NewPCG(cfg.Seed, 0x51a)),
-		nodes:  map[uint64]*node{},
-		cut:    map[[2]uint64]bool{},
-		queued: map[uint64]int{},
-		check:  newChecker(),
+		cfg: cfg,
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0x51a)),
+
+		snapshotRng: rand.New(rand.NewPCG(cfg.Seed, 0x5a9)),
+		nodes:       map[uint64]*node{},
+		cut:         map[[2]uint64]bool{},
+		queued:      map[uint64]int{},
+		check:       newChecker(),
 	}
 	return s, nil
 }
@@ -301,7 +306,7 @@ func (s *Sim) openDisk(n *node) bool {
 		}
 	}
 	n.disk = d
-	n.storage = checkedStorage{Storage: d, s: s, n: n}
+	n.storage = snapshotStorage{checkedStorage{Storage: d, s: s, n: n}, d}
 	return true
 }
 
@@ -332,6 +337,7 @@ func (s *Sim) boot(n *node, peers []uint64) {
 		Transport:       transport{s},
 		StateMachine:    n.machine,
 		SnapshotEntries: s.cfg.SnapshotEntries,
+		Background:      s.background(n),
 		Hooks:           s.hooks(n),
 	})
 	if err != nil {
@@ -443,6 +449,8 @@ func (s *Sim) handle(e *event) {
 		}
 	case eventPhase:
 		s.endChaos()
+	case eventSnapshot:
+		s.snapshotWritten(e)
 	case eventCrash:
 		// A crash point that no write reached in time: crash now.
 		if n := s.nodes[e.node]; n.dying && n.incarnation == e.incarnation {
