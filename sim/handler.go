@@ -96,6 +96,9 @@ func (t transport) Send(msgs []raft.Message) {
 // (the Applied hook extends it), which is the whole state a snapshot holds.
 type machine struct {
 	hash uint64
+	// viewFollows: SnapshotView is broken on purpose
+	// (Config.viewsFollowState).
+	viewFollows bool
 }
 
 func (m *machine) Apply(uint64, []byte) any { return nil }

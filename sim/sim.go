@@ -330,7 +330,7 @@ func (s *Sim) boot(n *node, peers []uint64) {
 	// (Figure 8).
 	cfg.MaxAppendBytes = []uint64{4, 16, 256}[s.cfg.Seed%3]
 	cfg.MaxInflightMsgs = []int{1, 2, 8}[(s.cfg.Seed/3)%3]
-	n.machine = &machine{}
+	n.machine = &machine{viewFollows: s.cfg.viewsFollowState}
 	h, err := shell.NewHandler(shell.HandlerConfig{
 		Raft:            cfg,
 		Storage:         n.storage,

@@ -23,7 +23,19 @@ import (
 // SnapshotView implements node.SnapshotViewer: the hash chain as of the
 // last applied entry.
 func (m *machine) SnapshotView() (io.WriterTo, error) {
+	if m.viewFollows {
+		return followingView{m}, nil
+	}
 	return bytes.NewReader(binary.BigEndian.AppendUint64(nil, m.hash)), nil
+}
+
+// followingView is a broken view: it writes the state as of when it is
+// written, not when it was taken.
+type followingView struct{ m *machine }
+
+func (v followingView) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(binary.BigEndian.AppendUint64(nil, v.m.hash))
+	return int64(n), err
 }
 
 // background is a node's node.Background: the work and its end run at one
