@@ -264,8 +264,30 @@ func (b *Backend) acquireOnce(name, holder string, ttl time.Duration, start time
 		t.end()
 		return lease.Record{}, err
 	}
+	// The directory may have been moved or replaced between the read and
+	// the commit: then the record went into a directory that nobody finds
+	// at its path any more, while a process that opened the path since
+	// may be taking the lease in the new one. Hand this tenure back and
+	// try again at the path. (A move after this check is the holder's to
+	// notice, through WatchTenure; any later acquirer at the path finds
+	// this tenure's socket, listened before the commit, and waits.)
+	if !b.dirStillAt(s.dirID) {
+		t.end()
+		b.log.Debug("lease/file: the directory moved during an acquisition; trying again", "lease", name, "dir", b.dir)
+		return lease.Record{}, errRace
+	}
 	b.addTenure(name, token, t)
 	return lease.Record{Name: name, Holder: holder, Token: token, Expiry: start.Add(ttl)}, nil
+}
+
+// dirStillAt reports whether the lock directory's path still names the
+// directory id.
+func (b *Backend) dirStillAt(id fileID) bool {
+	var st unix.Stat_t
+	if err := unix.Stat(b.dir, &st); err != nil {
+		return false
+	}
+	return (fileID{uint64(st.Dev), st.Ino}) == id
 }
 
 // commitChecked commits rec after s and reports whether the record was

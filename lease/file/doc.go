@@ -149,7 +149,11 @@
 // moved, removed or replaced, when its record files are removed, or when
 // the current record is another tenure's; not at its next renewal. It
 // reports the loss, and its tenure socket closes when it then hands the
-// lease back, so that no successor is elected before that report.
+// lease back, so that no successor is elected before that report. An
+// acquisition whose directory was moved or replaced between its read and
+// its commit does not stand: it hands its tenure back and is made again at
+// the path (a process that read the path before the move would otherwise
+// lead in the moved directory beside a leader at the path).
 //
 // # Tokens
 //

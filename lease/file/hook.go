@@ -20,11 +20,17 @@ const testStopEnv = "COORD_FILE_TEST_STOP"
 var (
 	testStopAt   = os.Getenv(testStopEnv)
 	testStopOnce sync.Once
+	// testHookFunc, set only by this package's in-process tests, runs at
+	// every hook point.
+	testHookFunc func(point string)
 )
 
 // testHook stops the process at point if the test asked for it (see
-// testStopEnv), once per process.
+// testStopEnv), once per process, and runs testHookFunc if set.
 func testHook(point string) {
+	if testHookFunc != nil {
+		testHookFunc(point)
+	}
 	if testStopAt != point {
 		return
 	}
