@@ -46,7 +46,8 @@ type Repairer interface {
 }
 
 // StateMachine is the application replicated by Raft. The node calls it
-// from its loop goroutine only, never concurrently.
+// from its loop goroutine only, never concurrently; only the view a
+// SnapshotViewer hands over is written on another goroutine.
 type StateMachine interface {
 	// Apply applies the data of a committed entry, in log order. Its
 	// result is returned to the proposer, if it proposed on this node.
