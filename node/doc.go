@@ -25,6 +25,17 @@
 //     waiting proposals and reads are answered;
 //  4. Core.Advance, then log compaction every SnapshotEntries entries.
 //
+// A snapshot need not stop the loop for the size of the state: when the
+// StateMachine is a SnapshotViewer and the Handler has a Background (Node
+// always gives it one), step 4 only takes the state machine's
+// point-in-time view at the applied index; the view is encoded, written
+// and fsynced on another goroutine (streamed, in chunks, to a
+// SnapshotStorage such as raftstore's Disk) while the loop goes on
+// replicating and applying, and the log is compacted on the loop once the
+// snapshot is durable (snapshot.go). The simulator checks that every such
+// snapshot, read back and restored, is exactly the state applied at its
+// index.
+//
 // A test checks, at every Send, that storage already holds the votes and
 // entries the messages vouch for; the simulator checks it at every send of
 // every seed.

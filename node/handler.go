@@ -8,7 +8,6 @@ import (
 
 	"coord/internal/assert"
 	"coord/raft"
-	"coord/storage/vfs"
 )
 
 // Result is how a proposal or a read ended.
@@ -49,6 +48,10 @@ type Hooks struct {
 	// SnapshotInstalled is called after a snapshot from the leader was
 	// restored into the state machine (step 3).
 	SnapshotInstalled func(meta raft.SnapshotMetadata)
+	// Compacted is called once a snapshot this node took at meta.Index
+	// is durable and the log compacted up to it (step 4, or when a
+	// background snapshot is done: see snapshot.go).
+	Compacted func(meta raft.SnapshotMetadata)
 }
 
 // HandlerConfig configures a Handler.
@@ -62,6 +65,11 @@ type HandlerConfig struct {
 	// SnapshotEntries is how many applied entries trigger a snapshot and
 	// log compaction; 0 never compacts (Compact still does).
 	SnapshotEntries uint64
+	// Background, if set, takes snapshots off the caller's goroutine
+	// when the StateMachine is a SnapshotViewer: the state is encoded and
+	// written (streamed, with a SnapshotStorage) while the handler goes
+	// on. Nil: a snapshot is taken in Handle, step 4.
+	Background Background
 	// Logger logs failed compactions. Nil: nothing is logged.
 	Logger *slog.Logger
 	// Hooks are called as the Readies are handled.
@@ -133,6 +141,8 @@ type Handler struct {
 	hooks           Hooks
 	log             *slog.Logger
 	snapshotEntries uint64
+	background      Background
+	snapshotting    bool // a snapshot is being written in the background
 
 	// ready is the Ready being handled, kept here rather than allocated
 	// for each; held says its persistence failed, and it waits for a
@@ -198,6 +208,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		hooks:           cfg.Hooks,
 		log:             cfg.Logger,
 		snapshotEntries: cfg.SnapshotEntries,
+		background:      cfg.Background,
 		reads:           map[uint64]Waiter{},
 	}
 	if h.log == nil {
@@ -609,18 +620,19 @@ const (
 )
 
 // maybeCompact snapshots the state machine and compacts the log once
-// SnapshotEntries were applied since the last time. A failure (a full
-// disk) is logged and retried later, with back-off: the log just grows
-// meanwhile, and nothing is lost.
+// SnapshotEntries were applied since the last time: in the background if
+// it can (snapshot.go), else here. A failure (a full disk) is logged and
+// retried later, with back-off: the log just grows meanwhile, and nothing
+// is lost.
 func (h *Handler) maybeCompact() {
-	if h.snapshotEntries == 0 || h.applied < h.lastSnapshot+h.snapshotEntries || h.ticks < h.compactAfter {
+	if h.snapshotEntries == 0 || h.snapshotting || h.applied < h.lastSnapshot+h.snapshotEntries || h.ticks < h.compactAfter {
 		return
 	}
-	if err := h.Compact(); err != nil && h.stopped == nil {
-		h.compactWait = min(max(2*h.compactWait, compactWaitMin), compactWaitMax)
-		h.compactAfter = h.ticks + h.compactWait
-		h.log.Warn("node: snapshot failed; will retry", "node", h.id, "index", h.applied, "retry_ticks", h.compactWait,
-			"err", err, "no_space", vfs.IsNoSpace(err))
+	if h.snapshotInBackground() {
+		return
+	}
+	if err := h.Compact(); err != nil {
+		h.compactFailed(err)
 	}
 }
 
@@ -637,7 +649,6 @@ func (h *Handler) Compact() error {
 	if err != nil {
 		return fmt.Errorf("node %d: snapshot at %d: %w", h.id, h.applied, err)
 	}
-	h.compactWait = 0
-	h.lastSnapshot = h.applied
+	h.compacted(raft.SnapshotMetadata{Index: h.applied, Term: h.appliedTerm, ConfState: cloneConf(h.conf)})
 	return nil
 }

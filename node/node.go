@@ -46,7 +46,8 @@ type Repairer interface {
 }
 
 // StateMachine is the application replicated by Raft. The node calls it
-// from its loop goroutine only, never concurrently.
+// from its loop goroutine only, never concurrently; only the view a
+// SnapshotViewer hands over is written on another goroutine.
 type StateMachine interface {
 	// Apply applies the data of a committed entry, in log order. Its
 	// result is returned to the proposer, if it proposed on this node.
@@ -149,6 +150,11 @@ type Node struct {
 	done     chan struct{}
 	err      error // set before done is closed
 
+	// finished carries a background snapshot's end to the loop; one is in
+	// progress at a time, so its one slot never blocks the sender.
+	finished   chan func()
+	background sync.WaitGroup
+
 	// Owned by the loop goroutine.
 	readSeq   uint64
 	logLost   bool      // LogLost has been logged
@@ -175,6 +181,7 @@ func Start(cfg Config) (*Node, error) {
 		inbox:    make(chan inboxItem, cfg.InboxMessages),
 		reports:  make(chan func(), 256),
 		requests: make(chan func()),
+		finished: make(chan func(), 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 		changed:  make(chan struct{}),
@@ -188,6 +195,7 @@ func Start(cfg Config) (*Node, error) {
 		Transport:       cfg.Transport,
 		StateMachine:    cfg.StateMachine,
 		SnapshotEntries: cfg.SnapshotEntries,
+		Background:      n.runInBackground,
 		Logger:          n.log,
 	}
 	if cfg.ConfChanged != nil {
@@ -417,6 +425,8 @@ func (n *Node) run() {
 			f()
 		case f := <-n.reports:
 			f()
+		case f := <-n.finished:
+			f()
 		case <-n.stop:
 			n.end(ErrStopped)
 			return
@@ -517,11 +527,25 @@ func (n *Node) tick() error {
 	return err
 }
 
-// end fails every waiter with err and closes done.
+// end fails every waiter with err, waits for a snapshot being written in
+// the background (so that the storage is not closed under it), and closes
+// done.
 func (n *Node) end(err error) {
 	n.err = err
 	n.h.Stop(err)
+	n.background.Wait()
 	close(n.done)
+}
+
+// runInBackground is the handler's Background: work runs on its own
+// goroutine, and finish on the loop.
+func (n *Node) runInBackground(work func() error, finish func(error)) {
+	n.background.Add(1)
+	go func() {
+		defer n.background.Done()
+		err := work()
+		n.finished <- func() { finish(err) }
+	}()
 }
 
 func (n *Node) setStorageErr(err error) {

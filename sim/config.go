@@ -137,6 +137,11 @@ type Config struct {
 	// it, storage is raft.MemoryStorage, where every completed write is
 	// durable, and the disk faults (diskfull, lostdir) do nothing.
 	Disk bool
+
+	// viewsFollowState breaks the machines' snapshot views on purpose
+	// (they write the state when written, not when taken), so that a test
+	// can check that the checker catches it.
+	viewsFollowState bool
 }
 
 // DefaultConfig returns coord's simulation settings: 5 nodes, every fault,

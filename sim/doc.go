@@ -7,8 +7,9 @@
 // crash and fill up, and watches it through its hooks. The files follow
 // the parts: sim.go (the run, nodes booting and crashing), handler.go (the
 // node's handler and its storage), network.go, faults.go, workload.go
-// (client writes and reads), checker.go (the safety checks) and checks.go
-// (phases, liveness, the final checks).
+// (client writes and reads), checker.go (the safety checks), checks.go
+// (phases, liveness, the final checks) and snapshot.go (snapshots written
+// in the background, at a later event than the view they write).
 //
 // One seed drives everything: the network (loss, delay, reordering,
 // duplication, symmetric and one-way partitions), the nodes' clocks (each
@@ -21,7 +22,8 @@
 // The checkers (see Violation) are Raft's safety properties: at most one
 // leader per term, at most one vote per node per term, log matching, leader
 // completeness, state machine safety, no acknowledged write lost,
-// linearizable ReadIndex reads; and liveness: once the faults stop, a
+// linearizable ReadIndex reads, every snapshot a node takes restoring
+// exactly the state applied at its index; and liveness: once the faults stop, a
 // leader is elected and commits a new write within a bounded time.
 //
 // The simulated network never blocks a sender: a message to a crashed or

@@ -21,6 +21,7 @@ const (
 	eventCrash
 	eventSpace    // a full disk has space again
 	eventPeerGone // a node sees its connection to peer close
+	eventSnapshot // a background snapshot is written (snapshot.go)
 )
 
 // event is one scheduled step. seq breaks ties so that the order never
@@ -37,6 +38,9 @@ type event struct {
 	// it, and the messages in flight on it are lost.
 	peer uint64
 	link uint64
+	// work and finish are a background snapshot's (eventSnapshot).
+	work   func() error
+	finish func(error)
 }
 
 type eventQueue []*event

@@ -83,16 +83,19 @@ func (v *Violation) Is(target error) bool { return target == ErrViolation }
 // Sim is one simulated cluster. It is not safe for concurrent use; run
 // independent seeds on independent Sims.
 type Sim struct {
-	cfg    Config
-	rng    *rand.Rand
-	now    int64 // microseconds
-	seq    uint64
-	events eventQueue
-	nodes  map[uint64]*node
-	ids    []uint64 // every node ever started, ascending
-	nextID uint64
-	cut    map[[2]uint64]bool
-	links  map[[2]uint64]uint64 // connection generation of each pair (lower ID first); a cut bumps it
+	cfg Config
+	rng *rand.Rand
+	// snapshotRng delays background snapshots: a stream of its own, so
+	// that the main one, and what each seed replays, is as before.
+	snapshotRng *rand.Rand
+	now         int64 // microseconds
+	seq         uint64
+	events      eventQueue
+	nodes       map[uint64]*node
+	ids         []uint64 // every node ever started, ascending
+	nextID      uint64
+	cut         map[[2]uint64]bool
+	links       map[[2]uint64]uint64 // connection generation of each pair (lower ID first); a cut bumps it
 	// lastSent is when the last message sent on each one-way link arrives
 	// (or would, had it not been lost): a close arrives after it.
 	lastSent map[[2]uint64]int64
@@ -145,11 +148,13 @@ func New(cfg Config) (*Sim, error) {
 		return nil, err
 	}
 	s := &Sim{
-		cfg:   cfg,
-		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x51a)),
-		nodes: map[uint64]*node{},
-		cut:   map[[2]uint64]bool{},
-		links: map[[2]uint64]uint64{},
+		cfg: cfg,
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0x51a)),
+
+		snapshotRng: rand.New(rand.NewPCG(cfg.Seed, 0x5a9)),
+		nodes:       map[uint64]*node{},
+		cut:         map[[2]uint64]bool{},
+		links:       map[[2]uint64]uint64{},
 
 		lastSent: map[[2]uint64]int64{},
 		queued:   map[uint64]int{},
@@ -323,7 +328,7 @@ func (s *Sim) openDisk(n *node) bool {
 		}
 	}
 	n.disk = d
-	n.storage = checkedStorage{Storage: d, s: s, n: n}
+	n.storage = snapshotStorage{checkedStorage{Storage: d, s: s, n: n}, d}
 	return true
 }
 
@@ -347,13 +352,14 @@ func (s *Sim) boot(n *node, peers []uint64) {
 	// (Figure 8).
 	cfg.MaxAppendBytes = []uint64{4, 16, 256}[s.cfg.Seed%3]
 	cfg.MaxInflightMsgs = []int{1, 2, 8}[(s.cfg.Seed/3)%3]
-	n.machine = &machine{}
+	n.machine = &machine{viewFollows: s.cfg.viewsFollowState}
 	h, err := shell.NewHandler(shell.HandlerConfig{
 		Raft:            cfg,
 		Storage:         n.storage,
 		Transport:       transport{s},
 		StateMachine:    n.machine,
 		SnapshotEntries: s.cfg.SnapshotEntries,
+		Background:      s.background(n),
 		Hooks:           s.hooks(n),
 	})
 	if err != nil {
@@ -471,6 +477,8 @@ func (s *Sim) handle(e *event) {
 		}
 	case eventPhase:
 		s.endChaos()
+	case eventSnapshot:
+		s.snapshotWritten(e)
 	case eventCrash:
 		// A crash point that no write reached in time: crash now.
 		if n := s.nodes[e.node]; n.dying && n.incarnation == e.incarnation {

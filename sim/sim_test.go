@@ -259,3 +259,40 @@ func TestLeaderSeenLateAfterAFullDisk(t *testing.T) {
 		t.Fatalf("the run no longer shows the case (node 2 leading term 4, then node 4 seen leading term 3):\n%s", trace.String())
 	}
 }
+
+// TestBackgroundSnapshots runs seeds in both storages and checks that
+// snapshots were taken in the background (each one read back and checked
+// against the state applied at its index by the checker); and that a view
+// that follows the state after it was taken is caught.
+func TestBackgroundSnapshots(t *testing.T) {
+	for _, disk := range []bool{false, true} {
+		snapshots := 0
+		for seed := uint64(1); seed <= 10; seed++ {
+			cfg := testConfig(seed)
+			cfg.Disk = disk
+			res := Run(cfg)
+			if res.Err != nil {
+				t.Fatalf("%v", res.Err)
+			}
+			snapshots += res.Stats.Snapshots
+		}
+		if snapshots == 0 {
+			t.Fatalf("disk=%v: no snapshot taken in 10 seeds", disk)
+		}
+		caught := 0
+		for seed := uint64(1); seed <= 10; seed++ {
+			cfg := testConfig(seed)
+			cfg.Disk = disk
+			cfg.viewsFollowState = true
+			res := Run(cfg)
+			var v *Violation
+			if errors.As(res.Err, &v) && v.Check == "snapshot" {
+				caught++
+			}
+		}
+		if caught == 0 {
+			t.Fatalf("disk=%v: views that follow the state were not caught in 10 seeds", disk)
+		}
+		t.Logf("disk=%v: %d snapshots in 10 seeds; broken views caught in %d of 10", disk, snapshots, caught)
+	}
+}

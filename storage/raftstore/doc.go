@@ -82,6 +82,14 @@
 // Compact rewrites the entries kept after the snapshot into the new
 // segment, so compacting near the last index keeps that cheap.
 //
+// A snapshot taken in the background splits that protocol in two:
+// WriteSnapshot streams the file (tmp, fsync, rename, fsync dir) from any
+// goroutine without holding the Disk's lock, so Save goes on meanwhile;
+// CompactTo, on the node's goroutine, then writes the checkpoint. Until
+// then the file is unreferenced (a crash leaves the old state, and Open
+// removes the file), and an ApplySnapshot in between leaves it alone and
+// makes CompactTo refuse it (see background.go).
+//
 // All entries after the snapshot are held in memory (as with etcd's
 // MemoryStorage beside its WAL), and the snapshot's data is read from its
 // file when Snapshot is called.

@@ -71,6 +71,13 @@ type Disk struct {
 	snapMeta raft.SnapshotMetadata // Index 0: no snapshot
 	snapSum  uint32                // checksum of the snapshot file
 	ents     []raft.Entry          // after snapMeta.Index, contiguous
+	// pending holds the snapshot files WriteSnapshot is writing or has
+	// written, by name, until CompactTo (background.go).
+	pending map[string]pendingSnapshot
+	// recovered is the snapshot Open read to verify it, kept for the
+	// first Snapshot call (the node's restore) so that a restart reads
+	// the file once; empty after that.
+	recovered raft.Snapshot
 
 	closed bool
 }
@@ -156,7 +163,7 @@ func (d *Disk) recover(dir string, opts Options) error {
 			return fmt.Errorf("%w: snapshot %s has checksum %#08x, the log's checkpoint says %#08x",
 				ErrCorrupt, keep, sum, cp.SnapshotChecksum)
 		}
-		d.snapMeta, d.snapSum = snap.Metadata, sum
+		d.snapMeta, d.snapSum, d.recovered = snap.Metadata, sum, snap
 	}
 	return d.removeSnapshotsExcept(keep)
 }
@@ -274,7 +281,8 @@ func (d *Disk) Repair() error {
 }
 
 // removeSnapshotsExcept removes the snapshot files other than keep, and any
-// temporary file, then syncs the directory.
+// temporary file, then syncs the directory. Files being written in the
+// background, or waiting for CompactTo, stay.
 func (d *Disk) removeSnapshotsExcept(keep string) error {
 	files, tmps, err := snapshot.List(d.fs, d.snapDir)
 	if err != nil {
@@ -285,6 +293,7 @@ func (d *Disk) removeSnapshotsExcept(keep string) error {
 			tmps = append(tmps, f.Name)
 		}
 	}
+	tmps = slices.DeleteFunc(tmps, d.inProgress)
 	if len(tmps) == 0 {
 		return nil
 	}
@@ -389,7 +398,8 @@ func (d *Disk) LastIndex() (uint64, error) {
 }
 
 // Snapshot implements raft.Storage. It reads the snapshot's file, and
-// checks it is the one the log refers to.
+// checks it is the one the log refers to; the first call after Open
+// returns what Open read and verified, without reading it again.
 func (d *Disk) Snapshot() (raft.Snapshot, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -398,6 +408,10 @@ func (d *Disk) Snapshot() (raft.Snapshot, error) {
 	}
 	if d.snapMeta.Index == 0 {
 		return raft.Snapshot{}, nil
+	}
+	if snap := d.recovered; snap.Metadata.Index == d.snapMeta.Index {
+		d.recovered = raft.Snapshot{}
+		return snap, nil
 	}
 	name := filepath.Join(d.snapDir, snapshot.FileName(d.snapMeta.Index, d.snapMeta.Term))
 	snap, sum, err := snapshot.Read(d.fs, name)
@@ -551,6 +565,7 @@ func (d *Disk) install(snap raft.Snapshot, hs raft.HardState, keep []raft.Entry)
 		return err
 	}
 	d.hs, d.snapMeta, d.snapSum = hs, snap.Metadata, sum
+	d.recovered = raft.Snapshot{}
 	d.ents = slices.Clone(keep) // frees the compacted prefix
 	// The checkpoint holds; a file left behind is removed by the next Open.
 	if err := d.removeSnapshotsExcept(name); err != nil {

@@ -197,8 +197,8 @@ func TestBadFiles(t *testing.T) {
 			must(t, err)
 		}, []error{raftstore.ErrCorrupt}, "checksum"},
 		{"snapshot of a newer version", func(t *testing.T, m vfs.FS) {
-			rewrite(t, m, snapName, func(b []byte) []byte { b[8] = 2; return b })
-		}, []error{snapshot.ErrUnsupported}, "version 2"},
+			rewrite(t, m, snapName, func(b []byte) []byte { b[8] = 3; return b })
+		}, []error{snapshot.ErrUnsupported}, "version 3"},
 		{"segment with a wrong magic", func(t *testing.T, m vfs.FS) {
 			rewrite(t, m, segment(t, m, 1), func(b []byte) []byte { copy(b, "coordXXX"); return b })
 		}, []error{raftstore.ErrCorrupt, wal.ErrCorrupt}, "bad magic"},

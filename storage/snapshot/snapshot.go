@@ -28,9 +28,10 @@ var (
 
 const (
 	magic         = "coordSNP"
-	formatVersion = 1
+	formatVersion = 2
 	headerSize    = 24
-	trailerSize   = 4
+	trailerSize   = 4  // the checksum
+	trailerSizeV2 = 12 // the data's length, then the checksum
 	tmpSuffix     = ".tmp"
 	fileSuffix    = ".snap"
 )
@@ -81,24 +82,25 @@ func List(fsys vfs.FS, dir string) (files []File, tmps []string, err error) {
 	return files, tmps, nil
 }
 
-// encodeHead returns the header and metadata of snap.
-func encodeHead(snap raft.Snapshot) []byte {
-	var meta []byte
-	meta = binary.LittleEndian.AppendUint64(meta, snap.Metadata.Index)
-	meta = binary.LittleEndian.AppendUint64(meta, snap.Metadata.Term)
-	cs := snap.Metadata.ConfState
+// encodeHead returns the header and metadata of a version 2 file: the
+// data's length goes in the trailer, so that the data can be streamed.
+func encodeHead(meta raft.SnapshotMetadata) []byte {
+	var m []byte
+	m = binary.LittleEndian.AppendUint64(m, meta.Index)
+	m = binary.LittleEndian.AppendUint64(m, meta.Term)
+	cs := meta.ConfState
 	for _, ids := range [][]uint64{cs.Voters, cs.Learners, cs.VotersOutgoing} {
-		meta = binary.LittleEndian.AppendUint32(meta, uint32(len(ids)))
+		m = binary.LittleEndian.AppendUint32(m, uint32(len(ids)))
 		for _, id := range ids {
-			meta = binary.LittleEndian.AppendUint64(meta, id)
+			m = binary.LittleEndian.AppendUint64(m, id)
 		}
 	}
-	head := make([]byte, headerSize, headerSize+len(meta))
+	head := make([]byte, headerSize, headerSize+len(m))
 	copy(head, magic)
 	binary.LittleEndian.PutUint32(head[8:], formatVersion)
-	binary.LittleEndian.PutUint32(head[12:], uint32(len(meta)))
-	binary.LittleEndian.PutUint64(head[16:], uint64(len(snap.Data)))
-	return append(head, meta...)
+	binary.LittleEndian.PutUint32(head[12:], uint32(len(m)))
+	// head[16:24] stays zero: version 1 kept the data's length there.
+	return append(head, m...)
 }
 
 // Write stores snap in dir under FileName(index, term), atomically and
@@ -108,46 +110,135 @@ func Write(fsys vfs.FS, dir string, snap raft.Snapshot) (name string, checksum u
 	if snap.IsEmpty() {
 		return "", 0, ErrEmpty
 	}
-	name = FileName(snap.Metadata.Index, snap.Metadata.Term)
-	final := filepath.Join(dir, name)
-	tmp := final + tmpSuffix
-	if err := writeTmp(fsys, tmp, snap, &checksum); err != nil {
-		// Best effort: a leftover tmp file is harmless and removed later.
-		_ = fsys.Remove(tmp)
-		return "", 0, fmt.Errorf("snapshot: write %s: %w", tmp, err)
+	w, err := Create(fsys, dir, snap.Metadata)
+	if err != nil {
+		return "", 0, err
 	}
-	if err := fsys.Rename(tmp, final); err != nil {
-		return "", 0, fmt.Errorf("snapshot: rename %s: %w", tmp, err)
+	if _, err := w.Write(snap.Data); err != nil {
+		return "", 0, errors.Join(err, w.Abort())
 	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return "", 0, fmt.Errorf("snapshot: sync directory %s: %w", dir, err)
-	}
-	return name, checksum, nil
+	checksum, err = w.Commit()
+	return w.Name(), checksum, err
 }
 
-func writeTmp(fsys vfs.FS, tmp string, snap raft.Snapshot, checksum *uint32) error {
-	f, err := fsys.Create(tmp)
-	if err != nil {
-		return err
+// Writer writes one snapshot file as a stream: Create writes the header,
+// Write appends the application's data in as many pieces as the caller
+// likes (it need not know the size up front, nor hold it all), Commit
+// makes the file durable under its final name, and Abort removes it. No
+// byte is held in memory beyond the piece being written.
+//
+// A Writer is not safe for concurrent use, but it may be used from a
+// goroutine other than the one that created it (a snapshot written in the
+// background), concurrently with other files of the same FS.
+type Writer struct {
+	fsys      vfs.FS
+	dir, name string
+	f         vfs.File // nil once committed or aborted
+	crc       uint32
+	dataBytes uint64
+	err       error // the first failure; every later call returns it
+}
+
+// Create starts the file for a snapshot with metadata meta in dir: it
+// writes "<FileName>.tmp" (see the package doc) and returns a Writer for
+// its data. ErrEmpty for index 0.
+func Create(fsys vfs.FS, dir string, meta raft.SnapshotMetadata) (*Writer, error) {
+	if meta.Index == 0 {
+		return nil, ErrEmpty
 	}
-	head := encodeHead(snap)
-	crc := crc32.Update(crc32.Checksum(head, castagnoli), castagnoli, snap.Data)
-	*checksum = crc
-	// Three writes rather than one copy of a possibly large Data.
-	err = writeAll(f, head, snap.Data, binary.LittleEndian.AppendUint32(nil, crc))
+	w := &Writer{fsys: fsys, dir: dir, name: FileName(meta.Index, meta.Term)}
+	f, err := fsys.Create(w.tmp())
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: create %s: %w", w.tmp(), err)
+	}
+	w.f = f
+	head := encodeHead(meta)
+	w.crc = crc32.Checksum(head, castagnoli)
+	if _, err := f.Write(head); err != nil {
+		return nil, errors.Join(w.fail(err), w.Abort())
+	}
+	return w, nil
+}
+
+// Name returns the file's base name in its directory (FileName).
+func (w *Writer) Name() string { return w.name }
+
+func (w *Writer) tmp() string { return filepath.Join(w.dir, w.name) + tmpSuffix }
+
+// fail records the first failure and returns it, with context.
+func (w *Writer) fail(err error) error {
+	if w.err == nil {
+		w.err = fmt.Errorf("snapshot: write %s: %w", w.tmp(), err)
+	}
+	return w.err
+}
+
+// Write appends p to the snapshot's data.
+func (w *Writer) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.f == nil {
+		return 0, w.fail(errors.New("write after Commit or Abort"))
+	}
+	n, err := w.f.Write(p)
+	w.crc = crc32.Update(w.crc, castagnoli, p[:n])
+	w.dataBytes += uint64(n)
+	if err != nil {
+		return n, w.fail(err)
+	}
+	return n, nil
+}
+
+// Commit writes the trailer, fsyncs the file, renames it to its final
+// name and fsyncs the directory, and returns the file's checksum. After a
+// failure the temporary file is removed (best effort: a leftover one is
+// harmless, and its directory's owner removes it later).
+func (w *Writer) Commit() (checksum uint32, err error) {
+	if w.err != nil {
+		return 0, errors.Join(w.err, w.Abort())
+	}
+	if w.f == nil {
+		return 0, w.fail(errors.New("Commit after Commit or Abort"))
+	}
+	trailer := binary.LittleEndian.AppendUint64(nil, w.dataBytes)
+	w.crc = crc32.Update(w.crc, castagnoli, trailer)
+	trailer = binary.LittleEndian.AppendUint32(trailer, w.crc)
+	f := w.f
+	w.f = nil
+	_, err = f.Write(trailer)
 	if err == nil {
 		err = f.Sync()
 	}
-	return errors.Join(err, f.Close())
+	if err = errors.Join(err, f.Close()); err != nil {
+		_ = w.fsys.Remove(w.tmp())
+		return 0, w.fail(err)
+	}
+	final := filepath.Join(w.dir, w.name)
+	if err := w.fsys.Rename(w.tmp(), final); err != nil {
+		_ = w.fsys.Remove(w.tmp())
+		w.err = fmt.Errorf("snapshot: rename %s: %w", w.tmp(), err)
+		return 0, w.err
+	}
+	if err := w.fsys.SyncDir(w.dir); err != nil {
+		w.err = fmt.Errorf("snapshot: sync directory %s: %w", w.dir, err)
+		return 0, w.err
+	}
+	return w.crc, nil
 }
 
-func writeAll(f vfs.File, bufs ...[]byte) error {
-	for _, b := range bufs {
-		if _, err := f.Write(b); err != nil {
-			return err
-		}
+// Abort abandons the file: it closes and removes the temporary file. It
+// does nothing after Commit succeeded, or after Abort.
+func (w *Writer) Abort() error {
+	if w.f == nil {
+		return nil
 	}
-	return nil
+	f := w.f
+	w.f = nil
+	if w.err == nil {
+		w.err = fmt.Errorf("snapshot: write %s: aborted", w.tmp())
+	}
+	return errors.Join(f.Close(), w.fsys.Remove(w.tmp()))
 }
 
 // Read reads and verifies the snapshot file at path, and returns the
@@ -170,7 +261,7 @@ func Read(fsys vfs.FS, path string) (raft.Snapshot, uint32, error) {
 	return snap, checksum, nil
 }
 
-// decode parses and verifies a snapshot file's bytes.
+// decode parses and verifies a snapshot file's bytes, of either version.
 func decode(data []byte) (raft.Snapshot, uint32, error) {
 	size := uint64(len(data))
 	if size < headerSize+trailerSize {
@@ -179,17 +270,30 @@ func decode(data []byte) (raft.Snapshot, uint32, error) {
 	if string(data[:8]) != magic {
 		return raft.Snapshot{}, 0, fmt.Errorf("%w: bad magic %q, want %q: not a coord snapshot", ErrCorrupt, data[:8], magic)
 	}
-	switch v := binary.LittleEndian.Uint32(data[8:]); {
-	case v == 0:
+	version := binary.LittleEndian.Uint32(data[8:])
+	switch {
+	case version == 0:
 		return raft.Snapshot{}, 0, fmt.Errorf("%w: format version 0", ErrCorrupt)
-	case v != formatVersion:
-		return raft.Snapshot{}, 0, fmt.Errorf("%w: format version %d, this build reads version %d", ErrUnsupported, v, formatVersion)
+	case version > formatVersion:
+		return raft.Snapshot{}, 0, fmt.Errorf("%w: format version %d, this build reads versions 1 to %d",
+			ErrUnsupported, version, formatVersion)
 	}
 	metaLen := uint64(binary.LittleEndian.Uint32(data[12:]))
 	dataLen := binary.LittleEndian.Uint64(data[16:])
+	trailer := uint64(trailerSize)
+	if version == 2 {
+		if size < headerSize+trailerSizeV2 {
+			return raft.Snapshot{}, 0, fmt.Errorf("%w: truncated: %d bytes, shorter than a header and trailer", ErrCorrupt, size)
+		}
+		if dataLen != 0 {
+			return raft.Snapshot{}, 0, fmt.Errorf("%w: header bytes 16-23 are %#x, want 0", ErrCorrupt, dataLen)
+		}
+		trailer = trailerSizeV2
+		dataLen = binary.LittleEndian.Uint64(data[size-trailerSizeV2:])
+	}
 	// Compare without overflowing: dataLen comes from the file.
-	if want := headerSize + metaLen + trailerSize; dataLen > size || want+dataLen != size {
-		return raft.Snapshot{}, 0, fmt.Errorf("%w: truncated or padded: %d bytes, the header says %d of metadata and %d of data",
+	if want := headerSize + metaLen + trailer; dataLen > size || want+dataLen != size {
+		return raft.Snapshot{}, 0, fmt.Errorf("%w: truncated or padded: %d bytes, the file says %d of metadata and %d of data",
 			ErrCorrupt, size, metaLen, dataLen)
 	}
 	body := data[:size-trailerSize]
@@ -202,7 +306,7 @@ func decode(data []byte) (raft.Snapshot, uint32, error) {
 	}
 	snap := raft.Snapshot{Metadata: meta}
 	if dataLen > 0 {
-		snap.Data = data[headerSize+metaLen : size-trailerSize]
+		snap.Data = data[headerSize+metaLen : size-trailer]
 	}
 	return snap, binary.LittleEndian.Uint32(data[size-trailerSize:]), nil
 }

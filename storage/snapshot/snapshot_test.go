@@ -206,12 +206,17 @@ func TestBadFiles(t *testing.T) {
 		{"bad magic", func() []byte { b := slices.Clone(good); copy(b, "GIF89a.."); return b }, snapshot.ErrCorrupt, "bad magic"},
 		{"newer version", func() []byte { b := slices.Clone(good); b[8] = 3; return b }, snapshot.ErrUnsupported, "version 3"},
 		{"version 0", func() []byte { b := slices.Clone(good); b[8] = 0; return b }, snapshot.ErrCorrupt, "version 0"},
-		{"flipped data bit", func() []byte { b := slices.Clone(good); b[len(b)-6] ^= 0x10; return b }, snapshot.ErrCorrupt, "checksum"},
+		{"flipped data bit", func() []byte { b := slices.Clone(good); b[len(b)-14] ^= 0x10; return b }, snapshot.ErrCorrupt, "checksum"},
 		{"huge data length", func() []byte {
 			b := slices.Clone(good)
-			binary.LittleEndian.PutUint64(b[16:], 1<<63)
-			return b
+			binary.LittleEndian.PutUint64(b[len(b)-12:], 1<<63)
+			return reseal(b)
 		}, snapshot.ErrCorrupt, "truncated"},
+		{"version 1's length field set", func() []byte {
+			b := slices.Clone(good)
+			binary.LittleEndian.PutUint64(b[16:], 5)
+			return reseal(b)
+		}, snapshot.ErrCorrupt, "want 0"},
 		{"membership list too long", func() []byte {
 			b := slices.Clone(good)
 			binary.LittleEndian.PutUint32(b[24+16:], 1000) // the voter count
@@ -267,4 +272,93 @@ func Example() {
 	got, _, err := snapshot.Read(fsys, "/"+name)
 	fmt.Println(name, got.Metadata.Index, got.Metadata.ConfState.Voters, string(got.Data), err)
 	// Output: 000000000000000a-0000000000000002.snap 10 [1 2 3] state <nil>
+}
+
+// versionOne returns the sample snapshot as version 1 wrote it: the data's
+// length in the header, only the checksum after the data.
+func versionOne() []byte {
+	snap := sample()
+	var meta []byte
+	meta = binary.LittleEndian.AppendUint64(meta, snap.Metadata.Index)
+	meta = binary.LittleEndian.AppendUint64(meta, snap.Metadata.Term)
+	cs := snap.Metadata.ConfState
+	for _, ids := range [][]uint64{cs.Voters, cs.Learners, cs.VotersOutgoing} {
+		meta = binary.LittleEndian.AppendUint32(meta, uint32(len(ids)))
+		for _, id := range ids {
+			meta = binary.LittleEndian.AppendUint64(meta, id)
+		}
+	}
+	b := []byte("coordSNP")
+	b = binary.LittleEndian.AppendUint32(b, 1)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(meta)))
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(snap.Data)))
+	b = append(append(b, meta...), snap.Data...)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
+}
+
+// TestReadsVersionOne reads a file written before snapshots were streamed.
+func TestReadsVersionOne(t *testing.T) {
+	m := vfs.NewMemFS()
+	name := "/" + snapshot.FileName(42, 7)
+	f, err := m.Create(name)
+	must(t, err)
+	_, err = f.Write(versionOne())
+	must(t, err)
+	must(t, f.Close())
+	got, _, err := snapshot.Read(m, name)
+	must(t, err)
+	if !equal(got, sample()) {
+		t.Fatalf("read %+v, want %+v", got, sample())
+	}
+	bad := versionOne()
+	bad[len(bad)-6] ^= 1
+	if err := readBytes(t, bad); !errors.Is(err, snapshot.ErrCorrupt) {
+		t.Fatalf("a flipped bit in a version 1 file: %v, want ErrCorrupt", err)
+	}
+}
+
+// TestWriterStreams writes the data in many pieces, and reads back the
+// same snapshot as one Write of all of it.
+func TestWriterStreams(t *testing.T) {
+	m := vfs.NewMemFS()
+	must(t, m.MkdirAll("/snap"))
+	want := sample()
+	want.Data = bytes.Repeat([]byte("0123456789abcdef"), 10000)
+	w, err := snapshot.Create(m, "/snap", want.Metadata)
+	must(t, err)
+	for p := want.Data; len(p) > 0; {
+		n := min(len(p), 1000)
+		_, err := w.Write(p[:n])
+		must(t, err)
+		p = p[n:]
+	}
+	sum, err := w.Commit()
+	must(t, err)
+	got, gotSum, err := snapshot.Read(m, "/snap/"+w.Name())
+	must(t, err)
+	if !equal(got, want) || gotSum != sum {
+		t.Fatalf("read %d bytes of data, checksum %#x; want %d bytes, checksum %#x", len(got.Data), gotSum, len(want.Data), sum)
+	}
+	if _, err := w.Write([]byte("x")); err == nil {
+		t.Fatal("Write after Commit succeeded")
+	}
+}
+
+// TestWriterAbort leaves nothing behind, not even the temporary file.
+func TestWriterAbort(t *testing.T) {
+	m := vfs.NewMemFS()
+	must(t, m.MkdirAll("/snap"))
+	w, err := snapshot.Create(m, "/snap", sample().Metadata)
+	must(t, err)
+	_, err = w.Write([]byte("half"))
+	must(t, err)
+	must(t, w.Abort())
+	files, tmps, err := snapshot.List(m, "/snap")
+	must(t, err)
+	if len(files) != 0 || len(tmps) != 0 {
+		t.Fatalf("after Abort: files %+v, temporary files %q; want none", files, tmps)
+	}
+	if _, err := w.Commit(); err == nil {
+		t.Fatal("Commit after Abort succeeded")
+	}
 }

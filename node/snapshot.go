@@ -1,0 +1,149 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"coord/raft"
+	"coord/storage/vfs"
+)
+
+// A snapshot taken in the background (when HandlerConfig.Background is set
+// and the state machine is a SnapshotViewer) goes in three steps, so that
+// the node never stops replicating and applying for the size of its state:
+//
+//  1. on the handler's goroutine, at applied index i: the state machine's
+//     point-in-time view (SnapshotViewer.SnapshotView, constant or small
+//     time) and the snapshot's metadata (i, the term of entry i, the
+//     membership as of i);
+//  2. in the background: the view encoded, written and fsynced
+//     (SnapshotStorage.WriteSnapshot), in chunks, never held whole in
+//     memory; or, with a Storage that cannot take a stream, encoded into
+//     one buffer;
+//  3. back on the handler's goroutine, once it is durable: the log
+//     compacted up to i (SnapshotStorage.CompactTo, or Storage.Compact
+//     with the buffer), then Hooks.Compacted.
+//
+// One snapshot is in progress at a time. Everything in step 3 happens on
+// the handler's goroutine, between two Readies, so the storage sees the
+// compaction in the same order as in the synchronous path; the view taken
+// in step 1 is the state at i whatever the machine applied since.
+
+// SnapshotViewer is a StateMachine that can hand over its state for a
+// snapshot taken in the background.
+type SnapshotViewer interface {
+	// SnapshotView returns the state as of the last applied entry, in
+	// constant or small time. The view's WriteTo writes what Snapshot
+	// would have returned then; it is called on another goroutine while
+	// Apply goes on, and must still write the state as of the view.
+	SnapshotView() (io.WriterTo, error)
+}
+
+// SnapshotStorage is a Storage that takes a snapshot streamed to it in the
+// background.
+type SnapshotStorage interface {
+	// WriteSnapshot writes a snapshot file for meta, its data streamed
+	// from data, and returns once it is durable; the file is not yet the
+	// storage's snapshot. It is called on a goroutine other than the
+	// handler's, concurrently with the storage's other methods.
+	// ErrSnapshotOutOfDate (raft) if the storage has a snapshot at or past
+	// meta.Index.
+	WriteSnapshot(meta raft.SnapshotMetadata, data io.WriterTo) error
+	// CompactTo makes the file WriteSnapshot wrote for meta the storage's
+	// snapshot and discards the log up to meta.Index, durably.
+	// ErrSnapshotOutOfDate (raft) if a newer snapshot was installed
+	// meanwhile (the file is then discarded).
+	CompactTo(meta raft.SnapshotMetadata) error
+}
+
+// Background runs work off the handler's goroutine (HandlerConfig): it
+// must call work once, on any goroutine, and then have finish called with
+// work's error on the handler's goroutine (Node sends it to its loop; the
+// simulator schedules both as a later event). If the handler is stopped
+// first, finish may be dropped.
+type Background func(work func() error, finish func(error))
+
+// snapshotInBackground starts a snapshot at the applied index, if the
+// handler can take one in the background; it reports whether it did.
+func (h *Handler) snapshotInBackground() bool {
+	viewer, ok := h.sm.(SnapshotViewer)
+	if h.background == nil || !ok {
+		return false
+	}
+	meta := raft.SnapshotMetadata{Index: h.applied, Term: h.appliedTerm, ConfState: cloneConf(h.conf)}
+	view, err := viewer.SnapshotView()
+	if err != nil {
+		h.compactFailed(fmt.Errorf("node %d: snapshot view at %d: %w", h.id, meta.Index, err))
+		return true
+	}
+	var work func() error
+	var install func() error
+	if s, ok := h.storage.(SnapshotStorage); ok {
+		work = func() error { return s.WriteSnapshot(meta, view) }
+		install = func() error { return s.CompactTo(meta) }
+	} else {
+		var buf bytes.Buffer
+		work = func() error { _, err := view.WriteTo(&buf); return err }
+		install = func() error { return h.storage.Compact(meta.Index, buf.Bytes(), meta.ConfState) }
+	}
+	h.snapshotting = true
+	h.background(work, func(err error) { h.snapshotWritten(meta, err, install) })
+	return true
+}
+
+// snapshotWritten is step 3: on the handler's goroutine, once the
+// snapshot at meta.Index is durable (or failed to be).
+func (h *Handler) snapshotWritten(meta raft.SnapshotMetadata, err error, install func() error) {
+	h.snapshotting = false
+	if h.stopped != nil {
+		return
+	}
+	if err == nil {
+		err = install()
+	}
+	switch {
+	case errors.Is(err, raft.ErrSnapshotOutOfDate):
+		// A snapshot from the leader overtook this one: nothing to do.
+		return
+	case err != nil:
+		h.compactFailed(fmt.Errorf("node %d: snapshot at %d: %w", h.id, meta.Index, err))
+		return
+	}
+	h.compacted(meta)
+}
+
+// compacted records a durable snapshot and compacted log at meta.
+func (h *Handler) compacted(meta raft.SnapshotMetadata) {
+	h.compactWait = 0
+	h.lastSnapshot = max(h.lastSnapshot, meta.Index)
+	if h.hooks.Compacted != nil {
+		h.hooks.Compacted(meta)
+	}
+}
+
+// compactFailed logs a failed snapshot and backs off before the next: the
+// log just grows meanwhile, and nothing is lost.
+func (h *Handler) compactFailed(err error) {
+	if h.stopped != nil {
+		return
+	}
+	h.compactWait = min(max(2*h.compactWait, compactWaitMin), compactWaitMax)
+	h.compactAfter = h.ticks + h.compactWait
+	h.log.Warn("node: snapshot failed; will retry", "node", h.id, "index", h.applied, "retry_ticks", h.compactWait,
+		"err", err, "no_space", vfs.IsNoSpace(err))
+}
+
+// Snapshotting reports whether a snapshot is being written in the
+// background.
+func (h *Handler) Snapshotting() bool { return h.snapshotting }
+
+func cloneConf(cs raft.ConfState) raft.ConfState {
+	return raft.ConfState{
+		Voters:         slices.Clone(cs.Voters),
+		Learners:       slices.Clone(cs.Learners),
+		VotersOutgoing: slices.Clone(cs.VotersOutgoing),
+	}
+}

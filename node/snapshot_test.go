@@ -1,0 +1,183 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"coord/raft"
+	"coord/storage/raftstore"
+	"coord/storage/vfs"
+)
+
+// viewKV is kv with point-in-time views whose writing waits until the test
+// releases it: the snapshot stays "being written" while the test goes on.
+type viewKV struct {
+	*kv
+	started chan map[string]string // the view's state, when its writing starts
+	release chan struct{}
+}
+
+func (s *viewKV) SnapshotView() (io.WriterTo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return gatedView{state: maps.Clone(s.data), s: s}, nil
+}
+
+type gatedView struct {
+	state map[string]string
+	s     *viewKV
+}
+
+func (v gatedView) WriteTo(w io.Writer) (int64, error) {
+	select {
+	case v.s.started <- v.state:
+		<-v.s.release
+	default: // a later snapshot than the one the test holds
+	}
+	b, err := json.Marshal(v.state)
+	if err != nil {
+		return 0, err
+	}
+	n, err := w.Write(b)
+	return int64(n), err
+}
+
+// TestSnapshotInBackground holds a snapshot's writing open while the node
+// goes on committing and applying writes (with the snapshot on the loop,
+// those writes would never finish), then lets it finish: the snapshot
+// stored is the state at the index it was taken at, not later, the log is
+// compacted to it, and a restart restores every write from it and the log.
+func TestSnapshotInBackground(t *testing.T) {
+	for _, disk := range []bool{false, true} {
+		t.Run(fmt.Sprintf("disk=%v", disk), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testSnapshotInBackground(t, disk) })
+		})
+	}
+}
+
+func testSnapshotInBackground(t *testing.T, disk bool) {
+	fsys := vfs.NewMemFS()
+	open := func() Storage {
+		if !disk {
+			return NewMemoryStorage()
+		}
+		d, err := raftstore.Open(fsys, "/node", raftstore.Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	start := func(storage Storage, held bool) (*Node, *viewKV) {
+		sm := &viewKV{kv: newKV(), started: make(chan map[string]string, 1), release: make(chan struct{})}
+		if !held {
+			close(sm.release)
+		}
+		cfg := DefaultConfig()
+		cfg.Raft.ID, cfg.Raft.Peers = 1, []uint64{1}
+		cfg.Raft.Rand = rand.New(rand.NewPCG(1, 7))
+		cfg.Storage, cfg.Transport, cfg.StateMachine = storage, NewMemoryNetwork().Transport(1), sm
+		cfg.TickInterval = 10 * time.Millisecond
+		cfg.SnapshotEntries = 5
+		n, err := Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, sm
+	}
+	storage := open()
+	n, sm := start(storage, true)
+	released := false
+	defer func() { // on a failure, so that the node can stop
+		if !released {
+			close(sm.release)
+		}
+		_ = n.Stop()
+	}()
+	for {
+		changed := n.Changed()
+		if n.Status().Role == raft.Leader {
+			break
+		}
+		<-changed
+	}
+	ctx := context.Background()
+	written := 0
+	propose := func() {
+		t.Helper()
+		if _, err := n.Propose(ctx, fmt.Appendf(nil, "k%d=v%d", written, written)); err != nil {
+			t.Fatal(err)
+		}
+		written++
+	}
+	var atView map[string]string
+	for atView == nil {
+		if written == 50 {
+			t.Fatal("no snapshot began in the background after 50 writes")
+		}
+		propose()
+		synctest.Wait() // a snapshot begun is now held in WriteTo
+		select {
+		case atView = <-sm.started:
+		default:
+		}
+	}
+	// The snapshot is being written: the node goes on meanwhile.
+	for range 20 {
+		propose()
+	}
+	if len(atView) >= written {
+		t.Fatalf("the view holds %d keys, the node %d: the view changed with the state", len(atView), written)
+	}
+	close(sm.release)
+	released = true
+	synctest.Wait() // the snapshot written, and its end handled on the loop
+	var snap raft.Snapshot
+	var first uint64
+	err := n.do(ctx, func() {
+		snap, _ = storage.Snapshot()
+		first, _ = storage.FirstIndex()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]string
+	if err := json.Unmarshal(snap.Data, &got); err != nil {
+		t.Fatalf("the stored snapshot (index %d) does not decode: %v", snap.Metadata.Index, err)
+	}
+	if !maps.Equal(got, atView) || first != snap.Metadata.Index+1 {
+		t.Fatalf("stored snapshot at %d holds %d keys, want the view's %d; first index %d, want %d",
+			snap.Metadata.Index, len(got), len(atView), first, snap.Metadata.Index+1)
+	}
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !disk {
+		return
+	}
+	if err := storage.(*raftstore.Disk).Close(); err != nil {
+		t.Fatal(err)
+	}
+	n, sm = start(open(), false)
+	last, want := fmt.Sprintf("k%d", written-1), fmt.Sprintf("v%d", written-1)
+	for {
+		changed := n.Changed()
+		if sm.kv.get(last) == want {
+			break
+		}
+		<-changed
+	}
+	sm.kv.mu.Lock()
+	keys := len(sm.kv.data)
+	sm.kv.mu.Unlock()
+	if keys != written {
+		t.Fatalf("after a restart: %d keys, want %d", keys, written)
+	}
+}

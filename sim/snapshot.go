@@ -1,0 +1,117 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+
+	shell "coord/node"
+	"coord/raft"
+)
+
+// Snapshots are taken in the background, as on the server: the handler
+// takes the machine's view at applied index i on the node's step, and the
+// simulator writes it out at a later event (one to four ticks on, chosen
+// by the seed), while the node goes on applying; then the handler compacts
+// the log. With Config.Disk the view streams to raftstore's WriteSnapshot
+// and CompactTo; on a MemoryStorage the handler encodes it into a buffer
+// and compacts with it. The checker then reads the snapshot back from the
+// storage, restores it into a fresh machine, and checks that it is exactly
+// the state every node had at i (compacted).
+
+// SnapshotView implements node.SnapshotViewer: the hash chain as of the
+// last applied entry.
+func (m *machine) SnapshotView() (io.WriterTo, error) {
+	if m.viewFollows {
+		return followingView{m}, nil
+	}
+	return bytes.NewReader(binary.BigEndian.AppendUint64(nil, m.hash)), nil
+}
+
+// followingView is a broken view: it writes the state as of when it is
+// written, not when it was taken.
+type followingView struct{ m *machine }
+
+func (v followingView) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(binary.BigEndian.AppendUint64(nil, v.m.hash))
+	return int64(n), err
+}
+
+// background is a node's node.Background: the work and its end run at one
+// later event, unless the node crashed meanwhile.
+func (s *Sim) background(n *node) shell.Background {
+	return func(work func() error, finish func(error)) {
+		delay := (1 + s.snapshotRng.Int64N(4)) * s.us(s.cfg.Tick)
+		s.schedule(&event{at: s.now + delay, kind: eventSnapshot, node: n.id, incarnation: n.incarnation,
+			work: work, finish: finish})
+	}
+}
+
+// snapshotWritten runs a background snapshot's work and its end.
+func (s *Sim) snapshotWritten(e *event) {
+	n := s.nodes[e.node]
+	if n.h == nil || n.incarnation != e.incarnation {
+		return // crashed meanwhile: the next Open removes what it left
+	}
+	err := e.work()
+	if n.h == nil || n.incarnation != e.incarnation {
+		return // crashed while writing it
+	}
+	e.finish(err)
+	s.process(n)
+}
+
+// snapshotStorage is a node's checked storage over raftstore: it takes
+// snapshots streamed in the background.
+type snapshotStorage struct {
+	checkedStorage
+	disk shell.SnapshotStorage
+}
+
+// WriteSnapshot implements node.SnapshotStorage.
+func (c snapshotStorage) WriteSnapshot(meta raft.SnapshotMetadata, data io.WriterTo) error {
+	return c.judgeSnapshot("write snapshot", c.disk.WriteSnapshot(meta, data))
+}
+
+// CompactTo implements node.SnapshotStorage.
+func (c snapshotStorage) CompactTo(meta raft.SnapshotMetadata) error {
+	return c.judgeSnapshot("compact", c.disk.CompactTo(meta))
+}
+
+// judgeSnapshot judges a background snapshot's write: one overtaken by the
+// leader's snapshot is the handler's to skip, not a failure.
+func (c snapshotStorage) judgeSnapshot(op string, err error) error {
+	if errors.Is(err, raft.ErrSnapshotOutOfDate) {
+		return err
+	}
+	return c.judge(op, err)
+}
+
+// compacted checks a snapshot this node took at meta.Index: read back
+// from the storage and restored into a fresh machine, it is the state
+// applied at that index, with the committed entry's term.
+func (c *checker) compacted(s *Sim, n *node, meta raft.SnapshotMetadata) {
+	snap, err := n.storage.Snapshot()
+	if err != nil {
+		s.fail("snapshot", "node %d: reading back its snapshot at %d: %v", n.id, meta.Index, err)
+		return
+	}
+	if snap.Metadata.Index != meta.Index || snap.Metadata.Term != meta.Term || !snap.Metadata.ConfState.Equal(meta.ConfState) {
+		s.fail("snapshot", "node %d: took a snapshot at %d/%d, its storage holds %d/%d", n.id,
+			meta.Index, meta.Term, snap.Metadata.Index, snap.Metadata.Term)
+		return
+	}
+	var fresh machine
+	if err := fresh.Restore(snap.Data); err != nil {
+		s.fail("snapshot", "node %d: its snapshot at %d does not restore: %v", n.id, meta.Index, err)
+		return
+	}
+	if want, ok := c.appliedAt[meta.Index]; ok && want.chain != fresh.hash {
+		s.fail("snapshot", "node %d: its snapshot at %d restores a state other than the one applied there", n.id, meta.Index)
+	}
+	if want, ok := c.committed[meta.Index]; ok && want.term != meta.Term {
+		s.fail("snapshot", "node %d: its snapshot at %d says term %d, the committed entry there has term %d",
+			n.id, meta.Index, meta.Term, want.term)
+	}
+}

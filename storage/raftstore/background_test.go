@@ -1,0 +1,185 @@
+package raftstore_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+
+	"coord/raft"
+	"coord/storage/snapshot"
+	"coord/storage/vfs"
+)
+
+// writerFunc is an io.WriterTo that runs a function when it is written:
+// the test does the node's work "while" the snapshot streams.
+type writerFunc func(w io.Writer) (int64, error)
+
+func (f writerFunc) WriteTo(w io.Writer) (int64, error) { return f(w) }
+
+func entries(lo, hi, term uint64) []raft.Entry {
+	var ents []raft.Entry
+	for i := lo; i <= hi; i++ {
+		ents = append(ents, raft.Entry{Index: i, Term: term, Data: []byte{byte(i)}})
+	}
+	return ents
+}
+
+// TestWriteSnapshotWhileSaving streams a snapshot at index 5 in pieces
+// while entries 11 to 20 are saved (what the node does meanwhile), then
+// compacts to it: after a crash and a reopen, the snapshot is the one
+// streamed, and every entry after it is there.
+func TestWriteSnapshotWhileSaving(t *testing.T) {
+	m := vfs.NewMemFS()
+	d := open(t, m, "/node")
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 10}, entries(1, 10, 1)))
+	meta := raft.SnapshotMetadata{Index: 5, Term: 1, ConfState: raft.ConfState{Voters: []uint64{1, 2, 3}}}
+	state := bytes.Repeat([]byte("state at 5 "), 1000)
+	err := d.WriteSnapshot(meta, writerFunc(func(w io.Writer) (int64, error) {
+		var n int64
+		for i, p := 0, state; len(p) > 0; i++ {
+			k := min(len(p), 700)
+			if _, err := w.Write(p[:k]); err != nil {
+				return n, err
+			}
+			n += int64(k)
+			p = p[k:]
+			if i == 3 {
+				must(t, d.Save(raft.HardState{Term: 1, Commit: 20}, entries(11, 20, 1)))
+			}
+		}
+		return n, nil
+	}))
+	must(t, err)
+	if first, _ := d.FirstIndex(); first != 1 {
+		t.Fatalf("FirstIndex %d before CompactTo, want 1: the written file is not yet the snapshot", first)
+	}
+	must(t, d.CompactTo(meta))
+	m.Crash()
+	d = open(t, m, "/node")
+	snap, err := d.Snapshot()
+	must(t, err)
+	if snap.Metadata.Index != 5 || snap.Metadata.Term != 1 || !bytes.Equal(snap.Data, state) ||
+		!snap.Metadata.ConfState.Equal(meta.ConfState) {
+		t.Fatalf("snapshot after reopening: %+v with %d bytes, want index 5 term 1 with %d bytes", snap.Metadata, len(snap.Data), len(state))
+	}
+	ents, err := d.Entries(6, 21, 1<<20)
+	must(t, err)
+	if len(ents) != 15 || ents[0].Index != 6 || ents[14].Index != 20 {
+		t.Fatalf("entries after the snapshot: %d, want 6 to 20", len(ents))
+	}
+}
+
+// TestWriteSnapshotOvertaken installs a snapshot from the leader while one
+// is being written: the install leaves the file being written alone, and
+// CompactTo then discards it with ErrSnapshotOutOfDate, leaving the
+// leader's snapshot and no other file.
+func TestWriteSnapshotOvertaken(t *testing.T) {
+	m := vfs.NewMemFS()
+	d := open(t, m, "/node")
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 10}, entries(1, 10, 1)))
+	mine := raft.SnapshotMetadata{Index: 5, Term: 1, ConfState: raft.ConfState{Voters: []uint64{1}}}
+	leaders := raft.Snapshot{Metadata: raft.SnapshotMetadata{Index: 30, Term: 2, ConfState: raft.ConfState{Voters: []uint64{1}}}, Data: []byte("leader")}
+	err := d.WriteSnapshot(mine, writerFunc(func(w io.Writer) (int64, error) {
+		n, err := w.Write([]byte("half"))
+		if err != nil {
+			return int64(n), err
+		}
+		must(t, d.ApplySnapshot(leaders))
+		k, err := w.Write([]byte(" and the rest"))
+		return int64(n + k), err
+	}))
+	must(t, err)
+	if err := d.CompactTo(mine); !errors.Is(err, raft.ErrSnapshotOutOfDate) {
+		t.Fatalf("CompactTo after a newer snapshot: %v, want ErrSnapshotOutOfDate", err)
+	}
+	files, tmps, err := snapshot.List(m, "/node/snap")
+	must(t, err)
+	if len(files) != 1 || files[0].Index != 30 || len(tmps) != 0 {
+		t.Fatalf("snapshot files %+v, temporary %q: want only the leader's at 30", files, tmps)
+	}
+	if err := d.WriteSnapshot(mine, writerFunc(func(io.Writer) (int64, error) { return 0, nil })); !errors.Is(err, raft.ErrSnapshotOutOfDate) {
+		t.Fatalf("WriteSnapshot below the snapshot: %v, want ErrSnapshotOutOfDate", err)
+	}
+}
+
+// TestWriteSnapshotCrashBeforeCompact crashes after the file is durable
+// but before CompactTo: the reopened Disk has its old log and no snapshot,
+// and the unused file is gone.
+func TestWriteSnapshotCrashBeforeCompact(t *testing.T) {
+	m := vfs.NewMemFS()
+	d := open(t, m, "/node")
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 10}, entries(1, 10, 1)))
+	meta := raft.SnapshotMetadata{Index: 8, Term: 1, ConfState: raft.ConfState{Voters: []uint64{1}}}
+	must(t, d.WriteSnapshot(meta, bytes.NewReader([]byte("state"))))
+	m.Crash()
+	d = open(t, m, "/node")
+	if first, _ := d.FirstIndex(); first != 1 {
+		t.Fatalf("FirstIndex %d, want 1", first)
+	}
+	files, tmps, err := snapshot.List(m, "/node/snap")
+	must(t, err)
+	if len(files) != 0 || len(tmps) != 0 {
+		t.Fatalf("snapshot files %+v, temporary %q after reopening: want none", files, tmps)
+	}
+}
+
+// TestWriteSnapshotFails: a failing data stream leaves no file, and
+// CompactTo refuses a snapshot that was not written.
+func TestWriteSnapshotFails(t *testing.T) {
+	m := vfs.NewMemFS()
+	d := open(t, m, "/node")
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 10}, entries(1, 10, 1)))
+	meta := raft.SnapshotMetadata{Index: 8, Term: 1, ConfState: raft.ConfState{Voters: []uint64{1}}}
+	boom := errors.New("encoder failed")
+	err := d.WriteSnapshot(meta, writerFunc(func(w io.Writer) (int64, error) { return 0, boom }))
+	if !errors.Is(err, boom) {
+		t.Fatalf("WriteSnapshot: %v, want %v", err, boom)
+	}
+	if err := d.CompactTo(meta); err == nil {
+		t.Fatal("CompactTo a snapshot whose write failed succeeded")
+	}
+	files, tmps, err := snapshot.List(m, "/node/snap")
+	must(t, err)
+	if len(files) != 0 || len(tmps) != 0 {
+		t.Fatalf("snapshot files %+v, temporary %q: want none", files, tmps)
+	}
+}
+
+// countingFS counts the files opened for reading.
+type countingFS struct {
+	vfs.FS
+	opens *int
+}
+
+func (c countingFS) Open(name string) (vfs.File, error) {
+	*c.opens++
+	return c.FS.Open(name)
+}
+
+// TestRestartReadsSnapshotOnce: Open reads and verifies the snapshot, and
+// the first Snapshot call (the node restoring it) gets that copy without
+// reading the file again; later calls read it.
+func TestRestartReadsSnapshotOnce(t *testing.T) {
+	m := vfs.NewMemFS()
+	d := open(t, m, "/node")
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 10}, entries(1, 10, 1)))
+	must(t, d.Compact(8, []byte("state at 8"), raft.ConfState{Voters: []uint64{1}}))
+	must(t, d.Close())
+	opens := 0
+	d = open(t, countingFS{m, &opens}, "/node")
+	before := opens
+	snap, err := d.Snapshot()
+	must(t, err)
+	if string(snap.Data) != "state at 8" || snap.Metadata.Index != 8 {
+		t.Fatalf("first Snapshot: %+v %q", snap.Metadata, snap.Data)
+	}
+	if opens != before {
+		t.Fatalf("the first Snapshot after Open opened %d files, want 0", opens-before)
+	}
+	snap, err = d.Snapshot()
+	must(t, err)
+	if string(snap.Data) != "state at 8" || opens == before {
+		t.Fatalf("second Snapshot: %q after %d opens, want the file read again", snap.Data, opens-before)
+	}
+}
