@@ -15,7 +15,10 @@
 // goroutine:
 //
 //  1. Storage.ApplySnapshot (if any), then Storage.Save(HardState,
-//     Entries), which must be durable when it returns (fsync);
+//     Entries, MustSync), which must be durable when it returns (fsync),
+//     unless MustSync is false: a Ready that changes the commit index
+//     alone is written without an fsync (a crash may lose it; the leader
+//     tells it again), which saves the leader its second fsync per write;
 //  2. Transport.Send(Messages): only now, because a granted vote or an
 //     append acknowledgement promises what step 1 made durable (Raft
 //     Figure 2: "respond after updating stable storage");

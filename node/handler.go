@@ -88,7 +88,8 @@ type HandlerConfig struct {
 // For every Ready, Handle does, on the caller's goroutine:
 //
 //  1. Storage.ApplySnapshot (if any), then Storage.Save(HardState,
-//     Entries), which must be durable when it returns; then
+//     Entries, MustSync), durable when it returns unless MustSync is
+//     false (a commit index alone, which a crash may lose); then
 //     Hooks.Persisted;
 //  2. Transport.Send(Messages): only now, because a granted vote or an
 //     append acknowledgement promises what step 1 made durable (Raft
@@ -398,7 +399,7 @@ func (h *Handler) persist() error {
 		h.ready.snapshotDone = true
 	}
 	if !rd.HardState.IsEmpty() || len(rd.Entries) > 0 {
-		if err := h.storage.Save(rd.HardState, rd.Entries); err != nil {
+		if err := h.storage.Save(rd.HardState, rd.Entries, rd.MustSync); err != nil {
 			return fmt.Errorf("node %d: save: %w", h.id, err)
 		}
 	}

@@ -21,12 +21,12 @@ type recorder struct {
 	repairs int
 }
 
-func (r *recorder) Save(hs raft.HardState, entries []raft.Entry) error {
+func (r *recorder) Save(hs raft.HardState, entries []raft.Entry, sync bool) error {
 	if r.failing != nil {
 		return r.failing
 	}
 	r.events = append(r.events, fmt.Sprintf("save term=%d vote=%d entries=%d", hs.Term, hs.Vote, len(entries)))
-	return r.MemoryStorage.Save(hs, entries)
+	return r.MemoryStorage.Save(hs, entries, sync)
 }
 
 func (r *recorder) Repair() error {

@@ -278,9 +278,9 @@ type timedStorage struct {
 	metrics *Metrics
 }
 
-func (t timedStorage) Save(hs raft.HardState, ents []raft.Entry) error {
+func (t timedStorage) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 	start := time.Now()
-	err := t.Disk.Save(hs, ents)
+	err := t.Disk.Save(hs, ents, sync)
 	if t.metrics != nil && len(ents) > 0 {
 		t.metrics.appendSeconds.Observe(time.Since(start).Seconds())
 	}

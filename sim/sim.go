@@ -36,6 +36,7 @@ type Stats struct {
 	DiskFulls       int // times a node's disk filled up
 	StuckReadies    int // Readies held because the disk was full, then written
 	LostDirs        int // data directories lost (and restarts refused)
+	CommitsLost     int // restarts that lost a commit index saved without sync, as they may
 }
 
 // Result is the outcome of one run.

@@ -22,10 +22,10 @@ func node(t *testing.T) *vfs.MemFS {
 	m := vfs.NewMemFS()
 	d := open(t, m, "/node")
 	must(t, d.SetIdentity(identity))
-	must(t, d.Save(raft.HardState{Term: 2, Vote: 1}, ents(1, 10, 2)))
+	must(t, d.Save(raft.HardState{Term: 2, Vote: 1}, ents(1, 10, 2), true))
 	must(t, d.Compact(5, []byte("state at 5"), raft.ConfState{Voters: []uint64{1, 2, 3}}))
 	for i := range uint64(30) {
-		must(t, d.Save(raft.HardState{Term: 2, Vote: 1, Commit: 10 + i}, ents(11+i, 1, 2)))
+		must(t, d.Save(raft.HardState{Term: 2, Vote: 1, Commit: 10 + i}, ents(11+i, 1, 2), true))
 	}
 	must(t, d.Close())
 	return m
@@ -113,13 +113,13 @@ func TestVoteSurvivesALostLogTail(t *testing.T) {
 	m := vfs.NewMemFS()
 	d := open(t, m, "/node")
 	must(t, d.SetIdentity(identity))
-	must(t, d.Save(raft.HardState{Term: 1, Commit: 1}, ents(1, 3, 1)))
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 1}, ents(1, 3, 1), true))
 	names := list(t, m, "/node/wal")
 	data, err := vfs.ReadFile(m, "/node/wal/"+names[len(names)-1])
 	must(t, err)
 	before := len(data)
-	must(t, d.Save(raft.HardState{Term: 2, Vote: 1, Commit: 1}, nil))
-	must(t, d.Save(raft.HardState{Term: 2, Vote: 1, Commit: 3}, ents(4, 2, 2)))
+	must(t, d.Save(raft.HardState{Term: 2, Vote: 1, Commit: 1}, nil, true))
+	must(t, d.Save(raft.HardState{Term: 2, Vote: 1, Commit: 3}, ents(4, 2, 2), true))
 	must(t, d.Close())
 	// Cut into the record of the vote: everything after the first batch.
 	rewrite(t, m, "/node/wal/"+names[len(names)-1], func(b []byte) []byte { return b[:before+5] })
@@ -133,7 +133,7 @@ func TestVoteSurvivesALostLogTail(t *testing.T) {
 		t.Fatalf("LastIndex %d, want 3 (the cut tail is gone)", last)
 	}
 	// The node goes on from there, and cannot vote for anyone else in 2.
-	must(t, d.Save(raft.HardState{Term: 2, Vote: 1, Commit: 3}, ents(4, 1, 2)))
+	must(t, d.Save(raft.HardState{Term: 2, Vote: 1, Commit: 3}, ents(4, 1, 2), true))
 }
 
 func TestIdentity(t *testing.T) {
@@ -167,10 +167,10 @@ func TestSaveOnAFullDiskThenRepair(t *testing.T) {
 	f := vfs.NewFaultFS(m, 3, nil)
 	d, err := raftstore.Open(f, "/node", opts)
 	must(t, err)
-	must(t, d.Save(raft.HardState{Term: 1, Commit: 2}, ents(1, 2, 1)))
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 2}, ents(1, 2, 1), true))
 	f.SetInjector(vfs.NoSpace())
 	for range 3 {
-		err := d.Save(raft.HardState{Term: 1, Commit: 2}, ents(3, 4, 1))
+		err := d.Save(raft.HardState{Term: 1, Commit: 2}, ents(3, 4, 1), true)
 		if !vfs.IsNoSpace(err) {
 			t.Fatalf("Save on a full disk: %v, want ENOSPC", err)
 		}
@@ -180,12 +180,37 @@ func TestSaveOnAFullDiskThenRepair(t *testing.T) {
 		must(t, d.Repair()) // truncating and syncing need no space
 	}
 	f.SetInjector(nil)
-	must(t, d.Save(raft.HardState{Term: 1, Commit: 6}, ents(3, 4, 1)))
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 6}, ents(3, 4, 1), true))
 	must(t, d.Close())
 	m.Crash()
 	d = open(t, m, "/node")
 	got := read(t, d)
 	if got.last() != 6 || got.hs.Commit != 6 {
 		t.Fatalf("after the disk filled and emptied, recovered %v", got)
+	}
+}
+
+// A commit index saved without sync, then a write that fails on a full
+// disk: Repair takes the log back to its last sync, before that commit
+// index, and the next synced Save must make it durable all the same (the
+// Save contract: a synced Save covers the unsynced ones before it).
+func TestRepairKeepsAnUnsyncedCommitForTheNextSync(t *testing.T) {
+	m := vfs.NewMemFS()
+	f := vfs.NewFaultFS(m, 3, nil)
+	d, err := raftstore.Open(f, "/node", opts)
+	must(t, err)
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 1}, ents(1, 3, 1), true))
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 3}, nil, false))
+	f.SetInjector(vfs.NoSpace())
+	if err := d.Save(raft.HardState{}, ents(4, 1, 1), true); !vfs.IsNoSpace(err) {
+		t.Fatalf("Save on a full disk: %v, want ENOSPC", err)
+	}
+	must(t, d.Repair())
+	f.SetInjector(nil)
+	must(t, d.Save(raft.HardState{}, ents(4, 1, 1), true))
+	m.Crash()
+	d = open(t, m, "/node")
+	if hs, _, _ := d.InitialState(); hs.Commit != 3 {
+		t.Fatalf("after repair, a synced save and a crash: commit %d, want 3", hs.Commit)
 	}
 }

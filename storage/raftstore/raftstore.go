@@ -68,9 +68,13 @@ type Disk struct {
 	identity *Identity // nil: none written yet
 	vote     vote      // what the VOTE file holds (zero: no file)
 	hs       raft.HardState
-	snapMeta raft.SnapshotMetadata // Index 0: no snapshot
-	snapSum  uint32                // checksum of the snapshot file
-	ents     []raft.Entry          // after snapMeta.Index, contiguous
+	// hsRewrite says a Repair took the log back to its last sync, which
+	// may lack hs (a commit index saved without sync): the next Save
+	// writes it again.
+	hsRewrite bool
+	snapMeta  raft.SnapshotMetadata // Index 0: no snapshot
+	snapSum   uint32                // checksum of the snapshot file
+	ents      []raft.Entry          // after snapMeta.Index, contiguous
 
 	closed bool
 }
@@ -270,6 +274,11 @@ func (d *Disk) Repair() error {
 	if err := d.wal.Repair(); err != nil {
 		return fmt.Errorf("raftstore: %w", err)
 	}
+	// The log is back at its last sync, which may predate a commit index
+	// saved without sync since: the next write carries the hard state
+	// again, so that a synced Save makes it durable, as Save promises.
+	// (Repair itself writes nothing: it must work on a full disk.)
+	d.hsRewrite = true
 	return nil
 }
 
@@ -411,13 +420,19 @@ func (d *Disk) Snapshot() (raft.Snapshot, error) {
 	return snap, nil
 }
 
-// Save makes hs (unless empty or unchanged) and ents durable, then returns:
-// a nil return acknowledges both. Entries from ents[0].Index on are
-// replaced; entries at or below the snapshot's index are ignored. ents must
-// be contiguous and start at most one past LastIndex(), and hs must not
-// lower the term or change the vote within a term: a caller that breaks
-// these has a bug, and Save panics.
-func (d *Disk) Save(hs raft.HardState, ents []raft.Entry) error {
+// Save stores hs (unless empty or unchanged) and ents. Entries from
+// ents[0].Index on are replaced; entries at or below the snapshot's index
+// are ignored. ents must be contiguous and start at most one past
+// LastIndex(), and hs must not lower the term or change the vote within a
+// term: a caller that breaks these has a bug, and Save panics.
+//
+// With sync, Save returns once both are durable: a nil return
+// acknowledges them. Without it, a Save that changes only the commit index
+// is written to the log but not synced (raft.Ready.MustSync is false for
+// it: the commit index may be lost in a crash and is learnt again from
+// the leader), and becomes durable with the next synced write. Entries and
+// a new term or vote are synced whatever sync says.
+func (d *Disk) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.usable(); err != nil {
@@ -459,16 +474,26 @@ func (d *Disk) Save(hs raft.HardState, ents []raft.Entry) error {
 		d.vote = vote{hs.Term, hs.Vote}
 	}
 	var record raft.HardState
-	if writeHS {
+	switch {
+	case writeHS:
 		record = hs
+	case d.hsRewrite:
+		record = d.hs
 	}
+	// Only a commit index may wait for the next sync: a vote or an entry
+	// the node has promised must not be lost.
+	commitOnly := len(ents) == 0 && hs.Term == d.hs.Term && hs.Vote == d.hs.Vote
 	if err := d.wal.Append(record, ents); err != nil {
 		return fmt.Errorf("raftstore: save: %w", err)
 	}
-	if err := d.wal.Sync(); err != nil {
-		return fmt.Errorf("raftstore: save: %w", err)
+	if sync || !commitOnly {
+		if err := d.wal.Sync(); err != nil {
+			return fmt.Errorf("raftstore: save: %w", err)
+		}
 	}
-	// Durable: now reads may show it.
+	// Durable (or, for a commit index alone, as durable as asked): now
+	// reads may show it.
+	d.hsRewrite = false
 	if writeHS {
 		d.hs = hs
 	}
@@ -551,6 +576,7 @@ func (d *Disk) install(snap raft.Snapshot, hs raft.HardState, keep []raft.Entry)
 		return err
 	}
 	d.hs, d.snapMeta, d.snapSum = hs, snap.Metadata, sum
+	d.hsRewrite = false         // the checkpoint holds hs
 	d.ents = slices.Clone(keep) // frees the compacted prefix
 	// The checkpoint holds; a file left behind is removed by the next Open.
 	if err := d.removeSnapshotsExcept(name); err != nil {
