@@ -101,9 +101,17 @@ func (c *checker) restarted(s *Sim, n *node) {
 // only once what it vouches for is durable (Figure 2: "respond to RPCs
 // after updating stable storage"): a granted vote is in the sender's hard
 // state, an acknowledged index in its log; the handler's order of work is
-// what makes it so.
+// what makes it so. A leader's appends may leave before its own write of
+// their entries (dissertation §10.2.1), but never before the term they
+// carry is durable: a leader that forgot its term could lead it again
+// with other entries at the same indexes.
 func (c *checker) sent(s *Sim, m raft.Message) {
 	switch {
+	case m.Type == raft.MsgAppendRequest || m.Type == raft.MsgHeartbeatRequest ||
+		m.Type == raft.MsgSnapshotRequest || m.Type == raft.MsgTimeoutNow:
+		if hs, _, err := s.nodes[m.From].storage.InitialState(); err != nil || hs.Term != m.Term {
+			s.fail("durable before sent", "node %d sends %v of term %d with hard state %+v stored (%v)", m.From, m.Type, m.Term, hs, err)
+		}
 	case m.Type == raft.MsgAppendResponse && !m.Reject:
 		if last, err := s.nodes[m.From].storage.LastIndex(); err != nil || last < m.LogIndex {
 			s.fail("durable before sent", "node %d acknowledges index %d with its log ending at %d (%v)", m.From, m.LogIndex, last, err)
