@@ -279,7 +279,10 @@ type call struct {
 	query        url.Values
 	body         []byte
 	write        bool
-	timeout      time.Duration // per attempt; 0: the config's
+	// sessionless sends a write that may apply twice harmlessly without a
+	// session (client_id, seq, ack).
+	sessionless bool
+	timeout     time.Duration // per attempt; 0: the config's
 }
 
 // do runs the call until a node answers, decoding a 2xx JSON answer into
@@ -289,7 +292,8 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 		k.query = url.Values{}
 	}
 	var id, seq uint64
-	if k.write {
+	session := k.write && !k.sessionless
+	if session {
 		id, seq = c.begin()
 		defer c.end(id, seq)
 		k.query.Set(api.ParamClientID, strconv.FormatUint(id, 10))
@@ -305,7 +309,7 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 		n := len(c.cfg.Endpoints)
 		for i := range n {
 			ep := (start + i) % n
-			if k.write {
+			if session {
 				k.query.Set(api.ParamAck, strconv.FormatUint(c.ack(id), 10))
 			}
 			err := c.attempt(ctx, c.cfg.Endpoints[ep], k, out)

@@ -17,6 +17,10 @@ start_etcd     # COORD_TEST_ETCD=etcd://127.0.0.1:PORT
 start_postgres # COORD_TEST_POSTGRES=postgres://postgres@127.0.0.1:PORT/postgres
 start_zookeeper # COORD_TEST_ZOOKEEPER=zk://127.0.0.1:PORT
 ensure_pkg curl # the secure cluster's test drives curl as a user would (cmd/coord)
+# A real browser for the page at /ui/ and the lab's report.html (issue 18):
+# Debian's Chromium, driven headless by chromedp; fonts so that the pages'
+# text renders in screenshots.
+ensure_pkg chromium fonts-dejavu-core
 # The same servers serving only TLS, with a CA made now (issue 10, item 6).
 start_redis_tls    # COORD_TEST_REDIS_TLS=rediss://localhost:PORT/0?cacert=...&cert=...&key=...
 start_postgres_tls # COORD_TEST_POSTGRES_TLS=postgres://...?sslmode=verify-full&sslrootcert=...

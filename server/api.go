@@ -50,6 +50,8 @@ type APIConfig struct {
 	// WatchesMax bounds the watches served at once (HTTPLimits.WatchesMax).
 	// 0: DefaultHTTPLimits().WatchesMax.
 	WatchesMax int
+	// Pprof serves the Go profiler at /debug/pprof/ (admin tokens only).
+	Pprof bool
 }
 
 // API serves the HTTP/JSON API (docs/API.md) over a Replica. Any node
@@ -62,6 +64,8 @@ type API struct {
 	cfg     APIConfig
 	mux     *http.ServeMux
 	watches *watchLimit
+	// peers asks the other members for their status, for the dashboard.
+	peers *peerPoller
 }
 
 // NewAPI returns the API of replica.
@@ -78,7 +82,7 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 	if cfg.WatchesMax <= 0 {
 		cfg.WatchesMax = DefaultHTTPLimits().WatchesMax
 	}
-	a := &API{replica: replica, cfg: cfg, mux: http.NewServeMux(), watches: newWatchLimit(cfg.WatchesMax, cfg.Metrics)}
+	a := &API{replica: replica, cfg: cfg, mux: http.NewServeMux(), watches: newWatchLimit(cfg.WatchesMax, cfg.Metrics), peers: &peerPoller{}}
 	a.handle("GET /v1/status", "status", a.status)
 	a.handle("GET /v1/kv/{key...}", "kv_get", a.getKey)
 	a.handle("PUT /v1/kv/{key...}", "kv_put", a.putKey)
@@ -98,6 +102,7 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 	if cfg.Metrics != nil {
 		a.mux.Handle("GET /metrics", a.guarded("metrics", cfg.Metrics.Handler()))
 	}
+	a.handleObservability() // health.go: /healthz, /readyz, /ui/, the dashboard, pprof
 	return a
 }
 
@@ -529,7 +534,7 @@ func (a *API) deleteKey(w http.ResponseWriter, r *request) error {
 // parameter, then answers with body(). The first look is linearizable
 // unless stale. With stream=true it answers at once with a stream of
 // server-sent events instead, one per change, until the client goes away.
-func (a *API) watch(w http.ResponseWriter, r *request, current func() uint64, body func() (int, any)) error {
+func (a *API) watch(w http.ResponseWriter, r *request, what Watched, current func() uint64, body func() (int, any)) error {
 	rev, _, err := uintParam(r, api.ParamRevision)
 	if err != nil {
 		return err
@@ -549,13 +554,13 @@ func (a *API) watch(w http.ResponseWriter, r *request, current func() uint64, bo
 	}
 	defer release()
 	if stream {
-		return a.read(w, r, func() error { return a.stream(w, r, rev, current, body) })
+		return a.read(w, r, func() error { return a.stream(w, r, what, rev, current, body) })
 	}
 	return a.read(w, r, func() error {
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		for {
-			changed := a.replica.Changed()
+			changed := a.replica.ChangedOf(what)
 			if current() != rev {
 				return respond(w, body)
 			}
@@ -577,7 +582,7 @@ const streamKeepAlive = 15 * time.Second
 
 // stream sends an event ("change", the same JSON as the long poll) each
 // time current() moves away from the last revision sent, starting from rev.
-func (a *API) stream(w http.ResponseWriter, r *request, rev uint64, current func() uint64, body func() (int, any)) error {
+func (a *API) stream(w http.ResponseWriter, r *request, what Watched, rev uint64, current func() uint64, body func() (int, any)) error {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		return fmt.Errorf("server: streaming unsupported by this connection")
@@ -589,7 +594,7 @@ func (a *API) stream(w http.ResponseWriter, r *request, rev uint64, current func
 	keepAlive := time.NewTicker(streamKeepAlive)
 	defer keepAlive.Stop()
 	for {
-		changed := a.replica.Changed()
+		changed := a.replica.ChangedOf(what)
 		if cur := current(); cur != rev {
 			rev = cur
 			_, b := body()
@@ -627,7 +632,7 @@ func (a *API) watchKey(w http.ResponseWriter, r *request) error {
 		})
 		return rev
 	}
-	return a.watch(w, r, current, func() (int, any) { return a.keyBody(key) })
+	return a.watch(w, r, Watched{Name: key}, current, func() (int, any) { return a.keyBody(key) })
 }
 
 func leaseRequest(r *request) (api.LeaseRequest, error) {
@@ -706,7 +711,7 @@ func (a *API) watchLease(w http.ResponseWriter, r *request) error {
 		a.replica.View(func(v View) { rev = v.Lease(name).Revision })
 		return rev
 	}
-	return a.watch(w, r, current, func() (int, any) { return a.leaseBody(name) })
+	return a.watch(w, r, Watched{Lease: true, Name: name}, current, func() (int, any) { return a.leaseBody(name) })
 }
 
 func (a *API) addMember(w http.ResponseWriter, r *request) error {

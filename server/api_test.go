@@ -28,6 +28,7 @@ type fakeReplica struct {
 	m       *Machine
 	index   uint64
 	changed chan struct{}
+	watches watchIndex
 }
 
 func newFake(id, leader uint64) *fakeReplica {
@@ -44,6 +45,9 @@ func (f *fakeReplica) Propose(_ context.Context, cmd Command) (Result, error) {
 	r := f.m.Apply(f.index, cmd.Marshal())
 	close(f.changed)
 	f.changed = make(chan struct{})
+	if w, ok := watchedBy(cmd); ok && r.Status == StatusOK {
+		f.watches.changed(w)
+	}
 	return r, nil
 }
 
@@ -78,6 +82,12 @@ func (f *fakeReplica) Changed() <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.changed
+}
+
+func (f *fakeReplica) ChangedOf(w Watched) <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.watches.wait(w)
 }
 
 func (f *fakeReplica) Status() api.NodeStatus {

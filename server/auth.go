@@ -54,6 +54,15 @@ var routeAccess = map[string]access{
 	"token_create":  {TokenAdmin, ""},
 	"token_list":    {TokenAdmin, ""},
 	"token_revoke":  {TokenAdmin, ""},
+	// Probes and the page (health.go, ui.go): public, as status is; the
+	// page's files hold no data, which it reads from the dashboard with
+	// the user's token. pprof shows and costs much: admins only.
+	"healthz":             {},
+	"readyz":              {},
+	"ui":                  {},
+	"dashboard":           {TokenRead, ""},
+	"dashboard_preflight": {},
+	"pprof":               {TokenAdmin, ""},
 }
 
 func checkRoute(route string) {

@@ -152,8 +152,8 @@ type authPair struct {
 
 func newAuthPair(t *testing.T) *authPair {
 	p := &pair{leader: newFake(1, 1), follower: newFake(2, 1), metrics: NewMetrics()}
-	ls := httptest.NewServer(NewAPI(p.leader, APIConfig{Metrics: p.metrics, Auth: true}))
-	fs := httptest.NewServer(NewAPI(p.follower, APIConfig{Metrics: NewMetrics(), Auth: true}))
+	ls := httptest.NewServer(NewAPI(p.leader, APIConfig{Metrics: p.metrics, Auth: true, Pprof: true}))
+	fs := httptest.NewServer(NewAPI(p.follower, APIConfig{Metrics: NewMetrics(), Auth: true, Pprof: true}))
 	t.Cleanup(ls.Close)
 	t.Cleanup(fs.Close)
 	p.leaderURL, p.followURL = ls.URL, fs.URL
@@ -239,6 +239,12 @@ func TestAPITokenChecksForEveryRoute(t *testing.T) {
 		{"token_list", "GET", "/v1/auth/tokens", ""},
 		{"token_create", "POST", "/v1/auth/tokens", `{"role":"read"}`},
 		{"token_revoke", "DELETE", "/v1/auth/tokens/99999", ""},
+		{"healthz", "GET", "/healthz", ""},
+		{"readyz", "GET", "/readyz", ""},
+		{"ui", "GET", "/ui/", ""},
+		{"dashboard", "GET", "/v1/dashboard", ""},
+		{"dashboard_preflight", "OPTIONS", "/v1/dashboard", ""},
+		{"pprof", "GET", "/debug/pprof/cmdline", ""},
 	}
 	covered := map[string]bool{}
 	for _, rt := range routes {

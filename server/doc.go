@@ -34,6 +34,41 @@
 // sent the request, so its view is never later than the leader's (clock
 // rate drift aside).
 //
+// Grants (Acquire), revocations (Release) and expiries (Expire) are Raft
+// writes. Renewals are not, unless they change the TTL: the leader answers
+// them itself (Node.renewOnLeader), as etcd's LeaseRenew does. Why no two
+// holders can then believe they hold one lease at once:
+//
+//  1. The leader answers a renewal only after a ReadIndex round sent after
+//     the request arrived (at time r) was acknowledged by a quorum in its
+//     term, and after it applied everything committed before that round.
+//     So the holder and token it checks are current as of r: a renewal
+//     after a release, an expiry or a new tenure is refused.
+//  2. Any later leader is elected by a quorum, which shares a voter with
+//     the quorum of step 1; that voter acknowledged the round before it
+//     voted for the later term (after voting it would have refused it), so
+//     the later leader's election, and its promotion of its lessor, happen
+//     after r. Its promotion gives every held lease a full TTL from then:
+//     it expires nothing before r + TTL.
+//  3. The holder believes the renewal good until s + TTL, where s, the send
+//     time, is before r. The leader that answered moves its own deadline to
+//     its now (after r) plus the TTL. So neither the answering leader nor
+//     any later one frees the lease before the holder stops believing in
+//     it.
+//  4. An Expire in flight cannot undo a renewal answered this way: the
+//     leader answers only while its deadline has not passed and it has not
+//     proposed an Expire (otherwise the renewal goes through the log, and
+//     changes the renewal index the Expire names), and an Expire proposed
+//     by an earlier leader is either committed before the new leader's
+//     first entry, and so applied before step 1 reads the state, or never
+//     committed.
+//  5. A node promotes its lessor whenever it leads in a new term, not only
+//     when it was a follower just before: another leader may have answered
+//     renewals in between.
+//
+// The lessor indexes deadlines by time (a heap), so a check costs the
+// leases that expire, not a scan of every lease.
+//
 // # Security
 //
 // With Config.Security (coord server's default), the transport is mutual
@@ -44,6 +79,15 @@
 // route-role table (auth.go), so every node decides alike. The leader of a
 // new cluster makes the initial admin token once, only if the cluster
 // never had one. docs/security.md has the threat model.
+//
+// # Seeing it
+//
+// Every node serves a page at /ui/ (ui.go, three embedded files) that
+// reads GET /v1/dashboard (dashboard.go): the members' statuses as each
+// answers, the held leases, the elections this node saw and why they began
+// (observe.go), the write rate. /healthz and /readyz are probes in the
+// style of Kubernetes (health.go); per-peer and lease metrics are in
+// metrics_cluster.go. docs/ui.md describes them.
 //
 // # Not guaranteed
 //

@@ -275,7 +275,7 @@ func newServeHTTP(node *Node, cfg Config) *http.Server {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	apiCfg := APIConfig{Limits: cfg.Limits, Logger: logger, Metrics: cfg.Metrics, WatchesMax: limits.WatchesMax}
+	apiCfg := APIConfig{Limits: cfg.Limits, Logger: logger, Metrics: cfg.Metrics, WatchesMax: limits.WatchesMax, Pprof: cfg.Pprof}
 	apiSecurity(&apiCfg, cfg.Security)
 	return newHTTPServer(NewAPI(node, apiCfg), limits, logger, cfg.Metrics)
 }

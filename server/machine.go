@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"coord/internal/assert"
+
+	"github.com/google/btree"
 )
 
 // KeyValue is a key as the machine holds it.
@@ -38,6 +40,37 @@ type Lease struct {
 // Held reports whether someone holds the lease.
 func (l Lease) Held() bool { return l.Holder != "" }
 
+// kvItem is a key as the machine's B-tree holds it: the key and the value
+// in one string, so that a key costs one allocation besides its slot in a
+// tree node, and nothing in it is ever written in place (a snapshot's view
+// shares it).
+type kvItem struct {
+	kv                string // the key, then the value
+	keyLen            uint32
+	createRevision    uint64
+	revision, version uint64
+}
+
+func (it kvItem) key() string { return it.kv[:it.keyLen] }
+
+func (it kvItem) keyValue() KeyValue {
+	kv := KeyValue{Key: it.key(), CreateRevision: it.createRevision, Revision: it.revision, Version: it.version}
+	if len(it.kv) > int(it.keyLen) {
+		kv.Value = []byte(it.kv[it.keyLen:])
+	}
+	return kv
+}
+
+func keyItem(key string) kvItem { return kvItem{kv: key, keyLen: uint32(len(key))} }
+
+func kvLess(a, b kvItem) bool { return a.key() < b.key() }
+
+func leaseLess(a, b Lease) bool { return a.Name < b.Name }
+
+// treeDegree is the B-trees' degree (nodes of 31 to 63 items), etcd's
+// choice for its key index.
+const treeDegree = 32
+
 // session remembers one client's results until the client acknowledges
 // them (Raft dissertation §6.3).
 type session struct {
@@ -53,13 +86,22 @@ type session struct {
 // same commands at the same indexes give the same state and results on
 // every replica.
 //
+// Keys and leases live in copy-on-write B-trees (github.com/google/btree),
+// so that SnapshotView takes a point-in-time view in constant time, which
+// another goroutine writes out while the machine goes on applying
+// (docs/storage.md says why this store and not bbolt or pebble).
+//
 // Machine is not safe for concurrent use; the server applies commands on
-// one goroutine and guards reads with a lock.
+// one goroutine and guards reads with a lock. A SnapshotView, once taken,
+// is safe to use from another goroutine while the machine changes.
 type Machine struct {
-	limits   Limits
-	applied  uint64
-	keys     map[string]*KeyValue
-	leases   map[string]*Lease
+	limits  Limits
+	applied uint64
+	keys    *btree.BTreeG[kvItem]
+	leases  *btree.BTreeG[Lease]
+	// keyBytes is the size of every key and value held, for sizing a
+	// snapshot's buffer up front.
+	keyBytes int64
 	sessions map[uint64]*session
 	// peers maps member IDs to their Raft transport addresses, as
 	// OpPeerSet recorded them (peers.go); kept here so that a node
@@ -79,8 +121,8 @@ func NewMachine(limits Limits) *Machine {
 		limits.PendingPerSession > 0 && limits.TTLMax > 0, "server: limits must be positive: %+v", limits)
 	return &Machine{
 		limits:   limits,
-		keys:     map[string]*KeyValue{},
-		leases:   map[string]*Lease{},
+		keys:     btree.NewG(treeDegree, kvLess),
+		leases:   btree.NewG(treeDegree, leaseLess),
 		sessions: map[uint64]*session{},
 		peers:    map[uint64]string{},
 		tokens:   map[uint64]*Token{},
@@ -243,24 +285,22 @@ func (m *Machine) check(c Command) string {
 }
 
 func (m *Machine) revision(key string) uint64 {
-	if kv := m.keys[key]; kv != nil {
-		return kv.Revision
-	}
-	return 0
+	it, _ := m.keys.Get(keyItem(key))
+	return it.revision
 }
 
 func (m *Machine) put(index uint64, c Command) Result {
-	if cur := m.revision(c.Key); c.HasPrev && cur != c.PrevRevision {
-		return Result{Status: StatusConflict, Revision: cur}
+	old, exists := m.keys.Get(keyItem(c.Key))
+	if c.HasPrev && old.revision != c.PrevRevision {
+		return Result{Status: StatusConflict, Revision: old.revision}
 	}
-	kv := m.keys[c.Key]
-	if kv == nil {
-		kv = &KeyValue{Key: c.Key, CreateRevision: index}
-		m.keys[c.Key] = kv
+	it := kvItem{kv: c.Key + string(c.Value), keyLen: uint32(len(c.Key)), createRevision: index, revision: index, version: 1}
+	if exists {
+		it.createRevision, it.version = old.createRevision, old.version+1
+		m.keyBytes -= int64(len(old.kv))
 	}
-	kv.Value = c.Value
-	kv.Revision = index
-	kv.Version++
+	m.keyBytes += int64(len(it.kv))
+	m.keys.ReplaceOrInsert(it)
 	return Result{Revision: index}
 }
 
@@ -272,20 +312,27 @@ func (m *Machine) delete(index uint64, c Command) Result {
 	if cur == 0 {
 		return Result{Status: StatusNotFound}
 	}
-	delete(m.keys, c.Key)
+	if old, ok := m.keys.Delete(keyItem(c.Key)); ok {
+		m.keyBytes -= int64(len(old.kv))
+	}
 	return Result{Revision: index}
 }
 
-func (m *Machine) lease(name string) *Lease {
-	l := m.leases[name]
-	if l == nil {
-		l = &Lease{Name: name}
-		m.leases[name] = l
+// lease returns the record of name, recording a free one if there was
+// none (so that every replica holds the same records); setLease stores a
+// changed record.
+func (m *Machine) lease(name string) Lease {
+	l, ok := m.leases.Get(Lease{Name: name})
+	if !ok {
+		l = Lease{Name: name}
+		m.leases.ReplaceOrInsert(l)
 	}
 	return l
 }
 
-func leaseResult(s Status, l *Lease) Result {
+func (m *Machine) setLease(l Lease) { m.leases.ReplaceOrInsert(l) }
+
+func leaseResult(s Status, l Lease) Result {
 	return Result{Status: s, Revision: l.Revision, Holder: l.Holder, Token: l.Token, TTL: l.TTL}
 }
 
@@ -294,7 +341,8 @@ func (m *Machine) acquire(index uint64, c Command) Result {
 	if l.Held() {
 		return leaseResult(StatusHeld, l)
 	}
-	*l = Lease{Name: c.Key, Holder: c.Holder, Token: index, TTL: c.TTL, Renewed: index, Revision: index}
+	l = Lease{Name: c.Key, Holder: c.Holder, Token: index, TTL: c.TTL, Renewed: index, Revision: index}
+	m.setLease(l)
 	return leaseResult(StatusOK, l)
 }
 
@@ -307,6 +355,7 @@ func (m *Machine) renew(index uint64, c Command) Result {
 		l.TTL = c.TTL
 	}
 	l.Renewed, l.Revision = index, index
+	m.setLease(l)
 	return leaseResult(StatusOK, l)
 }
 
@@ -316,6 +365,7 @@ func (m *Machine) release(index uint64, c Command) Result {
 		return leaseResult(StatusLost, l)
 	}
 	l.Holder, l.TTL, l.Revision = "", 0, index
+	m.setLease(l)
 	return leaseResult(StatusOK, l)
 }
 
@@ -328,39 +378,40 @@ func (m *Machine) expire(index uint64, c Command) Result {
 		return leaseResult(StatusLost, l)
 	}
 	l.Holder, l.TTL, l.Revision = "", 0, index
+	m.setLease(l)
 	return leaseResult(StatusOK, l)
 }
 
 // Get returns the key, and whether it exists.
 func (m *Machine) Get(key string) (KeyValue, bool) {
-	kv := m.keys[key]
-	if kv == nil {
+	it, ok := m.keys.Get(keyItem(key))
+	if !ok {
 		return KeyValue{Key: key}, false
 	}
-	return *kv, true
+	return it.keyValue(), true
 }
 
 // Lease returns the lease record of name; a lease never acquired is
 // returned free with Token 0.
 func (m *Machine) Lease(name string) Lease {
-	if l := m.leases[name]; l != nil {
-		return *l
-	}
-	return Lease{Name: name}
+	l, _ := m.leases.Get(Lease{Name: name})
+	l.Name = name
+	return l
 }
 
-// HeldLeases returns every held lease, in no particular order.
+// HeldLeases returns every held lease, in name order.
 func (m *Machine) HeldLeases() []Lease {
 	var held []Lease
-	for _, l := range m.leases {
+	m.leases.Ascend(func(l Lease) bool {
 		if l.Held() {
-			held = append(held, *l)
+			held = append(held, l)
 		}
-	}
+		return true
+	})
 	return held
 }
 
 // Len returns the number of keys, leases and sessions held.
 func (m *Machine) Len() (keys, leases, sessions int) {
-	return len(m.keys), len(m.leases), len(m.sessions)
+	return m.keys.Len(), m.leases.Len(), len(m.sessions)
 }

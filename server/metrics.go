@@ -37,6 +37,13 @@ type Metrics struct {
 	watchesRejected     prometheus.Counter
 	connections         prometheus.Gauge
 	connectionsRejected prometheus.Counter
+
+	// Replication to each peer and the leases (metrics_cluster.go).
+	clusterMetrics
+
+	// leaseRenewalsLocal counts renewals the leader answered without a
+	// Raft write (Node.renewOnLeader).
+	leaseRenewalsLocal prometheus.Counter
 }
 
 // NewMetrics returns a fresh set of metrics, with the Go runtime's and the
@@ -72,11 +79,16 @@ func NewMetrics() *Metrics {
 			Help: "Open connections to the HTTP API."}),
 		connectionsRejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_http_connections_rejected_total",
 			Help: "Connections closed when accepted because the node had its maximum open."}),
+		clusterMetrics: newClusterMetrics(),
+
+		leaseRenewalsLocal: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_lease_renewals_local_total",
+			Help: "Lease renewals the leader answered without a Raft write (after a quorum confirmed its leadership)."}),
 	}
 	m.registry.MustRegister(m.term, m.role, m.commitIndex, m.appliedIndex, m.leaderChanges,
 		m.appendSeconds, m.proposeSeconds, m.requests, m.requestSeconds, m.dropped, m.invalid,
-		m.watches, m.watchesRejected, m.connections, m.connectionsRejected,
+		m.watches, m.watchesRejected, m.connections, m.connectionsRejected, m.leaseRenewalsLocal,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.registry.MustRegister(m.clusterMetrics.collectors()...)
 	return m
 }
 

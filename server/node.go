@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	crand "crypto/rand"
 	"encoding/binary"
@@ -102,6 +103,9 @@ type Config struct {
 	// HTTP bounds the clients of the node's HTTP API (Serve). Zero:
 	// DefaultHTTPLimits().
 	HTTP HTTPLimits
+	// Pprof serves the Go profiler on the API at /debug/pprof/, for admin
+	// tokens (Serve).
+	Pprof bool
 }
 
 // DefaultConfig returns coord's defaults: ticks of 100 ms, elections after
@@ -159,6 +163,10 @@ type Node struct {
 	tr    *tcp.Transport
 	shell *node.Node
 	sm    *stateMachine
+	// obs notices peers' messages, elections and write rates for the
+	// dashboard, /readyz and the per-peer metrics (observe.go).
+	obs   *observer
+	reads readRounds
 
 	stop          chan struct{}
 	watchDone     chan struct{}
@@ -181,8 +189,24 @@ type stateMachine struct {
 	mu      sync.RWMutex
 	machine *Machine
 	lessor  *lessor
-	leading bool
-	changed chan struct{}
+	// metrics, if not nil, counts lease transitions; commands counts the
+	// commands applied, for the dashboard's write rate.
+	metrics  *Metrics
+	commands atomic.Uint64
+	// heldChanges counts the commands and restores that changed which
+	// leases are held, so that the dashboard's list of held names is
+	// walked again only then (dashboard.go); heldNames caches it.
+	heldChanges atomic.Uint64
+	heldNames   heldNamesCache
+	// leading is set while this node leads and its lessor was promoted in
+	// term leaderTerm.
+	leading    bool
+	leaderTerm uint64
+	// changed is closed at the next change of anything, if anyone took it
+	// (changedTaken); watches wait on their own key's channel in watches.
+	changed      chan struct{}
+	changedTaken bool
+	watches      watchIndex
 	// routes, if set, hears of every change to the peer addresses.
 	routes *peerRoutes
 }
@@ -200,21 +224,44 @@ func (s *stateMachine) Apply(index uint64, data []byte) any {
 		s.machine.Advance(index)
 		return Result{Status: StatusInvalid, Reason: err.Error()}
 	}
+	s.commands.Add(1)
+	leaseOp := cmd.Op == OpAcquire || cmd.Op == OpRenew || cmd.Op == OpRelease || cmd.Op == OpExpire
+	var before Lease
+	if leaseOp {
+		before = s.machine.Lease(cmd.Key)
+	}
 	res := s.machine.ApplyCommand(index, cmd)
-	switch cmd.Op {
-	case OpAcquire, OpRenew, OpRelease, OpExpire:
-		s.lessor.observe(s.machine.Lease(cmd.Key), time.Now())
-	case OpPeerSet, OpPeerForget:
+	if w, ok := watchedBy(cmd); ok && res.Status == StatusOK {
+		s.watches.changed(w)
+	}
+	switch {
+	case leaseOp:
+		after := s.machine.Lease(cmd.Key)
+		s.lessor.observe(after, time.Now())
+		s.metrics.leaseChanged(cmd.Op, before, after)
+		if before.Held() != after.Held() {
+			s.heldChanges.Add(1)
+		}
+	case cmd.Op == OpPeerSet || cmd.Op == OpPeerForget:
 		s.routes.applied(cmd, res)
 	}
 	return res
 }
 
-// Snapshot implements node.StateMachine.
+// Snapshot implements node.StateMachine. The view is taken under the lock,
+// in constant time; the encoding runs without it, so that the API's reads
+// go on meanwhile.
 func (s *stateMachine) Snapshot() ([]byte, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.machine.Snapshot(), nil
+	s.mu.Lock()
+	view := s.machine.SnapshotView()
+	s.mu.Unlock()
+	// One buffer of the right size, not a chain of doublings: until the
+	// node streams snapshots, this buffer is what a snapshot costs.
+	b := bytes.NewBuffer(make([]byte, 0, view.SizeHint()))
+	if _, err := view.WriteTo(b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // Restore implements node.StateMachine.
@@ -228,15 +275,21 @@ func (s *stateMachine) Restore(data []byte) error {
 	s.routes.restored(before, s.machine.Peers())
 	// The old deadlines described another state: every held lease gets its
 	// full TTL from now, as on a promotion.
-	s.lessor.promote(s.machine.HeldLeases(), time.Now())
+	held := s.machine.HeldLeases()
+	s.lessor.promote(held, time.Now())
+	s.metrics.setLeasesHeld(len(held))
+	s.heldChanges.Add(1)
+	s.watches.changedAll()
 	s.notify()
 	return nil
 }
 
-// notify wakes the watches; s.mu is held.
+// notify closes the channel of Changed, if anyone took it; s.mu is held.
 func (s *stateMachine) notify() {
-	close(s.changed)
-	s.changed = make(chan struct{})
+	if s.changedTaken {
+		close(s.changed)
+		s.changed, s.changedTaken = make(chan struct{}), false
+	}
 }
 
 // NewNode opens the node's storage, restores its state machine, starts its
@@ -251,7 +304,9 @@ func NewNode(cfg Config) (*Node, error) {
 	cfg.Peers = maps.Clone(cfg.Peers) // the caller may change its map
 	n := &Node{cfg: cfg, log: logger(cfg.Logger).With("node", cfg.ID), stop: make(chan struct{}), watchDone: make(chan struct{}),
 		announced: map[uint64]string{}}
-	n.sm = &stateMachine{machine: NewMachine(cfg.Limits), lessor: newLessor(time.Second), changed: make(chan struct{})}
+	n.sm = &stateMachine{machine: NewMachine(cfg.Limits), lessor: newLessor(time.Second), changed: make(chan struct{}),
+		watches: newWatchIndex(cfg.HTTP.WatchesMax), metrics: cfg.Metrics}
+	n.obs = newObserver(cfg.ID)
 	if err := n.open(); err != nil {
 		if n.tr != nil {
 			n.tr.Close()
@@ -310,6 +365,7 @@ func (n *Node) open() error {
 	}
 	shell.Store(s)
 	n.shell = s
+	n.reads.readIndex = s.ReadIndex
 	n.log.Info("node started", "term", ds.hardState.Term, "commit", ds.hardState.Commit, "snapshot", ds.snapshot,
 		"last_index", ds.last, "bootstrap", len(nc.Raft.Peers) > 0)
 	return nil
@@ -338,15 +394,18 @@ func (n *Node) openStorage() (diskState, error) {
 	if ds.hardState, _, err = disk.InitialState(); err != nil {
 		return ds, fmt.Errorf("server: storage state: %w", err)
 	}
-	snap, err := disk.Snapshot()
+	first, err := disk.FirstIndex()
 	if err != nil {
-		return ds, fmt.Errorf("server: read snapshot: %w", err)
+		return ds, fmt.Errorf("server: first index: %w", err)
 	}
 	if ds.last, err = disk.LastIndex(); err != nil {
 		return ds, fmt.Errorf("server: last index: %w", err)
 	}
-	ds.snapshot = snap.Metadata.Index
-	ds.fresh = ds.hardState.IsEmpty() && ds.last == 0 && snap.IsEmpty()
+	// The first index is past the snapshot's, and the last at least the
+	// snapshot's: the snapshot itself is read once, by node.Start, which
+	// restores the state machine from it.
+	ds.snapshot = first - 1
+	ds.fresh = ds.hardState.IsEmpty() && ds.last == 0
 	return ds, n.checkIdentity(ds.fresh, ds.hardState, ds.last)
 }
 
@@ -363,6 +422,7 @@ func (n *Node) startTransport(shell *atomic.Pointer[node.Node]) error {
 		tc.TLS = n.cfg.Security.peerTLS()
 	}
 	tc.Deliver = func(m raft.Message) {
+		n.obs.delivered(m, time.Now())
 		if s := shell.Load(); s != nil {
 			s.Deliver(m)
 		}
@@ -485,11 +545,15 @@ func (n *Node) watch() {
 		leading := st.Role == raft.Leader && st.Lead == n.cfg.ID
 		now := time.Now()
 		n.sm.mu.Lock()
-		if leading && !n.sm.leading {
+		if leading && (!n.sm.leading || n.sm.leaderTerm != st.Term) {
 			// Give every held lease its full TTL from now: the old
-			// leader's deadlines are gone, and none may expire early
-			// (etcd's lessor Promote does the same).
+			// leader's deadlines, and the renewals it answered without
+			// a Raft write, are gone, and none may expire early (etcd's
+			// lessor Promote does the same). A node that leads again in
+			// a later term, even with no other status seen in between,
+			// promotes again: another leader may have renewed since.
 			n.sm.lessor.promote(n.sm.machine.HeldLeases(), now)
+			n.sm.leaderTerm = st.Term
 			n.log.Info("became leader", "term", st.Term)
 		}
 		n.sm.leading = leading
@@ -522,8 +586,10 @@ func (n *Node) watch() {
 			}
 			lead = st.Lead
 		}
+		n.obs.status(st, n.sm.commands.Load(), now)
 		if tick && n.cfg.Metrics != nil {
 			n.cfg.Metrics.setState(n.status(st))
+			n.cfg.Metrics.setPeers(st, n.obs, now)
 		}
 		select {
 		case <-n.stop:
@@ -590,6 +656,11 @@ func mapErr(err error) error {
 // the error wraps ErrOutcomeUnknown; ErrNotLeader and ErrStorage mean it
 // was not applied.
 func (n *Node) Propose(ctx context.Context, cmd Command) (Result, error) {
+	if cmd.Op == OpRenew {
+		if res, answered, err := n.renewOnLeader(ctx, cmd); answered {
+			return res, err
+		}
+	}
 	res, err := n.propose(ctx, cmd)
 	switch {
 	case err == nil, errors.Is(err, ErrOutcomeUnknown), errors.Is(err, ErrNotLeader), errors.Is(err, ErrStorage):
@@ -642,14 +713,120 @@ func (n *Node) propose(ctx context.Context, cmd Command) (Result, error) {
 	}
 }
 
+// renewOnLeader answers a renewal without a Raft write, as etcd's lessor
+// does: the leader confirms with a quorum that it still leads (a ReadIndex
+// round, which also applies everything committed before the request
+// arrived), checks the holder and token against its state, and moves its
+// own deadline to now plus the TTL. The package doc ("Lease expiry") says
+// why this is safe. It answers (answered false) nothing it cannot answer
+// that way: a renewal that changes the TTL, one on a node that does not
+// lead (or whose lessor is not promoted yet), and one whose deadline passed
+// or whose Expire is in flight go through the log as before.
+func (n *Node) renewOnLeader(ctx context.Context, c Command) (res Result, answered bool, err error) {
+	if st := n.shell.Status(); st.Role != raft.Leader {
+		return Result{}, false, nil
+	}
+	if err := n.ReadBarrier(ctx); err != nil {
+		if errors.Is(err, ErrNotLeader) {
+			return Result{}, false, nil
+		}
+		// Nothing was written: the renewal did not happen.
+		return Result{}, true, err
+	}
+	now := time.Now()
+	n.sm.mu.Lock()
+	defer n.sm.mu.Unlock()
+	if !n.sm.leading || n.sm.machine.check(c) != "" {
+		return Result{}, false, nil
+	}
+	l := n.sm.machine.Lease(c.Key)
+	if !l.Held() || l.Holder != c.Holder || l.Token != c.Token {
+		// Final: tokens only grow, and a freed tenure never returns.
+		return leaseResult(StatusLost, l), true, nil
+	}
+	if (c.TTL != 0 && c.TTL != l.TTL) || !n.sm.lessor.extend(l, now) {
+		return Result{}, false, nil
+	}
+	if n.cfg.Metrics != nil {
+		n.cfg.Metrics.leaseRenewalsLocal.Inc()
+	}
+	return leaseResult(StatusOK, l), true, nil
+}
+
 type proposeResult struct {
 	res Result
 	err error
 }
 
-// ReadBarrier implements Replica with the core's ReadIndex.
+// ReadBarrier implements Replica with the core's ReadIndex. Concurrent
+// callers share rounds (readRounds).
 func (n *Node) ReadBarrier(ctx context.Context) error {
-	return mapErr(n.shell.ReadIndex(ctx))
+	return mapErr(n.reads.wait(ctx))
+}
+
+// readRounds coalesces ReadIndex requests, as etcd's linearizable read
+// loop does: callers that arrive while a round is in flight all wait for
+// the next one, which starts when the current one ends. A caller is only
+// ever answered by a round that started after it arrived, so it gets the
+// guarantee of a ReadIndex of its own (dissertation §6.4), while the
+// leader sends a heartbeat round per round trip rather than per request
+// (a lease renewal is one: Node.renewOnLeader).
+//
+// readRounds is safe for concurrent use.
+type readRounds struct {
+	readIndex func(context.Context) error
+	mu        sync.Mutex
+	pending   *readRound // the round callers arriving now will share
+	running   bool       // a goroutine runs rounds
+}
+
+type readRound struct {
+	done    chan struct{}
+	err     error
+	callers int // callers waiting for it; for tests
+}
+
+// readRoundTimeout bounds one round; a caller's own context may end it
+// sooner for that caller.
+const readRoundTimeout = 10 * time.Second
+
+func (r *readRounds) wait(ctx context.Context) error {
+	r.mu.Lock()
+	if r.pending == nil {
+		r.pending = &readRound{done: make(chan struct{})}
+	}
+	round := r.pending
+	round.callers++
+	if !r.running {
+		r.running = true
+		go r.run()
+	}
+	r.mu.Unlock()
+	select {
+	case <-round.done:
+		return round.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run runs rounds while callers wait for one.
+func (r *readRounds) run() {
+	for {
+		r.mu.Lock()
+		round := r.pending
+		r.pending = nil
+		if round == nil {
+			r.running = false
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), readRoundTimeout)
+		round.err = r.readIndex(ctx)
+		cancel()
+		close(round.done)
+	}
 }
 
 type nodeView struct{ s *stateMachine }
@@ -674,9 +851,17 @@ func (n *Node) View(fn func(View)) {
 
 // Changed implements Replica.
 func (n *Node) Changed() <-chan struct{} {
-	n.sm.mu.RLock()
-	defer n.sm.mu.RUnlock()
+	n.sm.mu.Lock()
+	defer n.sm.mu.Unlock()
+	n.sm.changedTaken = true
 	return n.sm.changed
+}
+
+// ChangedOf implements Replica.
+func (n *Node) ChangedOf(w Watched) <-chan struct{} {
+	n.sm.mu.Lock()
+	defer n.sm.mu.Unlock()
+	return n.sm.watches.wait(w)
 }
 
 // Status implements Replica.

@@ -8,8 +8,12 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"coord/storage/vfs"
 )
 
 // testNode is one in-process node with a real data directory, a real TCP
@@ -30,6 +34,8 @@ type testCluster struct {
 	nodes map[uint64]*testNode
 	// withMetrics gives each node started from now on its own Metrics.
 	withMetrics bool
+	// fsFor, if set, gives each node its file system.
+	fsFor func(id uint64) vfs.FS
 }
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -50,8 +56,14 @@ func newTestCluster(t *testing.T, size int) *testCluster {
 // newTestClusterOf is newTestCluster, with Metrics on every node if
 // withMetrics.
 func newTestClusterOf(t *testing.T, size int, withMetrics bool) *testCluster {
+	return newTestClusterFS(t, size, withMetrics, nil)
+}
+
+// newTestClusterFS is newTestClusterOf, with each node on the file system
+// fsFor returns (nil: the real one).
+func newTestClusterFS(t *testing.T, size int, withMetrics bool, fsFor func(id uint64) vfs.FS) *testCluster {
 	c := &testCluster{t: t, peers: map[uint64]string{}, https: map[uint64]net.Listener{}, nodes: map[uint64]*testNode{},
-		withMetrics: withMetrics}
+		withMetrics: withMetrics, fsFor: fsFor}
 	raftListeners := map[uint64]net.Listener{}
 	for id := uint64(1); id <= uint64(size); id++ {
 		l := freeListener(t)
@@ -79,6 +91,9 @@ func (c *testCluster) start(id uint64, raftL net.Listener, dir string, opts ...f
 	cfg.TickInterval = 20 * time.Millisecond
 	cfg.Logger = quiet
 	cfg.SnapshotEntries = 50 // compact often, so restarts exercise snapshots
+	if c.fsFor != nil {
+		cfg.FS = c.fsFor(id)
+	}
 	if c.withMetrics {
 		cfg.Metrics = NewMetrics()
 	}
@@ -373,5 +388,157 @@ func TestProposeAnswersWhenLeadershipIsLost(t *testing.T) {
 	_, err := c.nodes[leader].Propose(pctx, Command{Op: OpPut, Key: "x", Value: []byte("2")})
 	if !errors.Is(err, ErrOutcomeUnknown) && !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("Propose on a leader that lost its quorum: %v, want ErrOutcomeUnknown or ErrNotLeader", err)
+	}
+}
+
+// TestLeaderRenewsWithoutARaftWrite renews a lease on the leader: the
+// renewals are answered OK without a log entry (the lease record, whose
+// renewal index and revision a Renew entry would move, stays as the
+// acquire left it), a renewal by another holder is refused, and a renewal
+// that changes the TTL goes through the log. An attempt during which the
+// leader changed (the new leader may fall back to the log) is made again.
+func TestLeaderRenewsWithoutARaftWrite(t *testing.T) {
+	c := newTestCluster(t, 3)
+	res := propose(t, c, Command{Op: OpAcquire, Key: "L", Holder: "a", TTL: time.Minute})
+	if res.Status != StatusOK {
+		t.Fatalf("acquire: %+v", res)
+	}
+	for attempt := 0; ; attempt++ {
+		if attempt == 20 {
+			t.Fatal("the leader changed during 20 attempts")
+		}
+		leader := c.nodes[c.waitLeader()]
+		// Wait until the lessor has promoted (its deadline is there).
+		waitApplied(t, leader, 10*time.Second, "the leader's deadline", func(v View) bool {
+			_, ok := v.Remaining("L")
+			return ok
+		})
+		before := leader.Node.Status()
+		var record Lease
+		leader.Node.View(func(v View) { record = v.Lease("L") })
+		var err error
+		for i := 0; i < 10 && err == nil; i++ {
+			var r Result
+			r, err = leader.Node.Propose(ctx(t), Command{Op: OpRenew, Key: "L", Holder: "a", Token: res.Token})
+			if err == nil && (r.Status != StatusOK || r.Token != res.Token) {
+				t.Fatalf("renew: %+v", r)
+			}
+		}
+		after := leader.Node.Status()
+		if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrOutcomeUnknown) || after.Term != before.Term || after.Leader != before.ID {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("renew: %v", err)
+		}
+		var now Lease
+		leader.Node.View(func(v View) { now = v.Lease("L") })
+		if now != record {
+			t.Fatalf("renewals changed the lease record from %+v to %+v: they were Raft writes", record, now)
+		}
+		r, err := leader.Node.Propose(ctx(t), Command{Op: OpRenew, Key: "L", Holder: "b", Token: res.Token})
+		if err == nil && r.Status != StatusLost {
+			t.Fatalf("renew by another holder: %+v, want lost", r)
+		}
+		break
+	}
+	r := propose(t, c, Command{Op: OpRenew, Key: "L", Holder: "a", Token: res.Token, TTL: 2 * time.Minute})
+	if r.Status != StatusOK || r.TTL != 2*time.Minute || r.Revision <= res.Revision {
+		t.Fatalf("renew with a new TTL: %+v, want it applied through the log", r)
+	}
+}
+
+// TestStalledLeaderAnswersNoRenewal stalls the leader's disk, so that its
+// Raft loop hangs in a write while its API still runs (etcd's reason for
+// confirming leadership before answering a renewal, issue 15247 there). The
+// other nodes elect a new leader, which expires the lease and lets another
+// holder take it. Meanwhile the first holder keeps renewing on the stalled
+// leader: no renewal may be answered OK whose promise (from its send time
+// plus the TTL) reaches into the second holder's tenure. Without the
+// ReadIndex round before a renewal, the stalled leader, whose last status
+// still says it leads, answers them all.
+func TestStalledLeaderAnswersNoRenewal(t *testing.T) {
+	var stalled atomic.Uint64 // the ID of the node whose disk hangs
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	unstall := func() { releaseOnce.Do(func() { close(release) }) }
+	defer unstall()
+	c := newTestClusterFS(t, 3, false, func(id uint64) vfs.FS {
+		return vfs.NewFaultFS(vfs.OS, id, func(op vfs.Op) vfs.Fault {
+			if stalled.Load() == id && (op.Kind == vfs.OpSync || op.Kind == vfs.OpWrite) {
+				<-release
+			}
+			return vfs.NoFault
+		})
+	})
+	t.Cleanup(unstall) // before the nodes stop (cleanups run last first)
+	const ttl = time.Second
+	acq := propose(t, c, Command{Op: OpAcquire, Key: "L", Holder: "a", TTL: ttl})
+	if acq.Status != StatusOK {
+		t.Fatalf("acquire: %+v", acq)
+	}
+	old := c.nodes[c.waitLeader()]
+	waitApplied(t, old, 10*time.Second, "the leader's deadline", func(v View) bool {
+		_, ok := v.Remaining("L")
+		return ok
+	})
+	stalled.Store(old.id)
+	go old.Node.Propose(context.Background(), Command{Op: OpPut, Key: "stall", Value: []byte("x")}) // hangs in Save
+
+	type renewal struct{ sent, answered time.Time }
+	var mu sync.Mutex
+	var ok []renewal
+	stop := make(chan struct{})
+	renewing := make(chan struct{})
+	go func() {
+		defer close(renewing)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(ttl / 5):
+			}
+			rctx, cancel := context.WithTimeout(context.Background(), ttl/2)
+			sent := time.Now()
+			r, err := old.Node.Propose(rctx, Command{Op: OpRenew, Key: "L", Holder: "a", Token: acq.Token})
+			cancel()
+			if err == nil && r.Status == StatusOK {
+				mu.Lock()
+				ok = append(ok, renewal{sent, time.Now()})
+				mu.Unlock()
+			}
+		}
+	}()
+
+	// Another holder takes the lease through the other nodes.
+	var tenureB time.Time
+	deadline := time.Now().Add(60 * time.Second)
+	for tenureB.IsZero() {
+		if time.Now().After(deadline) {
+			t.Fatal("the other nodes never let holder b take the lease")
+		}
+		for id, n := range c.nodes {
+			if id == old.id {
+				continue
+			}
+			actx, cancel := context.WithTimeout(context.Background(), ttl)
+			r, err := n.Node.Propose(actx, Command{Op: OpAcquire, Key: "L", Holder: "b", TTL: ttl})
+			cancel()
+			if err == nil && r.Status == StatusOK {
+				tenureB = time.Now()
+				break
+			}
+		}
+		time.Sleep(ttl / 10) // held or no leader yet: retry, as a contender would
+	}
+	close(stop)
+	<-renewing
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range ok {
+		if r.sent.Add(ttl).After(tenureB) {
+			t.Errorf("the stalled leader renewed the lease at %s: holder a believed it until %s, holder b took it at %s",
+				r.answered.Format(time.StampMicro), r.sent.Add(ttl).Format(time.StampMicro), tenureB.Format(time.StampMicro))
+		}
 	}
 }

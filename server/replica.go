@@ -57,8 +57,14 @@ type Replica interface {
 	View(fn func(View))
 
 	// Changed returns a channel that is closed at the next change of the
-	// applied state, for watches.
+	// applied state.
 	Changed() <-chan struct{}
+
+	// ChangedOf returns a channel that is closed at the next change of w
+	// (a key or a lease), for watches: a write wakes only the watches of
+	// what it changed. It may also close without a change; a watch looks
+	// again and waits again.
+	ChangedOf(w Watched) <-chan struct{}
 
 	// Status returns this node's view of the cluster.
 	Status() api.NodeStatus

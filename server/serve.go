@@ -33,6 +33,8 @@ type Options struct {
 	Security SecurityOptions
 	// HTTPLimits bound the API's clients (--http-max-watches and others).
 	HTTPLimits HTTPLimits
+	// Pprof serves /debug/pprof/ on the API (--pprof).
+	Pprof bool
 }
 
 // Register defines the flags of Options on fs.
@@ -53,6 +55,7 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	o.Security.Register(fs)
 	o.HTTPLimits = d.HTTP
 	o.HTTPLimits.Register(fs)
+	fs.BoolVar(&o.Pprof, "pprof", false, "serve the Go profiler at /debug/pprof/ on the API (admin tokens only)")
 }
 
 // ParsePeers parses "1=HOST:PORT,2=HOST:PORT". Errors wrap ErrInvalid.
@@ -123,6 +126,7 @@ func (o Options) Config() (Config, error) {
 	cfg.TickInterval, cfg.ElectionTicks, cfg.HeartbeatTicks, cfg.SnapshotEntries = o.Tick, o.ElectionTicks, o.HeartbeatTicks, o.SnapshotEntries
 	cfg.WALSegmentBytes = o.WALSegmentBytes
 	cfg.HTTP = o.HTTPLimits
+	cfg.Pprof = o.Pprof
 	if err := cfg.HTTP.Validate(); err != nil {
 		return cfg, fmt.Errorf("--http-max-*, --http-*-timeout: %w", err)
 	}

@@ -140,6 +140,7 @@ Insecure (--insecure): no TLS, no tokens. Try:
   curl -X POST -d '{"holder":"me","ttl_ms":5000}' http://%[1]s/v1/leases/demo/acquire
   coord elect --store raft://%[3]s --name demo
   coord cluster status --dir %[4]s
+  open http://%[1]s/ui/ in a browser: the live page of the cluster
 `, eps[0], eps[len(eps)-1], strings.Join(eps, ","), dir)
 	} else {
 		fmt.Fprintf(w, `
@@ -151,6 +152,8 @@ certificates and the admin token are in %[5]s. Try:
   coord elect --store raft:// --name demo
   coord auth token create --role read --prefix app/
   coord cluster status
+  coord auth token create --role read --name dashboard, then open https://%[1]s/ui/
+    in a browser that trusts %[5]s/ca.crt (docs/ui.md): the live page of the cluster
 `, eps[0], eps[len(eps)-1], strings.Join(eps, ","), dir, filepath.Join(dir, localcluster.TLSDir))
 	}
 	if detach {
@@ -161,49 +164,114 @@ certificates and the admin token are in %[5]s. Try:
 }
 
 func newClusterStatusCmd() *cobra.Command {
-	var access accessFlags
+	var (
+		access   accessFlags
+		watch    bool
+		interval time.Duration
+	)
 	cmd := &cobra.Command{
-		Use:   "status [--dir DIR | --endpoints ADDR,... [--cacert FILE]]",
+		Use:   "status [--dir DIR | --endpoints ADDR,... [--cacert FILE]] [--watch [--interval 1s]]",
 		Short: "Show every node's role, term, leader and indexes",
 		Long: `Show every node's role, term, leader and indexes. The nodes are those of
 --endpoints, else of $COORD_ENDPOINTS (with $COORD_CACERT, as coord cluster
-env sets them), else of the cluster in --dir. Status needs no token.`,
+env sets them), else of the cluster in --dir. Status needs no token.
+
+With --watch it asks again every --interval until interrupted: on a
+terminal it redraws the table in place; otherwise it prints a table, with
+the time, each time one changes. A node that does not answer shows as down
+and the watch goes on. Every coord server also serves a live page at
+/ui/ (docs/ui.md).`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if interval <= 0 {
+				return usagef("--interval %v: want a positive duration", interval)
+			}
 			eps, acc, err := access.resolve(cmd, os.Getenv)
 			if err != nil {
 				return err
 			}
-			sts, errs := localcluster.StatusAll(cmd.Context(), eps, acc)
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODE\tHTTP\tROLE\tTERM\tLEADER\tCOMMIT\tAPPLIED\tMEMBERS")
-			down := 0
-			for i, ep := range eps {
-				if errs[i] != nil {
-					down++
-					fmt.Fprintf(tw, "?\t%s\tdown\t\t\t\t\t%v\n", ep, errs[i])
-					continue
+			if !watch {
+				table, down := statusTable(cmd.Context(), eps, acc)
+				fmt.Fprint(cmd.OutOrStdout(), table)
+				if down == len(eps) {
+					return errors.New("no node answered")
 				}
-				st := sts[i]
-				var members []string
-				for _, m := range st.Members {
-					s := fmt.Sprint(m.ID)
-					if !m.Voter {
-						s += "(learner)"
-					}
-					members = append(members, s)
-				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", st.ID, ep, st.Role, st.Term, st.Leader, st.Commit, st.Applied, strings.Join(members, ","))
+				return nil
 			}
-			tw.Flush()
-			if down == len(eps) {
-				return errors.New("no node answered")
-			}
-			return nil
+			return watchStatus(cmd.Context(), cmd.OutOrStdout(), eps, acc, interval)
 		},
 	}
 	access.register(cmd)
+	cmd.Flags().BoolVar(&watch, "watch", false, "ask again every --interval until interrupted")
+	cmd.Flags().DurationVar(&interval, "interval", time.Second, "time between two looks, with --watch")
 	return cmd
+}
+
+// statusTable asks every endpoint for its status and returns the table,
+// and how many did not answer.
+func statusTable(ctx context.Context, eps []string, acc localcluster.Access) (string, int) {
+	sts, errs := localcluster.StatusAll(ctx, eps, acc)
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tHTTP\tROLE\tTERM\tLEADER\tCOMMIT\tAPPLIED\tMEMBERS")
+	down := 0
+	for i, ep := range eps {
+		if errs[i] != nil {
+			down++
+			fmt.Fprintf(tw, "?\t%s\tdown\t\t\t\t\t%v\n", ep, errs[i])
+			continue
+		}
+		st := sts[i]
+		var members []string
+		for _, m := range st.Members {
+			s := fmt.Sprint(m.ID)
+			if !m.Voter {
+				s += "(learner)"
+			}
+			members = append(members, s)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", st.ID, ep, st.Role, st.Term, st.Leader, st.Commit, st.Applied, strings.Join(members, ","))
+	}
+	tw.Flush()
+	return b.String(), down
+}
+
+// watchStatus prints the status table every interval until ctx is done:
+// redrawn in place on a terminal, else printed when it changes.
+func watchStatus(ctx context.Context, w io.Writer, eps []string, acc localcluster.Access, interval time.Duration) error {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	var last string
+	for {
+		// Each look gets at most one interval, so a node that hangs
+		// cannot stop the refresh.
+		lookCtx, cancel := context.WithTimeout(ctx, max(interval, 500*time.Millisecond))
+		table, _ := statusTable(lookCtx, eps, acc)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		now := time.Now().Format("15:04:05")
+		switch {
+		case tty:
+			// Home the cursor and clear the screen, then draw.
+			fmt.Fprintf(w, "\x1b[H\x1b[2Jcoord cluster status at %s, every %v (Ctrl-C stops)\n\n%s", now, interval, table)
+		case table != last:
+			fmt.Fprintf(w, "%s\n%s\n", now, table)
+		}
+		last = table
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
 }
 
 func newClusterEnvCmd() *cobra.Command {

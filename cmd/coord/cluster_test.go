@@ -12,12 +12,19 @@ import (
 
 // TestMain lets this test binary stand in for the coord command when a
 // test starts it as `server ...` (coord cluster up starts the executable
-// it runs in).
+// it runs in) or as coord run's job shim (coord run re-executes itself).
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "server" {
+	if len(os.Args) > 1 && (os.Args[1] == "server" || os.Args[1] == shimCommand) {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	if len(os.Args) > 1 && os.Args[1] == writerCommand {
+		os.Exit(writerMain(os.Args[2:]))
+	}
+	code := m.Run()
+	if coordBuild.dir != "" {
+		os.RemoveAll(coordBuild.dir)
+	}
+	os.Exit(code)
 }
 
 // TestClusterLifecycle drives a real local cluster through the CLI: up,
@@ -57,11 +64,24 @@ func TestClusterLifecycle(t *testing.T) {
 	statusUntil("a leader and members 1,2,3 on every node", func(out string) bool {
 		return strings.Count(out, "leader") >= 1 && strings.Count(out, "1,2,3") == 3
 	})
+	// status --watch prints a table, then another when one changes.
+	tables := startCLI(t, "cluster", "status", "--watch", "--interval", "50ms", "--dir", dir)
 	must("cluster", "add", "--id", "4", "--dir", dir)
 	must("cluster", "remove", "--id", "2", "--dir", dir)
 	statusUntil("members 1,3,4 on every node after add 4 and remove 2", func(out string) bool {
 		return strings.Count(out, "1,3,4") == 3
 	})
+	for deadline := time.After(30 * time.Second); ; {
+		var line string
+		select {
+		case line = <-tables:
+		case <-deadline:
+			t.Fatal("status --watch never printed node 4 as a member")
+		}
+		if strings.HasSuffix(line, "1,3,4") {
+			break
+		}
+	}
 	out = must("cluster", "down", "--dir", dir)
 	if !strings.Contains(out, "stopped 3 nodes") {
 		t.Fatalf("down: %s", out)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,7 +31,7 @@ type leaseFlags struct {
 func (f *leaseFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.store, "store", "", "lease store URL, e.g. file:///tmp/leader.lock (required)")
-	fl.StringVar(&f.name, "name", "", "lease name (default: the lock file's name for file://, else \"coord\")")
+	fl.StringVar(&f.name, "name", "", "lease name (default: the URL's #fragment, or the lock file's name for file://; required for other stores)")
 	fl.StringVar(&f.id, "id", "", "this participant's identity (default HOSTNAME-PID)")
 	fl.DurationVar(&f.ttl, "ttl", 9*time.Second, "lease time to live")
 	fl.DurationVar(&f.renewDeadline, "renew-deadline", 0, "step down if not renewed within this (default scales with --ttl)")
@@ -82,9 +84,23 @@ func (f *leaseFlags) identity() string {
 	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }
 
-// openStore opens the store; a bad URL or directory is a usage error.
+// openStore opens the store; a bad URL or directory is a usage error. The
+// lease name is --name, else the URL's fragment (redis://host/0#NAME), else
+// the store's own default (file:// names the lock file). Other stores have
+// no default: one shared by every job would make unrelated jobs wait for
+// each other.
 func (f *leaseFlags) openStore(ctx context.Context, cfg *lease.Config) (lease.Backend, error) {
-	b, err := lease.Open(ctx, f.store)
+	store := f.store
+	if u, err := url.Parse(store); err == nil && u.Fragment != "" {
+		if cfg.Name == "" {
+			cfg.Name = u.Fragment
+		}
+		u.Fragment, u.RawFragment = "", ""
+		store = u.String()
+	} else if err == nil && cfg.Name == "" && u.Scheme != "file" && slices.Contains(lease.Schemes(), u.Scheme) {
+		return nil, usagef("--name is required for %s:// stores (or name the lease in the URL: %s#NAME)", u.Scheme, u.Redacted())
+	}
+	b, err := lease.Open(ctx, store)
 	if err != nil {
 		if errors.Is(err, lease.ErrInvalid) {
 			return nil, &usageError{err: fmt.Errorf("--store: %w", err)}
@@ -92,7 +108,11 @@ func (f *leaseFlags) openStore(ctx context.Context, cfg *lease.Config) (lease.Ba
 		return nil, err
 	}
 	if cfg.Name == "" {
-		cfg.Name = lease.DefaultName(b, "coord")
+		cfg.Name = lease.DefaultName(b, "")
+	}
+	if cfg.Name == "" {
+		b.Close()
+		return nil, usagef("--name is required for this store")
 	}
 	return b, nil
 }

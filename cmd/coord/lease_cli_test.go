@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -57,8 +58,8 @@ func TestLeaseCommandsBadInput(t *testing.T) {
 		}
 	}
 	code, _, stderr := runCLI(t, "run", "--store", store, "--", "no-such-command-xyz")
-	if code != exitUsage || !strings.Contains(stderr, "no-such-command-xyz") {
-		t.Errorf("run of a missing command: exit %d, stderr %q", code, stderr)
+	if code != 127 || !strings.Contains(stderr, "no-such-command-xyz") || strings.Contains(stderr, "--help") {
+		t.Errorf("run of a missing command: exit %d, stderr %q; want 127, the name and no usage hint", code, stderr)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("bad input left files behind: %v", entries)
@@ -91,7 +92,8 @@ func TestRunPassesStatusAndEnvironment(t *testing.T) {
 	}
 }
 
-// With --wait=false, coord run exits 1 at once when the lease is held.
+// With -n (or the deprecated --wait=false), coord run exits with the
+// conflict code at once when the lease is held, naming the holder.
 func TestRunNoWait(t *testing.T) {
 	dir := t.TempDir()
 	store := "file://" + filepath.Join(dir, "leader.lock")
@@ -100,12 +102,16 @@ func TestRunNoWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if _, err := b.Acquire(context.Background(), "leader.lock", "someone", time.Minute); err != nil {
+	rec, err := b.Acquire(context.Background(), "leader.lock", "someone", time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
-	code, _, stderr := runCLI(t, "run", "--store", store, "--wait=false", "--", "sh", "-c", "echo ran > "+filepath.Join(dir, "ran"))
-	if code != exitFailure || !strings.Contains(stderr, `held by "someone"`) {
-		t.Errorf("exit %d, stderr %q; want 1 and who holds it", code, stderr)
+	holds := fmt.Sprintf(`held by "someone" (token %d)`, rec.Token)
+	for _, flag := range []string{"-n", "--no-wait", "--wait=false"} {
+		code, _, stderr := runCLI(t, "run", "--store", store, flag, "--", "sh", "-c", "echo ran > "+filepath.Join(dir, "ran"))
+		if code != exitConflictDefault || !strings.Contains(stderr, holds) {
+			t.Errorf("%s: exit %d, stderr %q; want %d and who holds it", flag, code, stderr, exitConflictDefault)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
 		t.Error("CMD ran although the lease was held")
@@ -137,9 +143,10 @@ func TestRunKillsCommandBeforeLeaseCanPass(t *testing.T) {
 	script := `echo started > "$1"; trap "" TERM; while :; do echo x >> "$0"; sleep 0.01; done`
 	cfg := lease.Config{Name: "leader.lock", Holder: "job", TTL: 1500 * time.Millisecond,
 		RenewDeadline: 500 * time.Millisecond, RenewInterval: 100 * time.Millisecond, RetryPeriod: 50 * time.Millisecond}
-	r := &runner{args: []string{"sh", "-c", script, beat, started}, grace: time.Hour, cfg: cfg, log: discardLogger(), stderr: io.Discard}
+	r := &runner{path: "/bin/sh", args: []string{"sh", "-c", script, beat, started}, grace: time.Hour, cfg: cfg,
+		lostCode: exitLostDefault, shim: []string{"/proc/self/exe", shimCommand}, log: discardLogger(), stderr: io.Discard}
 	done := make(chan error, 1)
-	go func() { done <- r.run(context.Background(), faulty, true) }()
+	go func() { done <- r.run(context.Background(), faulty) }()
 
 	// Once CMD runs, break the store, and let someone else try to take
 	// the lease as soon as it can.
@@ -179,8 +186,8 @@ func TestRunKillsCommandBeforeLeaseCanPass(t *testing.T) {
 	}
 	select {
 	case err := <-done:
-		if !strings.Contains(errString(err), "exit status 137") {
-			t.Errorf("coord run returned %v, want CMD's SIGKILL status 137", err)
+		if !strings.Contains(errString(err), fmt.Sprintf("exit status %d", exitLostDefault)) || !strings.Contains(r.status.Signal.String(), "killed") {
+			t.Errorf("coord run returned %v (job %+v), want the lost code %d after a SIGKILL", err, r.status, exitLostDefault)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("coord run did not return")
@@ -303,7 +310,9 @@ func testRunKilled(t *testing.T, bin string) {
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "pid")
 	store := "file://" + filepath.Join(dir, "leader.lock")
-	run, runOut := startProc(t, bin, "run", "--store", store, "--", "sh", "-c", `echo $$ > "$0"; echo started; exec sleep 600`, pidFile)
+	// The pid as this test sees it: /proc is the host's, inside the job's
+	// PID namespace too.
+	run, runOut := startProc(t, bin, "run", "--store", store, "--", "sh", "-c", `read -r pid rest < /proc/self/stat; echo $pid > "$0"; echo started; exec sleep 600`, pidFile)
 	waitLine(t, runOut, "started")
 	data, err := os.ReadFile(pidFile)
 	if err != nil {

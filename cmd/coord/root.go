@@ -56,6 +56,7 @@ swappable stores, and a Raft cluster.`,
 		{"lab", newBenchCmd()},
 		{"lease", newElectCmd()},
 		{"lease", newRunCmd()},
+		{"lease", newWatchCmd()},
 		{"raft", newServerCmd()},
 		{"raft", newClusterCmd()},
 		{"raft", newAuthCmd()},
@@ -66,6 +67,7 @@ swappable stores, and a Raft cluster.`,
 	}
 	root.AddCommand(newVersionCmd())
 	root.AddCommand(newArticlesCmd()) // hidden: the articles' original programs
+	root.AddCommand(newRunInitCmd())  // hidden: coord run's job shim
 	return root
 }
 

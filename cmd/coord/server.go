@@ -19,7 +19,9 @@ func newServerCmd() *cobra.Command {
 		Long: `Run one node of a coord Raft cluster: the Raft core, its write-ahead log in
 --data, the TCP transport on this node's address in --peers (or --listen),
 and the HTTP/JSON API on --http (docs/API.md), with Prometheus metrics at
-/metrics. A node restarts from its data directory. Any node accepts any
+/metrics, a live page of the cluster at /ui/, probes at /healthz and
+/readyz, and with --pprof the Go profiler at /debug/pprof/ (docs/ui.md). A
+node restarts from its data directory. Any node accepts any
 request and forwards it to the leader.
 
 Start every initial node with the same --peers; a node added later with

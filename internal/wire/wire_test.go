@@ -3,8 +3,12 @@ package wire_test
 import (
 	"bytes"
 	"errors"
+	"io"
 	"math"
+	"reflect"
+	"strings"
 	"testing"
+	"testing/iotest"
 
 	"coord/internal/wire"
 )
@@ -96,5 +100,70 @@ func TestFirstErrorSticks(t *testing.T) {
 	}
 	if err := d.Err(); err == nil || !bytes.Contains([]byte(err.Error()), []byte("first")) {
 		t.Errorf("Err = %v, want the first failure", err)
+	}
+}
+
+// TestStreamDecoderReadsWhatTheSliceDecoderReads decodes the same bytes
+// from a slice and from a stream handed over one byte at a time, with a
+// field longer than the stream's read-ahead window.
+func TestStreamDecoderReadsWhatTheSliceDecoderReads(t *testing.T) {
+	var e wire.Encoder
+	long := bytes.Repeat([]byte("0123456789"), 20000) // 200 kB, over the window
+	e.Uvarint(math.MaxUint64)
+	e.Varint(-42)
+	e.Bytes(long)
+	e.String("key")
+	e.Bool(true)
+	e.Uvarint(3)
+	for range 3 {
+		e.Bytes([]byte("element"))
+	}
+	read := func(d *wire.Decoder) []any {
+		out := []any{d.Uvarint("u"), d.Varint("v"), string(d.Bytes("long", len(long))), d.String("s", 10), d.Bool("b")}
+		for range d.Count("n", 10) {
+			out = append(out, d.String("element", 10))
+		}
+		return append(out, d.Done())
+	}
+	want := read(wire.NewDecoder(e.Buf, errBad))
+	for name, r := range map[string]io.Reader{
+		"whole":    bytes.NewReader(e.Buf),
+		"one byte": iotest.OneByteReader(bytes.NewReader(e.Buf)),
+		"half":     iotest.HalfReader(bytes.NewReader(e.Buf)),
+	} {
+		got := read(wire.NewStreamDecoder(r, int64(len(e.Buf)), errBad))
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: stream decoded differently from the slice", name)
+		}
+	}
+}
+
+func TestStreamDecoderRefusesShortAndFailingInput(t *testing.T) {
+	var e wire.Encoder
+	e.Bytes(bytes.Repeat([]byte("x"), 100000))
+	e.Uvarint(7)
+	// The size promises more than the reader holds: truncated.
+	d := wire.NewStreamDecoder(bytes.NewReader(e.Buf[:50000]), int64(len(e.Buf)), errBad)
+	d.Bytes("value", 1<<20)
+	if err := d.Done(); !errors.Is(err, errBad) || !strings.Contains(err.Error(), "truncated") {
+		t.Errorf("short stream: %v, want truncated", err)
+	}
+	// A length over what the size leaves is refused before any allocation.
+	d = wire.NewStreamDecoder(bytes.NewReader(e.Buf), 1000, errBad)
+	d.Bytes("value", 1<<20)
+	if err := d.Done(); !errors.Is(err, errBad) || !strings.Contains(err.Error(), "or input") {
+		t.Errorf("length over the size: %v", err)
+	}
+	// A read error is the reader's, not malformed input.
+	d = wire.NewStreamDecoder(iotest.ErrReader(io.ErrClosedPipe), 10, errBad)
+	d.Uvarint("first")
+	if err := d.Done(); !errors.Is(err, io.ErrClosedPipe) || errors.Is(err, errBad) {
+		t.Errorf("failing reader: %v, want the read error", err)
+	}
+	// Bytes left over are trailing bytes, as for a slice.
+	d = wire.NewStreamDecoder(bytes.NewReader(e.Buf), int64(len(e.Buf)), errBad)
+	d.Bytes("value", 1<<20)
+	if err := d.Done(); !errors.Is(err, errBad) || !strings.Contains(err.Error(), "trailing") {
+		t.Errorf("left over: %v, want trailing bytes", err)
 	}
 }

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# compare.sh: coord and etcd side by side, interleaved, on this machine
+# (issue 21). Each round starts a fresh 3-node cluster of each system on
+# loopback, runs loadgen against it (a load of --keys keys, then a steady
+# phase of random overwrites), and stops it. The figures in
+# docs/BENCHMARKS.md ("The state machine at scale") come from it.
+#
+#   bench/scale/compare.sh KEYS ROUNDS DURATION [COORD_BINARY...]
+#   bench/scale/compare.sh 100000 2 20s /tmp/coord /tmp/coord-main
+#
+# Every COORD_BINARY (default: coord on PATH) runs as its own target, so a
+# build can be compared with an earlier one. etcd is Debian's etcd-server.
+# LOADGEN_ARGS are passed on to loadgen; for the lease renewals:
+#
+#   LOADGEN_ARGS="--mode leases --leases 10000 --renew-every 3s" bench/scale/compare.sh 0 1 30s ...
+set -euo pipefail
+keys=${1:-100000} rounds=${2:-1} duration=${3:-20s}
+shift 3 || true
+binaries=("$@")
+[ ${#binaries[@]} -eq 0 ] && binaries=(coord)
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+(cd "$here" && go build -o "$work/loadgen" ./loadgen)
+base=${COMPARE_PORT_BASE:-27100}
+
+run_coord() { # binary
+  local bin=$1 peers="" pids=() eps=()
+  for i in 1 2 3; do peers+="$i=127.0.0.1:$((base + i)),"; done
+  for i in 1 2 3; do
+    "$bin" server --insecure --id $i --peers "${peers%,}" --http 127.0.0.1:$((base + 10 + i)) \
+      --data "$work/coord-$i" --log-level error >>"$work/coord.log" 2>&1 &
+    pids+=($!)
+    eps+=(http://127.0.0.1:$((base + 10 + i)))
+  done
+  until curl -sf "${eps[0]}/v1/status" | grep -q '"leader":[1-9]'; do
+    kill -0 "${pids[@]}" 2>/dev/null || { echo "compare: $bin did not start; see $work/coord.log" >&2; tail -3 "$work/coord.log" >&2; exit 1; }
+    sleep 0.2
+  done
+  echo "# leader: node $(curl -s "${eps[0]}/v1/status" | sed 's/.*"leader":\([0-9]*\).*/\1/') of ${pids[*]}"
+  "$work/loadgen" --target coord --endpoints "$(IFS=,; echo "${eps[*]}")" --keys "$keys" \
+    --duration "$duration" --pids "$(IFS=,; echo "${pids[*]}")" ${LOADGEN_ARGS:-} | sed "s|^coord |$(basename "$bin") |"
+  kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
+  rm -rf "$work"/coord-*
+}
+
+run_etcd() {
+  local cluster="" pids=() eps=()
+  for i in 1 2 3; do cluster+="e$i=http://127.0.0.1:$((base + 20 + i)),"; done
+  for i in 1 2 3; do
+    etcd --name e$i --data-dir "$work/etcd-$i" --log-level error \
+      --listen-client-urls http://127.0.0.1:$((base + 30 + i)) --advertise-client-urls http://127.0.0.1:$((base + 30 + i)) \
+      --listen-peer-urls http://127.0.0.1:$((base + 20 + i)) --initial-advertise-peer-urls http://127.0.0.1:$((base + 20 + i)) \
+      --initial-cluster "${cluster%,}" 2>>"$work/etcd.log" &
+    pids+=($!)
+    eps+=(127.0.0.1:$((base + 30 + i)))
+  done
+  until ETCDCTL_API=3 etcdctl --endpoints "${eps[0]}" endpoint health >/dev/null 2>&1; do
+    kill -0 "${pids[@]}" 2>/dev/null || { echo "compare: etcd did not start; see $work/etcd.log" >&2; tail -3 "$work/etcd.log" >&2; exit 1; }
+    sleep 0.2
+  done
+  "$work/loadgen" --target etcd --endpoints "$(IFS=,; echo "${eps[*]}")" --keys "$keys" \
+    --duration "$duration" --pids "$(IFS=,; echo "${pids[*]}")" ${LOADGEN_ARGS:-}
+  kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
+  rm -rf "$work"/etcd-*
+}
+
+echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $keys keys, $rounds rounds, steady $duration"
+for r in $(seq "$rounds"); do
+  for b in "${binaries[@]}"; do run_coord "$b"; done
+  run_etcd
+done

@@ -1,0 +1,255 @@
+// Command loadgen is a load generator for coord's cluster and for etcd,
+// so that the two are measured by the same code side by side (issue 21;
+// scripts/bench-vs-etcd.sh, issue 15, is to drive it). It writes --keys
+// keys of --value-bytes bytes from --clients concurrent clients (the load
+// phase), then overwrites random keys among them for --duration (the
+// steady phase), and prints one line per phase: writes per second, the
+// median, 99th percentile and worst write latency, and, for --pids, the
+// peak resident memory of those processes (the servers) and the CPU they
+// used in the phase.
+//
+//	loadgen --target coord --endpoints http://127.0.0.1:8001,http://127.0.0.1:8002 --keys 500000
+//	loadgen --target etcd --endpoints 127.0.0.1:2379 --keys 500000 --pids 123,124,125
+//
+// It is in a module of its own (coord/bench/scale) so that the main module does not
+// carry benchmark-only dependencies.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"coord/client"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+type config struct {
+	target     string
+	endpoints  []string
+	keys       int
+	valueBytes int
+	clients    int
+	duration   time.Duration
+	prefix     string
+	pids       []int
+	skipLoad   bool
+	token      string
+	// mode "leases": leases acquired once, then renewed every renewEvery
+	// for duration.
+	mode       string
+	leases     int
+	renewEvery time.Duration
+}
+
+func main() {
+	var cfg config
+	var endpoints, pids string
+	flag.StringVar(&cfg.target, "target", "coord", "coord or etcd")
+	flag.StringVar(&endpoints, "endpoints", "", "comma-separated API endpoints of the cluster")
+	flag.IntVar(&cfg.keys, "keys", 10000, "keys to write in the load phase, and to overwrite in the steady phase")
+	flag.IntVar(&cfg.valueBytes, "value-bytes", 256, "bytes per value")
+	flag.IntVar(&cfg.clients, "clients", 64, "concurrent clients")
+	flag.DurationVar(&cfg.duration, "duration", 30*time.Second, "length of the steady phase (0: none)")
+	flag.StringVar(&cfg.prefix, "prefix", "bench/", "key prefix")
+	flag.StringVar(&pids, "pids", "", "comma-separated server process IDs whose peak RSS and CPU to report")
+	flag.BoolVar(&cfg.skipLoad, "skip-load", false, "skip the load phase (the keys are there already)")
+	flag.StringVar(&cfg.token, "token", "", "bearer token (coord clusters run without --insecure)")
+	flag.StringVar(&cfg.mode, "mode", "writes", "writes (load then overwrite keys) or leases (acquire --leases leases, then renew each every --renew-every)")
+	flag.IntVar(&cfg.leases, "leases", 10000, "leases, in --mode leases")
+	flag.DurationVar(&cfg.renewEvery, "renew-every", 3*time.Second, "how often each lease is renewed, in --mode leases")
+	flag.Parse()
+	cfg.endpoints = strings.Split(endpoints, ",")
+	for _, p := range strings.Split(pids, ",") {
+		if pid, err := strconv.Atoi(strings.TrimSpace(p)); err == nil {
+			cfg.pids = append(cfg.pids, pid)
+		}
+	}
+	if err := run(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+}
+
+// putFunc writes one key.
+type putFunc func(ctx context.Context, key string, value []byte) error
+
+func run(cfg config) error {
+	if cfg.mode == "leases" {
+		return runLeases(cfg)
+	}
+	if endpointsMissing := len(cfg.endpoints) == 0 || cfg.endpoints[0] == ""; endpointsMissing || cfg.keys <= 0 || cfg.clients <= 0 {
+		return errors.New("--endpoints, a positive --keys and --clients are required")
+	}
+	var put putFunc
+	switch cfg.target {
+	case "coord":
+		ccfg := client.DefaultConfig(cfg.endpoints...)
+		ccfg.Token = cfg.token
+		cl, err := client.New(ccfg)
+		if err != nil {
+			return err
+		}
+		put = func(ctx context.Context, key string, value []byte) error {
+			_, err := cl.Put(ctx, key, value)
+			return err
+		}
+	case "etcd":
+		cl, err := clientv3.New(clientv3.Config{Endpoints: cfg.endpoints, DialTimeout: 5 * time.Second})
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		put = func(ctx context.Context, key string, value []byte) error {
+			_, err := cl.Put(ctx, key, string(value))
+			return err
+		}
+	default:
+		return fmt.Errorf("--target %q: want coord or etcd", cfg.target)
+	}
+	fmt.Printf("# %s, %d keys of %d bytes, %d clients\n", cfg.target, cfg.keys, cfg.valueBytes, cfg.clients)
+	fmt.Printf("%-6s %-6s %9s %10s %9s %9s %9s %9s %9s\n", "target", "phase", "writes", "writes/s", "p50 ms", "p99 ms", "max ms", "rss MB", "cpu s")
+	if !cfg.skipLoad {
+		var next atomic.Int64
+		if err := phase(cfg, put, "load", func(*rand.Rand) (int, bool) {
+			i := next.Add(1) - 1
+			return int(i), i < int64(cfg.keys)
+		}); err != nil {
+			return err
+		}
+	}
+	if cfg.duration > 0 {
+		end := time.Now().Add(cfg.duration)
+		return phase(cfg, put, "steady", func(rng *rand.Rand) (int, bool) {
+			return rng.IntN(cfg.keys), time.Now().Before(end)
+		})
+	}
+	return nil
+}
+
+// phase runs the clients, each writing the keys next hands it until it
+// says stop, and prints the phase's line.
+func phase(cfg config, put putFunc, name string, next func(*rand.Rand) (int, bool)) error {
+	value := make([]byte, cfg.valueBytes)
+	for i := range value {
+		value[i] = 'a' + byte(i%26)
+	}
+	cpu0 := cpuSeconds(cfg.pids)
+	peak := newPeakRSS(cfg.pids)
+	start := time.Now()
+	latencies := make([][]time.Duration, cfg.clients)
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for c := range cfg.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
+			for {
+				i, ok := next(rng)
+				if !ok {
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				t := time.Now()
+				err := put(ctx, fmt.Sprintf("%s%08d", cfg.prefix, i), value)
+				cancel()
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					continue
+				}
+				latencies[c] = append(latencies[c], time.Since(t))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	rss := peak.stop()
+	all := slices.Concat(latencies...)
+	slices.Sort(all)
+	if len(all) == 0 {
+		return fmt.Errorf("%s: no write succeeded (%v)", name, firstErr.Load())
+	}
+	q := func(p float64) float64 { return float64(all[int(p*float64(len(all)-1))].Microseconds()) / 1000 }
+	fmt.Printf("%-6s %-6s %9d %10.0f %9.1f %9.1f %9.1f %9.0f %9.1f\n", cfg.target, name, len(all),
+		float64(len(all))/elapsed.Seconds(), q(0.5), q(0.99), q(1), rss, cpuSeconds(cfg.pids)-cpu0)
+	if n := failed.Load(); n > 0 {
+		fmt.Printf("# %s: %d writes failed, the first: %v\n", name, n, firstErr.Load())
+	}
+	return nil
+}
+
+// cpuSeconds returns the user and system CPU time of the processes.
+func cpuSeconds(pids []int) float64 {
+	var total float64
+	for _, pid := range pids {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// The fields after the command name, which is in parentheses.
+		fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+		if len(fields) > 12 {
+			utime, _ := strconv.ParseFloat(fields[11], 64)
+			stime, _ := strconv.ParseFloat(fields[12], 64)
+			total += (utime + stime) / 100 // clock ticks (USER_HZ, 100 on Linux)
+		}
+	}
+	return total
+}
+
+// peakRSS samples the processes' resident memory every 100 ms and keeps
+// the highest of any one of them.
+type peakRSS struct {
+	stopCh chan struct{}
+	done   chan float64
+}
+
+func newPeakRSS(pids []int) *peakRSS {
+	p := &peakRSS{stopCh: make(chan struct{}), done: make(chan float64)}
+	go func() {
+		var peak float64
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			for _, pid := range pids {
+				peak = max(peak, rssMB(pid))
+			}
+			select {
+			case <-p.stopCh:
+				p.done <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return p
+}
+
+func (p *peakRSS) stop() float64 { close(p.stopCh); return <-p.done }
+
+func rssMB(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
