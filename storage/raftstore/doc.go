@@ -55,6 +55,12 @@
 // may always move on to a newer term, and the vote was promised to no one
 // else.
 //
+// A new node's first VOTE file is written before its log holds anything
+// durable, and says so (a flag, cleared once the log's first sync
+// succeeded): a crash between the two leaves an empty log beside a VOTE
+// file, which Open accepts only while the flag is set; later, an empty log
+// beside a VOTE file is a lost log (ErrLost).
+//
 // # On disk
 //
 //	dir/wal/     segments of the write-ahead log (format: package wal)
