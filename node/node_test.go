@@ -346,3 +346,52 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// RoleChanged is closed when a node's role, leader or term changes, and
+// not by commits: a proposer waiting on it for a lost leadership is not
+// woken by every write.
+func TestRoleChangedOnlyOnRoleLeaderOrTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestCluster(t, 1, 2, 3)
+		leader := c.waitLeader(0)
+		ctx := context.Background()
+		// Let the election settle (every member knows the leader).
+		if _, err := leader.node.Propose(ctx, []byte("settle=1")); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		role := leader.node.RoleChanged()
+		changed := leader.node.Changed()
+		for i := range 5 {
+			if _, err := leader.node.Propose(ctx, fmt.Appendf(nil, "k%d=v", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case <-changed:
+		default:
+			t.Fatal("five commits did not close Changed")
+		}
+		select {
+		case <-role:
+			t.Fatalf("commits closed RoleChanged; status %+v", leader.node.Status())
+		default:
+		}
+		// The leader stops: a follower's RoleChanged closes when it
+		// campaigns (a new term) or a new leader is known.
+		var follower *member
+		for _, m := range c.members {
+			if m != leader {
+				follower = m
+				break
+			}
+		}
+		frole := follower.node.RoleChanged()
+		c.stop(leader.node.ID())
+		select {
+		case <-frole:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the leader stopped and a follower's RoleChanged stayed open: %+v", follower.node.Status())
+		}
+	})
+}

@@ -684,7 +684,9 @@ func (n *Node) propose(ctx context.Context, cmd Command) (Result, error) {
 		done <- proposeResult{r, err}
 	}()
 	for {
-		changed := n.shell.Changed()
+		// Woken when the role or term changes, not at every commit: at 64
+		// clients, every Ready woke every waiting proposer.
+		changed := n.shell.RoleChanged()
 		if st := n.shell.Status(); st.Role != raft.Leader {
 			// Refused up front (not leader), the shell answers at once; a
 			// proposal appended before leadership was lost waits for the
