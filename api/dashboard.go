@@ -69,9 +69,9 @@ type DashboardLease struct {
 	Holder string `json:"holder"`
 	Token  uint64 `json:"token"`
 	TTLMs  int64  `json:"ttl_ms"`
-	// RemainingMs is the time left by the answering node's clock (the
-	// leader's decides; a follower's is close, from when it applied the
-	// last renewal).
+	// RemainingMs is the time left by the leader's clock, which decides
+	// expiry; absent when a follower answers (the leader answers renewals
+	// without a Raft write, so a follower does not know the deadline).
 	RemainingMs *int64 `json:"remaining_ms,omitempty"`
 	Revision    uint64 `json:"revision"`
 }

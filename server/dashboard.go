@@ -121,7 +121,9 @@ func (s *stateMachine) dashboardLeases(now time.Time) ([]api.DashboardLease, int
 	for _, name := range names {
 		l := s.machine.Lease(name)
 		dl := api.DashboardLease{Name: l.Name, Holder: l.Holder, Token: l.Token, TTLMs: l.TTL.Milliseconds(), Revision: l.Revision}
-		if left, ok := s.lessor.remaining(l.Name, now); ok {
+		// Only the leader knows a deadline: it answers renewals without a
+		// Raft write, so a follower's lessor never hears of them.
+		if left, ok := s.lessor.remaining(l.Name, now); ok && s.leading {
 			ms := left.Milliseconds()
 			dl.RemainingMs = &ms
 		}

@@ -16,7 +16,8 @@ import (
 // order, and m more that were released.
 func heldMachine(tb testing.TB, n, m int) *stateMachine {
 	tb.Helper()
-	s := &stateMachine{machine: NewMachine(DefaultLimits()), lessor: newLessor(time.Second), changed: make(chan struct{})}
+	// The leader's state machine: only the leader shows time left.
+	s := &stateMachine{machine: NewMachine(DefaultLimits()), lessor: newLessor(time.Second), changed: make(chan struct{}), leading: true}
 	rng := rand.New(rand.NewPCG(1, 2))
 	index := uint64(0)
 	for i := range n + m {

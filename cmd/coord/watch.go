@@ -26,10 +26,11 @@ expiry now, and again at every change (acquired, renewed, freed), until
 SIGINT or SIGTERM. It never acquires, renews or releases: it only reads,
 through the store's watch (etcd watches, Redis pub/sub, PostgreSQL LISTEN,
 ZooKeeper watches, inotify for file://; stores that cannot push poll, as
-their docs say). A watch that fails is logged and made again. On etcd and
-ZooKeeper a renewal changes nothing a watch can see (a keep-alive of the
-key's etcd lease, a read on the holder's session): there the watcher
-prints acquisitions and frees only. A ZooKeeper lease lasts as long as its
+their docs say). A watch that fails is logged and made again. On etcd,
+ZooKeeper and a coord cluster a renewal changes nothing a watch can see (a
+keep-alive of the key's etcd lease, a read on the holder's session, a
+renewal the cluster's leader answers without a Raft write): there the
+watcher prints acquisitions and frees only. A ZooKeeper lease lasts as long as its
 holder's session, which only the server sees: no expiry is printed.
 
 Changes may coalesce: a holder that came and went between two reads of a
