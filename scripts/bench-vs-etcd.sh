@@ -31,7 +31,7 @@ command -v etcdctl >/dev/null || ensure_pkg etcd-client
 work=$(mktemp -d -t bench-vs-etcd.XXXXXX)
 pids=()
 cleanup() {
-  [ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null
+  [ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$work" "$COORD_TEST_TMP"
 }
