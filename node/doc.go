@@ -14,11 +14,19 @@
 // For every raft.Ready, the Handler does, in this order and on one
 // goroutine:
 //
+//  0. Transport.Send of a leader's requests (appends, heartbeats), when
+//     the Ready changes neither term nor vote: the leader's own disk write
+//     then overlaps the network and the followers' writes (dissertation
+//     §10.2.1), and the core counts the leader's copy towards a quorum
+//     only once it is written (Core.Advance);
 //  1. Storage.ApplySnapshot (if any), then Storage.Save(HardState,
-//     Entries), which must be durable when it returns (fsync);
-//  2. Transport.Send(Messages): only now, because a granted vote or an
-//     append acknowledgement promises what step 1 made durable (Raft
-//     Figure 2: "respond after updating stable storage");
+//     Entries, MustSync), which must be durable when it returns (fsync),
+//     unless MustSync is false: a Ready that changes the commit index
+//     alone is written without an fsync (a crash may lose it; the leader
+//     tells it again), which saves the leader its second fsync per write;
+//  2. Transport.Send of the other messages: only now, because a granted
+//     vote or an append acknowledgement promises what step 1 made durable
+//     (Raft Figure 2: "respond after updating stable storage");
 //  3. StateMachine.Restore (snapshot), then StateMachine.Apply for each
 //     committed entry, in log order, and the membership of each committed
 //     change recorded as the core worked it out (raft.Ready.ConfChanges);
@@ -37,8 +45,8 @@
 // index.
 //
 // A test checks, at every Send, that storage already holds the votes and
-// entries the messages vouch for; the simulator checks it at every send of
-// every seed.
+// entries the messages vouch for, and the term of a leader's appends; the
+// simulator checks it at every send of every seed.
 //
 // # When step 1 fails
 //

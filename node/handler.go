@@ -36,7 +36,8 @@ type Waiter func(Result)
 // simulator crashes a node so), after which the handler does nothing more.
 type Hooks struct {
 	// Persisted is called once a Ready's snapshot, hard state and
-	// entries are durable (step 1), before its messages are sent.
+	// entries are durable (step 1), before the messages that wait for
+	// them are sent (a leader's requests may have gone ahead: see Order).
 	Persisted func(rd raft.Ready)
 	// Applied is called after each committed entry is applied (step 3),
 	// empty entries and membership changes included, in log order, before
@@ -95,12 +96,20 @@ type HandlerConfig struct {
 //
 // For every Ready, Handle does, on the caller's goroutine:
 //
+//  0. Transport.Send of the leader's requests (appends, heartbeats,
+//     snapshots, TimeoutNow) when the Ready changes neither the term nor
+//     the vote: they vouch for nothing that step 1 writes, so the
+//     leader's own disk write overlaps the network and the followers'
+//     writes (dissertation §10.2.1). The core counts the leader's copy of
+//     the entries towards a quorum only at step 4 (Core.Advance), once
+//     they are durable;
 //  1. Storage.ApplySnapshot (if any), then Storage.Save(HardState,
-//     Entries), which must be durable when it returns; then
+//     Entries, MustSync), durable when it returns unless MustSync is
+//     false (a commit index alone, which a crash may lose); then
 //     Hooks.Persisted;
-//  2. Transport.Send(Messages): only now, because a granted vote or an
-//     append acknowledgement promises what step 1 made durable (Raft
-//     Figure 2: "respond after updating stable storage");
+//  2. Transport.Send of the other messages: only now, because a granted
+//     vote or an append acknowledgement promises what step 1 made
+//     durable (Raft Figure 2: "respond after updating stable storage");
 //  3. StateMachine.Restore (snapshot), then, for each committed entry in
 //     log order, StateMachine.Apply (normal entries with data) or the
 //     recording of the membership the core handed over
@@ -114,7 +123,7 @@ type HandlerConfig struct {
 // # When the storage fails
 //
 // If step 1 fails, the handler holds the Ready: none of its messages are
-// sent and none of its entries applied, and Handle returns the error
+// sent but those of step 0, and none of its entries applied, and Handle returns the error
 // wrapped in ErrStorage. While it holds a Ready it takes no messages (Step
 // refuses them, as a partitioned node would hear nothing), no ticks, and
 // refuses proposals and reads with ErrStorage. The caller must keep calling
@@ -150,6 +159,9 @@ type Handler struct {
 	ready   pendingReady
 	held    bool
 	stopped error // why the handler was stopped; nil while it runs
+	// durableTerm is the term as of the last hard state persisted: a
+	// leader's request of that term vouches for nothing unpersisted.
+	durableTerm uint64
 
 	ticks        uint64 // ticks seen: the clock of the retries
 	compactAfter uint64 // no compaction before this tick (after a failure)
@@ -175,8 +187,9 @@ type Handler struct {
 // pendingReady is a Ready on its way to being durable.
 type pendingReady struct {
 	rd           raft.Ready
-	snapshotDone bool  // rd.Snapshot is durable; only the Save is left
-	err          error // why the last attempt failed
+	unsent       []raft.Message // rd.Messages not sent ahead (step 0)
+	snapshotDone bool           // rd.Snapshot is durable; only the Save is left
+	err          error          // why the last attempt failed
 }
 
 type proposalWaiter struct {
@@ -218,6 +231,11 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node %d: read snapshot: %w", h.id, err)
 	}
+	hs, _, err := cfg.Storage.InitialState()
+	if err != nil {
+		return nil, fmt.Errorf("node %d: read hard state: %w", h.id, err)
+	}
+	h.durableTerm = hs.Term
 	if !snap.IsEmpty() {
 		if err := cfg.StateMachine.Restore(snap.Data); err != nil {
 			return nil, fmt.Errorf("node %d: restore snapshot %d: %w", h.id, snap.Metadata.Index, err)
@@ -376,6 +394,7 @@ func (h *Handler) ReadIndex(id uint64, done Waiter) error {
 func (h *Handler) Handle() error {
 	for h.stopped == nil && !h.held && h.core.HasReady() {
 		h.ready = pendingReady{rd: h.core.Ready()}
+		h.sendAhead()
 		if err := h.persist(); err != nil {
 			if h.stopped != nil {
 				break
@@ -410,6 +429,56 @@ func (h *Handler) Stop(err error) {
 	h.failReads(err)
 }
 
+// sendAhead sends the Ready's messages that need not wait for its
+// persistence (step 0), and leaves the others in h.ready.unsent.
+func (h *Handler) sendAhead() {
+	rd := &h.ready.rd
+	h.ready.unsent = rd.Messages
+	if len(rd.Messages) == 0 || !rd.Snapshot.IsEmpty() || (!rd.HardState.IsEmpty() && rd.HardState.Term != h.durableTerm) {
+		return
+	}
+	ahead := 0
+	for _, m := range rd.Messages {
+		if h.canSendAhead(m) {
+			ahead++
+		}
+	}
+	switch ahead {
+	case 0:
+		return
+	case len(rd.Messages):
+		h.transport.Send(rd.Messages)
+		h.ready.unsent = nil
+		return
+	}
+	early := make([]raft.Message, 0, ahead)
+	later := make([]raft.Message, 0, len(rd.Messages)-ahead)
+	for _, m := range rd.Messages {
+		if h.canSendAhead(m) {
+			early = append(early, m)
+		} else {
+			later = append(later, m)
+		}
+	}
+	h.transport.Send(early)
+	h.ready.unsent = later
+}
+
+// canSendAhead reports whether m may leave before its Ready is persisted:
+// a leader's request in the term already durable. It carries the leader's
+// entries and commit index, which promise nothing about the leader's own
+// disk (the core counts the leader's copy only once it is persisted, at
+// Advance); responses, votes and anything of a term not yet durable wait
+// (a learner that heard a term this node then forgot could get two
+// different entries at one index and term).
+func (h *Handler) canSendAhead(m raft.Message) bool {
+	switch m.Type {
+	case raft.MsgAppendRequest, raft.MsgHeartbeatRequest, raft.MsgSnapshotRequest, raft.MsgTimeoutNow:
+		return m.Term == h.durableTerm
+	}
+	return false
+}
+
 // persist makes the Ready's snapshot, hard state and entries durable.
 func (h *Handler) persist() error {
 	rd := &h.ready.rd
@@ -420,8 +489,11 @@ func (h *Handler) persist() error {
 		h.ready.snapshotDone = true
 	}
 	if !rd.HardState.IsEmpty() || len(rd.Entries) > 0 {
-		if err := h.storage.Save(rd.HardState, rd.Entries); err != nil {
+		if err := h.storage.Save(rd.HardState, rd.Entries, rd.MustSync); err != nil {
 			return fmt.Errorf("node %d: save: %w", h.id, err)
+		}
+		if !rd.HardState.IsEmpty() {
+			h.durableTerm = rd.HardState.Term
 		}
 	}
 	return nil
@@ -430,7 +502,7 @@ func (h *Handler) persist() error {
 // finish does the rest of the Ready's work once it is durable: steps 2 to
 // 4.
 func (h *Handler) finish() error {
-	rd := h.ready.rd
+	rd, unsent := h.ready.rd, h.ready.unsent
 	h.ready = pendingReady{} // keeps nothing of it alive
 	if h.hooks.Persisted != nil {
 		h.hooks.Persisted(rd)
@@ -438,9 +510,9 @@ func (h *Handler) finish() error {
 	if h.stopped != nil {
 		return h.stopped
 	}
-	// 2. Only now send: the messages vouch for what was just saved.
-	if len(rd.Messages) > 0 {
-		h.transport.Send(rd.Messages)
+	// 2. Only now send the rest: they vouch for what was just saved.
+	if len(unsent) > 0 {
+		h.transport.Send(unsent)
 	}
 	// 3. Apply.
 	if !rd.Snapshot.IsEmpty() {

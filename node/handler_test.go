@@ -21,12 +21,12 @@ type recorder struct {
 	repairs int
 }
 
-func (r *recorder) Save(hs raft.HardState, entries []raft.Entry) error {
+func (r *recorder) Save(hs raft.HardState, entries []raft.Entry, sync bool) error {
 	if r.failing != nil {
 		return r.failing
 	}
 	r.events = append(r.events, fmt.Sprintf("save term=%d vote=%d entries=%d", hs.Term, hs.Vote, len(entries)))
-	return r.MemoryStorage.Save(hs, entries)
+	return r.MemoryStorage.Save(hs, entries, sync)
 }
 
 func (r *recorder) Repair() error {
@@ -109,10 +109,11 @@ func mustHandle(t *testing.T, h *Handler) {
 	}
 }
 
-// The Ready contract, step by step: a Ready's writes come before its
-// messages (a vote or an acknowledgement vouches for them), its messages
-// before its entries are applied; the hooks come at their places, and the
-// proposer hears the state machine's result.
+// The Ready contract, step by step: a leader's appends go ahead of its own
+// write (step 0), a Ready's writes come before its other messages (a vote
+// or an acknowledgement vouches for them), its messages before its entries
+// are applied; the hooks come at their places, and the proposer hears the
+// state machine's result.
 func TestHandlerKeepsTheReadyOrder(t *testing.T) {
 	h, r := newRecordedHandler(t, func(r *recorder) Hooks {
 		return Hooks{
@@ -129,11 +130,13 @@ func TestHandlerKeepsTheReadyOrder(t *testing.T) {
 	mustHandle(t, h)
 	acknowledge(t, h)
 	want := []string{
-		// The proposal: its entry, then the appends that carry it.
-		"save term=0 vote=0 entries=1", "persisted", "send AppendRequest", "send AppendRequest",
-		// 2's acknowledgement commits it: the commit index, the appends
-		// that tell it, then the entry is applied (3's changes nothing).
-		"save term=2 vote=1 entries=0", "persisted", "send AppendRequest", "send AppendRequest", "apply 3 x=1", "applied 3",
+		// The proposal: the appends that carry it, while its entry is
+		// written.
+		"send AppendRequest", "send AppendRequest", "save term=0 vote=0 entries=1", "persisted",
+		// 2's acknowledgement commits it: the appends that tell the
+		// commit index, its write, then the entry is applied (3's
+		// changes nothing).
+		"send AppendRequest", "send AppendRequest", "save term=2 vote=1 entries=0", "persisted", "apply 3 x=1", "applied 3",
 	}
 	if !slices.Equal(r.events, want) {
 		t.Fatalf("events:\n  %s\nwant:\n  %s", strings.Join(r.events, "\n  "), strings.Join(want, "\n  "))
@@ -143,10 +146,11 @@ func TestHandlerKeepsTheReadyOrder(t *testing.T) {
 	}
 }
 
-// A write that fails holds the Ready: nothing of it is sent or applied,
+// A write that fails holds the Ready: nothing of it is applied, nothing
+// sent but the leader's appends that went ahead of the write (step 0),
 // messages, proposals and reads are refused with ErrStorage, ticks go to
-// repairing the storage and writing the Ready again; once that works, its
-// messages go out and the node goes on.
+// repairing the storage and writing the Ready again; once that works, the
+// node goes on (and the entry commits, now that the leader has it).
 func TestHandlerHoldsAReadyItCouldNotWrite(t *testing.T) {
 	h, r := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
 	elect(t, h, r)
@@ -158,8 +162,16 @@ func TestHandlerHoldsAReadyItCouldNotWrite(t *testing.T) {
 	if err := h.Handle(); !errors.Is(err, ErrStorage) || !errors.Is(err, r.failing) {
 		t.Fatalf("Handle with a failing storage: %v, want ErrStorage wrapping the cause", err)
 	}
-	if !h.Held() || len(r.sent) != 0 {
-		t.Fatalf("held %v, sent %v: want the Ready held and nothing sent", h.Held(), r.sent)
+	if !h.Held() || len(r.sent) != 2 || r.sent[0].Type != raft.MsgAppendRequest || r.sent[1].Type != raft.MsgAppendRequest {
+		t.Fatalf("held %v, sent %v: want the Ready held and only the appends sent ahead", h.Held(), r.sent)
+	}
+	// 2's acknowledgement is dropped: a held Ready takes no messages, and
+	// the entry cannot commit while the leader's own copy is not written.
+	if err := h.Step(raft.Message{Type: raft.MsgAppendResponse, From: 2, To: 1, Term: 2, LogIndex: 3}); !errors.Is(err, ErrStorage) {
+		t.Errorf("Step while held: %v, want ErrStorage", err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("the proposal was answered while the leader's write failed: %+v", got)
 	}
 	if err := h.Step(raft.Message{Type: raft.MsgHeartbeatResponse, From: 2, To: 1, Term: 2}); !errors.Is(err, ErrStorage) {
 		t.Errorf("Step while held: %v, want ErrStorage", err)
@@ -176,7 +188,7 @@ func TestHandlerHoldsAReadyItCouldNotWrite(t *testing.T) {
 			t.Fatalf("Tick while the storage fails: %v, want ErrStorage", err)
 		}
 	}
-	if r.repairs != 3*raft.DefaultConfig().ElectionTicks || len(r.sent) != 0 || h.Core().Status().Term != term {
+	if r.repairs != 3*raft.DefaultConfig().ElectionTicks || len(r.sent) != 2 || h.Core().Status().Term != term {
 		t.Fatalf("%d repairs, %d messages sent, term %d -> %d: want a repair per tick, no message, and no tick reaching the core",
 			r.repairs, len(r.sent), term, h.Core().Status().Term)
 	}
@@ -185,7 +197,7 @@ func TestHandlerHoldsAReadyItCouldNotWrite(t *testing.T) {
 		t.Fatalf("Tick once the storage works: %v", err)
 	}
 	if h.Held() || h.StorageErr() != nil || len(r.sent) != 2 {
-		t.Fatalf("held %v (%v), sent %v: want the held Ready's appends sent", h.Held(), h.StorageErr(), r.sent)
+		t.Fatalf("held %v (%v), sent %v: want the Ready written and nothing more sent", h.Held(), h.StorageErr(), r.sent)
 	}
 	acknowledge(t, h)
 	if len(got) != 1 || got[0].Err != nil || got[0].Value != "x=1" {
@@ -222,15 +234,18 @@ func TestHandlerRecordsTheCoresMembership(t *testing.T) {
 }
 
 // A hook may stop the handler (the simulator crashes a node so): the
-// Ready in progress goes no further (the new leader's appends are not
-// sent), waiters hear the error, and every later call returns it.
+// Ready in progress goes no further (nothing more is sent, beyond what
+// went ahead of the write), waiters hear the error, and every later call
+// returns it.
 func TestHandlerStoppedByAHook(t *testing.T) {
 	crashed := errors.New("crashed")
 	var h *Handler
-	h, r := newRecordedHandler(t, func(*recorder) Hooks {
+	sentAtStop := -1
+	h, r := newRecordedHandler(t, func(r *recorder) Hooks {
 		return Hooks{Persisted: func(rd raft.Ready) {
 			if rd.SoftState != nil && rd.SoftState.Role == raft.Leader {
 				h.Stop(crashed)
+				sentAtStop = len(r.sent)
 			}
 		}}
 	})
@@ -247,10 +262,8 @@ func TestHandlerStoppedByAHook(t *testing.T) {
 	if err := h.Handle(); !errors.Is(err, crashed) {
 		t.Fatalf("Handle when a hook stops the handler: %v, want its error", err)
 	}
-	for _, m := range r.sent {
-		if m.Type == raft.MsgAppendRequest {
-			t.Fatalf("the stopped leader sent %v", m)
-		}
+	if sentAtStop < 0 || len(r.sent) != sentAtStop {
+		t.Fatalf("the stopped leader sent %v after it stopped", r.sent[max(sentAtStop, 0):])
 	}
 	if err := h.Propose([]byte("x"), func(res Result) { got = append(got, res) }); !errors.Is(err, crashed) {
 		t.Errorf("Propose after Stop: %v", err)
@@ -263,5 +276,44 @@ func TestHandlerStoppedByAHook(t *testing.T) {
 	}
 	if len(got) != 0 {
 		t.Errorf("refused requests were answered: %+v", got)
+	}
+}
+
+// A leader's appends go ahead of its write only in a term already durable:
+// a sole voter wins its election in the very Ready that raises its term,
+// and its appends to a learner must wait for that term to be written (a
+// leader that crashed and forgot the term could lead it again with other
+// entries at the same indexes, and the learner would hold both).
+func TestHandlerSendsAheadOnlyInADurableTerm(t *testing.T) {
+	r := &recorder{MemoryStorage: NewMemoryStorage()}
+	cfg := raft.DefaultConfig()
+	cfg.ID = 1
+	cfg.Peers = []uint64{1}
+	cfg.Rand = rand.New(rand.NewPCG(1, 1))
+	h, err := NewHandler(HandlerConfig{Raft: cfg, Storage: r, Transport: r, StateMachine: recordedMachine{r}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustHandle(t, h)
+	h.Core().Campaign()
+	mustHandle(t, h)
+	cc := raft.ConfChange{Changes: []raft.ConfChangeSingle{{Type: raft.ConfChangeAddLearner, NodeID: 2}}}
+	if err := h.ProposeConfChange(cc, func(Result) {}); err != nil {
+		t.Fatal(err)
+	}
+	mustHandle(t, h)
+	// The learner reports a later term: the leader steps down, and wins
+	// the next term alone.
+	mustStep(t, h, raft.Message{Type: raft.MsgHeartbeatResponse, From: 2, To: 1, Term: 5})
+	r.events = nil
+	h.Core().Campaign()
+	mustHandle(t, h)
+	if st := h.Core().Status(); st.Role != raft.Leader || st.Term != 6 {
+		t.Fatalf("node 1 is %v in term %d, want the leader of term 6", st.Role, st.Term)
+	}
+	save := slices.Index(r.events, "save term=6 vote=1 entries=1")
+	send := slices.Index(r.events, "send AppendRequest")
+	if save < 0 || send < 0 || send < save {
+		t.Fatalf("events:\n  %s\nwant the term-6 appends sent after term 6 is saved", strings.Join(r.events, "\n  "))
 	}
 }

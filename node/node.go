@@ -161,10 +161,13 @@ type Node struct {
 	heldSince time.Time // when the handler began to hold a Ready
 	heldTries int       // writes of the held Ready tried
 
-	mu         sync.Mutex // guards status, storageErr and changed
+	mu         sync.Mutex // guards status, storageErr, changed and roleChanged
 	status     raft.Status
 	storageErr error
 	changed    chan struct{}
+	// roleChanged is closed when the role, the leader or the term changes:
+	// what a proposer waits on, without waking at every commit.
+	roleChanged chan struct{}
 }
 
 // Start restores the state machine from the storage's snapshot, starts the
@@ -185,6 +188,8 @@ func Start(cfg Config) (*Node, error) {
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 		changed:  make(chan struct{}),
+
+		roleChanged: make(chan struct{}),
 	}
 	if n.log == nil {
 		n.log = slog.Default()
@@ -370,6 +375,16 @@ func (n *Node) Changed() <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.changed
+}
+
+// RoleChanged returns a channel that is closed when the role, the leader
+// or the term next changes (Changed is closed then too, and at every other
+// change). Waiting on it rather than Changed, a caller that watches for a
+// lost leadership is not woken at every commit.
+func (n *Node) RoleChanged() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.roleChanged
 }
 
 // StorageError returns why the storage is failing, wrapping ErrStorage, or
@@ -565,6 +580,10 @@ func (n *Node) publishStatus() {
 		st.Applied == n.status.Applied && st.LastIndex == n.status.LastIndex && st.Conf.Equal(n.status.Conf) {
 		n.status = st
 		return
+	}
+	if st.SoftState != n.status.SoftState || st.Term != n.status.Term {
+		close(n.roleChanged)
+		n.roleChanged = make(chan struct{})
 	}
 	n.status = st
 	close(n.changed)

@@ -184,7 +184,10 @@ func TestReplicateAndRead(t *testing.T) {
 }
 
 // The Ready contract: at every Send, storage already holds what the
-// messages vouch for (a granted vote, acknowledged entries).
+// messages vouch for (a granted vote, acknowledged entries), and a leader's
+// appends carry a term already durable; those appends leave before the
+// leader's own write of their entries (dissertation §10.2.1), so that it
+// overlaps the followers'.
 func TestMessagesLeaveOnlyAfterPersisting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var checked sync.Map
@@ -202,17 +205,17 @@ func TestMessagesLeaveOnlyAfterPersisting(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		votes, acks := 0, 0
+		got := map[any]int{}
 		checked.Range(func(k, v any) bool {
-			if k == raft.MsgVoteResponse {
-				votes = v.(int)
-			} else {
-				acks = v.(int)
-			}
+			got[k] = v.(int)
 			return true
 		})
+		votes, acks, ahead := got[raft.MsgVoteResponse], got[raft.MsgAppendResponse], got[raft.MsgAppendRequest]
 		if votes == 0 || acks == 0 {
 			t.Fatalf("checked %d granted votes and %d acknowledgements; want some of each", votes, acks)
+		}
+		if ahead == 0 {
+			t.Fatalf("no leader's append left before the leader stored its entries: the leader's write does not overlap the followers'")
 		}
 	})
 }
@@ -238,6 +241,15 @@ func (ct checkingTransport) Send(msgs []raft.Message) {
 				ct.t.Errorf("node %d acknowledges index %d with only %d stored", m.From, m.LogIndex, last)
 			}
 			count(ct.checked, raft.MsgAppendResponse)
+		case m.Type == raft.MsgAppendRequest:
+			if hs, _, _ := ct.storage.InitialState(); hs.Term != m.Term {
+				ct.t.Errorf("leader %d sends appends of term %d with term %d stored", m.From, m.Term, hs.Term)
+			}
+			if n := len(m.Entries); n > 0 {
+				if last, _ := ct.storage.LastIndex(); last < m.Entries[n-1].Index {
+					count(ct.checked, raft.MsgAppendRequest) // sent ahead of the leader's write
+				}
+			}
 		}
 	}
 	ct.inner.Send(msgs)
@@ -333,4 +345,53 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: Start = %v, want ErrInvalidConfig naming it", field, err)
 		}
 	}
+}
+
+// RoleChanged is closed when a node's role, leader or term changes, and
+// not by commits: a proposer waiting on it for a lost leadership is not
+// woken by every write.
+func TestRoleChangedOnlyOnRoleLeaderOrTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestCluster(t, 1, 2, 3)
+		leader := c.waitLeader(0)
+		ctx := context.Background()
+		// Let the election settle (every member knows the leader).
+		if _, err := leader.node.Propose(ctx, []byte("settle=1")); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		role := leader.node.RoleChanged()
+		changed := leader.node.Changed()
+		for i := range 5 {
+			if _, err := leader.node.Propose(ctx, fmt.Appendf(nil, "k%d=v", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case <-changed:
+		default:
+			t.Fatal("five commits did not close Changed")
+		}
+		select {
+		case <-role:
+			t.Fatalf("commits closed RoleChanged; status %+v", leader.node.Status())
+		default:
+		}
+		// The leader stops: a follower's RoleChanged closes when it
+		// campaigns (a new term) or a new leader is known.
+		var follower *member
+		for _, m := range c.members {
+			if m != leader {
+				follower = m
+				break
+			}
+		}
+		frole := follower.node.RoleChanged()
+		c.stop(leader.node.ID())
+		select {
+		case <-frole:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the leader stopped and a follower's RoleChanged stayed open: %+v", follower.node.Status())
+		}
+	})
 }

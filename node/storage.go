@@ -11,8 +11,16 @@ type Storage interface {
 	// from entries[0].Index on are replaced (Raft's conflict truncation).
 	// entries must be contiguous and entries[0].Index at most
 	// LastIndex()+1; entries at or below the snapshot's index are ignored.
-	// Both must be durable when Save returns.
-	Save(hs raft.HardState, entries []raft.Entry) error
+	//
+	// With sync, both must be durable when Save returns. Without it (the
+	// Ready's MustSync is false: hs changes the commit index alone), Save
+	// may return before hs is durable, and a crash may lose it: recovery
+	// then finds an earlier hard state, and the commit index is learnt
+	// again from the leader. Only the commit index may be lost so: entries
+	// and a change of term or vote must be durable on return whatever
+	// sync says (a lost vote could be cast twice, Raft Figure 2), and a
+	// later Save with sync makes the earlier ones durable too.
+	Save(hs raft.HardState, entries []raft.Entry, sync bool) error
 	// ApplySnapshot installs snap (one received from the leader), durably:
 	// the whole log is replaced by it, so that FirstIndex() is snap's index
 	// + 1 and LastIndex() its index. ErrSnapshotOutOfDate (raft) if snap is
@@ -40,8 +48,9 @@ var _ Storage = MemoryStorage{}
 // NewMemoryStorage returns an empty MemoryStorage.
 func NewMemoryStorage() MemoryStorage { return MemoryStorage{raft.NewMemoryStorage()} }
 
-// Save implements Storage.
-func (m MemoryStorage) Save(hs raft.HardState, entries []raft.Entry) error {
+// Save implements Storage. Memory is as durable as the process, so sync
+// changes nothing.
+func (m MemoryStorage) Save(hs raft.HardState, entries []raft.Entry, _ bool) error {
 	if !hs.IsEmpty() {
 		if err := m.SetHardState(hs); err != nil {
 			return err

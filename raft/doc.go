@@ -18,7 +18,7 @@
 //		if core.HasReady() {
 //			rd := core.Ready()
 //			storage.Save(rd.HardState, rd.Entries, rd.Snapshot) // and fsync if rd.MustSync
-//			transport.Send(rd.Messages)                           // only after the save
+//			transport.Send(rd.Messages)                           // only after the save (a leader's appends may go first)
 //			apply(rd.Snapshot, rd.CommittedEntries)
 //			core.Advance(rd)
 //		}

@@ -62,6 +62,18 @@ func (l *raftLog) lastIndex() uint64 {
 	return i
 }
 
+// lastStableIndex returns the last index the caller confirmed as
+// persisted (Advance); 0 while a snapshot waits to be persisted.
+func (l *raftLog) lastStableIndex() uint64 {
+	switch {
+	case l.unstable.snapshot != nil:
+		return 0
+	case len(l.unstable.entries) > 0:
+		return l.unstable.offset - 1
+	}
+	return l.lastIndex()
+}
+
 func (l *raftLog) lastTerm() uint64 {
 	t, err := l.term(l.lastIndex())
 	assert.NoError(err, "term of the last index")

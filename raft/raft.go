@@ -333,7 +333,9 @@ func (r *Core) becomeLeader() {
 	for _, id := range r.members {
 		pr := newProgress(last+1, r.cfg.MaxInflightMsgs)
 		if id == r.id {
-			pr.Match = last
+			// The leader counts towards a quorum only what it has
+			// persisted (see Advance).
+			pr.Match = r.log.lastStableIndex()
 			pr.becomeReplicate()
 			pr.RecentActive = true
 		}
@@ -1022,12 +1024,12 @@ func (r *Core) appendEntry(e Entry) uint64 {
 	e.Term = r.term
 	e.Index = r.log.lastIndex() + 1
 	r.appendToLog([]Entry{e})
-	if pr := r.progress[r.id]; pr != nil {
-		pr.maybeUpdate(e.Index)
-	}
+	// The leader's own Match moves in Advance, once the entry is
+	// persisted: the caller may send the appends before or while it
+	// writes (§10.2.1), and a quorum must not count a copy that a crash
+	// can still lose.
 	r.uncommittedBytes += uint64(len(e.Data))
 	r.needBroadcast = true
-	r.maybeCommit()
 	return e.Index
 }
 
@@ -1188,6 +1190,26 @@ func (r *Core) Advance(rd Ready) {
 			}
 			r.uncommittedBytes -= min(size, r.uncommittedBytes)
 		}
+	}
+	if n := len(rd.Entries); n > 0 && r.role == Leader {
+		r.persisted(rd.Entries[n-1])
+	}
+}
+
+// persisted counts the leader's own copy of its log up to e, which the
+// caller has now persisted, towards a quorum. The caller may send the
+// appends of a Ready before it persists that Ready's entries, so that the
+// leader's disk write overlaps the followers' (dissertation §10.2.1); the
+// leader's Match, and with it the commit index, moves only here, so an
+// entry never counts as committed on the strength of a copy that a crash of
+// the leader could lose.
+func (r *Core) persisted(e Entry) {
+	pr := r.progress[r.id]
+	if pr == nil || !r.log.matchTerm(e.Index, e.Term) || !pr.maybeUpdate(e.Index) {
+		return
+	}
+	if r.maybeCommit() {
+		r.needBroadcast = true
 	}
 }
 

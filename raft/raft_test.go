@@ -441,3 +441,69 @@ func TestStepRefusesWhatNoLeaderOrFollowerSends(t *testing.T) {
 		t.Fatalf("commit %d after the refused messages, want %d", st.Commit, last+1)
 	}
 }
+
+// The leader's own copy of an entry counts towards a quorum only once its
+// caller has persisted it (Advance): a caller may send the appends of a
+// Ready before it writes that Ready's entries, in parallel with the
+// followers (dissertation §10.2.1), and a commit must not rest on a copy a
+// crash of the leader could lose. Here a follower acknowledges the entry
+// while the leader's Ready is still being written: with one follower of
+// two, the commit index waits for the leader's own write.
+func TestLeaderCountsItsOwnCopyOnlyOncePersisted(t *testing.T) {
+	s := raft.NewMemoryStorage()
+	c := newCore(t, 1, s, 1, 2, 3)
+	sent(t, c, s)
+	c.Campaign()
+	sent(t, c, s)
+	if err := c.Step(raft.Message{Type: raft.MsgPreVoteResponse, From: 2, To: 1, Term: 2}); err != nil {
+		t.Fatal(err)
+	}
+	sent(t, c, s)
+	if err := c.Step(raft.Message{Type: raft.MsgVoteResponse, From: 2, To: 1, Term: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Status(); st.Role != raft.Leader {
+		t.Fatalf("node 1 is %v, want leader", st.Role)
+	}
+	rd := c.Ready() // the leader's empty entry of term 2, at index 2
+	if len(rd.Entries) != 1 || rd.Entries[0].Index != 2 {
+		t.Fatalf("Ready entries %v, want the leader's entry at 2", rd.Entries)
+	}
+	if got := c.Status().Progress[1].Match; got != 1 {
+		t.Fatalf("before the leader persisted entry 2, its own Match is %d, want 1", got)
+	}
+	// Follower 2 acknowledges entry 2 before the leader's write is done.
+	if err := c.Step(raft.Message{Type: raft.MsgAppendResponse, From: 2, To: 1, Term: 2, LogIndex: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Status().Commit; got != 1 {
+		t.Fatalf("commit %d with entry 2 on follower 2 only: the leader counted its unpersisted copy", got)
+	}
+	_ = s.SetHardState(rd.HardState)
+	_ = s.Append(rd.Entries)
+	c.Advance(rd)
+	if got := c.Status().Commit; got != 2 {
+		t.Fatalf("after the leader persisted entry 2 (and follower 2 has it), commit %d, want 2", got)
+	}
+}
+
+// A single voter commits its entries once it has persisted them: its own
+// copy is the quorum.
+func TestSingleVoterCommitsOncePersisted(t *testing.T) {
+	s := raft.NewMemoryStorage()
+	c := newCore(t, 1, s, 1)
+	sent(t, c, s)
+	c.Campaign()
+	sent(t, c, s)
+	index, _, err := c.Propose([]byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Status().Commit; got >= index {
+		t.Fatalf("commit %d before entry %d was persisted", got, index)
+	}
+	sent(t, c, s)
+	if got := c.Status().Commit; got != index {
+		t.Fatalf("after the entry was persisted, commit %d, want %d", got, index)
+	}
+}

@@ -57,10 +57,16 @@ type ReadState struct {
 //     Entries replace any stored entries at the same or later indexes.
 //  2. Send Messages. A vote or an append acknowledgement in Messages
 //     promises that step 1 happened; sending them first loses that promise
-//     on a crash (Figure 2: "respond after updating stable storage").
+//     on a crash (Figure 2: "respond after updating stable storage"). A
+//     leader's requests (appends, heartbeats, snapshots, TimeoutNow) may
+//     be sent before step 1 if HardState keeps the term and vote already
+//     persisted: they promise nothing about the leader's disk, and the
+//     core counts the leader's own copy of Entries towards a quorum only
+//     at Advance (dissertation §10.2.1).
 //  3. Apply Snapshot (if not empty) and then CommittedEntries to the state
 //     machine, in order. Serve ReadStates once applied through their index.
-//  4. Call Advance(rd).
+//  4. Call Advance(rd): it confirms step 1, and only then does a leader
+//     count its own copy of rd.Entries.
 //
 // The slices alias the core's memory: the caller must not modify them.
 type Ready struct {

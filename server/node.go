@@ -358,9 +358,9 @@ type timedStorage struct {
 	metrics *Metrics
 }
 
-func (t timedStorage) Save(hs raft.HardState, ents []raft.Entry) error {
+func (t timedStorage) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 	start := time.Now()
-	err := t.Disk.Save(hs, ents)
+	err := t.Disk.Save(hs, ents, sync)
 	if t.metrics != nil && len(ents) > 0 {
 		t.metrics.appendSeconds.Observe(time.Since(start).Seconds())
 	}
@@ -716,7 +716,9 @@ func (n *Node) propose(ctx context.Context, cmd Command) (Result, error) {
 		done <- proposeResult{r, err}
 	}()
 	for {
-		changed := n.shell.Changed()
+		// Woken when the role or term changes, not at every commit: at 64
+		// clients, every Ready woke every waiting proposer.
+		changed := n.shell.RoleChanged()
 		if st := n.shell.Status(); st.Role != raft.Leader {
 			// Refused up front (not leader), the shell answers at once; a
 			// proposal appended before leadership was lost waits for the

@@ -228,12 +228,20 @@ func listenHTTP(addr string, sec *Security) (net.Listener, error) {
 	return tls.NewListener(l, pki.ServerConfig(sec.HTTP, sec.ClientCAs)), nil
 }
 
+// forwardIdleConns bounds the idle connections a follower keeps to the
+// leader for forwarding: a quarter of a node's connection limit
+// (DefaultHTTPLimits), so that three followers stay within it.
+const forwardIdleConns = 1024
+
 // apiSecurity fills in the API's token checks and its client for
 // forwarding to the leader: over HTTPS when secure. Both modes pool the
 // same number of connections, so that a comparison of the two measures
-// TLS and tokens, not connection reuse.
+// TLS and tokens, not connection reuse. The pool keeps up to
+// forwardIdleConns connections to the leader: one per request in flight,
+// so that a follower serving hundreds of clients does not close (and, over
+// TLS, handshake again) all but a few after each burst.
 func apiSecurity(cfg *APIConfig, sec *Security) {
-	tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
+	tr := &http.Transport{MaxIdleConnsPerHost: forwardIdleConns, IdleConnTimeout: 30 * time.Second}
 	cfg.Client = &http.Client{Transport: tr}
 	if sec == nil {
 		return

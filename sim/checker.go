@@ -19,6 +19,11 @@ type checker struct {
 	terms     map[uint64]uint64       // node → durable term
 	commits   map[uint64]uint64       // node → durable commit index checked
 	maxCommit uint64
+	// written and synced are each node's commit index as last saved, and
+	// as last made durable by a synced Save (a Ready that MustSync): a
+	// crash may take a node back to any commit index between the two,
+	// never below synced (storage.Save's contract).
+	written, synced map[uint64]uint64
 }
 
 type entryFact struct {
@@ -50,6 +55,8 @@ func newChecker() checker {
 		appliedAt: map[uint64]appliedFact{},
 		terms:     map[uint64]uint64{},
 		commits:   map[uint64]uint64{},
+		written:   map[uint64]uint64{},
+		synced:    map[uint64]uint64{},
 	}
 }
 
@@ -64,12 +71,29 @@ func hashBytes(b []byte) uint64 {
 
 func hashString(s string) uint64 { return hashBytes([]byte(s)) }
 
-// restarted is called when a node starts from its storage.
+// restarted is called when a node starts from its storage. A crash may
+// lose a commit index saved without sync (Ready.MustSync false), and
+// nothing else: not the term, not the vote cast in it, not a commit index
+// a synced Save covered.
 func (c *checker) restarted(s *Sim, n *node) {
 	hs, _, _ := n.storage.InitialState()
 	if hs.Term < c.terms[n.id] {
 		s.fail("durable term", "node %d restarted at term %d after persisting term %d", n.id, hs.Term, c.terms[n.id])
+		return
 	}
+	if vote := c.votes[[2]uint64{n.id, hs.Term}]; vote != 0 && hs.Vote != vote {
+		s.fail("durable vote", "node %d restarted in term %d with vote %d after persisting its vote for %d", n.id, hs.Term, hs.Vote, vote)
+		return
+	}
+	if hs.Commit < c.synced[n.id] {
+		s.fail("durable commit", "node %d restarted with commit %d after a synced save of commit %d", n.id, hs.Commit, c.synced[n.id])
+		return
+	}
+	if hs.Commit < c.written[n.id] {
+		s.stats.CommitsLost++
+		s.tracef("node %d restarted with commit %d; commit %d was saved without sync and lost", n.id, hs.Commit, c.written[n.id])
+	}
+	c.written[n.id], c.synced[n.id] = hs.Commit, hs.Commit
 }
 
 // sent checks messages as they leave. A node grants at most one vote per
@@ -77,9 +101,17 @@ func (c *checker) restarted(s *Sim, n *node) {
 // only once what it vouches for is durable (Figure 2: "respond to RPCs
 // after updating stable storage"): a granted vote is in the sender's hard
 // state, an acknowledged index in its log; the handler's order of work is
-// what makes it so.
+// what makes it so. A leader's appends may leave before its own write of
+// their entries (dissertation §10.2.1), but never before the term they
+// carry is durable: a leader that forgot its term could lead it again
+// with other entries at the same indexes.
 func (c *checker) sent(s *Sim, m raft.Message) {
 	switch {
+	case m.Type == raft.MsgAppendRequest || m.Type == raft.MsgHeartbeatRequest ||
+		m.Type == raft.MsgSnapshotRequest || m.Type == raft.MsgTimeoutNow:
+		if hs, _, err := s.nodes[m.From].storage.InitialState(); err != nil || hs.Term != m.Term {
+			s.fail("durable before sent", "node %d sends %v of term %d with hard state %+v stored (%v)", m.From, m.Type, m.Term, hs, err)
+		}
 	case m.Type == raft.MsgAppendResponse && !m.Reject:
 		if last, err := s.nodes[m.From].storage.LastIndex(); err != nil || last < m.LogIndex {
 			s.fail("durable before sent", "node %d acknowledges index %d with its log ending at %d (%v)", m.From, m.LogIndex, last, err)
@@ -106,6 +138,7 @@ func (c *checker) persisted(s *Sim, n *node, rd raft.Ready) {
 			return
 		}
 		c.terms[n.id] = hs.Term
+		c.written[n.id] = hs.Commit
 		if hs.Vote != 0 {
 			key := [2]uint64{n.id, hs.Term}
 			if prev := c.votes[key]; prev != 0 && prev != hs.Vote {
@@ -114,6 +147,9 @@ func (c *checker) persisted(s *Sim, n *node, rd raft.Ready) {
 			}
 			c.votes[key] = hs.Vote
 		}
+	}
+	if rd.MustSync {
+		c.synced[n.id] = c.written[n.id]
 	}
 	c.logMatching(s, n, rd.Entries)
 	c.commitAdvanced(s, n)

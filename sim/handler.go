@@ -171,8 +171,8 @@ type checkedStorage struct {
 }
 
 // Save implements node.Storage.
-func (c checkedStorage) Save(hs raft.HardState, entries []raft.Entry) error {
-	return c.judge("save", c.Storage.Save(hs, entries))
+func (c checkedStorage) Save(hs raft.HardState, entries []raft.Entry, sync bool) error {
+	return c.judge("save", c.Storage.Save(hs, entries, sync))
 }
 
 // ApplySnapshot implements node.Storage.

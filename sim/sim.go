@@ -46,6 +46,9 @@ type Stats struct {
 	// timeouts after the last fault, and no message faults were active. A
 	// run without faults fails on the first one.
 	UnprovokedLeaderChanges int
+	// CommitsLost counts restarts that lost a commit index saved without
+	// sync, as they may.
+	CommitsLost int
 }
 
 // Result is the outcome of one run.

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,14 +69,22 @@ func TestSeedsOnDisk(t *testing.T) {
 		n = min(n, 50)
 	}
 	start := time.Now()
+	commitsLost := 0
 	for seed := uint64(1); seed <= uint64(n); seed++ {
 		cfg := testConfig(seed)
 		cfg.Disk = true
-		if res := Run(cfg); res.Err != nil {
+		res := Run(cfg)
+		if res.Err != nil {
 			t.Fatalf("%v", res.Err)
 		}
+		commitsLost += res.Stats.CommitsLost
 	}
-	t.Logf("%d seeds on disk in %v", n, time.Since(start))
+	t.Logf("%d seeds on disk in %v; %d restarts lost a commit index saved without sync", n, time.Since(start), commitsLost)
+	// The crash model must reach the case that MustSync opens: a commit
+	// index written without fsync and lost, with every checker passing.
+	if commitsLost == 0 {
+		t.Fatalf("no restart lost an unsynced commit index in %d seeds: the crash model does not exercise MustSync", n)
+	}
 }
 
 // TestDiskFaultsOnDisk runs seeds whose faults are the disk's own: disks
@@ -236,10 +246,13 @@ func TestViolationSaysHowToReplay(t *testing.T) {
 // disk takes the Ready, the node is seen leading its old term without the
 // later term's entries, which Leader Completeness does not require (only
 // entries committed in earlier terms). The checker flagged it until it
-// learned the term each entry was committed in.
+// learned the term each entry was committed in. Seed 861 showed it first;
+// the seed changes whenever the number of disk writes does (the crash
+// points count them): with MustSync honoured, seed 1198; with snapshots
+// written in the background as well, seed 614 (the first of 1-6000).
 func TestLeaderSeenLateAfterAFullDisk(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.Seed = 861
+	cfg.Seed = 614
 	cfg.Disk = true
 	// The faults of the run that found it, before kills and cuts were
 	// added: the same seed with more faults to choose from is another run.
@@ -255,8 +268,8 @@ func TestLeaderSeenLateAfterAFullDisk(t *testing.T) {
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	if !strings.Contains(trace.String(), "node 4 leads term 3") || !strings.Contains(trace.String(), "node 2 leads term 4") {
-		t.Fatalf("the run no longer shows the case (node 2 leading term 4, then node 4 seen leading term 3):\n%s", trace.String())
+	if !seenLeadingLate(trace.String()) || !strings.Contains(trace.String(), "holding the Ready") {
+		t.Fatalf("the run no longer shows the case (a node seen leading a term after a later term's leader, with a Ready held):\n%s", trace.String())
 	}
 }
 
@@ -295,4 +308,18 @@ func TestBackgroundSnapshots(t *testing.T) {
 		}
 		t.Logf("disk=%v: %d snapshots in 10 seeds; broken views caught in %d of 10", disk, snapshots, caught)
 	}
+}
+
+// seenLeadingLate reports whether a trace shows a node leading a term
+// lower than one led before it.
+func seenLeadingLate(trace string) bool {
+	var highest uint64
+	for _, m := range regexp.MustCompile(`node \d+ leads term (\d+)`).FindAllStringSubmatch(trace, -1) {
+		term, _ := strconv.ParseUint(m[1], 10, 64)
+		if term < highest {
+			return true
+		}
+		highest = max(highest, term)
+	}
+	return false
 }

@@ -642,7 +642,13 @@ default timing unless --tick), then measure:
 
   - committed writes per second and their p50/p99 latency, for each client
     concurrency in --concurrency: each client writes 100-byte values in a
-    closed loop for --duration, through any node;
+    closed loop for --duration, first through the leader (clients that know
+    only its address), then through a follower (which forwards each write),
+    each row naming the node that led;
+  - beside them, the node package alone at the same concurrency (three
+    Raft nodes in this process on the same disk, fsync on, proposals made on
+    the leader: no HTTP, TLS, sessions or state machine), and each server
+    figure as a share of it;
   - the failover time distribution: the leader killed with SIGKILL
     --failovers times, and the time until the other nodes agree on a new one.
 
@@ -650,6 +656,7 @@ The cluster is secure (mutual TLS, HTTPS, tokens) unless --insecure.
 --compare measures the cost of security: it starts a secure and an
 insecure cluster side by side and runs each concurrency on both, one after
 the other, printing writes/s of each and their ratio (no failovers).
+What is being measured is printed on stderr as it starts.
 
 The figures in docs/BENCHMARKS.md come from this command. With --json, one
 JSON object with every figure.`,
@@ -686,6 +693,8 @@ JSON object with every figure.`,
 				}
 				return r.WriteText(out)
 			}
+			stderr := cmd.ErrOrStderr()
+			cfg.Progress = func(format string, args ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", args...) }
 			r, err := localcluster.RunBench(cmd.Context(), cfg)
 			if err != nil {
 				return err

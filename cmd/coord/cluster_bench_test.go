@@ -46,6 +46,28 @@ func TestClusterBenchJSON(t *testing.T) {
 		if w.Concurrency != i+1 || w.Ops == 0 || w.PerSecond <= 0 || w.P99 < w.P50 || w.P50 <= 0 {
 			t.Errorf("writes at concurrency %d: %+v", i+1, w)
 		}
+		// Through the leader: the clients were given the node that led.
+		if w.Node == 0 || w.Node != w.Leader {
+			t.Errorf("writes through the leader at concurrency %d went through node %d, leader %d", i+1, w.Node, w.Leader)
+		}
+	}
+	if len(r.FollowerWrites) != 2 || len(r.NodeAlone) != 2 {
+		t.Fatalf("%d rows through a follower and %d of the node alone, want 2 each", len(r.FollowerWrites), len(r.NodeAlone))
+	}
+	for i, w := range r.FollowerWrites {
+		if w.Concurrency != i+1 || w.Ops == 0 || w.P50 <= 0 || w.Node == 0 || w.Leader == 0 || w.Node == w.Leader {
+			t.Errorf("writes through a follower at concurrency %d: %+v", i+1, w)
+		}
+	}
+	for i, a := range r.NodeAlone {
+		if a.Concurrency != i+1 || a.Ops == 0 || a.Errors != 0 || a.P50 <= 0 {
+			t.Errorf("the node alone at concurrency %d: %+v", i+1, a)
+		}
+	}
+	for _, want := range []string{"through the leader", "through a follower", "the node package alone", "failovers"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not say %q is measured:\n%s", want, stderr)
+		}
 	}
 	if r.FailoverSeconds[0] <= 0 || r.Failovers[0].Terms < 1 {
 		t.Errorf("failover %+v, %v s", r.Failovers[0], r.FailoverSeconds[0])

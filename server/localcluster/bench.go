@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"coord/bench/raftnode"
 	"coord/client"
 )
 
@@ -24,6 +25,10 @@ type BenchRow struct {
 	PerSecond   float64       `json:"per_second"`
 	P50         time.Duration `json:"p50_ns"`
 	P99         time.Duration `json:"p99_ns"`
+	// Node is the node the clients were given (RunBench; 0: any node),
+	// and Leader the node that led when they began.
+	Node   uint64 `json:"node,omitempty"`
+	Leader uint64 `json:"leader,omitempty"`
 }
 
 // Bench measures committed writes: for each concurrency, that many
@@ -32,6 +37,21 @@ type BenchRow struct {
 // forwarded). Every write is acknowledged only once a majority has it on
 // disk (fsync).
 func (c *Cluster) Bench(ctx context.Context, concurrencies []int, d time.Duration) ([]BenchRow, error) {
+	return c.bench(ctx, c.ClientConfig(), concurrencies, d)
+}
+
+// BenchThrough is Bench with clients that know only node id's address:
+// through the leader, every write goes straight to it; through a
+// follower, the follower forwards every write to the leader.
+func (c *Cluster) BenchThrough(ctx context.Context, id uint64, concurrencies []int, d time.Duration) ([]BenchRow, error) {
+	n, err := c.node(id)
+	if err != nil {
+		return nil, err
+	}
+	return c.bench(ctx, c.Access().ClientConfig(n.HTTP), concurrencies, d)
+}
+
+func (c *Cluster) bench(ctx context.Context, cfg client.Config, concurrencies []int, d time.Duration) ([]BenchRow, error) {
 	var rows []BenchRow
 	value := make([]byte, 100)
 	for _, n := range concurrencies {
@@ -45,7 +65,7 @@ func (c *Cluster) Bench(ctx context.Context, concurrencies []int, d time.Duratio
 		end := start.Add(d)
 		var wg sync.WaitGroup
 		for w := range n {
-			cl, err := client.New(c.ClientConfig())
+			cl, err := client.New(cfg)
 			if err != nil {
 				return nil, err
 			}
@@ -159,6 +179,9 @@ type BenchConfig struct {
 	Settle    time.Duration
 	// Insecure measures a cluster without TLS and tokens (RunBench).
 	Insecure bool
+	// Progress, if set, hears what is being measured (RunBench; the
+	// command prints it on stderr).
+	Progress func(format string, args ...any)
 }
 
 // Validate names the first field out of range.
@@ -204,28 +227,75 @@ func startLeading(ctx context.Context, cfg BenchConfig, sub string, insecure boo
 
 // BenchReport is what RunBench measured.
 type BenchReport struct {
-	Nodes           int        `json:"nodes"`
-	Tick            string     `json:"tick"`
-	Secure          bool       `json:"secure"`
-	Writes          []BenchRow `json:"writes"`
-	FailoverSeconds []float64  `json:"failover_seconds"`
-	Failovers       []Failover `json:"failovers"`
+	Nodes  int    `json:"nodes"`
+	Tick   string `json:"tick"`
+	Secure bool   `json:"secure"`
+	// Writes are through the leader (clients that know only its
+	// address), FollowerWrites through a follower (which forwards them;
+	// none in a cluster of one), and NodeAlone what the node package
+	// alone does at the same concurrency on the same disk (bench/raftnode:
+	// no HTTP, TLS, sessions or state machine), the yardstick of the
+	// server. They are measured in turn at each concurrency.
+	Writes          []BenchRow     `json:"writes"`
+	FollowerWrites  []BenchRow     `json:"follower_writes,omitempty"`
+	NodeAlone       []raftnode.Row `json:"node_alone"`
+	FailoverSeconds []float64      `json:"failover_seconds"`
+	Failovers       []Failover     `json:"failovers"`
 }
 
-// RunBench starts a cluster of cfg, measures its writes at each
-// concurrency, then its failovers, and stops it.
+// RunBench starts a cluster of cfg and, at each concurrency in turn,
+// measures its writes through the leader, through a follower, and the node
+// package alone (in this process, on cfg.Dir's disk); then its failovers;
+// and stops it. The leader is looked up again before each measurement: a
+// row names the node that led when it began.
 func RunBench(ctx context.Context, cfg BenchConfig) (BenchReport, error) {
 	r := BenchReport{Nodes: cfg.Nodes, Tick: cfg.Tick.String(), Secure: !cfg.Insecure}
 	if err := cfg.Validate(); err != nil {
 		return r, err
 	}
+	progress := cfg.Progress
+	if progress == nil {
+		progress = func(string, ...any) {}
+	}
+	progress("starting a %d-node cluster in %s", cfg.Nodes, cfg.Dir)
 	c, err := startLeading(ctx, cfg, ".", cfg.Insecure)
 	if err != nil {
 		return r, err
 	}
 	defer c.Close()
-	if r.Writes, err = c.Bench(ctx, cfg.Concurrency, cfg.Duration); err != nil {
-		return r, err
+	for _, n := range cfg.Concurrency {
+		leader, err := c.waitLeaderWithin(ctx, 30*time.Second)
+		if err != nil {
+			return r, err
+		}
+		progress("%d clients through the leader, node %d, for %v", n, leader, cfg.Duration)
+		row, err := c.benchOne(ctx, leader, leader, n, cfg.Duration)
+		if err != nil {
+			return r, err
+		}
+		r.Writes = append(r.Writes, row)
+		if follower := c.followerOf(leader); follower != 0 {
+			if leader, err = c.waitLeaderWithin(ctx, 30*time.Second); err != nil {
+				return r, err
+			}
+			if follower = c.followerOf(leader); follower != 0 {
+				progress("%d clients through a follower, node %d (node %d leads), for %v", n, follower, leader, cfg.Duration)
+				row, err := c.benchOne(ctx, follower, leader, n, cfg.Duration)
+				if err != nil {
+					return r, err
+				}
+				r.FollowerWrites = append(r.FollowerWrites, row)
+			}
+		}
+		progress("the node package alone, %d proposers, for %v", n, cfg.Duration)
+		alone, err := nodeAlone(ctx, cfg, n)
+		if err != nil {
+			return r, err
+		}
+		r.NodeAlone = append(r.NodeAlone, alone)
+	}
+	if cfg.Failovers > 0 {
+		progress("%d failovers (the leader killed with SIGKILL)", cfg.Failovers)
 	}
 	if r.Failovers, err = c.Failovers(ctx, cfg.Failovers, cfg.Settle); err != nil {
 		return r, err
@@ -236,6 +306,47 @@ func RunBench(ctx context.Context, cfg BenchConfig) (BenchReport, error) {
 	return r, nil
 }
 
+func (c *Cluster) waitLeaderWithin(ctx context.Context, d time.Duration) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return c.WaitLeader(ctx)
+}
+
+// followerOf returns the lowest running node other than leader, or 0.
+func (c *Cluster) followerOf(leader uint64) uint64 {
+	for _, id := range c.IDs() {
+		if id != leader && c.Running(id) {
+			return id
+		}
+	}
+	return 0
+}
+
+// benchOne measures n clients through node id, leader leading.
+func (c *Cluster) benchOne(ctx context.Context, id, leader uint64, n int, d time.Duration) (BenchRow, error) {
+	rows, err := c.BenchThrough(ctx, id, []int{n}, d)
+	if err != nil {
+		return BenchRow{}, err
+	}
+	rows[0].Node, rows[0].Leader = id, leader
+	return rows[0], nil
+}
+
+// nodeAlone measures the node package alone at n proposers, on the disk
+// of cfg.Dir, and removes its data.
+func nodeAlone(ctx context.Context, cfg BenchConfig, n int) (raftnode.Row, error) {
+	dir, err := os.MkdirTemp(cfg.Dir, "node-alone-")
+	if err != nil {
+		return raftnode.Row{}, err
+	}
+	defer os.RemoveAll(dir)
+	rows, err := raftnode.Run(ctx, raftnode.Config{Nodes: cfg.Nodes, Dir: dir, Concurrency: []int{n}, Duration: cfg.Duration, ValueBytes: 100})
+	if err != nil {
+		return raftnode.Row{}, fmt.Errorf("localcluster: the node package alone: %w", err)
+	}
+	return rows[0], nil
+}
+
 // WriteText prints the report as a table of writes, and the failover
 // times' distribution.
 func (r BenchReport) WriteText(w io.Writer) error {
@@ -243,11 +354,32 @@ func (r BenchReport) WriteText(w io.Writer) error {
 	if !r.Secure {
 		mode = "--insecure"
 	}
-	fmt.Fprintf(w, "%d-node cluster on loopback, fsync on, tick %s, %s\n\n", r.Nodes, r.Tick, mode)
+	fmt.Fprintf(w, "%d-node cluster on loopback, fsync on, tick %s, %s\n", r.Nodes, r.Tick, mode)
+	fmt.Fprintf(w, "node alone: the node package without HTTP, TLS, sessions or state machine, on the same disk\n\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "clients\twrites/s\tp50\tp99\twrites\terrors\t")
-	for _, row := range r.Writes {
-		fmt.Fprintf(tw, "%d\t%.0f\t%s\t%s\t%d\t%d\t\n", row.Concurrency, row.PerSecond, fmtMS(row.P50), fmtMS(row.P99), row.Ops, row.Errors)
+	fmt.Fprintln(tw, "clients\tthrough\twrites/s\tof node alone\tp50\tp99\twrites\terrors\t")
+	for i, row := range r.Writes {
+		var alone float64
+		if i < len(r.NodeAlone) {
+			alone = r.NodeAlone[i].PerSecond
+		}
+		of := func(v float64) string {
+			if alone <= 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.0f%%", 100*v/alone)
+		}
+		fmt.Fprintf(tw, "%d\tleader (node %d)\t%.0f\t%s\t%s\t%s\t%d\t%d\t\n", row.Concurrency, row.Node, row.PerSecond, of(row.PerSecond),
+			fmtMS(row.P50), fmtMS(row.P99), row.Ops, row.Errors)
+		if i < len(r.FollowerWrites) {
+			f := r.FollowerWrites[i]
+			fmt.Fprintf(tw, "\tfollower (node %d; %d led)\t%.0f\t%s\t%s\t%s\t%d\t%d\t\n", f.Node, f.Leader, f.PerSecond, of(f.PerSecond),
+				fmtMS(f.P50), fmtMS(f.P99), f.Ops, f.Errors)
+		}
+		if i < len(r.NodeAlone) {
+			a := r.NodeAlone[i]
+			fmt.Fprintf(tw, "\tnode alone\t%.0f\t100%%\t%s\t%s\t%d\t%d\t\n", a.PerSecond, fmtMS(a.P50), fmtMS(a.P99), a.Ops, a.Errors)
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err

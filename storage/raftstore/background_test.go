@@ -32,7 +32,7 @@ func entries(lo, hi, term uint64) []raft.Entry {
 func TestWriteSnapshotWhileSaving(t *testing.T) {
 	m := vfs.NewMemFS()
 	d := open(t, m, "/node")
-	must(t, d.Save(raft.HardState{Term: 1, Commit: 10}, entries(1, 10, 1)))
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 10}, entries(1, 10, 1), true))
 	meta := raft.SnapshotMetadata{Index: 5, Term: 1, ConfState: raft.ConfState{Voters: []uint64{1, 2, 3}}}
 	state := bytes.Repeat([]byte("state at 5 "), 1000)
 	err := d.WriteSnapshot(meta, writerFunc(func(w io.Writer) (int64, error) {
@@ -45,7 +45,7 @@ func TestWriteSnapshotWhileSaving(t *testing.T) {
 			n += int64(k)
 			p = p[k:]
 			if i == 3 {
-				must(t, d.Save(raft.HardState{Term: 1, Commit: 20}, entries(11, 20, 1)))
+				must(t, d.Save(raft.HardState{Term: 1, Commit: 20}, entries(11, 20, 1), true))
 			}
 		}
 		return n, nil
@@ -77,7 +77,7 @@ func TestWriteSnapshotWhileSaving(t *testing.T) {
 func TestWriteSnapshotOvertaken(t *testing.T) {
 	m := vfs.NewMemFS()
 	d := open(t, m, "/node")
-	must(t, d.Save(raft.HardState{Term: 1, Commit: 10}, entries(1, 10, 1)))
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 10}, entries(1, 10, 1), true))
 	mine := raft.SnapshotMetadata{Index: 5, Term: 1, ConfState: raft.ConfState{Voters: []uint64{1}}}
 	leaders := raft.Snapshot{Metadata: raft.SnapshotMetadata{Index: 30, Term: 2, ConfState: raft.ConfState{Voters: []uint64{1}}}, Data: []byte("leader")}
 	err := d.WriteSnapshot(mine, writerFunc(func(w io.Writer) (int64, error) {
@@ -109,7 +109,7 @@ func TestWriteSnapshotOvertaken(t *testing.T) {
 func TestWriteSnapshotCrashBeforeCompact(t *testing.T) {
 	m := vfs.NewMemFS()
 	d := open(t, m, "/node")
-	must(t, d.Save(raft.HardState{Term: 1, Commit: 10}, entries(1, 10, 1)))
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 10}, entries(1, 10, 1), true))
 	meta := raft.SnapshotMetadata{Index: 8, Term: 1, ConfState: raft.ConfState{Voters: []uint64{1}}}
 	must(t, d.WriteSnapshot(meta, bytes.NewReader([]byte("state"))))
 	m.Crash()
@@ -129,7 +129,7 @@ func TestWriteSnapshotCrashBeforeCompact(t *testing.T) {
 func TestWriteSnapshotFails(t *testing.T) {
 	m := vfs.NewMemFS()
 	d := open(t, m, "/node")
-	must(t, d.Save(raft.HardState{Term: 1, Commit: 10}, entries(1, 10, 1)))
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 10}, entries(1, 10, 1), true))
 	meta := raft.SnapshotMetadata{Index: 8, Term: 1, ConfState: raft.ConfState{Voters: []uint64{1}}}
 	boom := errors.New("encoder failed")
 	err := d.WriteSnapshot(meta, writerFunc(func(w io.Writer) (int64, error) { return 0, boom }))
@@ -163,7 +163,7 @@ func (c countingFS) Open(name string) (vfs.File, error) {
 func TestRestartReadsSnapshotOnce(t *testing.T) {
 	m := vfs.NewMemFS()
 	d := open(t, m, "/node")
-	must(t, d.Save(raft.HardState{Term: 1, Commit: 10}, entries(1, 10, 1)))
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 10}, entries(1, 10, 1), true))
 	must(t, d.Compact(8, []byte("state at 8"), raft.ConfState{Voters: []uint64{1}}))
 	must(t, d.Close())
 	opens := 0

@@ -156,7 +156,7 @@ func run(d *raftstore.Disk, ops []op) (acked, attempted int, err error) {
 		attempted++
 		switch o.kind {
 		case opSave:
-			err = d.Save(o.hs, o.ents)
+			err = d.Save(o.hs, o.ents, true)
 		case opCompact:
 			err = d.Compact(o.snap.Metadata.Index, o.snap.Data, o.snap.Metadata.ConfState)
 		case opApplySnapshot:
@@ -291,7 +291,7 @@ func crashAt(t *testing.T, ops []op, states []state, seed uint64, point, mode in
 	// The recovered Disk works: a new call is acknowledged and survives.
 	next := op{hs: raft.HardState{Term: got.hs.Term + 1, Commit: got.hs.Commit},
 		ents: []raft.Entry{{Term: got.hs.Term + 1, Index: got.last() + 1, Data: []byte("after recovery")}}}
-	must(t, d.Save(next.hs, next.ents))
+	must(t, d.Save(next.hs, next.ents, true))
 	m.Crash()
 	d = open(t, m, "/node")
 	if want := got.apply(next); !sameState(read(t, d), want) {

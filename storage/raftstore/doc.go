@@ -11,7 +11,7 @@
 //	if !rd.Snapshot.IsEmpty() {
 //		err = disk.ApplySnapshot(rd.Snapshot) // durable on return
 //	}
-//	err = disk.Save(rd.HardState, rd.Entries) // durable on return
+//	err = disk.Save(rd.HardState, rd.Entries, rd.MustSync) // durable on return if MustSync
 //	send(rd.Messages)                         // only now: they may depend on it
 //	core.Advance(rd)
 //	...
@@ -26,6 +26,16 @@
 // response). After a crash, every acknowledged write is recovered, and each
 // call is recovered whole or not at all. Reads (Entries, Term, ...) only
 // ever show acknowledged writes.
+//
+// One exception, asked for by the caller: a Save without sync that changes
+// only the commit index (a Ready whose MustSync is false) is written but
+// not synced, so a crash may lose it, and recovery then finds the hard
+// state of an earlier Save; the next synced write makes it durable. The
+// commit index is not promised to anyone (a leader tells it again), while
+// a term, a vote or an entry is: those are synced whatever the caller
+// asks. This saves the second fsync of each write on the leader, whose
+// commit-only Ready follows the one that appended (etcd's WAL does the
+// same, raft.MustSync).
 //
 // A write that fails leaves the Disk refusing further writes if the
 // write-ahead log may be in an unknown state (a failed fsync cannot be
@@ -44,6 +54,12 @@
 // may be those of a Save that was not acknowledged; that is safe, a node
 // may always move on to a newer term, and the vote was promised to no one
 // else.
+//
+// A new node's first VOTE file is written before its log holds anything
+// durable, and says so (a flag, cleared once the log's first sync
+// succeeded): a crash between the two leaves an empty log beside a VOTE
+// file, which Open accepts only while the flag is set; later, an empty log
+// beside a VOTE file is a lost log (ErrLost).
 //
 // # On disk
 //

@@ -21,7 +21,8 @@ func Example() {
 	err = disk.Save(raft.HardState{Term: 2, Vote: 1, Commit: 1}, []raft.Entry{
 		{Term: 1, Index: 1, Data: []byte("x=1")},
 		{Term: 2, Index: 2, Data: []byte("x=2")},
-	})
+	}, true)
+
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -44,8 +44,9 @@ const (
 //
 //	IDENTITY, 48 bytes: "coordID\x00", version 1 (4), zero (4), cluster id
 //	(8), node id (8), created in Unix nanoseconds (8), CRC (4), zero (4)
-//	VOTE, 40 bytes: "coordVOT", version 1 (4), zero (4), term (8),
-//	vote (8), CRC (4), zero (4)
+//	VOTE, 40 bytes: "coordVOT", version 1 (4), flags (4), term (8),
+//	vote (8), CRC (4), zero (4); flag 1 (voteBeforeLog): written before
+//	the log held anything durable (earlier builds wrote 0 and ignore it)
 const (
 	identityMagic = "coordID\x00"
 	voteMagic     = "coordVOT"
@@ -56,6 +57,13 @@ const (
 
 // vote is what the VOTE file holds: the newest term and the vote in it.
 type vote struct{ term, vote uint64 }
+
+// voteBeforeLog flags a VOTE file written before the log held anything
+// durable: a new node's first Save writes the VOTE file, then the log,
+// and a crash between the two leaves this file beside an empty log, which
+// is not a lost one. The flag is cleared (the file written again) once the
+// log's first sync succeeded.
+const voteBeforeLog uint32 = 1
 
 func encodeIdentity(id Identity) []byte {
 	b := make([]byte, 0, identitySize)
@@ -69,11 +77,11 @@ func encodeIdentity(id Identity) []byte {
 	return binary.LittleEndian.AppendUint32(b, 0)
 }
 
-func encodeVote(v vote) []byte {
+func encodeVote(v vote, flags uint32) []byte {
 	b := make([]byte, 0, voteSize)
 	b = append(b, voteMagic...)
 	b = binary.LittleEndian.AppendUint32(b, metaVersion)
-	b = binary.LittleEndian.AppendUint32(b, 0)
+	b = binary.LittleEndian.AppendUint32(b, flags)
 	b = binary.LittleEndian.AppendUint64(b, v.term)
 	b = binary.LittleEndian.AppendUint64(b, v.vote)
 	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
@@ -123,20 +131,24 @@ func readIdentity(fsys vfs.FS, dir string) (id Identity, ok bool, err error) {
 	return id, true, nil
 }
 
-// readVote reads dir's VOTE; ok is false if there is none.
-func readVote(fsys vfs.FS, dir string) (v vote, ok bool, err error) {
+// readVote reads dir's VOTE and its flags; ok is false if there is none.
+func readVote(fsys vfs.FS, dir string) (v vote, flags uint32, ok bool, err error) {
 	name := filepath.Join(dir, voteFile)
 	data, err := vfs.ReadFile(fsys, name)
 	if errors.Is(err, fs.ErrNotExist) {
-		return vote{}, false, nil
+		return vote{}, 0, false, nil
 	}
 	if err != nil {
-		return vote{}, false, err
+		return vote{}, 0, false, err
 	}
 	if err := checkRecord(data, voteMagic, voteSize); err != nil {
-		return vote{}, false, fmt.Errorf("%s: %w", name, err)
+		return vote{}, 0, false, fmt.Errorf("%s: %w", name, err)
 	}
-	return vote{term: binary.LittleEndian.Uint64(data[16:]), vote: binary.LittleEndian.Uint64(data[24:])}, true, nil
+	flags = binary.LittleEndian.Uint32(data[12:])
+	if flags&^voteBeforeLog != 0 {
+		return vote{}, 0, false, fmt.Errorf("%s: %w: unknown flags %#x", name, ErrCorrupt, flags)
+	}
+	return vote{term: binary.LittleEndian.Uint64(data[16:]), vote: binary.LittleEndian.Uint64(data[24:])}, flags, true, nil
 }
 
 // writeAtomic replaces dir/name with data durably: write a temporary

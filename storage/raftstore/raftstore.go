@@ -67,10 +67,17 @@ type Disk struct {
 
 	identity *Identity // nil: none written yet
 	vote     vote      // what the VOTE file holds (zero: no file)
-	hs       raft.HardState
-	snapMeta raft.SnapshotMetadata // Index 0: no snapshot
-	snapSum  uint32                // checksum of the snapshot file
-	ents     []raft.Entry          // after snapMeta.Index, contiguous
+	// voteBeforeLog says the VOTE file carries that flag: it was written
+	// before the log held anything durable (see voteBeforeLog).
+	voteBeforeLog bool
+	hs            raft.HardState
+	// hsRewrite says a Repair took the log back to its last sync, which
+	// may lack hs (a commit index saved without sync): the next Save
+	// writes it again.
+	hsRewrite bool
+	snapMeta  raft.SnapshotMetadata // Index 0: no snapshot
+	snapSum   uint32                // checksum of the snapshot file
+	ents      []raft.Entry          // after snapMeta.Index, contiguous
 	// pending holds the snapshot files WriteSnapshot is writing or has
 	// written, by name, until CompactTo (background.go).
 	pending map[string]pendingSnapshot
@@ -133,11 +140,11 @@ func (d *Disk) recover(dir string, opts Options) error {
 	if hasID {
 		d.identity = &id
 	}
-	v, hasVote, err := readVote(d.fs, dir)
+	v, flags, hasVote, err := readVote(d.fs, dir)
 	if err != nil {
 		return err
 	}
-	d.vote = v
+	d.vote, d.voteBeforeLog = v, flags&voteBeforeLog != 0
 	w, state, err := d.openLog(dir, opts, hasVote)
 	if err != nil {
 		return err
@@ -200,7 +207,7 @@ func (d *Disk) openLog(dir string, opts Options, hasVote bool) (*wal.WAL, wal.St
 func (d *Disk) checkLog(state wal.State, hasVote bool) error {
 	empty := state.HardState.IsEmpty() && len(state.Entries) == 0 && state.Checkpoint.Index == 0
 	switch {
-	case d.identity != nil && empty && d.vote.term > 0:
+	case d.identity != nil && empty && d.vote.term > 0 && !d.voteBeforeLog:
 		return fmt.Errorf("%w: the write-ahead log is empty, but %s says the node voted in term %d (%v)",
 			ErrLost, voteFile, d.vote.term, *d.identity)
 	case d.identity != nil && !hasVote && state.HardState.Term > 0:
@@ -277,6 +284,11 @@ func (d *Disk) Repair() error {
 	if err := d.wal.Repair(); err != nil {
 		return fmt.Errorf("raftstore: %w", err)
 	}
+	// The log is back at its last sync, which may predate a commit index
+	// saved without sync since: the next write carries the hard state
+	// again, so that a synced Save makes it durable, as Save promises.
+	// (Repair itself writes nothing: it must work on a full disk.)
+	d.hsRewrite = true
 	return nil
 }
 
@@ -425,13 +437,19 @@ func (d *Disk) Snapshot() (raft.Snapshot, error) {
 	return snap, nil
 }
 
-// Save makes hs (unless empty or unchanged) and ents durable, then returns:
-// a nil return acknowledges both. Entries from ents[0].Index on are
-// replaced; entries at or below the snapshot's index are ignored. ents must
-// be contiguous and start at most one past LastIndex(), and hs must not
-// lower the term or change the vote within a term: a caller that breaks
-// these has a bug, and Save panics.
-func (d *Disk) Save(hs raft.HardState, ents []raft.Entry) error {
+// Save stores hs (unless empty or unchanged) and ents. Entries from
+// ents[0].Index on are replaced; entries at or below the snapshot's index
+// are ignored. ents must be contiguous and start at most one past
+// LastIndex(), and hs must not lower the term or change the vote within a
+// term: a caller that breaks these has a bug, and Save panics.
+//
+// With sync, Save returns once both are durable: a nil return
+// acknowledges them. Without it, a Save that changes only the commit index
+// is written to the log but not synced (raft.Ready.MustSync is false for
+// it: the commit index may be lost in a crash and is learnt again from
+// the leader), and becomes durable with the next synced write. Entries and
+// a new term or vote are synced whatever sync says.
+func (d *Disk) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.usable(); err != nil {
@@ -466,30 +484,70 @@ func (d *Disk) Save(hs raft.HardState, ents []raft.Entry) error {
 	if writeHS && (vote{hs.Term, hs.Vote} != d.vote) {
 		// The term and vote go to their own file first: a log that loses
 		// its tail must not take a vote with it (Raft Figure 2: one vote
-		// per term, on stable storage before the response).
-		if err := writeAtomic(d.fs, d.dir, voteFile, encodeVote(vote{hs.Term, hs.Vote})); err != nil {
+		// per term, on stable storage before the response). Before the
+		// log holds anything durable the file says so, so that a crash
+		// before the log's first sync is not taken for a lost log.
+		var flags uint32
+		if d.logEmpty() {
+			flags = voteBeforeLog
+		}
+		if err := writeAtomic(d.fs, d.dir, voteFile, encodeVote(vote{hs.Term, hs.Vote}, flags)); err != nil {
 			return fmt.Errorf("raftstore: save: vote: %w", err)
 		}
-		d.vote = vote{hs.Term, hs.Vote}
+		d.vote, d.voteBeforeLog = vote{hs.Term, hs.Vote}, flags != 0
 	}
 	var record raft.HardState
-	if writeHS {
+	switch {
+	case writeHS:
 		record = hs
+	case d.hsRewrite:
+		record = d.hs
 	}
+	// Only a commit index may wait for the next sync: a vote or an entry
+	// the node has promised must not be lost.
+	commitOnly := len(ents) == 0 && hs.Term == d.hs.Term && hs.Vote == d.hs.Vote
 	if err := d.wal.Append(record, ents); err != nil {
 		return fmt.Errorf("raftstore: save: %w", err)
 	}
-	if err := d.wal.Sync(); err != nil {
-		return fmt.Errorf("raftstore: save: %w", err)
+	if sync || !commitOnly {
+		if err := d.wal.Sync(); err != nil {
+			return fmt.Errorf("raftstore: save: %w", err)
+		}
 	}
-	// Durable: now reads may show it.
+	// Durable (or, for a commit index alone, as durable as asked): now
+	// reads may show it.
+	d.hsRewrite = false
 	if writeHS {
 		d.hs = hs
 	}
 	if len(ents) > 0 {
 		d.ents = append(d.ents[:ents[0].Index-d.firstIndex()], cloneEntries(ents)...)
 	}
+	if sync || !commitOnly {
+		d.logStarted()
+	}
 	return nil
+}
+
+// logEmpty reports whether the log holds nothing durable: no hard state,
+// entry or checkpoint (a new node before its first Save).
+func (d *Disk) logEmpty() bool {
+	return d.hs.IsEmpty() && len(d.ents) == 0 && d.snapMeta.Index == 0
+}
+
+// logStarted clears the VOTE file's voteBeforeLog flag once the log holds
+// something durable, so that from then on a log found empty beside the
+// file is a lost one. A failure is logged and retried at the next sync:
+// the flag only weakens that check meanwhile.
+func (d *Disk) logStarted() {
+	if !d.voteBeforeLog || d.logEmpty() {
+		return
+	}
+	if err := writeAtomic(d.fs, d.dir, voteFile, encodeVote(d.vote, 0)); err != nil {
+		d.logger.Warn("raftstore: rewrite the vote file once the log started", "dir", d.dir, "err", err)
+		return
+	}
+	d.voteBeforeLog = false
 }
 
 func firstOf(ents []raft.Entry) uint64 {
@@ -566,7 +624,9 @@ func (d *Disk) install(snap raft.Snapshot, hs raft.HardState, keep []raft.Entry)
 	}
 	d.hs, d.snapMeta, d.snapSum = hs, snap.Metadata, sum
 	d.recovered = raft.Snapshot{}
+	d.hsRewrite = false         // the checkpoint holds hs
 	d.ents = slices.Clone(keep) // frees the compacted prefix
+	d.logStarted()
 	// The checkpoint holds; a file left behind is removed by the next Open.
 	if err := d.removeSnapshotsExcept(name); err != nil {
 		d.logger.Warn("raftstore: removing replaced snapshots", "dir", d.snapDir, "err", err)

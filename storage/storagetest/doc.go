@@ -12,7 +12,10 @@
 // snapshots installed and created), and, with a seeded random workload,
 // that every read agrees with a reference model after every write.
 //
-// Durability across a crash is not something an interface can test
-// generically; a durable implementation tests it against a crashable file
-// system (see storage/raftstore).
+// RunCrash checks what survives a crash, given a way to crash the storage
+// (a durable one on a file system that loses unsynced writes, vfs.MemFS):
+// synced writes survive; a commit index saved without sync may be lost,
+// while a term, a vote or an entry may not. Thorough crash testing at
+// every write of a seeded workload is the durable implementation's own
+// (see storage/raftstore).
 package storagetest

@@ -51,7 +51,7 @@ func testRepairOfAHealthyStorage(t *testing.T, s Storage) {
 	if !ok {
 		t.Skip("the Storage has no Repair")
 	}
-	must(t, s.Save(raft.HardState{Term: 2, Vote: 1, Commit: 2}, ents(1, 3, 2)))
+	must(t, s.Save(raft.HardState{Term: 2, Vote: 1, Commit: 2}, ents(1, 3, 2), true))
 	must(t, r.Repair())
 	checkRange(t, s, 1, 3)
 	hs, _, err := s.InitialState()
@@ -59,7 +59,7 @@ func testRepairOfAHealthyStorage(t *testing.T, s Storage) {
 	if hs != (raft.HardState{Term: 2, Vote: 1, Commit: 2}) {
 		t.Fatalf("after Repair, hard state %+v", hs)
 	}
-	must(t, s.Save(raft.HardState{}, ents(4, 1, 2)))
+	must(t, s.Save(raft.HardState{}, ents(4, 1, 2), true))
 	checkRange(t, s, 1, 4)
 }
 
@@ -151,8 +151,8 @@ func testEmpty(t *testing.T, s Storage) {
 }
 
 func testSaveAndRead(t *testing.T, s Storage) {
-	must(t, s.Save(raft.HardState{Term: 2, Vote: 1}, ents(1, 3, 1)))
-	must(t, s.Save(raft.HardState{}, ents(4, 2, 2)))
+	must(t, s.Save(raft.HardState{Term: 2, Vote: 1}, ents(1, 3, 1), true))
+	must(t, s.Save(raft.HardState{}, ents(4, 2, 2), true))
 	want := append(ents(1, 3, 1), ents(4, 2, 2)...)
 	checkRange(t, s, 1, 5)
 	checkEntries(t, s, 1, 6, want)
@@ -168,14 +168,14 @@ func testSaveAndRead(t *testing.T, s Storage) {
 	checkErr(t, "Entries(4, 7) past the last index 5", err, raft.ErrUnavailable)
 
 	// Entry types and empty data are kept.
-	must(t, s.Save(raft.HardState{}, []raft.Entry{{Term: 2, Index: 6, Type: raft.EntryConfChange, Data: []byte("cc")}, {Term: 2, Index: 7}}))
+	must(t, s.Save(raft.HardState{}, []raft.Entry{{Term: 2, Index: 6, Type: raft.EntryConfChange, Data: []byte("cc")}, {Term: 2, Index: 7}}, true))
 	got, err := s.Entries(6, 8, 0)
 	must(t, err)
 	if len(got) != 2 || got[0].Type != raft.EntryConfChange || string(got[0].Data) != "cc" || len(got[1].Data) != 0 {
 		t.Fatalf("Entries(6, 8) = %+v", got)
 	}
 	// Saving nothing changes nothing.
-	must(t, s.Save(raft.HardState{}, nil))
+	must(t, s.Save(raft.HardState{}, nil, true))
 	checkRange(t, s, 1, 7)
 }
 
@@ -184,7 +184,7 @@ func testEntriesMaxBytes(t *testing.T, s Storage) {
 	for i := range uint64(5) {
 		es = append(es, raft.Entry{Term: 1, Index: i + 1, Data: bytes.Repeat([]byte{'x'}, 10)})
 	}
-	must(t, s.Save(raft.HardState{}, es))
+	must(t, s.Save(raft.HardState{}, es, true))
 	for _, tt := range []struct {
 		maxBytes uint64
 		want     int
@@ -198,7 +198,7 @@ func testEntriesMaxBytes(t *testing.T, s Storage) {
 }
 
 func testEntriesResultIsCallers(t *testing.T, s Storage) {
-	must(t, s.Save(raft.HardState{}, ents(1, 5, 1)))
+	must(t, s.Save(raft.HardState{}, ents(1, 5, 1), true))
 	got, err := s.Entries(1, 3, 0)
 	must(t, err)
 	// Appending to the result must not write into the storage's log.
@@ -207,34 +207,34 @@ func testEntriesResultIsCallers(t *testing.T, s Storage) {
 }
 
 func testConflictTruncation(t *testing.T, s Storage) {
-	must(t, s.Save(raft.HardState{}, ents(1, 5, 1)))
-	must(t, s.Save(raft.HardState{}, ents(3, 1, 2))) // drops 3..5, appends 3
+	must(t, s.Save(raft.HardState{}, ents(1, 5, 1), true))
+	must(t, s.Save(raft.HardState{}, ents(3, 1, 2), true)) // drops 3..5, appends 3
 	checkRange(t, s, 1, 3)
 	checkEntries(t, s, 1, 4, append(ents(1, 2, 1), ents(3, 1, 2)...))
 	_, err := s.Term(4)
 	checkErr(t, "Term(4) of a truncated entry", err, raft.ErrUnavailable)
 	// Replacing the whole log, and appending right after it.
-	must(t, s.Save(raft.HardState{}, ents(1, 2, 3)))
-	must(t, s.Save(raft.HardState{}, ents(3, 1, 3)))
+	must(t, s.Save(raft.HardState{}, ents(1, 2, 3), true))
+	must(t, s.Save(raft.HardState{}, ents(3, 1, 3), true))
 	checkEntries(t, s, 1, 4, ents(1, 3, 3))
 }
 
 func testHardState(t *testing.T, s Storage) {
 	hs := raft.HardState{Term: 3, Vote: 2, Commit: 0}
-	must(t, s.Save(hs, nil))
+	must(t, s.Save(hs, nil, true))
 	got, _, err := s.InitialState()
 	must(t, err)
 	if got != hs {
 		t.Fatalf("InitialState().HardState = %+v, want %+v", got, hs)
 	}
-	must(t, s.Save(raft.HardState{}, ents(1, 2, 3))) // an empty hard state keeps the old one
+	must(t, s.Save(raft.HardState{}, ents(1, 2, 3), true)) // an empty hard state keeps the old one
 	got, _, err = s.InitialState()
 	must(t, err)
 	if got != hs {
 		t.Fatalf("after Save with an empty HardState: %+v, want %+v", got, hs)
 	}
 	hs = raft.HardState{Term: 4, Vote: 0, Commit: 2}
-	must(t, s.Save(hs, nil))
+	must(t, s.Save(hs, nil, true))
 	got, _, err = s.InitialState()
 	must(t, err)
 	if got != hs {
@@ -245,7 +245,7 @@ func testHardState(t *testing.T, s Storage) {
 var cs123 = raft.ConfState{Voters: []uint64{1, 2, 3}, Learners: []uint64{4}}
 
 func testCompact(t *testing.T, s Storage) {
-	must(t, s.Save(raft.HardState{Term: 2, Commit: 5}, append(ents(1, 3, 1), ents(4, 3, 2)...)))
+	must(t, s.Save(raft.HardState{Term: 2, Commit: 5}, append(ents(1, 3, 1), ents(4, 3, 2)...), true))
 	must(t, s.Compact(4, []byte("state@4"), cs123))
 	checkRange(t, s, 5, 6)
 	checkTerm(t, s, 4, 2) // from the snapshot
@@ -269,7 +269,7 @@ func testCompact(t *testing.T, s Storage) {
 	}
 	// The log goes on after the snapshot; compacting everything leaves an
 	// empty log after it.
-	must(t, s.Save(raft.HardState{}, ents(7, 1, 2)))
+	must(t, s.Save(raft.HardState{}, ents(7, 1, 2), true))
 	must(t, s.Compact(7, []byte("state@7"), cs123))
 	checkRange(t, s, 8, 7)
 	checkTerm(t, s, 7, 2)
@@ -277,7 +277,7 @@ func testCompact(t *testing.T, s Storage) {
 }
 
 func testCompactErrors(t *testing.T, s Storage) {
-	must(t, s.Save(raft.HardState{}, ents(1, 5, 1)))
+	must(t, s.Save(raft.HardState{}, ents(1, 5, 1), true))
 	must(t, s.Compact(3, nil, cs123))
 	checkErr(t, "Compact(3) again", s.Compact(3, nil, cs123), raft.ErrSnapshotOutOfDate)
 	checkErr(t, "Compact(2) below the snapshot", s.Compact(2, nil, cs123), raft.ErrSnapshotOutOfDate)
@@ -286,19 +286,19 @@ func testCompactErrors(t *testing.T, s Storage) {
 }
 
 func testSaveOverlappingSnapshot(t *testing.T, s Storage) {
-	must(t, s.Save(raft.HardState{}, ents(1, 5, 1)))
+	must(t, s.Save(raft.HardState{}, ents(1, 5, 1), true))
 	must(t, s.Compact(3, nil, cs123))
 	// Entries 2 and 3 are in the snapshot and ignored; 4.. replace the log.
-	must(t, s.Save(raft.HardState{}, append(ents(2, 2, 1), ents(4, 3, 2)...)))
+	must(t, s.Save(raft.HardState{}, append(ents(2, 2, 1), ents(4, 3, 2)...), true))
 	checkRange(t, s, 4, 6)
 	checkEntries(t, s, 4, 7, ents(4, 3, 2))
 	// A batch entirely inside the snapshot changes nothing.
-	must(t, s.Save(raft.HardState{}, ents(1, 3, 1)))
+	must(t, s.Save(raft.HardState{}, ents(1, 3, 1), true))
 	checkRange(t, s, 4, 6)
 }
 
 func testApplySnapshotPastLog(t *testing.T, s Storage) {
-	must(t, s.Save(raft.HardState{Term: 3, Vote: 2}, ents(1, 3, 1)))
+	must(t, s.Save(raft.HardState{Term: 3, Vote: 2}, ents(1, 3, 1), true))
 	snap := raft.Snapshot{Metadata: raft.SnapshotMetadata{Index: 10, Term: 3, ConfState: cs123}, Data: []byte("state@10")}
 	must(t, s.ApplySnapshot(snap))
 	checkRange(t, s, 11, 10)
@@ -317,20 +317,20 @@ func testApplySnapshotPastLog(t *testing.T, s Storage) {
 	if hs.Term != 3 || hs.Vote != 2 || !cs.Equal(cs123) {
 		t.Fatalf("InitialState() = %+v, %+v", hs, cs)
 	}
-	must(t, s.Save(raft.HardState{}, ents(11, 2, 3)))
+	must(t, s.Save(raft.HardState{}, ents(11, 2, 3), true))
 	checkEntries(t, s, 11, 13, ents(11, 2, 3))
 }
 
 func testApplySnapshotInsideLog(t *testing.T, s Storage) {
 	// An installed snapshot replaces the whole log, even entries after it.
-	must(t, s.Save(raft.HardState{}, ents(1, 8, 1)))
+	must(t, s.Save(raft.HardState{}, ents(1, 8, 1), true))
 	must(t, s.ApplySnapshot(raft.Snapshot{Metadata: raft.SnapshotMetadata{Index: 5, Term: 2, ConfState: cs123}}))
 	checkRange(t, s, 6, 5)
 	checkTerm(t, s, 5, 2)
 }
 
 func testApplySnapshotOutOfDate(t *testing.T, s Storage) {
-	must(t, s.Save(raft.HardState{}, ents(1, 5, 1)))
+	must(t, s.Save(raft.HardState{}, ents(1, 5, 1), true))
 	must(t, s.Compact(4, nil, cs123))
 	old := raft.Snapshot{Metadata: raft.SnapshotMetadata{Index: 3, Term: 1, ConfState: cs123}}
 	checkErr(t, "ApplySnapshot older than the current one", s.ApplySnapshot(old), raft.ErrSnapshotOutOfDate)
@@ -404,7 +404,7 @@ func testRandomAgainstModel(t *testing.T, s Storage) {
 				hs = raft.HardState{Term: term, Vote: votes[term], Commit: m.snap.Metadata.Index}
 			}
 			what = fmt.Sprintf("Save(%+v, %v)", hs, indexes(batch))
-			must(t, s.Save(hs, batch))
+			must(t, s.Save(hs, batch, true))
 			if !hs.IsEmpty() {
 				m.hs = hs
 			}

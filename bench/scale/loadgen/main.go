@@ -6,7 +6,9 @@
 // steady phase), and prints one line per phase: writes per second, the
 // median, 99th percentile and worst write latency, and, for --pids, the
 // peak resident memory of those processes (the servers) and the CPU they
-// used in the phase.
+// used in the phase. --mode reads makes the steady phase linearizable
+// reads of random keys instead (coord's default read; etcd's default,
+// serializable=false), so that reads through a follower can be compared.
 //
 //	loadgen --target coord --endpoints http://127.0.0.1:8001,http://127.0.0.1:8002 --keys 500000
 //	loadgen --target etcd --endpoints 127.0.0.1:2379 --keys 500000 --pids 123,124,125
@@ -65,7 +67,7 @@ func main() {
 	flag.StringVar(&pids, "pids", "", "comma-separated server process IDs whose peak RSS and CPU to report")
 	flag.BoolVar(&cfg.skipLoad, "skip-load", false, "skip the load phase (the keys are there already)")
 	flag.StringVar(&cfg.token, "token", "", "bearer token (coord clusters run without --insecure)")
-	flag.StringVar(&cfg.mode, "mode", "writes", "writes (load then overwrite keys) or leases (acquire --leases leases, then renew each every --renew-every)")
+	flag.StringVar(&cfg.mode, "mode", "writes", "writes (load then overwrite keys), reads (load, then linearizable reads of random keys) or leases (acquire --leases leases, then renew each every --renew-every)")
 	flag.IntVar(&cfg.leases, "leases", 10000, "leases, in --mode leases")
 	flag.DurationVar(&cfg.renewEvery, "renew-every", 3*time.Second, "how often each lease is renewed, in --mode leases")
 	flag.Parse()
@@ -91,7 +93,10 @@ func run(cfg config) error {
 	if endpointsMissing := len(cfg.endpoints) == 0 || cfg.endpoints[0] == ""; endpointsMissing || cfg.keys <= 0 || cfg.clients <= 0 {
 		return errors.New("--endpoints, a positive --keys and --clients are required")
 	}
-	var put putFunc
+	if cfg.mode != "writes" && cfg.mode != "reads" {
+		return fmt.Errorf("--mode %q: want writes, reads or leases", cfg.mode)
+	}
+	var put, get putFunc
 	switch cfg.target {
 	case "coord":
 		ccfg := client.DefaultConfig(cfg.endpoints...)
@@ -104,6 +109,10 @@ func run(cfg config) error {
 			_, err := cl.Put(ctx, key, value)
 			return err
 		}
+		get = func(ctx context.Context, key string, _ []byte) error {
+			_, err := cl.Get(ctx, key)
+			return err
+		}
 	case "etcd":
 		cl, err := clientv3.New(clientv3.Config{Endpoints: cfg.endpoints, DialTimeout: 5 * time.Second})
 		if err != nil {
@@ -114,11 +123,18 @@ func run(cfg config) error {
 			_, err := cl.Put(ctx, key, string(value))
 			return err
 		}
+		get = func(ctx context.Context, key string, _ []byte) error {
+			r, err := cl.Get(ctx, key)
+			if err == nil && len(r.Kvs) != 1 {
+				err = fmt.Errorf("%s: %d keys, want 1", key, len(r.Kvs))
+			}
+			return err
+		}
 	default:
 		return fmt.Errorf("--target %q: want coord or etcd", cfg.target)
 	}
 	fmt.Printf("# %s, %d keys of %d bytes, %d clients\n", cfg.target, cfg.keys, cfg.valueBytes, cfg.clients)
-	fmt.Printf("%-6s %-6s %9s %10s %9s %9s %9s %9s %9s\n", "target", "phase", "writes", "writes/s", "p50 ms", "p99 ms", "max ms", "rss MB", "cpu s")
+	fmt.Printf("%-6s %-6s %9s %10s %9s %9s %9s %9s %9s\n", "target", "phase", "ops", "ops/s", "p50 ms", "p99 ms", "max ms", "rss MB", "cpu s")
 	if !cfg.skipLoad {
 		var next atomic.Int64
 		if err := phase(cfg, put, "load", func(*rand.Rand) (int, bool) {
@@ -130,6 +146,11 @@ func run(cfg config) error {
 	}
 	if cfg.duration > 0 {
 		end := time.Now().Add(cfg.duration)
+		if cfg.mode == "reads" {
+			return phase(cfg, get, "reads", func(rng *rand.Rand) (int, bool) {
+				return rng.IntN(cfg.keys), time.Now().Before(end)
+			})
+		}
 		return phase(cfg, put, "steady", func(rng *rand.Rand) (int, bool) {
 			return rng.IntN(cfg.keys), time.Now().Before(end)
 		})
@@ -180,13 +201,13 @@ func phase(cfg config, put putFunc, name string, next func(*rand.Rand) (int, boo
 	all := slices.Concat(latencies...)
 	slices.Sort(all)
 	if len(all) == 0 {
-		return fmt.Errorf("%s: no write succeeded (%v)", name, firstErr.Load())
+		return fmt.Errorf("%s: no operation succeeded (%v)", name, firstErr.Load())
 	}
 	q := func(p float64) float64 { return float64(all[int(p*float64(len(all)-1))].Microseconds()) / 1000 }
 	fmt.Printf("%-6s %-6s %9d %10.0f %9.1f %9.1f %9.1f %9.0f %9.1f\n", cfg.target, name, len(all),
 		float64(len(all))/elapsed.Seconds(), q(0.5), q(0.99), q(1), rss, cpuSeconds(cfg.pids)-cpu0)
 	if n := failed.Load(); n > 0 {
-		fmt.Printf("# %s: %d writes failed, the first: %v\n", name, n, firstErr.Load())
+		fmt.Printf("# %s: %d operations failed, the first: %v\n", name, n, firstErr.Load())
 	}
 	return nil
 }
