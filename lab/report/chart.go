@@ -520,9 +520,32 @@ func (g *groupedBars) Plot(c draw.Canvas, p *plot.Plot) {
 			}
 			rect := []vg.Point{{X: x0, Y: base}, {X: x0, Y: top}, {X: x1, Y: top}, {X: x1, Y: base}}
 			c.FillPolygon(fill, c.ClipPolygonY(rect))
-			c.FillText(labelStyle, vg.Point{X: (x0 + x1) / 2, Y: maxLength(top, base) + vg.Points(2)}, formatValue(v, g.whole))
+			// The label may be as wide as the bar's slot, no wider: beside
+			// it, another bar's label (raft-failover's millisecond bars ran
+			// into each other).
+			text := formatValue(v, g.whole)
+			if style, ok := fitLabel(labelStyle, text, trX(left+bar)-trX(left)); ok {
+				c.FillText(style, vg.Point{X: (x0 + x1) / 2, Y: maxLength(top, base) + vg.Points(2)}, text)
+			}
 		}
 	}
+}
+
+// minLabelFont is the smallest font a bar's value label shrinks to; a label
+// that does not fit its bar's slot even so is left out (the JSON results
+// and the table have every value).
+const minLabelFont = 5
+
+// fitLabel returns style with its font shrunk, if need be, so that text is
+// at most width wide, or false if even the smallest font is too wide.
+func fitLabel(style draw.TextStyle, text string, width vg.Length) (draw.TextStyle, bool) {
+	for style.Width(text) > width {
+		if style.Font.Size <= minLabelFont {
+			return style, false
+		}
+		style.Font.Size = max(style.Font.Size-0.5, minLabelFont)
+	}
+	return style, true
 }
 
 func maxLength(a, b vg.Length) vg.Length {

@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 
 	"coord/lab"
 )
@@ -96,6 +98,24 @@ func TestCategoryLabelsFitTheirSlots(t *testing.T) {
 				t.Errorf("label line %q is %v wide, its slot %v", line, w, slot)
 			}
 		}
+	}
+}
+
+// A bar's value label fits its bar's slot: shrunk when it is too wide, left
+// out when even the smallest font is.
+func TestBarLabelsFitTheirSlots(t *testing.T) {
+	style := draw.TextStyle{Font: font.From(plot.DefaultFont, tickFont), Handler: plot.DefaultTextHandler}
+	text := "0.00352"
+	wide := style.Width(text)
+	if got, ok := fitLabel(style, text, wide); !ok || got.Font.Size != style.Font.Size {
+		t.Errorf("a label that fits: size %v, %v; want %v kept", got.Font.Size, ok, style.Font.Size)
+	}
+	got, ok := fitLabel(style, text, wide*0.7)
+	if !ok || got.Width(text) > wide*0.7 || got.Font.Size < minLabelFont {
+		t.Errorf("a label 1/0.7 too wide: size %v (%v wide, slot %v), %v", got.Font.Size, got.Width(text), wide*0.7, ok)
+	}
+	if _, ok := fitLabel(style, text, wide/10); ok {
+		t.Errorf("a label ten times its slot's width is drawn")
 	}
 }
 
