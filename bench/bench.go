@@ -1,12 +1,50 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 )
+
+// ClosedLoop runs n workers for d, each calling op back to back (a closed
+// loop: a worker's next call starts when its last returns), every call
+// bounded by opTimeout. It returns the latencies of the calls that
+// succeeded, sorted, how many failed, and the seconds the workers ran.
+func ClosedLoop(ctx context.Context, n int, d, opTimeout time.Duration, op func(ctx context.Context, worker int) error) (lat []time.Duration, errs int, secs float64) {
+	var mu sync.Mutex
+	start := time.Now()
+	end := start.Add(d)
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Go(func() {
+			var mine []time.Duration
+			bad := 0
+			for time.Now().Before(end) && ctx.Err() == nil {
+				octx, cancel := context.WithTimeout(ctx, opTimeout)
+				t0 := time.Now()
+				err := op(octx, w)
+				cancel()
+				if err != nil {
+					bad++
+					continue
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			errs += bad
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	slices.Sort(lat)
+	return lat, errs, time.Since(start).Seconds()
+}
 
 // Percentile returns the nearest-rank percentile p (1 to 100) of sorted,
 // which must not be empty.

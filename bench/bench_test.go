@@ -1,7 +1,11 @@
 package bench_test
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,5 +43,27 @@ func TestFormatMS(t *testing.T) {
 func TestMachineNamesTheGoVersion(t *testing.T) {
 	if m := bench.Machine(); !strings.Contains(m, "CPUs") || !strings.Contains(m, "go1.") {
 		t.Fatalf("machine %q", m)
+	}
+}
+
+// ClosedLoop counts every call: successes as sorted latencies, failures
+// apart, each call bounded by its timeout.
+func TestClosedLoopCountsCalls(t *testing.T) {
+	var calls [2]atomic.Int64
+	lat, errs, secs := bench.ClosedLoop(context.Background(), 2, 50*time.Millisecond, time.Second, func(ctx context.Context, w int) error {
+		calls[w].Add(1)
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("a call without a deadline")
+		}
+		if w == 1 {
+			return errors.New("worker 1 fails")
+		}
+		return nil
+	})
+	if int64(len(lat)) != calls[0].Load() || int64(errs) != calls[1].Load() || len(lat) == 0 || errs == 0 {
+		t.Fatalf("%d latencies, %d errors; worker 0 called %d times, worker 1 %d", len(lat), errs, calls[0].Load(), calls[1].Load())
+	}
+	if !slices.IsSorted(lat) || secs < 0.05 {
+		t.Fatalf("latencies sorted: %v; ran %v s, want at least the 0.05 s asked", slices.IsSorted(lat), secs)
 	}
 }

@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -105,37 +103,11 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 
 // measure runs n proposers on leader for d.
 func measure(ctx context.Context, leader *node.Node, n int, d time.Duration, valueBytes int) Row {
-	var mu sync.Mutex
-	var lat []time.Duration
-	errs := 0
-	start := time.Now()
-	end := start.Add(d)
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			value := make([]byte, valueBytes)
-			var mine []time.Duration
-			bad := 0
-			for time.Now().Before(end) && ctx.Err() == nil {
-				pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				t0 := time.Now()
-				_, err := leader.Propose(pctx, value)
-				cancel()
-				if err != nil {
-					bad++
-					continue
-				}
-				mine = append(mine, time.Since(t0))
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			errs += bad
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	secs := time.Since(start).Seconds()
-	slices.Sort(lat)
+	value := make([]byte, valueBytes)
+	lat, errs, secs := bench.ClosedLoop(ctx, n, d, 5*time.Second, func(ctx context.Context, _ int) error {
+		_, err := leader.Propose(ctx, value)
+		return err
+	})
 	row := Row{Concurrency: n, Ops: len(lat), Errors: errs, Seconds: secs, PerSecond: float64(len(lat)) / secs}
 	if len(lat) > 0 {
 		row.P50, row.P99 = bench.Percentile(lat, 50), bench.Percentile(lat, 99)

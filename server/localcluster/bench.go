@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
+	"coord/bench"
 	"coord/bench/raftnode"
 	"coord/client"
 )
@@ -58,47 +58,21 @@ func (c *Cluster) bench(ctx context.Context, cfg client.Config, concurrencies []
 		if n < 1 {
 			return nil, fmt.Errorf("%w: concurrency %d", ErrInvalid, n)
 		}
-		var mu sync.Mutex
-		var lat []time.Duration
-		errs := 0
-		start := time.Now()
-		end := start.Add(d)
-		var wg sync.WaitGroup
-		for w := range n {
+		clients := make([]*client.Client, n)
+		for w := range clients {
 			cl, err := client.New(cfg)
 			if err != nil {
 				return nil, err
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				key := fmt.Sprintf("bench/%d/%d", n, w)
-				var mine []time.Duration
-				bad := 0
-				for time.Now().Before(end) && ctx.Err() == nil {
-					octx, cancel := context.WithTimeout(ctx, 5*time.Second)
-					t0 := time.Now()
-					_, err := cl.Put(octx, key, value)
-					cancel()
-					if err != nil {
-						bad++
-						continue
-					}
-					mine = append(mine, time.Since(t0))
-				}
-				mu.Lock()
-				lat = append(lat, mine...)
-				errs += bad
-				mu.Unlock()
-			}()
+			clients[w] = cl
 		}
-		wg.Wait()
-		secs := time.Since(start).Seconds()
-		slices.Sort(lat)
+		lat, errs, secs := bench.ClosedLoop(ctx, n, d, 5*time.Second, func(ctx context.Context, w int) error {
+			_, err := clients[w].Put(ctx, fmt.Sprintf("bench/%d/%d", n, w), value)
+			return err
+		})
 		row := BenchRow{Concurrency: n, Ops: len(lat), Errors: errs, Seconds: secs, PerSecond: float64(len(lat)) / secs}
 		if len(lat) > 0 {
-			row.P50 = lat[len(lat)/2]
-			row.P99 = lat[min(len(lat)-1, len(lat)*99/100)]
+			row.P50, row.P99 = bench.Percentile(lat, 50), bench.Percentile(lat, 99)
 		}
 		rows = append(rows, row)
 	}
