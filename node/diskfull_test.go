@@ -152,13 +152,9 @@ func TestLeaderDiskFullClusterGoesOn(t *testing.T) {
 		}
 		disks[oldID].fault.SetInjector(nil)
 		waitStorage(t, old.node, false)
-		for old.sm.get("during4") != "4" {
-			select {
-			case <-old.node.Changed():
-			case <-time.After(30 * time.Second):
-				t.Fatalf("old leader did not catch up: %+v", old.node.Status())
-			}
-		}
+		waitUntil(t, "old leader did not catch up", nodesOf(old), func() bool {
+			return old.sm.get("during4") == "4"
+		})
 		if got := old.sm.get("before"); got != "1" {
 			t.Errorf("old leader lost an acknowledged write: before = %q", got)
 		}

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -120,40 +123,113 @@ func (c *testCluster) stopAll() {
 // leads, and returns it.
 func (c *testCluster) waitLeader(except uint64) *member {
 	c.t.Helper()
-	deadline := time.After(30 * time.Second)
-	for {
-		for id, m := range c.members {
-			if id != except && m.node.Err() == nil && m.node.Status().Role == raft.Leader {
-				return m
-			}
-		}
-		var changed []<-chan struct{}
+	var leader *member
+	running := func() []*Node {
+		var nodes []*Node
 		for id, m := range c.members {
 			if id != except && m.node.Err() == nil {
-				changed = append(changed, m.node.Changed())
+				nodes = append(nodes, m.node)
 			}
 		}
-		select {
-		case <-anyOf(changed):
-		case <-deadline:
-			c.t.Fatal("no leader within 30s")
+		return nodes
+	}
+	waitUntil(c.t, "no leader", running, func() bool {
+		for id, m := range c.members {
+			if id != except && m.node.Err() == nil && m.node.Status().Role == raft.Leader {
+				leader = m
+				return true
+			}
+		}
+		return false
+	})
+	return leader
+}
+
+// waitUntil waits (in simulated time) until cond holds, checking it again
+// whenever the status of one of the nodes watch returns changes. After 30s
+// it fails the test with what and the status of each node.
+//
+// It takes the nodes' Changed channels before it checks cond, never after:
+// a change that lands between a check and the taking of the channel closes
+// a channel nobody waits on, and, if nothing changes after it (an idle
+// cluster), the wait lasts until the deadline although cond holds. That
+// lost wake-up failed TestLeaderDiskFullClusterGoesOn in 1-2% of runs:
+// "no leader within 30s" with a leader elected, "did not catch up" with
+// every write applied (TestWaitUntilSeesChangeDuringCheck).
+func waitUntil(t *testing.T, what string, watch func() []*Node, cond func() bool) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		nodes := watch()
+		// Case 0 is the deadline, case i+1 node i's change.
+		cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline)}}
+		for _, n := range nodes {
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(n.Changed())})
+		}
+		if cond() {
+			return
+		}
+		// One select, no goroutine per channel: none is left blocked in
+		// the bubble when the test fails.
+		if chosen, _, _ := reflect.Select(cases); chosen == 0 {
+			var b strings.Builder
+			for _, n := range nodes {
+				st := n.Status()
+				progress := st.Progress
+				st.Progress = nil
+				fmt.Fprintf(&b, "\n  node %d: %+v", n.ID(), st)
+				for _, id := range slices.Sorted(maps.Keys(progress)) {
+					pr := progress[id]
+					fmt.Fprintf(&b, "\n    progress of %d: %s", id, pr.String())
+				}
+			}
+			t.Fatalf("%s within 30s:%s", what, b.String())
 		}
 	}
 }
 
-func anyOf(chs []<-chan struct{}) <-chan struct{} {
-	out := make(chan struct{})
-	var once sync.Once
-	for _, ch := range chs {
-		go func() {
-			select {
-			case <-ch:
-				once.Do(func() { close(out) })
-			case <-out:
-			}
-		}()
+// nodesOf returns a watch for waitUntil: the nodes of ms.
+func nodesOf(ms ...*member) func() []*Node {
+	return func() []*Node {
+		nodes := make([]*Node, len(ms))
+		for i, m := range ms {
+			nodes[i] = m.node
+		}
+		return nodes
 	}
-	return out
+}
+
+// waitUntil sees a change that lands while it checks its condition: the
+// check itself makes the only change the idle node will ever make. Taking
+// the Changed channels after the check (waitLeader's old order), the wait
+// ran into its 30s deadline although the condition held.
+func TestWaitUntilSeesChangeDuringCheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestCluster(t, 1)
+		m := c.waitLeader(0)
+		checks := 0
+		waitUntil(t, "the write made during the check was not seen", nodesOf(m), func() bool {
+			checks++
+			if checks == 1 {
+				go func() {
+					if _, err := m.node.Propose(context.Background(), []byte("k=v")); err != nil {
+						t.Error(err)
+					}
+				}()
+				// Every goroutine of the bubble is blocked: the write is
+				// applied and the status published before this check ends.
+				synctest.Wait()
+				if m.sm.get("k") != "v" {
+					t.Fatal("the write was not applied before the check ended")
+				}
+				return false
+			}
+			return m.sm.get("k") == "v"
+		})
+		if checks != 2 {
+			t.Fatalf("checked %d times, want 2 (the first before the write, the second after its status change)", checks)
+		}
+	})
 }
 
 func TestReplicateAndRead(t *testing.T) {
@@ -281,13 +357,9 @@ func TestFailoverAndRestart(t *testing.T) {
 		restarted := c.start(old, c.members[old].storage, nil)
 		// Wait until the restarted node has caught up with the write made
 		// while it was down.
-		for restarted.sm.get("after") != "failover" {
-			select {
-			case <-restarted.node.Changed():
-			case <-time.After(30 * time.Second):
-				t.Fatalf("restarted node did not catch up: %+v", restarted.node.Status())
-			}
-		}
+		waitUntil(t, "restarted node did not catch up", nodesOf(restarted), func() bool {
+			return restarted.sm.get("after") == "failover"
+		})
 		if got := restarted.sm.get("a7"); got != "7" {
 			t.Errorf("restarted node lost a7: %q", got)
 		}

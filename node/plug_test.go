@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"coord/storage/raftstore"
 	"coord/storage/vfs"
@@ -57,12 +56,8 @@ func TestDurableStorageSurvivesPowerLoss(t *testing.T) {
 		c.stop(victim)
 		disks[victim].Crash()
 		restarted := c.start(victim, open(victim), nil)
-		for restarted.sm.get("k9") != "9" {
-			select {
-			case <-restarted.node.Changed():
-			case <-time.After(30 * time.Second):
-				t.Fatalf("node %d did not recover k9 after power loss: %+v", victim, restarted.node.Status())
-			}
-		}
+		waitUntil(t, fmt.Sprintf("node %d did not recover k9 after power loss", victim), nodesOf(restarted), func() bool {
+			return restarted.sm.get("k9") == "9"
+		})
 	})
 }

@@ -111,9 +111,14 @@ func TestDeposedLeadersProposalsFailPromptly(t *testing.T) {
 				answers <- answer{data, err}
 			}()
 		}
-		for old.node.Status().LastIndex < base+2 {
+		for {
+			// Changed before Status: a change in between would be missed.
+			changed := old.node.Changed()
+			if old.node.Status().LastIndex >= base+2 {
+				break
+			}
 			select {
-			case <-old.node.Changed():
+			case <-changed:
 			case a := <-answers:
 				t.Fatalf("Propose(%s) returned %v before the leader was cut off", a.data, a.err)
 			}
