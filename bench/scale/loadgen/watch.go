@@ -29,8 +29,9 @@ type seen struct {
 
 // watchTarget is what --mode watch needs of a system.
 type watchTarget struct {
-	// put writes a key and returns the revision it made.
-	put func(ctx context.Context, key string, value []byte) (uint64, error)
+	// put writes a key and returns the revision it made; putWatched
+	// writes the watched key (coord: in a session of its own).
+	put, putWatched func(ctx context.Context, key string, value []byte) (uint64, error)
 	// watch follows key from the endpoint numbered ep until ctx ends,
 	// calling ready once it is established and onRev for every revision
 	// it sees.
@@ -79,7 +80,7 @@ func runWatch(cfg config) error {
 	key := cfg.prefix + "watched"
 	setup, cancelSetup := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelSetup()
-	if _, err := t.put(setup, key, value); err != nil {
+	if _, err := t.putWatched(setup, key, value); err != nil {
 		return fmt.Errorf("first put of %s: %w", key, err)
 	}
 
@@ -123,6 +124,7 @@ func runWatch(cfg config) error {
 
 	// The background writer, open loop.
 	var bgDone, bgFailed, bgSkipped atomic.Int64
+	var firstPutErr atomic.Value
 	var bgWG sync.WaitGroup
 	if cfg.rate > 0 {
 		bgWG.Add(1)
@@ -151,6 +153,7 @@ func runWatch(cfg config) error {
 					defer cancel()
 					if _, err := t.put(c, k, value); err != nil {
 						bgFailed.Add(1)
+						firstPutErr.CompareAndSwap(nil, err)
 						return
 					}
 					bgDone.Add(1)
@@ -172,11 +175,12 @@ func runWatch(cfg config) error {
 		}
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		t0 := time.Now()
-		rev, err := t.put(c, key, value)
+		rev, err := t.putWatched(c, key, value)
 		at := time.Now()
 		cancel()
 		if err != nil {
 			watchedFailed++
+			firstPutErr.CompareAndSwap(nil, err)
 			continue
 		}
 		acked[rev] = at
@@ -190,7 +194,9 @@ func runWatch(cfg config) error {
 	for i, pid := range cfg.pids {
 		cpus[i] = 100 * (cpuSeconds([]int{pid}) - cpu0[i]) / elapsed.Seconds()
 	}
-	leader := t.leader(setup)
+	lctx, lcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	leader := t.leader(lctx)
+	lcancel()
 	// Give the watchers time to see the last write, then stop them.
 	time.Sleep(2 * time.Second)
 	stop()
@@ -239,16 +245,29 @@ func runWatch(cfg config) error {
 		cfg.target, len(acked), watchedFailed, q(putLat, 0.5), len(lat), missed, early, q(lat, 0.5), q(lat, 0.99), q(lat, 1), q(fromSend, 0.5), q(fromSend, 0.99))
 	fmt.Printf("%-6s background: %d writes (%.0f/s of %d/s), %d failed, %d not sent (%d in flight); cpu of each server (* leader): %s\n",
 		cfg.target, bgDone.Load(), float64(bgDone.Load())/elapsed.Seconds(), cfg.rate, bgFailed.Load(), bgSkipped.Load(), cfg.maxInflight, strings.Join(cpuText, " "))
+	if err := firstPutErr.Load(); err != nil {
+		fmt.Printf("# %s: the first failed write: %v\n", cfg.target, err)
+	}
 	return nil
 }
 
 // coordWatchTarget watches with coord's server-sent-event stream
 // (GET /v1/watch/kv/{key}?stream=true, docs/API.md), one connection per
-// watcher, and writes with the client package.
+// watcher, and writes with the client package: the background writes
+// round-robin over --clients Clients, each a session of its own (a session
+// takes at most 1024 unacknowledged writes), the watched key's with one
+// more.
 func coordWatchTarget(cfg config) watchTarget {
 	ccfg := client.DefaultConfig(cfg.endpoints...)
 	ccfg.Token = cfg.token
-	cl, err := client.New(ccfg)
+	var err error
+	pool := make([]*client.Client, max(cfg.clients, 1)+1)
+	for i := range pool {
+		if pool[i], err = client.New(ccfg); err != nil {
+			break
+		}
+	}
+	var next atomic.Uint64
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	base := make([]string, len(cfg.endpoints))
 	for i, ep := range cfg.endpoints {
@@ -262,7 +281,13 @@ func coordWatchTarget(cfg config) watchTarget {
 			if err != nil {
 				return 0, err
 			}
-			return cl.Put(ctx, key, value)
+			return pool[1+int(next.Add(1)%uint64(len(pool)-1))].Put(ctx, key, value)
+		},
+		putWatched: func(ctx context.Context, key string, value []byte) (uint64, error) {
+			if err != nil {
+				return 0, err
+			}
+			return pool[0].Put(ctx, key, value)
 		},
 		watch: func(ctx context.Context, ep int, key string, ready func(), onRev func(uint64)) error {
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, base[ep]+"/v1/watch/kv/"+url.PathEscape(key)+"?stream=true", nil)
@@ -365,14 +390,16 @@ func etcdWatchTarget(cfg config) (watchTarget, func(), error) {
 			c.Close()
 		}
 	}
+	put := func(ctx context.Context, key string, value []byte) (uint64, error) {
+		r, err := all.Put(ctx, key, string(value))
+		if err != nil {
+			return 0, err
+		}
+		return uint64(r.Header.Revision), nil
+	}
 	return watchTarget{
-		put: func(ctx context.Context, key string, value []byte) (uint64, error) {
-			r, err := all.Put(ctx, key, string(value))
-			if err != nil {
-				return 0, err
-			}
-			return uint64(r.Header.Revision), nil
-		},
+		put:        put,
+		putWatched: put,
 		watch: func(ctx context.Context, ep int, key string, ready func(), onRev func(uint64)) error {
 			for wr := range per[ep].Watch(ctx, key, clientv3.WithCreatedNotify()) {
 				if err := wr.Err(); err != nil {
