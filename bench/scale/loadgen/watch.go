@@ -202,29 +202,7 @@ func runWatch(cfg config) error {
 	stop()
 	doneWG.Wait()
 
-	var lat, fromSend []time.Duration
-	var missed, early int
-	for w := range sightings {
-		got := map[uint64]time.Time{}
-		for _, s := range sightings[w] {
-			if _, ok := got[s.rev]; !ok {
-				got[s.rev] = s.at
-			}
-		}
-		for rev, at := range acked {
-			s, ok := got[rev]
-			if !ok {
-				missed++
-				continue
-			}
-			d := s.Sub(at)
-			if d < 0 {
-				early++
-			}
-			lat = append(lat, d)
-			fromSend = append(fromSend, s.Sub(sent[rev]))
-		}
-	}
+	lat, fromSend, missed, early := match(acked, sent, sightings)
 	if len(lat) == 0 {
 		return fmt.Errorf("no watcher saw any of the %d acknowledged writes of the watched key", len(acked))
 	}
@@ -424,4 +402,34 @@ func etcdWatchTarget(cfg config) (watchTarget, func(), error) {
 			return -1
 		},
 	}, closeAll, nil
+}
+
+// match pairs every acknowledged write (acked: its acknowledgement time by
+// revision; sent: its send time) with each watcher's first sighting of its
+// revision, and returns the latencies from the acknowledgement and from the
+// send, the pairs no sighting matched, and the sightings made before the
+// acknowledgement.
+func match(acked, sent map[uint64]time.Time, sightings [][]seen) (lat, fromSend []time.Duration, missed, early int) {
+	for w := range sightings {
+		got := map[uint64]time.Time{}
+		for _, s := range sightings[w] {
+			if _, ok := got[s.rev]; !ok {
+				got[s.rev] = s.at
+			}
+		}
+		for rev, at := range acked {
+			s, ok := got[rev]
+			if !ok {
+				missed++
+				continue
+			}
+			d := s.Sub(at)
+			if d < 0 {
+				early++
+			}
+			lat = append(lat, d)
+			fromSend = append(fromSend, s.Sub(sent[rev]))
+		}
+	}
+	return lat, fromSend, missed, early
 }
