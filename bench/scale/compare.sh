@@ -13,6 +13,11 @@
 # LOADGEN_ARGS are passed on to loadgen; for the lease renewals:
 #
 #   LOADGEN_ARGS="--mode leases --leases 10000 --renew-every 3s" bench/scale/compare.sh 0 1 30s ...
+#
+# and for 1,000 watchers of one key under 5,000 background writes/s to
+# KEYS other keys (no load phase in that mode):
+#
+#   LOADGEN_ARGS="--mode watch --watchers 1000 --rate 5000" bench/scale/compare.sh 10000 1 20s ...
 set -euo pipefail
 keys=${1:-100000} rounds=${2:-1} duration=${3:-20s}
 shift 3 || true

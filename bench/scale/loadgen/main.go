@@ -9,6 +9,8 @@
 // used in the phase. --mode reads makes the steady phase linearizable
 // reads of random keys instead (coord's default read; etcd's default,
 // serializable=false), so that reads through a follower can be compared.
+// --mode leases renews leases (leases.go); --mode watch measures watchers of
+// one key under a background write load (watch.go).
 //
 //	loadgen --target coord --endpoints http://127.0.0.1:8001,http://127.0.0.1:8002 --keys 500000
 //	loadgen --target etcd --endpoints 127.0.0.1:2379 --keys 500000 --pids 123,124,125
@@ -52,6 +54,12 @@ type config struct {
 	mode       string
 	leases     int
 	renewEvery time.Duration
+	// mode "watch": watchers of one key written every watchEvery, under
+	// a background load of rate writes a second to other keys.
+	watchers    int
+	watchEvery  time.Duration
+	rate        int
+	maxInflight int
 }
 
 func main() {
@@ -67,9 +75,13 @@ func main() {
 	flag.StringVar(&pids, "pids", "", "comma-separated server process IDs whose peak RSS and CPU to report")
 	flag.BoolVar(&cfg.skipLoad, "skip-load", false, "skip the load phase (the keys are there already)")
 	flag.StringVar(&cfg.token, "token", "", "bearer token (coord clusters run without --insecure)")
-	flag.StringVar(&cfg.mode, "mode", "writes", "writes (load then overwrite keys), reads (load, then linearizable reads of random keys) or leases (acquire --leases leases, then renew each every --renew-every)")
+	flag.StringVar(&cfg.mode, "mode", "writes", "writes (load then overwrite keys), reads (load, then linearizable reads of random keys), leases (acquire --leases leases, then renew each every --renew-every) or watch (--watchers watchers of one key put every --watch-every, under --rate background writes/s to --keys other keys)")
 	flag.IntVar(&cfg.leases, "leases", 10000, "leases, in --mode leases")
 	flag.DurationVar(&cfg.renewEvery, "renew-every", 3*time.Second, "how often each lease is renewed, in --mode leases")
+	flag.IntVar(&cfg.watchers, "watchers", 1000, "watchers of the watched key, in --mode watch")
+	flag.DurationVar(&cfg.watchEvery, "watch-every", 100*time.Millisecond, "how often the watched key is put, in --mode watch")
+	flag.IntVar(&cfg.rate, "rate", 5000, "background writes a second to other keys, open loop, in --mode watch")
+	flag.IntVar(&cfg.maxInflight, "max-inflight", 1024, "most background writes in flight at once, in --mode watch (a write due beyond it is counted as not sent)")
 	flag.Parse()
 	cfg.endpoints = strings.Split(endpoints, ",")
 	for _, p := range strings.Split(pids, ",") {
@@ -87,14 +99,17 @@ func main() {
 type putFunc func(ctx context.Context, key string, value []byte) error
 
 func run(cfg config) error {
-	if cfg.mode == "leases" {
+	switch cfg.mode {
+	case "leases":
 		return runLeases(cfg)
+	case "watch":
+		return runWatch(cfg)
 	}
 	if endpointsMissing := len(cfg.endpoints) == 0 || cfg.endpoints[0] == ""; endpointsMissing || cfg.keys <= 0 || cfg.clients <= 0 {
 		return errors.New("--endpoints, a positive --keys and --clients are required")
 	}
 	if cfg.mode != "writes" && cfg.mode != "reads" {
-		return fmt.Errorf("--mode %q: want writes, reads or leases", cfg.mode)
+		return fmt.Errorf("--mode %q: want writes, reads, leases or watch", cfg.mode)
 	}
 	var put, get putFunc
 	switch cfg.target {
