@@ -47,6 +47,35 @@ type Config struct {
 	Logf func(format string, args ...any)
 }
 
+func (cfg Config) valid() bool {
+	return cfg.Nodes >= 1 && cfg.Duration > 0 && cfg.Clients >= 1 && cfg.Keys >= 1 && cfg.Dir != "" && cfg.Binary != ""
+}
+
+// logf returns cfg.Logf, or a function that says nothing.
+func (cfg Config) logf() func(format string, args ...any) {
+	if cfg.Logf == nil {
+		return func(string, ...any) {}
+	}
+	return cfg.Logf
+}
+
+// start starts the cluster behind fault proxies and waits (up to 30 s)
+// for its first leader.
+func (cfg Config) start(ctx context.Context) (*localcluster.Cluster, error) {
+	c, err := localcluster.Start(ctx, localcluster.Config{Nodes: cfg.Nodes, Dir: cfg.Dir, Binary: cfg.Binary,
+		Prefix: cfg.Prefix, SelfServe: cfg.SelfServe, Args: cfg.ServerArgs, Proxies: true, Insecure: cfg.Insecure})
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := c.WaitLeader(wctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
 // Report is what a run observed.
 type Report struct {
 	// Ops is the number of operations in the history; Unknown of them were
@@ -89,25 +118,15 @@ func (r *recorder) add(clientID int, in Input, call int64, out Output, ret int64
 // Run runs one chaos experiment and checks its history. It returns an error
 // only when it could not run; a violation is in the Report.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
-	if cfg.Nodes < 1 || cfg.Duration <= 0 || cfg.Clients < 1 || cfg.Keys < 1 || cfg.Dir == "" || cfg.Binary == "" {
+	if !cfg.valid() {
 		return nil, fmt.Errorf("%w: %+v", ErrInvalid, cfg)
 	}
-	logf := cfg.Logf
-	if logf == nil {
-		logf = func(string, ...any) {}
-	}
-	c, err := localcluster.Start(ctx, localcluster.Config{Nodes: cfg.Nodes, Dir: cfg.Dir, Binary: cfg.Binary,
-		Prefix: cfg.Prefix, SelfServe: cfg.SelfServe, Args: cfg.ServerArgs, Proxies: true, Insecure: cfg.Insecure})
+	logf := cfg.logf()
+	c, err := cfg.start(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = c.WaitLeader(wctx)
-	cancel()
-	if err != nil {
-		return nil, err
-	}
 
 	rep := &Report{Secure: c.Security() != nil}
 	rec := &recorder{start: time.Now()}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"coord/client"
-	"coord/server/localcluster"
 )
 
 // LeaseConfig configures a lease run (RunLeases): Config's cluster,
@@ -52,25 +51,15 @@ type LeaseReport struct {
 // expiry"), renewals answered without a Raft write included. All
 // processes share this machine's clock.
 func RunLeases(ctx context.Context, cfg LeaseConfig) (*LeaseReport, error) {
-	if cfg.TTL <= 0 || cfg.Nodes < 1 || cfg.Duration <= 0 || cfg.Clients < 1 || cfg.Keys < 1 || cfg.Dir == "" || cfg.Binary == "" {
+	if cfg.TTL <= 0 || !cfg.valid() {
 		return nil, fmt.Errorf("%w: %+v", ErrInvalid, cfg)
 	}
-	logf := cfg.Logf
-	if logf == nil {
-		logf = func(string, ...any) {}
-	}
-	c, err := localcluster.Start(ctx, localcluster.Config{Nodes: cfg.Nodes, Dir: cfg.Dir, Binary: cfg.Binary,
-		Prefix: cfg.Prefix, SelfServe: cfg.SelfServe, Args: cfg.ServerArgs, Proxies: true, Insecure: cfg.Insecure})
+	logf := cfg.logf()
+	c, err := cfg.start(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = c.WaitLeader(wctx)
-	cancel()
-	if err != nil {
-		return nil, err
-	}
 	rep := &LeaseReport{}
 	var mu sync.Mutex
 	runCtx, stop := context.WithTimeout(ctx, cfg.Duration)
