@@ -49,7 +49,7 @@ func (f *leaseFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.renewInterval, "renew-interval", 0, "time between renewals (default scales with --ttl)")
 	fl.DurationVar(&f.retryPeriod, "retry-period", 0, "time between retries (default scales with --ttl)")
 	fl.DurationVar(&f.connectTimeout, "connect-timeout", connectTimeoutDefault, "give up (exit 1) if the store does not answer within this at the start; 0 waits forever")
-	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9100 (default: none; port 0 picks a free one, logged)")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, ADDR on loopback, e.g. 127.0.0.1:9100 (default: none; port 0 picks a free one, logged)")
 }
 
 // resolve fills --store from $COORD_STORE when the flag is absent, and
@@ -219,8 +219,9 @@ not replace, an immutable one) ends the command after three attempts: a
 leader first prints lost with the reason; the last line on stderr names the
 file and the reason, and the exit status is 1.
 
-With --metrics-addr ADDR, Prometheus metrics are served at
-http://ADDR/metrics while the command runs: coord_elector_is_leader,
+With --metrics-addr ADDR (on loopback only: the page has no TLS or
+authentication), Prometheus metrics are served at http://ADDR/metrics
+while the command runs: coord_elector_is_leader,
 _elected_total, _lost_total{reason}, _released_total,
 _leader_changes_total, _token, _observed_token,
 _lease_expiry_timestamp_seconds, _last_renew_timestamp_seconds,

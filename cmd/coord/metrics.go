@@ -22,13 +22,22 @@ type metricsServer struct {
 }
 
 // checkMetricsAddr returns a usage error naming --metrics-addr and the
-// value typed unless addr is empty (no metrics) or HOST:PORT.
+// value typed unless addr is empty (no metrics) or HOST:PORT on loopback.
+// The page is plain HTTP without authentication (it shows the holder and
+// its fencing token), so it is served only to this machine: a scraper
+// elsewhere goes through one here (an authenticating proxy, a Prometheus
+// agent).
 func checkMetricsAddr(addr string) error {
 	if addr == "" {
 		return nil
 	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
 		return usagef("--metrics-addr %q: want HOST:PORT, e.g. 127.0.0.1:9100 (%v)", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return usagef("--metrics-addr %q: metrics are served without TLS or authentication, so only on loopback "+
+			"(127.0.0.0/8, ::1, localhost); scrape them from this machine", addr)
 	}
 	return nil
 }

@@ -5,7 +5,9 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -182,16 +184,25 @@ func TestRunMetricsAddr(t *testing.T) {
 	run.Wait()
 }
 
-// A --metrics-addr that is not HOST:PORT is a usage error naming it; one
-// that cannot be bound fails naming it.
+// A --metrics-addr that is not HOST:PORT, or not on loopback (the page
+// has no authentication), is a usage error naming it; one that cannot be
+// bound fails naming it.
 func TestMetricsAddrBadInput(t *testing.T) {
 	store := "file://" + filepath.Join(t.TempDir(), "x.lock")
-	code, _, stderr := runCLI(t, "elect", "--store", store, "--metrics-addr", "9100")
-	if code != exitUsage || !strings.Contains(stderr, `--metrics-addr "9100"`) {
-		t.Errorf("--metrics-addr 9100: exit %d, stderr %q", code, stderr)
+	for _, addr := range []string{"9100", ":9100", "0.0.0.0:9100", "192.0.2.1:9100", "example.com:9100"} {
+		code, _, stderr := runCLI(t, "elect", "--store", store, "--metrics-addr", addr)
+		if code != exitUsage || !strings.Contains(stderr, fmt.Sprintf("--metrics-addr %q", addr)) {
+			t.Errorf("--metrics-addr %s: exit %d, stderr %q", addr, code, stderr)
+		}
 	}
-	code, _, stderr = runCLI(t, "run", "--store", store, "--metrics-addr", "192.0.2.1:9100", "--", "true")
-	if code != exitFailure || !strings.Contains(stderr, "--metrics-addr 192.0.2.1:9100") {
-		t.Errorf("--metrics-addr on an address not ours: exit %d, stderr %q", code, stderr)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	addr := taken.Addr().String()
+	code, _, stderr := runCLI(t, "run", "--store", store, "--metrics-addr", addr, "--", "true")
+	if code != exitFailure || !strings.Contains(stderr, "--metrics-addr "+addr) {
+		t.Errorf("--metrics-addr on a port taken: exit %d, stderr %q", code, stderr)
 	}
 }

@@ -109,7 +109,8 @@ With --json, coord run writes to stderr (stdout is CMD's) one JSON event
 per line, the same as coord elect --json (elected, renewed, lost, released,
 leader) plus started, signal, stopped, continued, exited and conflict.
 
-With --metrics-addr ADDR, the lease's Prometheus metrics are served at
+With --metrics-addr ADDR (on loopback only: the page has no TLS or
+authentication), the lease's Prometheus metrics are served at
 http://ADDR/metrics while coord run runs, the same as coord elect's
 (docs/leases.md).`,
 		Example: `  coord run --store file:///tmp/cron.lock -- ./nightly-job.sh
