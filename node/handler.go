@@ -335,6 +335,21 @@ func (h *Handler) Propose(data []byte, done Waiter) error {
 	return h.propose(func() (uint64, uint64, error) { return h.core.Propose(data) }, done)
 }
 
+// Forward proposes data from any role (raft.Core.Forward): a leader
+// appends it, a follower sends it to its leader. No waiter hears of it:
+// the caller recognizes its entry when the state machine applies it, and
+// gives up on its own clock (a forwarded proposal may be dropped without
+// an answer). An error means it was refused here and went nowhere.
+func (h *Handler) Forward(data []byte) error {
+	if h.stopped != nil {
+		return h.stopped
+	}
+	if h.held {
+		return h.StorageErr()
+	}
+	return h.core.Forward(data)
+}
+
 // ProposeConfChange proposes a membership change; done is called as for
 // Propose, with the new raft.ConfState as the value.
 func (h *Handler) ProposeConfChange(cc raft.ConfChange, done Waiter) error {
@@ -465,7 +480,8 @@ func (h *Handler) sendAhead() {
 }
 
 // canSendAhead reports whether m may leave before its Ready is persisted:
-// a leader's request in the term already durable. It carries the leader's
+// a leader's request in the term already durable, or a follower's
+// forwarded proposals. It carries the leader's
 // entries and commit index, which promise nothing about the leader's own
 // disk (the core counts the leader's copy only once it is persisted, at
 // Advance); responses, votes and anything of a term not yet durable wait
@@ -475,6 +491,10 @@ func (h *Handler) canSendAhead(m raft.Message) bool {
 	switch m.Type {
 	case raft.MsgAppendRequest, raft.MsgHeartbeatRequest, raft.MsgSnapshotRequest, raft.MsgTimeoutNow:
 		return m.Term == h.durableTerm
+	case raft.MsgProposalRequest:
+		// A follower's forwarded proposals promise nothing about its
+		// disk: the leader decides where they go.
+		return true
 	}
 	return false
 }

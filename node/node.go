@@ -303,6 +303,21 @@ func (n *Node) Propose(ctx context.Context, data []byte) (any, error) {
 	return n.wait(ctx, func(done Waiter) error { return n.h.Propose(data, done) })
 }
 
+// Forward proposes data from any role (Handler.Forward) and returns once
+// the core took it: a leader appended it, a follower queued it for its
+// leader. It does not wait for the entry: the caller recognizes it when
+// the state machine applies it. It fails with raft.ErrNotLeader if no
+// leader is known, ErrStorage while the storage fails, or ctx's error or
+// ErrStopped if it never reached the loop; in all those cases the
+// proposal went nowhere.
+func (n *Node) Forward(ctx context.Context, data []byte) error {
+	var err error
+	if doErr := n.do(ctx, func() { err = n.h.Forward(data) }); doErr != nil {
+		return doErr
+	}
+	return err
+}
+
 // ProposeConfChange proposes a membership change and waits until it is
 // applied here; the result is the new raft.ConfState.
 func (n *Node) ProposeConfChange(ctx context.Context, cc raft.ConfChange) (raft.ConfState, error) {

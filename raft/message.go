@@ -43,6 +43,19 @@ const (
 	MsgTimeoutNow
 )
 
+// Types 12 and 13 are reserved (the follower ReadIndex request and
+// response, on another branch); the numbers below are fixed, not iota, so
+// that the gap stays.
+
+// MsgProposalRequest carries proposals a follower forwards to its leader
+// (etcd's MsgProp): Entries holds one normal entry per proposal, with
+// Index and Term zero, which the leader appends as if proposed locally
+// (Core.Propose's checks). It has no response: a proposal dropped anywhere
+// is simply not applied, and the follower learns the outcome of one that
+// was appended only from its own log (docs/raft.md, "Forwarded
+// proposals").
+const MsgProposalRequest MessageType = 14
+
 var messageTypeNames = [...]string{
 	MsgVoteRequest:       "VoteRequest",
 	MsgVoteResponse:      "VoteResponse",
@@ -55,6 +68,7 @@ var messageTypeNames = [...]string{
 	MsgSnapshotRequest:   "SnapshotRequest",
 	MsgSnapshotResponse:  "SnapshotResponse",
 	MsgTimeoutNow:        "TimeoutNow",
+	MsgProposalRequest:   "ProposalRequest",
 }
 
 // String returns the type's name without the Msg prefix.
@@ -66,7 +80,9 @@ func (t MessageType) String() string {
 }
 
 // Valid reports whether t is a known message type.
-func (t MessageType) Valid() bool { return t >= MsgVoteRequest && t <= MsgTimeoutNow }
+func (t MessageType) Valid() bool {
+	return (t >= MsgVoteRequest && t <= MsgTimeoutNow) || t == MsgProposalRequest
+}
 
 // IsResponse reports whether t answers a request.
 func (t MessageType) IsResponse() bool {
@@ -98,7 +114,8 @@ type Message struct {
 	LogIndex uint64
 	LogTerm  uint64
 
-	// Entries are the log entries of an AppendRequest.
+	// Entries are the log entries of an AppendRequest, or the proposals
+	// of a ProposalRequest (Index and Term zero).
 	Entries []Entry
 	// Commit is the leader's commit index (AppendRequest) or the part of it
 	// the follower is known to hold (HeartbeatRequest).
@@ -152,6 +169,8 @@ func (m Message) String() string {
 		s += fmt.Sprintf(" snapshot=%d/%d", m.Snapshot.Metadata.Index, m.Snapshot.Metadata.Term)
 	case MsgSnapshotResponse:
 		s += fmt.Sprintf(" index=%d", m.LogIndex)
+	case MsgProposalRequest:
+		s += fmt.Sprintf(" proposals=%d", len(m.Entries))
 	}
 	if m.ReadRound != 0 {
 		s += fmt.Sprintf(" read=%d", m.ReadRound)

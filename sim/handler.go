@@ -64,10 +64,14 @@ func (s *Sim) hooks(n *node) shell.Hooks {
 		Applied: func(e raft.Entry) {
 			n.machine.hash = chain(n.machine.hash, e)
 			s.check.applied(s, n, e)
+			s.forwardedApplied(n, e)
 		},
 		ConfChanged: func(c raft.CommittedConfChange) { s.confApplied(c.Conf, c.Index) },
 		SnapshotInstalled: func(raft.SnapshotMetadata) {
 			s.check.snapshotInstalled(s, n)
+			// The entries the snapshot covers were never applied here:
+			// the forwarded writes among them are of unknown outcome.
+			n.forwarded = nil
 		},
 		Compacted: func(meta raft.SnapshotMetadata) {
 			s.stats.Snapshots++

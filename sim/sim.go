@@ -49,6 +49,10 @@ type Stats struct {
 	// CommitsLost counts restarts that lost a commit index saved without
 	// sync, as they may.
 	CommitsLost int
+	// ForwardedWrites counts the writes a follower forwarded to its
+	// leader (raft.MsgProposalRequest), of Writes; ForwardedAcked those
+	// the follower saw applied in its own log, of AckedWrites.
+	ForwardedWrites, ForwardedAcked int
 }
 
 // Result is the outcome of one run.
@@ -138,6 +142,11 @@ type node struct {
 	memberSince uint64 // the index of the first applied configuration it is in
 	machine     *machine
 	role        raft.Role
+
+	// forwarded holds the writes this node forwarded to its leader and
+	// has not applied yet, by data, with when they were proposed: a
+	// forwarded write is acknowledged when its own node applies it.
+	forwarded map[string]int64
 }
 
 type ackedWrite struct {
@@ -403,6 +412,7 @@ func (s *Sim) crash(n *node) {
 		n.dying = false
 	}
 	n.h = nil
+	n.forwarded = nil // the client's connection died with the process
 	n.role = 0
 	n.incarnation++
 	h.Stop(errCrashed)

@@ -40,11 +40,49 @@ func (s *Sim) clientWrite() {
 	s.writeSeq++
 	data := fmt.Sprintf("w%d", s.writeSeq)
 	at := s.now
+	if n.role != raft.Leader {
+		s.forwardWrite(n, data, at)
+		return
+	}
 	if err := n.h.Propose([]byte(data), func(r shell.Result) { s.writeDone(n, data, at, r) }); err != nil {
 		return // not the leader, or busy: the client would retry elsewhere
 	}
 	s.stats.Writes++
 	s.process(n)
+}
+
+// forwardWrite has a node that does not lead forward a write to its
+// leader, as the server does for a client's write to a follower. The leader
+// may drop it, and nobody answers: the node acknowledges it when it applies
+// the entry itself (forwardedApplied).
+func (s *Sim) forwardWrite(n *node, data string, at int64) {
+	if err := n.h.Forward([]byte(data)); err != nil {
+		return // no leader known: the client would retry elsewhere
+	}
+	if n.forwarded == nil {
+		n.forwarded = map[string]int64{}
+	}
+	n.forwarded[data] = at
+	s.stats.Writes++
+	s.stats.ForwardedWrites++
+	s.process(n)
+}
+
+// forwardedApplied acknowledges a write node n forwarded, once n applies
+// its entry. The network may duplicate the request, and the leader then
+// appends it twice: only the first is an acknowledgement.
+func (s *Sim) forwardedApplied(n *node, e raft.Entry) {
+	if len(n.forwarded) == 0 || e.Type != raft.EntryNormal {
+		return
+	}
+	data := string(e.Data)
+	at, ok := n.forwarded[data]
+	if !ok {
+		return
+	}
+	delete(n.forwarded, data)
+	s.stats.ForwardedAcked++
+	s.writeDone(n, data, at, shell.Result{Index: e.Index})
 }
 
 // writeDone records an acknowledged write: the history the final checks

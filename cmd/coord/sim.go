@@ -209,6 +209,7 @@ feed:
 		total.Delivered, total.Dropped, total.Leaders, total.Crashes, total.Partitions)
 	fmt.Fprintf(stdout, "membership changes: %d (%d joint); leadership transfers: %d; snapshots: %d; writes: %d accepted, %d acknowledged; reads confirmed: %d\n",
 		total.ConfChanges, total.JointChanges, total.Transfers, total.Snapshots, total.Writes, total.AckedWrites, total.Reads)
+	fmt.Fprintf(stdout, "writes forwarded by followers: %d accepted, %d acknowledged\n", total.ForwardedWrites, total.ForwardedAcked)
 	fmt.Fprintf(stdout, "process kills: %d; connections reset: %d; closes reported to nodes: %d; leader changes: %d (no fault explains: %d)\n",
 		total.Kills, total.Cuts, total.Hints, total.LeaderChanges, total.UnprovokedLeaderChanges)
 	if base.Disk {
@@ -248,6 +249,8 @@ func addStats(a, b sim.Stats) sim.Stats {
 	a.Snapshots += b.Snapshots
 	a.Writes += b.Writes
 	a.AckedWrites += b.AckedWrites
+	a.ForwardedWrites += b.ForwardedWrites
+	a.ForwardedAcked += b.ForwardedAcked
 	a.Reads += b.Reads
 	a.MaxQueuedToNode = max(a.MaxQueuedToNode, b.MaxQueuedToNode)
 	a.DiskFulls += b.DiskFulls

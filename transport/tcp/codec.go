@@ -200,8 +200,27 @@ func unmarshalMessage(b []byte) (raft.Message, error) {
 		return raft.Message{}, fmt.Errorf("%w: message type %d", ErrMalformed, m.Type)
 	case m.From == 0 || m.To == 0:
 		return raft.Message{}, fmt.Errorf("%w: message %v without sender or recipient", ErrMalformed, m.Type)
+	case m.Type == raft.MsgProposalRequest:
+		if err := checkProposals(m.Entries); err != nil {
+			return raft.Message{}, err
+		}
 	}
 	return m, nil
+}
+
+// checkProposals refuses a proposal request that carries no proposals or
+// anything but normal entries: a forwarded membership change would skip
+// the leader's checks (the core refuses it too, with the other fields).
+func checkProposals(entries []raft.Entry) error {
+	if len(entries) == 0 {
+		return fmt.Errorf("%w: %v without proposals", ErrMalformed, raft.MsgProposalRequest)
+	}
+	for i, e := range entries {
+		if e.Type != raft.EntryNormal {
+			return fmt.Errorf("%w: %v: proposal %d is a %v entry", ErrMalformed, raft.MsgProposalRequest, i, e.Type)
+		}
+	}
+	return nil
 }
 
 // done returns the decoder's error, or an error for trailing input, naming
