@@ -354,14 +354,17 @@ func sessionParams(r *request) (client, seq, ack uint64, err error) {
 // called with the result of a command that applied; failures of the
 // command itself become API errors.
 func (a *API) propose(w http.ResponseWriter, r *request, cmd Command, ok func(Result) error) error {
-	if !a.leading() {
-		return a.forward(w, r)
-	}
 	client, seq, ack, err := sessionParams(r)
 	if err != nil {
 		return err
 	}
 	cmd.Client, cmd.Seq, cmd.Ack = client, seq, ack
+	if err := a.carryToken(r, &cmd); err != nil {
+		return err
+	}
+	if !a.leading() {
+		return a.proposeFromFollower(w, r, cmd, ok)
+	}
 	res, err := a.replica.Propose(r.Context(), cmd)
 	// Refused before it reached the log: safe to pass on to the leader.
 	// Appended but leadership lost: safe only for a write in a session,
@@ -371,6 +374,59 @@ func (a *API) propose(w http.ResponseWriter, r *request, cmd Command, ok func(Re
 	}
 	if errors.Is(err, ErrOutcomeUnknown) && cmd.Client != 0 && r.Context().Err() == nil {
 		r.proposed = true
+		return a.forward(w, r)
+	}
+	if err != nil {
+		return err
+	}
+	if err := resultError(res); err != nil {
+		return err
+	}
+	return ok(res)
+}
+
+// forwardsAsProposal reports whether a follower forwards a write of op to
+// its leader as a Raft proposal. The others go over HTTP: a renewal, which
+// the leader answers without a write (Node.renewOnLeader), and the tokens
+// API's writes (admin requests, whose answers the leader makes).
+func forwardsAsProposal(op Op) bool {
+	switch op {
+	case OpPut, OpDelete, OpAcquire, OpRelease:
+		return true
+	}
+	return false
+}
+
+// carryToken puts the hash of the request's token in a write the state
+// machine re-checks (Machine.authorize): the guard checked the token
+// against this node's tokens, which may lag the log, so the decision is
+// taken again at the write's position in the log, alike on every replica.
+func (a *API) carryToken(r *request, cmd *Command) error {
+	if !a.cfg.Auth || !forwardsAsProposal(cmd.Op) {
+		return nil
+	}
+	secret, err := bearer(r.Request)
+	if err != nil {
+		return err
+	}
+	cmd.HasAuth, cmd.AuthHash = true, HashToken(secret)
+	return nil
+}
+
+// proposeFromFollower runs a write a follower took: forwarded to the
+// leader as a Raft proposal, the answer being this node's own Apply of the
+// entry (ProposalForwarder), or, for what is not a plain proposal, a
+// request forwarded to it by HTTP, or when the Raft transport has no
+// connection to the leader, over HTTP.
+func (a *API) proposeFromFollower(w http.ResponseWriter, r *request, cmd Command, ok func(Result) error) error {
+	f, can := a.replica.(ProposalForwarder)
+	if !can || !forwardsAsProposal(cmd.Op) || r.Header.Get(api.HeaderForwarded) != "" {
+		return a.forward(w, r)
+	}
+	res, err := f.ProposeForwarded(r.Context(), cmd)
+	if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoPeerRoute) {
+		// Refused before it left this node: HTTP forwarding answers
+		// (unavailable, if no leader is known).
 		return a.forward(w, r)
 	}
 	if err != nil {
@@ -401,6 +457,10 @@ func resultError(res Result) error {
 		ae.body.Holder, ae.body.Token = new(res.Holder), new(res.Token)
 	case StatusStaleSequence:
 		ae = fail(api.CodeStaleSequence, res.Reason)
+	case StatusUnauthenticated:
+		ae = unauthenticated(res.Reason)
+	case StatusForbidden:
+		ae = fail(api.CodePermissionDenied, res.Reason)
 	default:
 		ae = fail(api.CodeInvalid, res.Reason)
 	}

@@ -113,16 +113,41 @@ type Command struct {
 	Token   uint64
 	TTL     time.Duration
 	Renewed uint64
+
+	// Origin and Request identify a write a follower forwarded to its
+	// leader as a Raft proposal: the node that took it from the client,
+	// and a number unique among that node's requests. The origin knows
+	// its write by them when it applies the entry (Node.ProposeForwarded).
+	// Zero: not forwarded.
+	Origin, Request uint64
+	// HasAuth says the write was sent with an API token whose hash is
+	// AuthHash (never the token itself): Apply checks the token's role and
+	// prefixes against the tokens as of the entry, so that a token revoked
+	// before the write's position in the log refuses it on every replica
+	// alike, whatever the node that took it had applied.
+	HasAuth  bool
+	AuthHash [TokenHashBytes]byte
 }
 
-// commandVersion is the first byte of an encoded Command.
-const commandVersion = 1
+// commandVersion is the first byte of an encoded Command: version 1 holds
+// the fields up to Renewed; version 2 adds Origin, Request and the token
+// hash. A command without those is encoded as version 1, byte for byte as
+// before.
+const (
+	commandVersion     = 1
+	commandVersionAuth = 2
+)
 
 // Marshal encodes the command: a version byte, the op, then its fields as
 // uvarints and length-prefixed bytes.
 func (c Command) Marshal() []byte {
 	e := wire.Encoder{Buf: make([]byte, 0, 32+len(c.Key)+len(c.Value)+len(c.Holder))}
-	e.Byte(commandVersion)
+	v2 := c.Origin != 0 || c.Request != 0 || c.HasAuth
+	if v2 {
+		e.Byte(commandVersionAuth)
+	} else {
+		e.Byte(commandVersion)
+	}
 	e.Byte(byte(c.Op))
 	e.Uvarint(c.Client)
 	e.Uvarint(c.Seq)
@@ -135,6 +160,15 @@ func (c Command) Marshal() []byte {
 	e.Uvarint(c.Token)
 	e.Varint(int64(c.TTL))
 	e.Uvarint(c.Renewed)
+	if v2 {
+		e.Uvarint(c.Origin)
+		e.Uvarint(c.Request)
+		if c.HasAuth {
+			e.Bytes(c.AuthHash[:])
+		} else {
+			e.Bytes(nil)
+		}
+	}
 	return e.Buf
 }
 
@@ -146,7 +180,8 @@ const maxEncodedField = 64 << 20
 // ErrMalformed.
 func UnmarshalCommand(data []byte) (Command, error) {
 	d := wire.NewDecoder(data, ErrMalformed)
-	if v := d.Byte("version"); d.Err() == nil && v != commandVersion {
+	v := d.Byte("version")
+	if d.Err() == nil && v != commandVersion && v != commandVersionAuth {
 		return Command{}, fmt.Errorf("%w: command version %d", ErrMalformed, v)
 	}
 	var c Command
@@ -162,6 +197,18 @@ func UnmarshalCommand(data []byte) (Command, error) {
 	c.Token = d.Uvarint("token")
 	c.TTL = time.Duration(d.Varint("ttl"))
 	c.Renewed = d.Uvarint("renewed")
+	if v == commandVersionAuth {
+		c.Origin = d.Uvarint("origin")
+		c.Request = d.Uvarint("request")
+		switch hash := d.Bytes("token hash", TokenHashBytes); {
+		case d.Err() != nil:
+		case len(hash) == TokenHashBytes:
+			c.HasAuth = true
+			copy(c.AuthHash[:], hash)
+		case len(hash) != 0:
+			d.Fail(fmt.Sprintf("token hash of %d bytes", len(hash)))
+		}
+	}
 	if err := d.Done(); err != nil {
 		return Command{}, fmt.Errorf("command: %w", err)
 	}
@@ -195,12 +242,18 @@ const (
 	StatusStaleSequence
 	// StatusInvalid: the command broke a limit or was malformed.
 	StatusInvalid
+	// StatusUnauthenticated: the token the write was sent with
+	// (Command.AuthHash) was unknown or revoked as of the write's entry.
+	StatusUnauthenticated
+	// StatusForbidden: that token's role or prefixes did not allow the
+	// write as of its entry.
+	StatusForbidden
 )
 
 var statusNames = [...]string{
 	StatusOK: "ok", StatusNotFound: "not_found", StatusConflict: "conflict",
 	StatusHeld: "held", StatusLost: "lost", StatusStaleSequence: "stale_sequence",
-	StatusInvalid: "invalid",
+	StatusInvalid: "invalid", StatusUnauthenticated: "unauthenticated", StatusForbidden: "forbidden",
 }
 
 // String returns the status's name, as the HTTP API spells it.

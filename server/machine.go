@@ -172,6 +172,9 @@ func (m *Machine) Apply(index uint64, data []byte) Result {
 // ApplyCommand applies cmd, committed at index. Indexes must grow.
 func (m *Machine) ApplyCommand(index uint64, cmd Command) Result {
 	m.Advance(index)
+	if res, ok := m.authorize(cmd); !ok {
+		return res
+	}
 	if cmd.Client == 0 {
 		return m.execute(index, cmd)
 	}
@@ -208,6 +211,33 @@ func (m *Machine) ApplyCommand(index uint64, cmd Command) Result {
 	r := m.execute(index, cmd)
 	s.results[cmd.Seq] = r
 	return r
+}
+
+// authorize checks the token a command carries (Command.HasAuth) against
+// the tokens as of this entry: the decision is the log's, the same on every
+// replica, whatever the node that took the write had applied when it
+// checked the token itself. Before the session checks: a revoked token
+// does not get even a retry's remembered answer. A command without a token
+// hash passes (the API checked it, or runs without tokens).
+func (m *Machine) authorize(c Command) (Result, bool) {
+	if !c.HasAuth {
+		return Result{}, true
+	}
+	t, ok := m.TokenByHash(c.AuthHash)
+	if !ok {
+		return Result{Status: StatusUnauthenticated, Reason: "unknown or revoked token (as of this write's entry)"}, false
+	}
+	need := access{role: TokenAdmin}
+	switch c.Op {
+	case OpPut, OpDelete:
+		need = access{role: TokenWrite, scope: scopeKey}
+	case OpAcquire, OpRenew, OpRelease:
+		need = access{role: TokenWrite, scope: scopeLease}
+	}
+	if !t.allows(need.role, need.scope, c.Key) {
+		return Result{Status: StatusForbidden, Reason: denial(t, need, c.Key) + " (as of this write's entry)"}, false
+	}
+	return Result{}, true
 }
 
 // evictSessions forgets the least recently used sessions beyond the limit,

@@ -224,6 +224,11 @@ type stateMachine struct {
 	watches      watchIndex
 	// routes, if set, hears of every change to the peer addresses.
 	routes *peerRoutes
+
+	// self is this node's ID; forwards are the writes it forwarded to
+	// its leader and waits for in its own log (forward.go).
+	self     uint64
+	forwards *forwardWaiters
 }
 
 var _ node.StateMachine = (*stateMachine)(nil)
@@ -259,6 +264,9 @@ func (s *stateMachine) Apply(index uint64, data []byte) any {
 		}
 	case cmd.Op == OpPeerSet || cmd.Op == OpPeerForget:
 		s.routes.applied(cmd, res)
+	}
+	if cmd.Origin != 0 && cmd.Origin == s.self {
+		s.forwards.applied(cmd.Request, res)
 	}
 	return res
 }
@@ -306,6 +314,9 @@ func (s *stateMachine) Restore(data []byte) error {
 	s.heldChanges.Add(1)
 	s.watches.changedAll()
 	s.notify()
+	// The entries the snapshot covers were never applied here: whether a
+	// forwarded write was among them is unknown.
+	s.forwards.failAll(fmt.Errorf("%w: a snapshot from the leader covered a forwarded write's entry", ErrOutcomeUnknown))
 	return nil
 }
 
@@ -330,7 +341,7 @@ func NewNode(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: logger(cfg.Logger).With("node", cfg.ID), stop: make(chan struct{}), watchDone: make(chan struct{}),
 		announced: map[uint64]string{}}
 	n.sm = &stateMachine{machine: NewMachine(cfg.Limits), lessor: newLessor(time.Second), changed: make(chan struct{}),
-		watches: newWatchIndex(cfg.HTTP.WatchesMax), metrics: cfg.Metrics}
+		watches: newWatchIndex(cfg.HTTP.WatchesMax), metrics: cfg.Metrics, self: cfg.ID, forwards: newForwardWaiters()}
 	n.obs = newObserver(cfg.ID)
 	if err := n.open(); err != nil {
 		if n.tr != nil {

@@ -36,6 +36,8 @@ type testCluster struct {
 	withMetrics bool
 	// fsFor, if set, gives each node its file system.
 	fsFor func(id uint64) vfs.FS
+	// apiConfig configures the API of each node started from now on.
+	apiConfig APIConfig
 }
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -106,7 +108,7 @@ func (c *testCluster) start(id uint64, raftL net.Listener, dir string, opts ...f
 	if err != nil {
 		c.t.Fatalf("node %d: %v", id, err)
 	}
-	srv := &http.Server{Handler: NewAPI(node, APIConfig{})}
+	srv := &http.Server{Handler: NewAPI(node, c.apiConfig)}
 	go srv.Serve(httpL)
 	n := &testNode{Node: node, id: id, dir: dir, httpURL: "http://" + cfg.HTTPAddr, srv: srv, metrics: cfg.Metrics}
 	c.nodes[id] = n
