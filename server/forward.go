@@ -118,6 +118,9 @@ func (f *forwardWaiters) failAll(err error) {
 // result its own Apply computed, which is the leader's (Apply is
 // deterministic). A leader proposes it locally (raft.Core.Forward).
 func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error) {
+	// Taken before the status: a change of leader or term from this point
+	// on closes it, and then shows in the status.
+	changed := n.shell.RoleChanged()
 	st := n.shell.Status()
 	lead, term := st.Lead, st.Term
 	if lead == 0 {
@@ -128,9 +131,6 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 			return Result{}, fmt.Errorf("%w: node %d to %d", ErrNoPeerRoute, n.cfg.ID, lead)
 		}
 	}
-	// Taken before the proposal leaves: a change of leader or term after
-	// this point closes it.
-	changed := n.shell.RoleChanged()
 	cmd.Origin = n.cfg.ID
 	id, outcome := n.sm.forwards.add()
 	defer n.sm.forwards.remove(id)

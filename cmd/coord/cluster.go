@@ -643,7 +643,8 @@ default timing unless --tick), then measure:
   - committed writes per second and their p50/p99 latency, for each client
     concurrency in --concurrency: each client writes 100-byte values in a
     closed loop for --duration, first through the leader (clients that know
-    only its address), then through a follower (which forwards each write),
+    only its address), then through a follower (which forwards each write
+    to the leader as a Raft proposal and answers once it applied it),
     each row naming the node that led;
   - beside them, the node package alone at the same concurrency (three
     Raft nodes in this process on the same disk, fsync on, proposals made on
