@@ -89,3 +89,40 @@ func TestApplyChecksTheTokenAsOfTheEntry(t *testing.T) {
 	// coord) nothing is checked.
 	a.want(Command{Op: OpPut, Key: "x", Value: []byte("4")}, StatusOK)
 }
+
+// A forwarded write's waiter hears its own entry's result once, a
+// snapshot that covers entries this node never applied fails every waiter
+// as of unknown outcome, and request numbers are never 0 (not forwarded).
+func TestForwardWaiters(t *testing.T) {
+	f := newForwardWaiters()
+	a, chA := f.add()
+	b, chB := f.add()
+	if a == 0 || b == 0 || a == b {
+		t.Fatalf("request numbers %d and %d", a, b)
+	}
+	f.applied(a, Result{Revision: 7})
+	f.applied(a, Result{Revision: 8}) // a duplicate entry: nobody waits
+	if o := <-chA; o.err != nil || o.res.Revision != 7 {
+		t.Fatalf("waiter a heard %+v, want revision 7", o)
+	}
+	select {
+	case o := <-chA:
+		t.Fatalf("waiter a heard twice: %+v", o)
+	default:
+	}
+	f.failAll(ErrOutcomeUnknown)
+	if o := <-chB; !errors.Is(o.err, ErrOutcomeUnknown) {
+		t.Fatalf("waiter b heard %+v after a snapshot, want ErrOutcomeUnknown", o)
+	}
+	c, chC := f.add()
+	f.remove(c) // the request gave up
+	f.applied(c, Result{})
+	select {
+	case o := <-chC:
+		t.Fatalf("a removed waiter heard %+v", o)
+	default:
+	}
+	var none *forwardWaiters // a state machine without a node
+	none.applied(1, Result{})
+	none.failAll(ErrOutcomeUnknown)
+}

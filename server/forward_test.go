@@ -285,3 +285,27 @@ func TestFollowerWithoutLeaderRefusesWrites(t *testing.T) {
 		t.Fatalf("PUT on a follower with no leader: %d %v, want unavailable", r.code, r.body)
 	}
 }
+
+// A renewal sent to a follower still reaches the leader over HTTP, which
+// answers it without a Raft write (Node.renewOnLeader): the lease's
+// revision does not move.
+func TestRenewalThroughAFollowerIsAnsweredByTheLeader(t *testing.T) {
+	c := newTestCluster(t, 3)
+	leader := c.waitLeader()
+	f := c.follower(leader)
+	waitPeerConnected(t, f, leader)
+	acq := callAs(t, "POST", f.httpURL+"/v1/leases/rl/acquire", "", `{"holder":"h","ttl_ms":60000}`)
+	if acq.code != http.StatusOK {
+		t.Fatalf("acquire through the follower: %d %v", acq.code, acq.body)
+	}
+	l := c.nodes[leader]
+	waitApplied(t, l, 30*time.Second, "the leader's deadline", func(v View) bool {
+		_, ok := v.Remaining("rl")
+		return ok
+	})
+	token := uint64(acq.body["token"].(float64))
+	r := callAs(t, "POST", f.httpURL+"/v1/leases/rl/renew", "", fmt.Sprintf(`{"holder":"h","token":%d}`, token))
+	if r.code != http.StatusOK || r.body["revision"] != acq.body["revision"] {
+		t.Fatalf("renew through the follower: %d %v, want 200 at the acquire's revision %v (no Raft write)", r.code, r.body, acq.body["revision"])
+	}
+}
