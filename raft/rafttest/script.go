@@ -157,6 +157,7 @@ var commands = map[string]command{
 	"run":         runRoundsCommand,
 	"campaign":    campaignCommand,
 	"propose":     proposeCommand,
+	"forward":     forwardCommand,
 	"conf":        confCommand,
 	"transfer":    transferCommand,
 	"read":        readCommand,
