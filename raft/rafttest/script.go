@@ -29,6 +29,7 @@ const maxStabilizeRounds = 1000
 //	                        stabilize; deliveries are not printed
 //	campaign ID             start an election now
 //	propose ID DATA         propose a command
+//	forward ID DATA         propose from any role (a follower forwards it)
 //	conf ID OP NODE...      propose add-voter, add-learner or remove (pairs
 //	                        of OP NODE; two voters or more go through joint
 //	                        consensus)
