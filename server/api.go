@@ -359,9 +359,6 @@ func (a *API) propose(w http.ResponseWriter, r *request, cmd Command, ok func(Re
 		return err
 	}
 	cmd.Client, cmd.Seq, cmd.Ack = client, seq, ack
-	if err := a.carryToken(r, &cmd); err != nil {
-		return err
-	}
 	if !a.leading() {
 		return a.proposeFromFollower(w, r, cmd, ok)
 	}
@@ -397,12 +394,16 @@ func forwardsAsProposal(op Op) bool {
 	return false
 }
 
-// carryToken puts the hash of the request's token in a write the state
-// machine re-checks (Machine.authorize): the guard checked the token
-// against this node's tokens, which may lag the log, so the decision is
-// taken again at the write's position in the log, alike on every replica.
+// carryToken puts the hash of the request's token in a write a follower
+// forwards as a proposal, which the state machine re-checks
+// (Machine.authorize): the follower checked the token against its own
+// tokens, which may lag the leader's (a revocation already answered), so
+// the decision is taken again at the write's position in the log, alike on
+// every replica. The leader's own writes need not carry it: a revocation is
+// answered once the leader applied it, so its check is never behind an
+// answered one.
 func (a *API) carryToken(r *request, cmd *Command) error {
-	if !a.cfg.Auth || !forwardsAsProposal(cmd.Op) {
+	if !a.cfg.Auth {
 		return nil
 	}
 	secret, err := bearer(r.Request)
@@ -422,6 +423,9 @@ func (a *API) proposeFromFollower(w http.ResponseWriter, r *request, cmd Command
 	f, can := a.replica.(ProposalForwarder)
 	if !can || !forwardsAsProposal(cmd.Op) || r.Header.Get(api.HeaderForwarded) != "" {
 		return a.forward(w, r)
+	}
+	if err := a.carryToken(r, &cmd); err != nil {
+		return err
 	}
 	res, err := f.ProposeForwarded(r.Context(), cmd)
 	if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoPeerRoute) {

@@ -188,7 +188,20 @@ func TestForwardedWriteRefusedByATokenRevokedBeforeIt(t *testing.T) {
 	if res, err := f.ProposeForwarded(ctx(t), cmd); err != nil || res.Status != StatusForbidden {
 		t.Fatalf("forwarded write outside the token's prefix: %+v, %v; want %v", res, err, StatusForbidden)
 	}
-	waitApplied(t, l, 30*time.Second, "the follower's applied index", func(View) bool { return l.Status().Applied >= f.Status().Applied })
+	// Not inside View (it holds the state machine's read lock, which
+	// Status takes too): wait for the leader to apply what the follower has.
+	target, deadline := f.Status().Applied, time.After(30*time.Second)
+	for {
+		changed := l.Changed()
+		if l.Status().Applied >= target {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the leader did not apply through %d", target)
+		}
+	}
 	l.View(func(v View) {
 		if kv, _ := v.Get("a"); string(kv.Value) != "1" || kv.Version != 1 {
 			t.Fatalf("leader: a = %q version %d, want only the first write", kv.Value, kv.Version)
