@@ -44,7 +44,8 @@ delay, reordering and duplication, partitions (symmetric and one-way), crashes
 and restarts, membership changes and a client workload, all in simulated time.
 After every step the checkers verify one leader per term, one vote per node per
 term, log matching, leader completeness, state machine safety, linearizable
-reads and that no acknowledged write is lost; once the faults stop, a leader
+reads (on leaders, and on followers, which ask the leader for a read index) and
+that no acknowledged write is lost; once the faults stop, a leader
 must commit a new write within a bound (liveness).
 
 --disk keeps each node's log in the durable storage (write-ahead log and
