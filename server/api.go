@@ -417,6 +417,9 @@ func resultError(res Result) error {
 // or its leader changed or refused) forwards the request as before: to the
 // leader, or an unavailable answer naming why.
 //
+// Lease reads are the exception (leaderReadRoutes): a follower forwards
+// them, because their remaining_ms is the leader's clock.
+//
 // The token is checked again after the barrier, against the state it
 // applied: a revocation committed before the read began is applied by then,
 // so a revoked token reads nothing, on any node (the guard's check before
@@ -428,6 +431,10 @@ func (a *API) read(w http.ResponseWriter, r *request, serve func() error) error 
 	}
 	if stale {
 		return serve()
+	}
+	if leaderReadRoutes[r.route] && !a.leading() {
+		a.countRead("forwarded")
+		return a.forward(w, r)
 	}
 	if err := a.replica.ReadBarrier(r.Context()); err != nil {
 		if errors.Is(err, ErrNotLeader) {
@@ -447,6 +454,14 @@ func (a *API) read(w http.ResponseWriter, r *request, serve func() error) error 
 	a.countRead("local")
 	return serve()
 }
+
+// leaderReadRoutes are the linearizable reads a follower forwards to the
+// leader rather than serve itself: a held lease's remaining_ms is the time
+// left by the leader's clock, which only the leader knows (it answers
+// renewals itself, without a Raft write: Node.renewOnLeader), and
+// clients (raft:// standbys) time their takeover by it. A follower could
+// only leave it out.
+var leaderReadRoutes = map[string]bool{"lease_get": true, "lease_watch": true}
 
 func (a *API) countRead(served string) {
 	if a.cfg.Metrics != nil {

@@ -124,6 +124,14 @@ func TestFollowerServesLinearizableReads(t *testing.T) {
 	if got := follower.localReads() - before; got < writes {
 		t.Fatalf("follower %d served %d of %d linearizable reads itself; the others were forwarded", followerID, got, writes)
 	}
+	// A lease read through the follower still has remaining_ms, the time
+	// left by the leader's clock: the follower forwards lease reads.
+	if code, body := leader.do("POST", "/v1/leases/fread-lease/acquire", `{"holder":"a","ttl_ms":60000}`); code != http.StatusOK {
+		t.Fatalf("acquire: %d %s", code, body)
+	}
+	if code, body := follower.do("GET", "/v1/leases/fread-lease", ""); code != http.StatusOK || !strings.Contains(body, `"remaining_ms"`) {
+		t.Fatalf("lease read through follower %d: %d %s, want remaining_ms", followerID, code, body)
+	}
 
 	// Cut the follower off; the majority takes a new write.
 	if err := c.Isolate(followerID); err != nil {
