@@ -19,7 +19,8 @@ type Result struct {
 	// raft.ConfState for a membership change); nil for a read.
 	Value any
 	// Err is why the proposal or read failed: ErrProposalLost,
-	// ErrOutcomeUnknown, raft.ErrNotLeader (a read on a deposed leader),
+	// ErrOutcomeUnknown, raft.ErrNotLeader (a read on a deposed leader, or
+	// one the core dropped: a follower's leader changed or refused),
 	// or the error the handler was stopped with.
 	Err error
 }
