@@ -41,6 +41,17 @@ const (
 	// MsgTimeoutNow tells the target of a leadership transfer to start an
 	// election at once (§3.10). It has no response.
 	MsgTimeoutNow
+	// MsgReadIndexRequest asks the leader for a read index on behalf of a
+	// follower's reads (dissertation §6.4, as etcd's MsgReadIndex).
+	// ReadRound numbers the request: it only grows on the follower, and
+	// every other field past Term is zero.
+	MsgReadIndexRequest
+	// MsgReadIndexResponse answers a MsgReadIndexRequest, echoing its
+	// ReadRound: LogIndex is the read index, confirmed by a quorum round
+	// that started after the request arrived; or Reject (with LogIndex 0)
+	// when the recipient does not lead the term. Every other field past
+	// Term is zero.
+	MsgReadIndexResponse
 )
 
 var messageTypeNames = [...]string{
@@ -55,6 +66,8 @@ var messageTypeNames = [...]string{
 	MsgSnapshotRequest:   "SnapshotRequest",
 	MsgSnapshotResponse:  "SnapshotResponse",
 	MsgTimeoutNow:        "TimeoutNow",
+	MsgReadIndexRequest:  "ReadIndexRequest",
+	MsgReadIndexResponse: "ReadIndexResponse",
 }
 
 // String returns the type's name without the Msg prefix.
@@ -66,12 +79,13 @@ func (t MessageType) String() string {
 }
 
 // Valid reports whether t is a known message type.
-func (t MessageType) Valid() bool { return t >= MsgVoteRequest && t <= MsgTimeoutNow }
+func (t MessageType) Valid() bool { return t >= MsgVoteRequest && t <= MsgReadIndexResponse }
 
 // IsResponse reports whether t answers a request.
 func (t MessageType) IsResponse() bool {
 	switch t {
-	case MsgVoteResponse, MsgPreVoteResponse, MsgAppendResponse, MsgHeartbeatResponse, MsgSnapshotResponse:
+	case MsgVoteResponse, MsgPreVoteResponse, MsgAppendResponse, MsgHeartbeatResponse, MsgSnapshotResponse,
+		MsgReadIndexResponse:
 		return true
 	}
 	return false
@@ -95,6 +109,7 @@ type Message struct {
 	// lastLogTerm). AppendResponse: on success the highest index known to
 	// match the leader, on reject the rejected request's LogIndex.
 	// SnapshotResponse: the follower's last index after installing.
+	// ReadIndexResponse: the read index.
 	LogIndex uint64
 	LogTerm  uint64
 
@@ -120,7 +135,8 @@ type Message struct {
 
 	// ReadRound ties heartbeats to ReadIndex requests (dissertation §6.4):
 	// a leader confirms a read once a quorum has answered a heartbeat of
-	// that round or later. Responses echo it.
+	// that round or later. Responses echo it. In a ReadIndexRequest it is
+	// the follower's own request number, which the response echoes.
 	ReadRound uint64
 	// Transfer marks a VoteRequest sent because of a leadership transfer;
 	// voters grant it even while they hear from a leader (§3.10).
@@ -152,6 +168,10 @@ func (m Message) String() string {
 		s += fmt.Sprintf(" snapshot=%d/%d", m.Snapshot.Metadata.Index, m.Snapshot.Metadata.Term)
 	case MsgSnapshotResponse:
 		s += fmt.Sprintf(" index=%d", m.LogIndex)
+	case MsgReadIndexResponse:
+		if !m.Reject {
+			s += fmt.Sprintf(" index=%d", m.LogIndex)
+		}
 	}
 	if m.ReadRound != 0 {
 		s += fmt.Sprintf(" read=%d", m.ReadRound)
