@@ -19,7 +19,8 @@ type Result struct {
 	// raft.ConfState for a membership change); nil for a read.
 	Value any
 	// Err is why the proposal or read failed: ErrProposalLost,
-	// ErrOutcomeUnknown, raft.ErrNotLeader (a read on a deposed leader),
+	// ErrOutcomeUnknown, raft.ErrNotLeader (a read on a deposed leader, or
+	// one the core dropped: a follower's leader changed or refused),
 	// or the error the handler was stopped with.
 	Err error
 }
@@ -116,7 +117,8 @@ type HandlerConfig struct {
 //     (Ready.ConfChanges; never worked out again); the proposer waiting
 //     for the entry is answered; confirmed reads are answered once
 //     applied through their index; reads pending on a leader that lost
-//     its leadership fail;
+//     its leadership fail, and so do the reads the core dropped
+//     (Ready.DroppedReads: a follower's leader changed or refused);
 //  4. Core.Advance, then a snapshot and log compaction once
 //     SnapshotEntries were applied since the last.
 //
@@ -384,7 +386,9 @@ func (h *Handler) await(index, term uint64, done Waiter) {
 // ReadIndex starts a linearizable read (dissertation §6.4) under the
 // caller's id, which must not be in use by another read of this handler,
 // and calls done once this node applied through the index the leader
-// confirmed, or when the read fails.
+// confirmed, or when the read fails. On a follower the core asks the
+// leader for the index (MsgReadIndexRequest); a read the core drops fails
+// with an error wrapping raft.ErrNotLeader.
 func (h *Handler) ReadIndex(id uint64, done Waiter) error {
 	if h.stopped != nil {
 		return h.stopped
@@ -546,6 +550,7 @@ func (h *Handler) finish() error {
 		return h.stopped
 	}
 	h.confirmReads(rd.ReadStates)
+	h.dropReads(rd.DroppedReads)
 	if rd.SoftState != nil {
 		wasLeading := h.leading
 		h.leading = rd.SoftState.Role == raft.Leader
@@ -692,6 +697,18 @@ func (h *Handler) confirmReads(states []raft.ReadState) {
 	}
 	clear(h.readQueue[len(kept):])
 	h.readQueue = kept
+}
+
+// dropReads fails the reads the core will never confirm: a follower's
+// leader changed or refused, or a leader lost its leadership. The caller
+// retries, on this node or another.
+func (h *Handler) dropReads(ids []uint64) {
+	for _, id := range ids {
+		if done, ok := h.reads[id]; ok {
+			delete(h.reads, id)
+			done(Result{Err: fmt.Errorf("%w: read %d dropped: the leader changed or refused", raft.ErrNotLeader, id)})
+		}
+	}
 }
 
 func (h *Handler) failReads(err error) {

@@ -331,8 +331,10 @@ func (n *Node) ProposeConfChange(ctx context.Context, cc raft.ConfChange) (raft.
 // ReadIndex waits until a linearizable read may be served from this
 // node's state machine (dissertation §6.4): the leader confirmed its
 // leadership with a quorum, and this node applied through the commit index
-// it had when the read began. Only the leader serves it (raft.ErrNotLeader
-// elsewhere).
+// it had when the read began. A follower asks its leader for that index
+// over the transport and waits until it has applied through it; a node
+// that knows no leader, or whose leader changed or refused while the read
+// waited, fails it with raft.ErrNotLeader, and the caller may retry.
 func (n *Node) ReadIndex(ctx context.Context) error {
 	_, err := n.wait(ctx, func(done Waiter) error {
 		n.readSeq++

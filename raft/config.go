@@ -3,7 +3,8 @@ package raft
 import "fmt"
 
 // Rand is the source of randomness the core needs: randomized election
-// timeouts (Raft §5.2). *math/rand/v2.Rand satisfies it. Injecting it keeps
+// timeouts (Raft §5.2) and where a follower's read index requests start
+// numbering. *math/rand/v2.Rand satisfies it. Injecting it keeps
 // the core deterministic: one seed, one run.
 type Rand interface {
 	// IntN returns a uniform integer in [0, n). n > 0.
@@ -18,7 +19,11 @@ type Config struct {
 	// Storage is read for the persisted log and hard state. The caller
 	// writes to it what each Ready asks for.
 	Storage Storage
-	// Rand draws election timeouts. Required.
+	// Rand draws election timeouts and the first number of a follower's
+	// read index requests. Required. A node's restarts must not replay
+	// the same sequence (seed it from crypto/rand, or from the seed and
+	// the run): an answer to an earlier run's request, delayed across a
+	// restart, is told apart from this run's by the number alone.
 	Rand Rand
 	// Peers, for a brand-new node whose Storage is empty, is the initial
 	// voter set: the core then writes it as the first log entry (index 1,

@@ -41,20 +41,26 @@ const (
 	// MsgTimeoutNow tells the target of a leadership transfer to start an
 	// election at once (§3.10). It has no response.
 	MsgTimeoutNow
+	// MsgReadIndexRequest asks the leader for a read index on behalf of a
+	// follower's reads (dissertation §6.4, as etcd's MsgReadIndex).
+	// ReadRound numbers the request: it only grows on the follower, and
+	// every other field past Term is zero.
+	MsgReadIndexRequest
+	// MsgReadIndexResponse answers a MsgReadIndexRequest, echoing its
+	// ReadRound: LogIndex is the read index, confirmed by a quorum round
+	// that started after the request arrived; or Reject (with LogIndex 0)
+	// when the recipient does not lead the term. Every other field past
+	// Term is zero.
+	MsgReadIndexResponse
+	// MsgProposalRequest carries proposals a follower forwards to its
+	// leader (etcd's MsgProp): Entries holds one normal entry per
+	// proposal, with Index and Term zero, which the leader appends as if
+	// proposed locally (Core.Propose's checks). It has no response: a
+	// proposal dropped anywhere is simply not applied, and the follower
+	// learns the outcome of one that was appended only from its own log
+	// (docs/raft.md, "Forwarded proposals").
+	MsgProposalRequest
 )
-
-// Types 12 and 13 are reserved (the follower ReadIndex request and
-// response, on another branch); the numbers below are fixed, not iota, so
-// that the gap stays.
-
-// MsgProposalRequest carries proposals a follower forwards to its leader
-// (etcd's MsgProp): Entries holds one normal entry per proposal, with
-// Index and Term zero, which the leader appends as if proposed locally
-// (Core.Propose's checks). It has no response: a proposal dropped anywhere
-// is simply not applied, and the follower learns the outcome of one that
-// was appended only from its own log (docs/raft.md, "Forwarded
-// proposals").
-const MsgProposalRequest MessageType = 14
 
 var messageTypeNames = [...]string{
 	MsgVoteRequest:       "VoteRequest",
@@ -68,6 +74,8 @@ var messageTypeNames = [...]string{
 	MsgSnapshotRequest:   "SnapshotRequest",
 	MsgSnapshotResponse:  "SnapshotResponse",
 	MsgTimeoutNow:        "TimeoutNow",
+	MsgReadIndexRequest:  "ReadIndexRequest",
+	MsgReadIndexResponse: "ReadIndexResponse",
 	MsgProposalRequest:   "ProposalRequest",
 }
 
@@ -80,14 +88,13 @@ func (t MessageType) String() string {
 }
 
 // Valid reports whether t is a known message type.
-func (t MessageType) Valid() bool {
-	return (t >= MsgVoteRequest && t <= MsgTimeoutNow) || t == MsgProposalRequest
-}
+func (t MessageType) Valid() bool { return t >= MsgVoteRequest && t <= MsgProposalRequest }
 
 // IsResponse reports whether t answers a request.
 func (t MessageType) IsResponse() bool {
 	switch t {
-	case MsgVoteResponse, MsgPreVoteResponse, MsgAppendResponse, MsgHeartbeatResponse, MsgSnapshotResponse:
+	case MsgVoteResponse, MsgPreVoteResponse, MsgAppendResponse, MsgHeartbeatResponse, MsgSnapshotResponse,
+		MsgReadIndexResponse:
 		return true
 	}
 	return false
@@ -111,6 +118,7 @@ type Message struct {
 	// lastLogTerm). AppendResponse: on success the highest index known to
 	// match the leader, on reject the rejected request's LogIndex.
 	// SnapshotResponse: the follower's last index after installing.
+	// ReadIndexResponse: the read index.
 	LogIndex uint64
 	LogTerm  uint64
 
@@ -137,7 +145,8 @@ type Message struct {
 
 	// ReadRound ties heartbeats to ReadIndex requests (dissertation §6.4):
 	// a leader confirms a read once a quorum has answered a heartbeat of
-	// that round or later. Responses echo it.
+	// that round or later. Responses echo it. In a ReadIndexRequest it is
+	// the follower's own request number, which the response echoes.
 	ReadRound uint64
 	// Transfer marks a VoteRequest sent because of a leadership transfer;
 	// voters grant it even while they hear from a leader (§3.10).
@@ -169,6 +178,10 @@ func (m Message) String() string {
 		s += fmt.Sprintf(" snapshot=%d/%d", m.Snapshot.Metadata.Index, m.Snapshot.Metadata.Term)
 	case MsgSnapshotResponse:
 		s += fmt.Sprintf(" index=%d", m.LogIndex)
+	case MsgReadIndexResponse:
+		if !m.Reject {
+			s += fmt.Sprintf(" index=%d", m.LogIndex)
+		}
 	case MsgProposalRequest:
 		s += fmt.Sprintf(" proposals=%d", len(m.Entries))
 	}

@@ -57,6 +57,9 @@ type Core struct {
 
 	reads      readIndex
 	readStates []ReadState
+	// droppedReads are this node's reads that will never be confirmed
+	// (Ready.DroppedReads).
+	droppedReads []uint64
 
 	// logLost is set while this node's log ends below a commit index a
 	// leader told it (see LogLost).
@@ -283,7 +286,7 @@ func (r *Core) reset(term uint64) {
 	r.pendingConfIndex = 0
 	r.uncommittedBytes = 0
 	r.needBroadcast = false
-	r.reads.reset()
+	r.droppedReads = append(r.droppedReads, r.reads.reset()...)
 	r.ignoredPreVotes = nil
 }
 
@@ -305,6 +308,8 @@ func (r *Core) becomePreCandidate() {
 	r.votes = map[uint64]bool{}
 	r.lead = 0
 	r.role = PreCandidate
+	// Reads asked of the leader it gave up on will not be answered.
+	r.droppedReads = append(r.droppedReads, r.reads.reset()...)
 }
 
 func (r *Core) becomeCandidate() {
@@ -472,6 +477,10 @@ func (r *Core) Step(m Message) error {
 		return fmt.Errorf("%w: %v from %d rejects, which a snapshot response never does", ErrInvalidMessage, m.Type, m.From)
 	case m.Type == MsgAppendRequest:
 		if err := checkEntries(m); err != nil {
+			return err
+		}
+	case m.Type == MsgReadIndexRequest || m.Type == MsgReadIndexResponse:
+		if err := r.checkReadIndexMessage(m); err != nil {
 			return err
 		}
 	case m.Type == MsgProposalRequest:
@@ -659,7 +668,18 @@ func stepFollower(r *Core, m Message) {
 	case MsgTimeoutNow:
 		// The leader hands over: campaign now, skipping pre-vote (§3.10).
 		r.hup(true)
+	case MsgReadIndexRequest:
+		r.refuseReadIndex(m)
+	case MsgReadIndexResponse:
+		r.handleReadIndexResponse(m)
 	}
+}
+
+// refuseReadIndex answers a read index request this node cannot serve: it
+// does not lead the term (a leader that stepped down keeps its term), and
+// the requester should not wait for an answer that will never come.
+func (r *Core) refuseReadIndex(m Message) {
+	r.send(Message{Type: MsgReadIndexResponse, To: m.From, ReadRound: m.ReadRound, Reject: true})
 }
 
 // heardLeader notes that the leader of this term spoke: the election
@@ -687,6 +707,8 @@ func stepCandidate(r *Core, m Message) {
 	case MsgSnapshotRequest:
 		r.becomeFollower(m.Term, m.From)
 		r.handleSnapshot(m)
+	case MsgReadIndexRequest:
+		r.refuseReadIndex(m)
 	case response:
 		switch r.poll(m.From, !m.Reject) {
 		case quorum.VoteWon:
@@ -734,6 +756,10 @@ func stepLeader(r *Core, m Message) {
 		if m.ReadRound != 0 {
 			r.ackRead(m.From, m.ReadRound)
 		}
+	case MsgReadIndexRequest:
+		// A follower's read, treated as the leader's own (§6.4): the
+		// commit index now, confirmed by a heartbeat round after it.
+		r.readFor(readRequest{from: m.From, id: m.ReadRound})
 	case MsgSnapshotResponse:
 		pr.RecentActive = true
 		if pr.State != ProgressSnapshot {
@@ -904,8 +930,8 @@ func (r *Core) maybeCommit() bool {
 		// The first entry of the term is committed: reads may proceed.
 		waiting := r.reads.waiting
 		r.reads.waiting = nil
-		for _, id := range waiting {
-			r.startRead(id)
+		for _, req := range waiting {
+			r.startRead(req)
 		}
 	}
 	latest := r.confPoints[len(r.confPoints)-1].index
@@ -1172,6 +1198,9 @@ func (r *Core) ReportSnapshot(id uint64, failed bool) {
 
 // flush sends what was batched since the last Ready.
 func (r *Core) flush() {
+	if r.reads.needRequest {
+		r.sendReadRequest()
+	}
 	if r.role != Leader {
 		r.needBroadcast = false
 		r.reads.needHeartbeat = false
@@ -1197,7 +1226,8 @@ func (r *Core) HasReady() bool {
 	return (r.role == Leader && (r.needBroadcast || r.reads.needHeartbeat)) ||
 		r.softState() != r.prevSoft || r.hardState() != r.prevHard ||
 		len(r.log.unstable.entries) > 0 || r.log.pendingSnapshot() != nil ||
-		len(r.msgs) > 0 || len(r.readStates) > 0 || r.log.hasNextCommittedEntries()
+		len(r.msgs) > 0 || len(r.readStates) > 0 || len(r.droppedReads) > 0 || r.reads.needRequest ||
+		r.log.hasNextCommittedEntries()
 }
 
 // Ready returns the work to do now (see Ready for the order). Every Ready
@@ -1212,6 +1242,7 @@ func (r *Core) Ready() Ready {
 		CommittedEntries: r.log.nextCommittedEntries(),
 		Messages:         r.msgs,
 		ReadStates:       r.readStates,
+		DroppedReads:     r.droppedReads,
 	}
 	if soft := r.softState(); soft != r.prevSoft {
 		rd.SoftState = &soft
@@ -1232,6 +1263,7 @@ func (r *Core) Ready() Ready {
 	}
 	r.msgs = nil
 	r.readStates = nil
+	r.droppedReads = nil
 	r.readyOutstanding = true
 	return rd
 }

@@ -153,9 +153,6 @@ func TestFollowerRefusesLeaderOnlyRequests(t *testing.T) {
 	if _, _, err := follower.Core.Propose([]byte("x")); !errors.Is(err, raft.ErrNotLeader) {
 		t.Errorf("Propose on a follower = %v, want ErrNotLeader", err)
 	}
-	if err := follower.Core.ReadIndex(1); !errors.Is(err, raft.ErrNotLeader) {
-		t.Errorf("ReadIndex on a follower = %v, want ErrNotLeader", err)
-	}
 	if err := follower.Core.TransferLeadership(3); !errors.Is(err, raft.ErrNotLeader) {
 		t.Errorf("TransferLeadership on a follower = %v, want ErrNotLeader", err)
 	}

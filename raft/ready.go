@@ -64,7 +64,8 @@ type ReadState struct {
 //     core counts the leader's own copy of Entries towards a quorum only
 //     at Advance (dissertation §10.2.1).
 //  3. Apply Snapshot (if not empty) and then CommittedEntries to the state
-//     machine, in order. Serve ReadStates once applied through their index.
+//     machine, in order. Serve ReadStates once applied through their index;
+//     fail the reads of DroppedReads.
 //  4. Call Advance(rd): it confirms step 1, and only then does a leader
 //     count its own copy of rd.Entries.
 //
@@ -91,6 +92,10 @@ type Ready struct {
 	Messages []Message
 	// ReadStates are confirmed ReadIndex requests.
 	ReadStates []ReadState
+	// DroppedReads are the IDs of ReadIndex requests that will never be
+	// confirmed: the node lost leadership, or (on a follower) its leader
+	// changed, gave up on it, or refused. Their callers retry.
+	DroppedReads []uint64
 	// MustSync says whether step 1 must sync to disk before step 2 (the
 	// term, vote, entries or snapshot changed; a commit index alone may be
 	// written lazily).

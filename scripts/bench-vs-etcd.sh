@@ -15,6 +15,7 @@
 #
 #   scripts/bench-vs-etcd.sh [DURATION] [ROUNDS]      # default 5s 1
 #   CLIENTS="1 64" KEYS=1000 VALUE_BYTES=256 COORD=/tmp/coord scripts/bench-vs-etcd.sh 10s 3
+#   CLIENTS=64 MODES=reads VIAS="leader follower" scripts/bench-vs-etcd.sh 5s 3   # reads only
 #
 # Raw lines go to stderr as they come; the table to stdout.
 set -euo pipefail
@@ -24,6 +25,9 @@ source "$root/scripts/lib.sh"
 log() { printf 'bench-vs-etcd: %s\n' "$*" >&2; }
 duration=${1:-5s} rounds=${2:-1}
 clients=${CLIENTS:-1 16 64 256} keys=${KEYS:-1000} vbytes=${VALUE_BYTES:-256}
+# MODES and VIAS pick the cells: writes and/or reads, through the leader
+# and/or a follower.
+modes=${MODES:-writes reads} vias=${VIAS:-leader follower}
 
 command -v etcd >/dev/null || ensure_pkg etcd-server
 command -v etcdctl >/dev/null || ensure_pkg etcd-client
@@ -148,8 +152,8 @@ run() {
 }
 for r in $(seq "$rounds"); do
   for n in $clients; do
-    for via in leader follower; do
-      for mode in writes reads; do
+    for via in $vias; do
+      for mode in $modes; do
         if [ $((cell % 2)) = 0 ]; then order="coord etcd"; else order="etcd coord"; fi
         cell=$((cell + 1))
         for t in $order; do run "$t" "$via" "$mode" "$n" "$r"; done
@@ -166,8 +170,8 @@ echo "# load average $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at th
 echo "# one fsync (dd oflag=dsync, 4 KiB): $fsync_ms ms"
 printf '%-8s %-9s %-7s %10s %10s %7s %9s %9s\n' clients via op "coord/s" "etcd/s" ratio "coord p50" "etcd p50"
 for n in $clients; do
-  for via in leader follower; do
-    for mode in writes reads; do
+  for via in $vias; do
+    for mode in $modes; do
       c=$(pick "$n" "$via" "$mode" coord 6) e=$(pick "$n" "$via" "$mode" etcd 6)
       cp50=$(pick "$n" "$via" "$mode" coord 7) ep50=$(pick "$n" "$via" "$mode" etcd 7)
       awk -v n="$n" -v via="$via" -v m="$mode" -v c="$c" -v e="$e" -v cp="$cp50" -v ep="$ep50" \

@@ -114,6 +114,9 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTT
 type request struct {
 	*http.Request
 	body []byte
+	// route names the request's entry in routeAccess: a linearizable
+	// read checks the token again after its read barrier.
+	route string
 	// proposed is set once this node proposed the write and could not
 	// tell its outcome: a failure to forward it after that is of unknown
 	// outcome too, never "unavailable".
@@ -133,7 +136,7 @@ func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request
 		if !a.guard(rec, r, route) {
 			body, err := io.ReadAll(http.MaxBytesReader(rec, r.Body, int64(a.cfg.Limits.ValueBytes)+4096))
 			if err == nil {
-				err = h(rec, &request{Request: r, body: body})
+				err = h(rec, &request{Request: r, body: body, route: route})
 			} else {
 				err = fmt.Errorf("%w: body: %v", ErrInvalid, err)
 			}
@@ -471,8 +474,20 @@ func resultError(res Result) error {
 	return ae
 }
 
-// read runs a read: stale reads locally, linearizable ones on the leader
-// after a ReadIndex barrier.
+// read runs a read: stale reads locally, linearizable ones locally too,
+// on the leader or a follower, after a ReadIndex barrier (a follower asks
+// the leader for the read index over the peer transport and applies
+// through it). A node that cannot get a read index (it knows no leader,
+// or its leader changed or refused) forwards the request as before: to the
+// leader, or an unavailable answer naming why.
+//
+// Lease reads are the exception (leaderReadRoutes): a follower forwards
+// them, because their remaining_ms is the leader's clock.
+//
+// The token is checked again after the barrier, against the state it
+// applied: a revocation committed before the read began is applied by then,
+// so a revoked token reads nothing, on any node (the guard's check before
+// the barrier saw this node's state as it was).
 func (a *API) read(w http.ResponseWriter, r *request, serve func() error) error {
 	stale, err := boolParam(r, api.ParamStale)
 	if err != nil {
@@ -481,16 +496,41 @@ func (a *API) read(w http.ResponseWriter, r *request, serve func() error) error 
 	if stale {
 		return serve()
 	}
-	if !a.leading() {
+	if leaderReadRoutes[r.route] && !a.leading() {
+		a.countRead("forwarded")
 		return a.forward(w, r)
 	}
 	if err := a.replica.ReadBarrier(r.Context()); err != nil {
 		if errors.Is(err, ErrNotLeader) {
+			a.countRead("forwarded")
 			return a.forward(w, r)
+		}
+		if r.Context().Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			st := a.replica.Status()
+			return fmt.Errorf("%w: node %d got no read index from leader %d in time: %v", ErrNotLeader, st.ID, st.Leader, err)
 		}
 		return err
 	}
+	if refusal := a.recheckToken(r); refusal != nil {
+		a.writeRefusal(w, refusal)
+		return nil
+	}
+	a.countRead("local")
 	return serve()
+}
+
+// leaderReadRoutes are the linearizable reads a follower forwards to the
+// leader rather than serve itself: a held lease's remaining_ms is the time
+// left by the leader's clock, which only the leader knows (it answers
+// renewals itself, without a Raft write: Node.renewOnLeader), and
+// clients (raft:// standbys) time their takeover by it. A follower could
+// only leave it out.
+var leaderReadRoutes = map[string]bool{"lease_get": true, "lease_watch": true}
+
+func (a *API) countRead(served string) {
+	if a.cfg.Metrics != nil {
+		a.cfg.Metrics.linearizableReads.WithLabelValues(served).Inc()
+	}
 }
 
 func boolParam(r *request, name string) (bool, error) {

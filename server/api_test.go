@@ -29,6 +29,9 @@ type fakeReplica struct {
 	index   uint64
 	changed chan struct{}
 	watches watchIndex
+	// barrier, if set, runs in ReadBarrier on the leader: what the
+	// barrier applies (a write committed before the read began).
+	barrier func()
 }
 
 func newFake(id, leader uint64) *fakeReplica {
@@ -53,9 +56,13 @@ func (f *fakeReplica) Propose(_ context.Context, cmd Command) (Result, error) {
 
 func (f *fakeReplica) ReadBarrier(context.Context) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.leader != f.id {
+	leading, barrier := f.leader == f.id, f.barrier
+	f.mu.Unlock()
+	if !leading {
 		return ErrNotLeader
+	}
+	if barrier != nil {
+		barrier()
 	}
 	return nil
 }

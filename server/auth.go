@@ -131,9 +131,18 @@ func (a *API) guard(w http.ResponseWriter, r *http.Request, route string) bool {
 			tok, ok = a.lookupToken(hash)
 		}
 	}
-	if !ok {
-		a.refuse(w, unauthenticated("unknown or revoked token"))
+	if refusal := tokenRefusal(r, need, tok, ok); refusal != nil {
+		a.writeRefusal(w, refusal)
 		return true
+	}
+	return false
+}
+
+// tokenRefusal returns why a token (known: found in this node's state) may
+// not do what need asks on r, or nil if it may.
+func tokenRefusal(r *http.Request, need access, tok Token, known bool) *apiError {
+	if !known {
+		return unauthenticated("unknown or revoked token")
 	}
 	var name string
 	switch need.scope {
@@ -143,10 +152,40 @@ func (a *API) guard(w http.ResponseWriter, r *http.Request, route string) bool {
 		name = r.PathValue("name")
 	}
 	if !tok.allows(need.role, need.scope, name) {
-		a.writeError(w, fail(api.CodePermissionDenied, denial(tok, need, name)))
-		return true
+		return fail(api.CodePermissionDenied, denial(tok, need, name))
 	}
-	return false
+	return nil
+}
+
+// recheckToken checks a linearizable read's token again once its read
+// barrier has applied everything committed before the read began (API.read):
+// a token revoked, or narrowed, before then reads nothing. It returns nil
+// if the read may go on, or without tokens.
+func (a *API) recheckToken(r *request) *apiError {
+	need := routeAccess[r.route]
+	if !a.cfg.Auth || need.role == 0 {
+		return nil
+	}
+	secret, err := bearer(r.Request)
+	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			return ae
+		}
+		return unauthenticated(err.Error())
+	}
+	tok, ok := a.lookupToken(HashToken(secret))
+	return tokenRefusal(r.Request, need, tok, ok)
+}
+
+// writeRefusal answers a refused token: 401 with the Bearer challenge, or
+// 403.
+func (a *API) writeRefusal(w http.ResponseWriter, refusal *apiError) {
+	if refusal.body.Code == api.CodeUnauthenticated {
+		a.refuse(w, refusal)
+		return
+	}
+	a.writeError(w, refusal)
 }
 
 func (a *API) refuse(w http.ResponseWriter, err error) {

@@ -44,6 +44,12 @@ type Metrics struct {
 	// leaseRenewalsLocal counts renewals the leader answered without a
 	// Raft write (Node.renewOnLeader).
 	leaseRenewalsLocal prometheus.Counter
+
+	// linearizableReads counts linearizable reads by where they were
+	// served: "local" (a ReadIndex barrier on this node, leader or
+	// follower) or "forwarded" (to the leader, when this node could not
+	// get a read index).
+	linearizableReads *prometheus.CounterVec
 }
 
 // NewMetrics returns a fresh set of metrics, with the Go runtime's and the
@@ -83,12 +89,16 @@ func NewMetrics() *Metrics {
 
 		leaseRenewalsLocal: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_lease_renewals_local_total",
 			Help: "Lease renewals the leader answered without a Raft write (after a quorum confirmed its leadership)."}),
+		linearizableReads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coord_server_linearizable_reads_total",
+			Help: "Linearizable reads by where they were served: local (after a ReadIndex round, on the leader or a follower) or forwarded (to the leader)."},
+			[]string{"served"}),
 	}
 	m.registry.MustRegister(m.term, m.role, m.commitIndex, m.appliedIndex, m.leaderChanges,
 		m.appendSeconds, m.proposeSeconds, m.requests, m.requestSeconds, m.dropped, m.invalid,
 		m.watches, m.watchesRejected, m.connections, m.connectionsRejected, m.leaseRenewalsLocal,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.registry.MustRegister(m.clusterMetrics.collectors()...)
+	m.registry.MustRegister(m.linearizableReads)
 	return m
 }
 

@@ -91,7 +91,11 @@ type Config struct {
 	WALSegmentBytes int64
 	// Limits bounds commands and the state machine.
 	Limits Limits
-	// Seed seeds the election timeouts; 0 draws one at random.
+	// Seed seeds the election timeouts and where a follower's read index
+	// requests start numbering; 0 draws one at random. A fixed seed is for
+	// tests: restarted with it, a node replays the same draws, and an
+	// answer to a request of its earlier run, delayed across the restart,
+	// could be taken for one of the new run's (raft.Config.Rand).
 	Seed uint64
 	// PeerCloseHint makes a follower take its leader's connection closing
 	// from the leader's end as a hint that the leader's process died, and

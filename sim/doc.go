@@ -16,13 +16,16 @@
 // node ticks with its own phase), crashes and restarts (only what the Ready
 // contract persisted survives), membership changes (learners added, caught
 // up and promoted; voters removed, leaders included) and a client workload
-// of writes and ReadIndex reads. Time is simulated: a run of minutes takes
+// of writes and ReadIndex reads, on leaders and on followers (which ask the
+// leader for the read index). Time is simulated: a run of minutes takes
 // milliseconds, and the same seed replays the same run exactly.
 //
 // The checkers (see Violation) are Raft's safety properties: at most one
 // leader per term, at most one vote per node per term, log matching, leader
 // completeness, state machine safety, no acknowledged write lost,
-// linearizable ReadIndex reads, every snapshot a node takes restoring
+// linearizable ReadIndex reads (on a leader or a follower, a read is served
+// from a state applied through a read index at or above every write
+// acknowledged before it began), every snapshot a node takes restoring
 // exactly the state applied at its index; and liveness: once the faults stop, a
 // leader is elected and commits a new write within a bounded time.
 //

@@ -32,6 +32,7 @@ type Stats struct {
 	Writes          int // client writes accepted by a leader
 	AckedWrites     int // client writes applied and acknowledged
 	Reads           int // ReadIndex reads served
+	FollowerReads   int // of which served by a follower (with the leader's read index)
 	MaxQueuedToNode int // the most messages ever in flight to one node
 	DiskFulls       int // times a node's disk filled up
 	StuckReadies    int // Readies held because the disk was full, then written

@@ -107,18 +107,21 @@ func (s *Sim) writeDone(n *node, data string, at int64, r shell.Result) {
 	}
 }
 
-// clientRead starts a linearizable read on a node that believes it leads.
+// clientRead starts a linearizable read: half of them on a node that
+// believes it leads, the others on any live node, which, if it follows
+// someone, asks that leader for the read index (MsgReadIndexRequest).
 func (s *Sim) clientRead() {
 	// Reads go to any node that believes it leads, stale leaders
-	// included: those are the reads ReadIndex must get right.
+	// included, and to followers, those of a stale leader included:
+	// those are the reads ReadIndex must get right.
 	var leaders []*node
 	for _, id := range s.ids {
 		if n := s.up(id); n != nil && n.role == raft.Leader {
 			leaders = append(leaders, n)
 		}
 	}
-	n := s.pickNode()
-	if len(leaders) > 0 {
+	n := s.randomLiveNode()
+	if len(leaders) > 0 && s.rng.IntN(2) == 0 {
 		n = leaders[s.rng.IntN(len(leaders))]
 	}
 	if n == nil || n.h.Held() {
@@ -132,17 +135,37 @@ func (s *Sim) clientRead() {
 	s.process(n)
 }
 
-// readDone checks a read the node served: every write acknowledged before
-// the read began must be at or below the read index, or the read could
-// miss it (linearizability, dissertation §6.4).
+// readDone checks a read the node served, on a leader or a follower: every
+// write acknowledged before the read began must be at or below the read
+// index, and the node's state machine, as it stands when it serves the
+// read, must have applied through both, and be the state the cluster
+// reached at that index; or the read could miss a write (linearizability,
+// dissertation §6.4).
 func (s *Sim) readDone(n *node, id, minIndex uint64, r shell.Result) {
 	if r.Err != nil {
-		return // the leader was deposed: the client would retry
+		return // the leader was deposed or changed: the client would retry
+	}
+	role := "leader"
+	if n.role != raft.Leader {
+		role = "follower"
 	}
 	if r.Index < minIndex {
-		s.fail("linearizable read", "node %d confirmed read %d at index %d, but a write at %d was acknowledged before it began",
-			n.id, id, r.Index, minIndex)
+		s.fail("linearizable read", "node %d (%s) confirmed read %d at index %d, but a write at %d was acknowledged before it began",
+			n.id, role, id, r.Index, minIndex)
+		return
+	}
+	applied := n.h.Applied()
+	if applied < r.Index {
+		s.fail("linearizable read", "node %d (%s) served read %d with its state applied through %d, below the read index %d",
+			n.id, role, id, applied, r.Index)
+		return
+	}
+	if fact, ok := s.check.appliedAt[applied]; ok && fact.chain != n.machine.hash {
+		s.fail("linearizable read", "node %d (%s) served read %d from a state that is not the cluster's at %d", n.id, role, id, applied)
 		return
 	}
 	s.stats.Reads++
+	if n.role != raft.Leader {
+		s.stats.FollowerReads++
+	}
 }

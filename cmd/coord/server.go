@@ -22,7 +22,8 @@ and the HTTP/JSON API on --http (docs/API.md), with Prometheus metrics at
 /metrics, a live page of the cluster at /ui/, probes at /healthz and
 /readyz, and with --pprof the Go profiler at /debug/pprof/ (docs/ui.md). A
 node restarts from its data directory. Any node accepts any
-request and forwards it to the leader.
+request: it forwards writes to the leader, and serves linearizable reads
+itself after asking the leader for a read index (ReadIndex).
 
 Start every initial node with the same --peers; a node added later with
 'coord cluster add' starts with --join.

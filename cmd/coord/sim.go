@@ -44,7 +44,8 @@ delay, reordering and duplication, partitions (symmetric and one-way), crashes
 and restarts, membership changes and a client workload, all in simulated time.
 After every step the checkers verify one leader per term, one vote per node per
 term, log matching, leader completeness, state machine safety, linearizable
-reads and that no acknowledged write is lost; once the faults stop, a leader
+reads (on leaders, and on followers, which ask the leader for a read index) and
+that no acknowledged write is lost; once the faults stop, a leader
 must commit a new write within a bound (liveness).
 
 --disk keeps each node's log in the durable storage (write-ahead log and
@@ -207,8 +208,8 @@ feed:
 		float64(sent)/elapsed.Seconds(), float64(total.Steps)/elapsed.Seconds())
 	fmt.Fprintf(stdout, "messages: %d delivered, %d dropped; leaders elected: %d; crashes: %d; partitions: %d\n",
 		total.Delivered, total.Dropped, total.Leaders, total.Crashes, total.Partitions)
-	fmt.Fprintf(stdout, "membership changes: %d (%d joint); leadership transfers: %d; snapshots: %d; writes: %d accepted, %d acknowledged; reads confirmed: %d\n",
-		total.ConfChanges, total.JointChanges, total.Transfers, total.Snapshots, total.Writes, total.AckedWrites, total.Reads)
+	fmt.Fprintf(stdout, "membership changes: %d (%d joint); leadership transfers: %d; snapshots: %d; writes: %d accepted, %d acknowledged; reads confirmed: %d (by followers: %d)\n",
+		total.ConfChanges, total.JointChanges, total.Transfers, total.Snapshots, total.Writes, total.AckedWrites, total.Reads, total.FollowerReads)
 	fmt.Fprintf(stdout, "writes forwarded by followers: %d accepted, %d acknowledged\n", total.ForwardedWrites, total.ForwardedAcked)
 	fmt.Fprintf(stdout, "process kills: %d; connections reset: %d; closes reported to nodes: %d; leader changes: %d (no fault explains: %d)\n",
 		total.Kills, total.Cuts, total.Hints, total.LeaderChanges, total.UnprovokedLeaderChanges)
@@ -252,6 +253,7 @@ func addStats(a, b sim.Stats) sim.Stats {
 	a.ForwardedWrites += b.ForwardedWrites
 	a.ForwardedAcked += b.ForwardedAcked
 	a.Reads += b.Reads
+	a.FollowerReads += b.FollowerReads
 	a.MaxQueuedToNode = max(a.MaxQueuedToNode, b.MaxQueuedToNode)
 	a.DiskFulls += b.DiskFulls
 	a.StuckReadies += b.StuckReadies

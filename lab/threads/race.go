@@ -101,6 +101,16 @@ func (s scaledRace) lostRuns() int {
 	return len(s.Totals) - countEqual(s.Totals, s.expected())
 }
 
+// coresWorth says how many cores' worth of CPU the sized goroutines got
+// between them, or that it was not measured: only Linux reports one thread's
+// CPU time, and elsewhere a 0 would read as "no CPU at all".
+func coresWorth(median float64, goroutines int) string {
+	if !threadCPUMeasured {
+		return "not measured on " + runtime.GOOS + " (only Linux reports a thread's CPU time)"
+	}
+	return fmt.Sprintf("median %.2f cores' worth (%d would be every core throughout)", median, goroutines)
+}
+
 // lossPercents returns each run's lost updates as a percentage.
 func (s scaledRace) lossPercents() []float64 {
 	out := make([]float64, len(s.Totals))
@@ -201,8 +211,8 @@ func raceResult(d raceData) *lab.Result {
 		commas(band), percentOf(band, d.Expected))
 	res.AddDetail("lost updates", "median %s per run (%s)", commas(d.Expected-int(d.Racy.Median)), percentOf(d.Expected-int(d.Racy.Median), d.Expected))
 	cores := lab.Summarize(d.Scaled.Cores)
-	res.AddDetail("sized for 2 cores", "%d goroutines x %s increments, one per core, started together: lost updates in %d of %d runs, loss min %.1f%%, median %.1f%%, max %.1f%%; CPU the goroutines got between them: median %.2f cores' worth (%d would be every core throughout)",
-		d.Scaled.Goroutines, commas(d.Scaled.Increments), d.Scaled.lostRuns(), len(d.Scaled.Totals), losses.Min, losses.Median, losses.Max, cores.Median, d.Scaled.Goroutines)
+	res.AddDetail("sized for 2 cores", "%d goroutines x %s increments, one per core, started together: lost updates in %d of %d runs, loss min %.1f%%, median %.1f%%, max %.1f%%; CPU the goroutines got between them: %s",
+		d.Scaled.Goroutines, commas(d.Scaled.Increments), d.Scaled.lostRuns(), len(d.Scaled.Totals), losses.Min, losses.Median, losses.Max, coresWorth(cores.Median, d.Scaled.Goroutines))
 	res.AddDetail("machine", "%s, %d CPUs, GOMAXPROCS %d, load average %.1f", d.GOARCH, d.NumCPU, d.GOMAXPROCS, d.LoadAverage)
 	if d.DetectorRacy != nil {
 		res.AddDetail("-race, racy", "%d DATA RACE report(s), exit status %d, total %s: %s",
@@ -261,8 +271,8 @@ func judgeRace(d raceData) lab.Verdict {
 	parts = append(parts, fmt.Sprintf("%d goroutines x %s increments, started together, lost updates in %d of %d runs (up to %.1f%% of the total)",
 		d.Scaled.Goroutines, commas(d.Scaled.Increments), lost, len(d.Scaled.Totals), losses.Max))
 	if lost == 0 {
-		parts = append(parts, fmt.Sprintf("they got a median %.2f cores' worth of CPU between them: this machine (load %.1f on %d CPUs, GOMAXPROCS %d) did not run them together",
-			lab.Summarize(d.Scaled.Cores).Median, d.LoadAverage, d.NumCPU, d.GOMAXPROCS))
+		parts = append(parts, fmt.Sprintf("CPU they got between them: %s; this machine (load %.1f on %d CPUs, GOMAXPROCS %d) did not run them together",
+			coresWorth(lab.Summarize(d.Scaled.Cores).Median, d.Scaled.Goroutines), d.LoadAverage, d.NumCPU, d.GOMAXPROCS))
 	}
 	parts = append(parts, fmt.Sprintf("the fixed counter was right in %d of %d", fixedRight, len(d.FixedTotals)))
 	if exact := countEqual(d.RacyTotals, d.Expected); exact > 0 {

@@ -22,10 +22,11 @@ func readCommand(sc *script, args []string) error {
 }
 
 // ReadIndex starts a ReadIndex read on node id with request ID rid, through
-// its handler, and handles the node's Ready. Once the node has applied
-// through the index the leader confirmed, the read is served: a line says
-// so, and the node's ReadStates records it. A read that fails (its leader
-// deposed) leaves no trace.
+// its handler, and handles the node's Ready. On a follower the handler asks
+// the leader for the index. Once the node has applied through the index the
+// leader confirmed, the read is served: a line says so, and the node's
+// ReadStates records it. A read that fails (a leader deposed, a follower's
+// leader changed or refused) prints a line saying so.
 func (n *Network) ReadIndex(id, rid uint64) error {
 	nd, err := n.Node(id)
 	if err != nil {
@@ -33,6 +34,7 @@ func (n *Network) ReadIndex(id, rid uint64) error {
 	}
 	err = nd.Handler.ReadIndex(rid, func(r node.Result) {
 		if r.Err != nil {
+			n.printf("node %d read %d failed: %v", nd.ID, rid, r.Err)
 			return
 		}
 		nd.ReadStates = append(nd.ReadStates, raft.ReadState{ID: rid, Index: r.Index})
