@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
+	"strconv"
+	"sync/atomic"
 	"time"
 
+	"coord/api"
 	"coord/raft"
 )
 
@@ -101,4 +105,50 @@ func mostUpToDate(st raft.Status, connected func(id uint64) bool) uint64 {
 		}
 	}
 	return best
+}
+
+// handedOver answers for a node that handed leadership over and is about
+// to stop. Until start, it passes every request to next. After, it
+// refuses every request at once with 503 unavailable, naming the new
+// leader (Coord-Leader, and "leader" in the body) and closing the
+// connection: a client switches to the new leader on this answer instead
+// of having its request forwarded through a node that is going away, and
+// nothing it sends is left in flight here when the node stops. start also
+// closes the server's idle keep-alive connections, so that clients see
+// them close now rather than on their next request.
+//
+// handedOver is safe for concurrent use.
+type handedOver struct {
+	next http.Handler
+	node *Node
+	on   atomic.Bool
+}
+
+// start makes h refuse every request from now on, and closes srv's idle
+// connections (net/http's SetKeepAlivesEnabled(false) does both that and
+// "Connection: close" on every later answer).
+func (h *handedOver) start(srv *http.Server) {
+	h.on.Store(true)
+	srv.SetKeepAlivesEnabled(false)
+}
+
+func (h *handedOver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.on.Load() {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	st := h.node.Status()
+	w.Header().Set(api.HeaderNode, strconv.FormatUint(st.ID, 10))
+	leader := st.Leader
+	if leader == st.ID {
+		leader = 0 // it leads again: it cannot say who will next
+	}
+	msg := fmt.Sprintf("node %d is stopping and has handed leadership over", st.ID)
+	if leader != 0 {
+		w.Header().Set(api.HeaderLeader, strconv.FormatUint(leader, 10))
+		msg += fmt.Sprintf("; the leader is node %d", leader)
+	}
+	// No Retry-After: the client should retry at once, at the leader.
+	w.Header().Set("Connection", "close")
+	_ = writeJSON(w, http.StatusServiceUnavailable, api.ErrorResponse{Code: api.CodeUnavailable, Error: msg, Leader: &leader})
 }

@@ -1,10 +1,20 @@
 package server
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"coord/api"
 	"coord/raft"
 )
 
@@ -108,5 +118,74 @@ func TestHandOverWithTheFollowersGone(t *testing.T) {
 	to, err := l.HandOver(ctx)
 	if err != nil || to != 0 {
 		t.Fatalf("HandOver with no follower = %d, %v; want 0, nil", to, err)
+	}
+}
+
+// Once a leader has handed leadership over and is stopping, its API
+// refuses every request at once, naming the new leader, and closes the
+// connection; an idle keep-alive connection is closed at once too, not on
+// the client's next request. Before, it serves as usual.
+func TestHandedOverNodeNamesTheNewLeader(t *testing.T) {
+	c := newTestCluster(t, 3)
+	leader := c.waitLeader()
+	old := c.nodes[leader].Node
+	drain := &handedOver{next: NewAPI(old, APIConfig{Logger: quiet}), node: old}
+	srv := httptest.NewServer(drain)
+	defer srv.Close()
+
+	// An idle keep-alive connection, made before the hand-over.
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: coord\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Close {
+		t.Fatalf("before the hand-over: %s, close %v; want 200 on a kept-alive connection", resp.Status, resp.Close)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := old.HandOver(ctx); err != nil {
+		t.Fatalf("HandOver: %v", err)
+	}
+	next := old.Status().Leader
+	drain.start(srv.Config)
+
+	// The idle connection is closed by the server: EOF, not the deadline.
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle connection after the hand-over: read %v, want EOF (closed by the server)", err)
+	}
+
+	req, _ := http.NewRequestWithContext(ctx, "PUT", srv.URL+"/v1/kv/handed-over", strings.NewReader("v"))
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body api.ErrorResponse
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || body.Code != api.CodeUnavailable {
+		t.Fatalf("write after the hand-over: %s %q, want 503 unavailable", resp.Status, body.Code)
+	}
+	want := strconv.FormatUint(next, 10)
+	if got := resp.Header.Get(api.HeaderLeader); next == leader || got != want || body.Leader == nil || *body.Leader != next {
+		t.Fatalf("write after the hand-over names leader %q (body %v), want the new leader %d (old %d)", got, body.Leader, next, leader)
+	}
+	if !resp.Close {
+		t.Fatal("the answer keeps the connection open; want Connection: close")
+	}
+	if resp.Header.Get(api.HeaderRetryAfter) != "" {
+		t.Fatal("the answer asks the client to wait (Retry-After); it should go to the new leader at once")
 	}
 }
