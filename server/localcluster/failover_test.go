@@ -32,11 +32,15 @@ func TestLeaderDeathAndStopFailOverBeforeAnyTimeout(t *testing.T) {
 		{"SIGKILL", func(c *Cluster, id uint64) error { return c.Kill(id) }},
 		{"SIGTERM", func(c *Cluster, id uint64) error { return c.Stop(id) }},
 	} {
-		gap, terms, err := c.outage(ctx, rng, e.act, bound)
+		ev, terms, err := c.outage(ctx, rng, e.act, bound)
 		if err != nil {
 			t.Fatalf("leader %s: no write within %v of it, with election timeouts of 10 s or more: %v", e.name, bound, err)
 		}
+		gap := time.Duration(ev.GapEnd - ev.GapStart)
 		t.Logf("leader %s: writes stopped for %v; the election took %d term(s)", e.name, gap, terms)
+		if ev.Leader == 0 || ev.GapStart > ev.GapEnd || ev.GapEnd < ev.Signalled {
+			t.Errorf("leader %s: event %+v: want the signalled leader, and a gap that ends after the signal", e.name, ev)
+		}
 		if terms == 0 {
 			t.Errorf("leader %s: the term did not rise", e.name)
 		}
