@@ -129,7 +129,9 @@ func TestHandedOverNodeNamesTheNewLeader(t *testing.T) {
 	c := newTestCluster(t, 3)
 	leader := c.waitLeader()
 	old := c.nodes[leader].Node
-	drain := &handedOver{next: NewAPI(old, APIConfig{Logger: quiet}), node: old}
+	drain := newHandedOver(NewAPI(old, APIConfig{Logger: quiet}), old)
+	held := make(chan struct{}, 1)
+	drain.held = func() { held <- struct{}{} }
 	srv := httptest.NewServer(drain)
 	defer srv.Close()
 
@@ -153,11 +155,43 @@ func TestHandedOverNodeNamesTheNewLeader(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	// A write that arrives once the transfer began waits for its end
+	// (the node still leads: passed on, it would be refused or, before
+	// the core's transfer starts, applied here).
+	drain.begin()
+	put := func() (*http.Response, api.ErrorResponse) {
+		req, _ := http.NewRequestWithContext(ctx, "PUT", srv.URL+"/v1/kv/handed-over", strings.NewReader("v"))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return nil, api.ErrorResponse{}
+		}
+		defer resp.Body.Close()
+		var body api.ErrorResponse
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Error(err)
+		}
+		return resp, body
+	}
+	type answer struct {
+		resp *http.Response
+		body api.ErrorResponse
+	}
+	during := make(chan answer, 1)
+	go func() {
+		resp, body := put()
+		during <- answer{resp, body}
+	}()
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("the write sent during the transfer was not held")
+	}
 	if _, err := old.HandOver(ctx); err != nil {
 		t.Fatalf("HandOver: %v", err)
 	}
 	next := old.Status().Leader
-	drain.start(srv.Config)
+	drain.end(srv.Config, true)
 
 	// The idle connection is closed by the server: EOF, not the deadline.
 	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
@@ -165,27 +199,69 @@ func TestHandedOverNodeNamesTheNewLeader(t *testing.T) {
 		t.Fatalf("idle connection after the hand-over: read %v, want EOF (closed by the server)", err)
 	}
 
-	req, _ := http.NewRequestWithContext(ctx, "PUT", srv.URL+"/v1/kv/handed-over", strings.NewReader("v"))
-	resp, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	var held0 answer
+	select {
+	case held0 = <-during:
+	case <-ctx.Done():
+		t.Fatal("the held write was not answered when the transfer ended")
 	}
-	defer resp.Body.Close()
-	var body api.ErrorResponse
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		t.Fatal(err)
+	resp2, body := put()
+	for _, a := range []struct {
+		what string
+		answer
+	}{{"write held during the transfer", held0}, {"write after the hand-over", answer{resp2, body}}} {
+		resp, body := a.resp, a.body
+		if resp == nil {
+			t.Fatalf("%s: no answer", a.what)
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || body.Code != api.CodeUnavailable {
+			t.Fatalf("%s: %s %q, want 503 unavailable", a.what, resp.Status, body.Code)
+		}
+		want := strconv.FormatUint(next, 10)
+		if got := resp.Header.Get(api.HeaderLeader); next == leader || got != want || body.Leader == nil || *body.Leader != next {
+			t.Fatalf("%s names leader %q (body %v), want the new leader %d (old %d)", a.what, got, body.Leader, next, leader)
+		}
+		if !resp.Close {
+			t.Fatalf("%s: the answer keeps the connection open; want Connection: close", a.what)
+		}
+		if resp.Header.Get(api.HeaderRetryAfter) != "" {
+			t.Fatalf("%s: the answer asks the client to wait (Retry-After); it should go to the new leader at once", a.what)
+		}
 	}
-	if resp.StatusCode != http.StatusServiceUnavailable || body.Code != api.CodeUnavailable {
-		t.Fatalf("write after the hand-over: %s %q, want 503 unavailable", resp.Status, body.Code)
+}
+
+// A write held during a transfer that fails is passed on: the node still
+// leads, and applies it.
+func TestFailedHandOverPassesHeldWritesOn(t *testing.T) {
+	c := newTestCluster(t, 3)
+	leader := c.waitLeader()
+	drain := newHandedOver(NewAPI(c.nodes[leader].Node, APIConfig{Logger: quiet}), c.nodes[leader].Node)
+	held := make(chan struct{}, 1)
+	drain.held = func() { held <- struct{}{} }
+	srv := httptest.NewServer(drain)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	drain.begin()
+	status := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "PUT", srv.URL+"/v1/kv/held", strings.NewReader("v"))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			status <- 0
+			return
+		}
+		resp.Body.Close()
+		status <- resp.StatusCode
+	}()
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("the write was not held")
 	}
-	want := strconv.FormatUint(next, 10)
-	if got := resp.Header.Get(api.HeaderLeader); next == leader || got != want || body.Leader == nil || *body.Leader != next {
-		t.Fatalf("write after the hand-over names leader %q (body %v), want the new leader %d (old %d)", got, body.Leader, next, leader)
-	}
-	if !resp.Close {
-		t.Fatal("the answer keeps the connection open; want Connection: close")
-	}
-	if resp.Header.Get(api.HeaderRetryAfter) != "" {
-		t.Fatal("the answer asks the client to wait (Retry-After); it should go to the new leader at once")
+	drain.end(srv.Config, false)
+	if got := <-status; got != http.StatusOK {
+		t.Fatalf("held write after a failed hand-over: %d, want 200 (the node still leads)", got)
 	}
 }

@@ -190,7 +190,7 @@ func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, ht
 		return err
 	}
 	srv := newServeHTTP(node, cfg)
-	drain := &handedOver{next: srv.Handler, node: node}
+	drain := newHandedOver(srv.Handler, node)
 	srv.Handler = drain
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(hl) }()
@@ -203,10 +203,12 @@ func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, ht
 	case <-node.Done():
 		err = errors.New("server: the node stopped (storage failure; see the log)")
 	}
-	if ctx.Err() != nil && handOver(node, cfg) {
-		// Requests still arriving learn the new leader at once (and idle
-		// connections close) while the server shuts down.
-		drain.start(srv)
+	if ctx.Err() != nil && cfg.HandOverMax > 0 {
+		// Writes wait for the transfer; then requests still arriving
+		// learn the new leader at once (and idle connections close) while
+		// the server shuts down.
+		drain.begin()
+		drain.end(srv, handOver(node, cfg))
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
