@@ -81,9 +81,11 @@ type FailoverSeries struct {
 // FailoverEvent is when one event happened, in Unix nanoseconds of this
 // machine's clock (the nodes' logs use the same clock).
 type FailoverEvent struct {
-	// Leader is the node signalled; Signalled when.
+	// Leader is the node signalled; Signalled when; Exited when its
+	// process had exited.
 	Leader    uint64 `json:"leader"`
 	Signalled int64  `json:"signalled_unix_ns"`
+	Exited    int64  `json:"exited_unix_ns"`
 	// GapStart and GapEnd are the acknowledgements around the longest
 	// gap: the last write acknowledged before it, the first after.
 	GapStart int64 `json:"gap_start_unix_ns"`
@@ -337,14 +339,19 @@ func (c *Cluster) outage(ctx context.Context, rng *rand.Rand, act func(*Cluster,
 	if err := act(c, leader); err != nil {
 		return ev, 0, err
 	}
+	// Count the acknowledgements from the process's exit (act waits for
+	// it) on: on a loaded machine a leader may serve ten writes after the
+	// signal before it stops, and counting from the signal would end the
+	// window before the outage began.
+	exited := time.Now()
 	bctx, cancelBound := context.WithTimeout(ctx, bound)
-	err = w.waitAcked(bctx, t0, 10)
+	err = w.waitAcked(bctx, exited, 10)
 	cancelBound()
 	if err != nil {
 		return ev, 0, err
 	}
 	start, end := w.gapAround(t0)
-	ev = FailoverEvent{Leader: leader, Signalled: t0.UnixNano(), GapStart: start.UnixNano(), GapEnd: end.UnixNano()}
+	ev = FailoverEvent{Leader: leader, Signalled: t0.UnixNano(), Exited: exited.UnixNano(), GapStart: start.UnixNano(), GapEnd: end.UnixNano()}
 	next, err := c.WaitLeader(ctx)
 	if err != nil {
 		return ev, 0, err
