@@ -137,7 +137,9 @@ type Config struct {
 	// attempt goes to a node the client already knows, over a connection
 	// already made. Keep it below the HTTP client's idle-connection timeout
 	// (30 s for the client's own) and the nodes' (--http-idle-timeout, 2
-	// minutes). 0: no warm-up; connections are made when needed.
+	// minutes). 0: no warm-up; connections are made when needed (a
+	// program that makes one request and ends should say so: the warm-up
+	// starts with the first request).
 	WarmInterval time.Duration
 	// HTTPClient sends the requests. Nil: a client of its own.
 	HTTPClient *http.Client
