@@ -20,9 +20,10 @@ import (
 // a request has reached the leader, so that the test can act while the
 // leader serves it.
 type testCluster struct {
-	t     *testing.T
-	nodes map[uint64]*server.Node
-	https map[uint64]string // node ID → HTTP address
+	t       *testing.T
+	nodes   map[uint64]*server.Node
+	https   map[uint64]string // node ID → HTTP address
+	servers map[uint64]*http.Server
 
 	mu      sync.Mutex
 	arrived map[string]chan struct{} // URL path → closed when it reaches the leader
@@ -30,7 +31,7 @@ type testCluster struct {
 
 func startCluster(t *testing.T, size int) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, nodes: map[uint64]*server.Node{}, https: map[uint64]string{}, arrived: map[string]chan struct{}{}}
+	c := &testCluster{t: t, nodes: map[uint64]*server.Node{}, https: map[uint64]string{}, servers: map[uint64]*http.Server{}, arrived: map[string]chan struct{}{}}
 	peers := map[uint64]string{}
 	raftListeners := map[uint64]net.Listener{}
 	httpListeners := map[uint64]net.Listener{}
@@ -57,6 +58,7 @@ func startCluster(t *testing.T, size int) *testCluster {
 			}
 			api.ServeHTTP(w, r)
 		})}
+		c.servers[id] = srv
 		go srv.Serve(httpListeners[id])
 		t.Cleanup(func() {
 			srv.Close()
@@ -64,6 +66,19 @@ func startCluster(t *testing.T, size int) *testCluster {
 		})
 	}
 	return c
+}
+
+// kill stops node id as its process dying would: its API's listener and
+// connections close, and so do its Raft connections, which its followers
+// see close (the leader-gone hint). Later calls of leader() leave it out;
+// its address stays among the endpoints.
+func (c *testCluster) kill(id uint64) {
+	c.t.Helper()
+	c.servers[id].Close()
+	if err := c.nodes[id].Close(); err != nil {
+		c.t.Fatalf("close node %d: %v", id, err)
+	}
+	delete(c.nodes, id)
 }
 
 func loopbackListener(t *testing.T) net.Listener {
