@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"coord/raft"
@@ -160,6 +161,10 @@ type Node struct {
 	logLost   bool      // LogLost has been logged
 	heldSince time.Time // when the handler began to hold a Ready
 	heldTries int       // writes of the held Ready tried
+
+	// lead is status.Lead, for callers that want only that, without the
+	// lock or the copy of the whole status (Lead).
+	lead atomic.Uint64
 
 	mu         sync.Mutex // guards status, storageErr, changed and roleChanged
 	status     raft.Status
@@ -370,6 +375,10 @@ func (n *Node) Status() raft.Status {
 	return n.status
 }
 
+// Lead returns the leader as of the loop's last step (Status().Lead), 0 if
+// none is known. It takes no lock: an HTTP server asks it on every request.
+func (n *Node) Lead() uint64 { return n.lead.Load() }
+
 // Changed returns a channel that is closed when the status next changes.
 func (n *Node) Changed() <-chan struct{} {
 	n.mu.Lock()
@@ -574,6 +583,7 @@ func (n *Node) setStorageErr(err error) {
 func (n *Node) publishStatus() {
 	st := n.h.Core().Status()
 	n.noteLogLost(st.LogLost)
+	n.lead.Store(st.Lead)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if st.HardState == n.status.HardState && st.SoftState == n.status.SoftState &&

@@ -125,10 +125,10 @@ func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request
 	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-		st := a.replica.Status()
-		rec.Header().Set(api.HeaderNode, strconv.FormatUint(st.ID, 10))
-		if st.Leader != 0 {
-			rec.Header().Set(api.HeaderLeader, strconv.FormatUint(st.Leader, 10))
+		self, leader := a.replica.Leader()
+		rec.Header().Set(api.HeaderNode, strconv.FormatUint(self, 10))
+		if leader != 0 {
+			rec.Header().Set(api.HeaderLeader, strconv.FormatUint(leader, 10))
 		}
 		if !a.guard(rec, r, route) {
 			body, err := io.ReadAll(http.MaxBytesReader(rec, r.Body, int64(a.cfg.Limits.ValueBytes)+4096))
@@ -215,8 +215,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 // leading reports whether this node is the leader; if not, the request
 // must be forwarded.
 func (a *API) leading() bool {
-	st := a.replica.Status()
-	return st.Leader == st.ID && st.ID != 0
+	self, leader := a.replica.Leader()
+	return leader == self && self != 0
 }
 
 // forward sends the request to the leader and copies its answer back.

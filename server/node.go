@@ -901,6 +901,10 @@ func (n *Node) ChangedOf(w Watched) <-chan struct{} {
 // Status implements Replica.
 func (n *Node) Status() api.NodeStatus { return n.status(n.shell.Status()) }
 
+// Leader implements Replica from the shell's status alone: no lock of the
+// state machine, no member list.
+func (n *Node) Leader() (self, leader uint64) { return n.cfg.ID, n.shell.Lead() }
+
 // StatusChanged returns a channel that is closed when the node's Raft
 // status (role, term, leader, commit, applied index) next changes. Take it
 // before reading Status, so that no change falls in between.
