@@ -308,6 +308,26 @@ func (n *Node) Propose(ctx context.Context, data []byte) (any, error) {
 	return n.wait(ctx, func(done Waiter) error { return n.h.Propose(data, done) })
 }
 
+// ProposeAsync is Propose without the wait: it returns once the loop has
+// taken the proposal, with a channel that receives, once, how it ended
+// (the Result of Propose's Waiter: Value the state machine's result, or
+// Err). An error means the proposal was not taken (ctx ended first, or
+// the loop ended); a refusal by the core comes on the channel. A server
+// that waits for the result beside other events (a lost leadership) so
+// needs no goroutine per proposal.
+func (n *Node) ProposeAsync(ctx context.Context, data []byte) (<-chan Result, error) {
+	ch := make(chan Result, 1)
+	err := n.do(ctx, func() {
+		if err := n.h.Propose(data, func(r Result) { ch <- r }); err != nil {
+			ch <- Result{Err: err}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
 // ProposeConfChange proposes a membership change and waits until it is
 // applied here; the result is the new raft.ConfState.
 func (n *Node) ProposeConfChange(ctx context.Context, cc raft.ConfChange) (raft.ConfState, error) {

@@ -707,27 +707,25 @@ func (n *Node) Propose(ctx context.Context, cmd Command) (Result, error) {
 
 func (n *Node) propose(ctx context.Context, cmd Command) (Result, error) {
 	start := time.Now()
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan proposeResult, 1)
-	go func() {
-		v, err := n.shell.Propose(pctx, cmd.Marshal())
-		r, _ := v.(Result)
-		done <- proposeResult{r, err}
-	}()
+	// The shell answers on done; this goroutine waits for that beside a
+	// change of role, without a goroutine of its own per proposal.
+	done, err := n.shell.ProposeAsync(ctx, cmd.Marshal())
+	if err != nil {
+		return Result{}, mapErr(err)
+	}
 	for {
 		// Woken when the role or term changes, not at every commit: at 64
 		// clients, every Ready woke every waiting proposer.
 		changed := n.shell.RoleChanged()
-		if st := n.shell.Status(); st.Role != raft.Leader {
+		if n.shell.Lead() != n.cfg.ID {
 			// Refused up front (not leader), the shell answers at once; a
 			// proposal appended before leadership was lost waits for the
 			// next leader to decide, and is of unknown outcome until then.
-			// The status is read before waiting on changed, so a loss
+			// The leader is read before waiting on changed, so a loss
 			// between the append and the first read is seen here too.
 			select {
 			case r := <-done:
-				return r.res, mapErr(r.err)
+				return proposeAnswer(r)
 			case <-time.After(n.cfg.TickInterval):
 				return Result{}, ErrOutcomeUnknown
 			case <-ctx.Done():
@@ -736,15 +734,21 @@ func (n *Node) propose(ctx context.Context, cmd Command) (Result, error) {
 		}
 		select {
 		case r := <-done:
-			if r.err == nil && n.cfg.Metrics != nil {
+			if r.Err == nil && n.cfg.Metrics != nil {
 				n.cfg.Metrics.proposeSeconds.Observe(time.Since(start).Seconds())
 			}
-			return r.res, mapErr(r.err)
+			return proposeAnswer(r)
 		case <-changed:
 		case <-ctx.Done():
 			return Result{}, ctx.Err()
 		}
 	}
+}
+
+// proposeAnswer turns the shell's answer to a proposal into the Replica's.
+func proposeAnswer(r node.Result) (Result, error) {
+	res, _ := r.Value.(Result)
+	return res, mapErr(r.Err)
 }
 
 // renewOnLeader answers a renewal without a Raft write, as etcd's lessor
@@ -785,11 +789,6 @@ func (n *Node) renewOnLeader(ctx context.Context, c Command) (res Result, answer
 		n.cfg.Metrics.leaseRenewalsLocal.Inc()
 	}
 	return leaseResult(StatusOK, l), true, nil
-}
-
-type proposeResult struct {
-	res Result
-	err error
 }
 
 // ReadBarrier implements Replica with the core's ReadIndex. Concurrent
