@@ -64,6 +64,9 @@ type API struct {
 	cfg     APIConfig
 	mux     *http.ServeMux
 	watches *watchLimit
+	// frames shares the encoded events of key watches (eventframes.go);
+	// nil shares none (a benchmark's baseline).
+	frames *eventFrames
 	// peers asks the other members for their status, for the dashboard.
 	peers *peerPoller
 }
@@ -82,7 +85,8 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 	if cfg.WatchesMax <= 0 {
 		cfg.WatchesMax = DefaultHTTPLimits().WatchesMax
 	}
-	a := &API{replica: replica, cfg: cfg, mux: http.NewServeMux(), watches: newWatchLimit(cfg.WatchesMax, cfg.Metrics), peers: &peerPoller{}}
+	a := &API{replica: replica, cfg: cfg, mux: http.NewServeMux(), watches: newWatchLimit(cfg.WatchesMax, cfg.Metrics), peers: &peerPoller{},
+		frames: &eventFrames{}}
 	a.handle("GET /v1/status", "status", a.status)
 	a.handle("GET /v1/kv/{key...}", "kv_get", a.getKey)
 	a.handle("PUT /v1/kv/{key...}", "kv_put", a.putKey)
@@ -597,12 +601,17 @@ func (a *API) stream(w http.ResponseWriter, r *request, what Watched, rev uint64
 		changed := a.replica.ChangedOf(what)
 		if cur := current(); cur != rev {
 			rev = cur
-			_, b := body()
-			data, err := json.Marshal(b)
-			if err != nil {
-				return nil
+			frame, ok := a.frames.get(what, rev)
+			if !ok {
+				_, b := body()
+				data, err := json.Marshal(b)
+				if err != nil {
+					return nil
+				}
+				frame = fmt.Appendf(nil, "event: %s\nid: %d\ndata: %s\n\n", api.EventChange, rev, data)
+				a.frames.put(what, rev, frame)
 			}
-			if _, err := fmt.Fprintf(w, "event: %s\nid: %d\ndata: %s\n\n", api.EventChange, rev, data); err != nil {
+			if _, err := w.Write(frame); err != nil {
 				return nil // the client went away
 			}
 			flusher.Flush()

@@ -218,7 +218,8 @@ type stateMachine struct {
 	leading    bool
 	leaderTerm uint64
 	// changed is closed at the next change of anything, if anyone took it
-	// (changedTaken); watches wait on their own key's channel in watches.
+	// (changedTaken); watches wait on their own key's channel in watches,
+	// which has its own lock (Apply and Restore take it under mu).
 	changed      chan struct{}
 	changedTaken bool
 	watches      watchIndex
@@ -330,7 +331,8 @@ func NewNode(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: logger(cfg.Logger).With("node", cfg.ID), stop: make(chan struct{}), watchDone: make(chan struct{}),
 		announced: map[uint64]string{}}
 	n.sm = &stateMachine{machine: NewMachine(cfg.Limits), lessor: newLessor(time.Second), changed: make(chan struct{}),
-		watches: newWatchIndex(cfg.HTTP.WatchesMax), metrics: cfg.Metrics}
+		metrics: cfg.Metrics}
+	n.sm.watches.bound = watchIndexBound(cfg.HTTP.WatchesMax)
 	n.obs = newObserver(cfg.ID)
 	if err := n.open(); err != nil {
 		if n.tr != nil {
@@ -891,9 +893,9 @@ func (n *Node) Changed() <-chan struct{} {
 }
 
 // ChangedOf implements Replica.
+// The index has its own lock: a watch waiting again does not take the
+// state machine's, which every apply needs.
 func (n *Node) ChangedOf(w Watched) <-chan struct{} {
-	n.sm.mu.Lock()
-	defer n.sm.mu.Unlock()
 	return n.sm.watches.wait(w)
 }
 
