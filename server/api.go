@@ -64,6 +64,9 @@ type API struct {
 	cfg     APIConfig
 	mux     *http.ServeMux
 	watches *watchLimit
+	// frames shares the encoded events of key watches (eventframes.go);
+	// nil shares none (a benchmark's baseline).
+	frames *eventFrames
 	// peers asks the other members for their status, for the dashboard.
 	peers *peerPoller
 }
@@ -82,7 +85,8 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 	if cfg.WatchesMax <= 0 {
 		cfg.WatchesMax = DefaultHTTPLimits().WatchesMax
 	}
-	a := &API{replica: replica, cfg: cfg, mux: http.NewServeMux(), watches: newWatchLimit(cfg.WatchesMax, cfg.Metrics), peers: &peerPoller{}}
+	a := &API{replica: replica, cfg: cfg, mux: http.NewServeMux(), watches: newWatchLimit(cfg.WatchesMax, cfg.Metrics), peers: &peerPoller{},
+		frames: &eventFrames{}}
 	a.handle("GET /v1/status", "status", a.status)
 	a.handle("GET /v1/kv/{key...}", "kv_get", a.getKey)
 	a.handle("PUT /v1/kv/{key...}", "kv_put", a.putKey)
@@ -128,10 +132,10 @@ func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request
 	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-		st := a.replica.Status()
-		rec.Header().Set(api.HeaderNode, strconv.FormatUint(st.ID, 10))
-		if st.Leader != 0 {
-			rec.Header().Set(api.HeaderLeader, strconv.FormatUint(st.Leader, 10))
+		self, leader := a.replica.Leader()
+		rec.Header().Set(api.HeaderNode, strconv.FormatUint(self, 10))
+		if leader != 0 {
+			rec.Header().Set(api.HeaderLeader, strconv.FormatUint(leader, 10))
 		}
 		if !a.guard(rec, r, route) {
 			body, err := io.ReadAll(http.MaxBytesReader(rec, r.Body, int64(a.cfg.Limits.ValueBytes)+4096))
@@ -218,8 +222,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 // leading reports whether this node is the leader; if not, the request
 // must be forwarded.
 func (a *API) leading() bool {
-	st := a.replica.Status()
-	return st.Leader == st.ID && st.ID != 0
+	self, leader := a.replica.Leader()
+	return leader == self && self != 0
 }
 
 // forward sends the request to the leader and copies its answer back.
@@ -637,12 +641,17 @@ func (a *API) stream(w http.ResponseWriter, r *request, what Watched, rev uint64
 		changed := a.replica.ChangedOf(what)
 		if cur := current(); cur != rev {
 			rev = cur
-			_, b := body()
-			data, err := json.Marshal(b)
-			if err != nil {
-				return nil
+			frame, ok := a.frames.get(what, rev)
+			if !ok {
+				_, b := body()
+				data, err := json.Marshal(b)
+				if err != nil {
+					return nil
+				}
+				frame = fmt.Appendf(nil, "event: %s\nid: %d\ndata: %s\n\n", api.EventChange, rev, data)
+				a.frames.put(what, rev, frame)
 			}
-			if _, err := fmt.Fprintf(w, "event: %s\nid: %d\ndata: %s\n\n", api.EventChange, rev, data); err != nil {
+			if _, err := w.Write(frame); err != nil {
 				return nil // the client went away
 			}
 			flusher.Flush()

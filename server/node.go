@@ -222,7 +222,8 @@ type stateMachine struct {
 	leading    bool
 	leaderTerm uint64
 	// changed is closed at the next change of anything, if anyone took it
-	// (changedTaken); watches wait on their own key's channel in watches.
+	// (changedTaken); watches wait on their own key's channel in watches,
+	// which has its own lock (Apply and Restore take it under mu).
 	changed      chan struct{}
 	changedTaken bool
 	watches      watchIndex
@@ -334,7 +335,8 @@ func NewNode(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: logger(cfg.Logger).With("node", cfg.ID), stop: make(chan struct{}), watchDone: make(chan struct{}),
 		announced: map[uint64]string{}}
 	n.sm = &stateMachine{machine: NewMachine(cfg.Limits), lessor: newLessor(time.Second), changed: make(chan struct{}),
-		watches: newWatchIndex(cfg.HTTP.WatchesMax), metrics: cfg.Metrics}
+		metrics: cfg.Metrics}
+	n.sm.watches.bound = watchIndexBound(cfg.HTTP.WatchesMax)
 	n.obs = newObserver(cfg.ID)
 	if err := n.open(); err != nil {
 		if n.tr != nil {
@@ -711,27 +713,25 @@ func (n *Node) Propose(ctx context.Context, cmd Command) (Result, error) {
 
 func (n *Node) propose(ctx context.Context, cmd Command) (Result, error) {
 	start := time.Now()
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan proposeResult, 1)
-	go func() {
-		v, err := n.shell.Propose(pctx, cmd.Marshal())
-		r, _ := v.(Result)
-		done <- proposeResult{r, err}
-	}()
+	// The shell answers on done; this goroutine waits for that beside a
+	// change of role, without a goroutine of its own per proposal.
+	done, err := n.shell.ProposeAsync(ctx, cmd.Marshal())
+	if err != nil {
+		return Result{}, mapErr(err)
+	}
 	for {
 		// Woken when the role or term changes, not at every commit: at 64
 		// clients, every Ready woke every waiting proposer.
 		changed := n.shell.RoleChanged()
-		if st := n.shell.Status(); st.Role != raft.Leader {
+		if n.shell.Lead() != n.cfg.ID {
 			// Refused up front (not leader), the shell answers at once; a
 			// proposal appended before leadership was lost waits for the
 			// next leader to decide, and is of unknown outcome until then.
-			// The status is read before waiting on changed, so a loss
+			// The leader is read before waiting on changed, so a loss
 			// between the append and the first read is seen here too.
 			select {
 			case r := <-done:
-				return r.res, mapErr(r.err)
+				return proposeAnswer(r)
 			case <-time.After(n.cfg.TickInterval):
 				return Result{}, ErrOutcomeUnknown
 			case <-ctx.Done():
@@ -740,15 +740,21 @@ func (n *Node) propose(ctx context.Context, cmd Command) (Result, error) {
 		}
 		select {
 		case r := <-done:
-			if r.err == nil && n.cfg.Metrics != nil {
+			if r.Err == nil && n.cfg.Metrics != nil {
 				n.cfg.Metrics.proposeSeconds.Observe(time.Since(start).Seconds())
 			}
-			return r.res, mapErr(r.err)
+			return proposeAnswer(r)
 		case <-changed:
 		case <-ctx.Done():
 			return Result{}, ctx.Err()
 		}
 	}
+}
+
+// proposeAnswer turns the shell's answer to a proposal into the Replica's.
+func proposeAnswer(r node.Result) (Result, error) {
+	res, _ := r.Value.(Result)
+	return res, mapErr(r.Err)
 }
 
 // renewOnLeader answers a renewal without a Raft write, as etcd's lessor
@@ -789,11 +795,6 @@ func (n *Node) renewOnLeader(ctx context.Context, c Command) (res Result, answer
 		n.cfg.Metrics.leaseRenewalsLocal.Inc()
 	}
 	return leaseResult(StatusOK, l), true, nil
-}
-
-type proposeResult struct {
-	res Result
-	err error
 }
 
 // ReadBarrier implements Replica with the core's ReadIndex. Concurrent
@@ -896,14 +897,18 @@ func (n *Node) Changed() <-chan struct{} {
 }
 
 // ChangedOf implements Replica.
+// The index has its own lock: a watch waiting again does not take the
+// state machine's, which every apply needs.
 func (n *Node) ChangedOf(w Watched) <-chan struct{} {
-	n.sm.mu.Lock()
-	defer n.sm.mu.Unlock()
 	return n.sm.watches.wait(w)
 }
 
 // Status implements Replica.
 func (n *Node) Status() api.NodeStatus { return n.status(n.shell.Status()) }
+
+// Leader implements Replica from the shell's status alone: no lock of the
+// state machine, no member list.
+func (n *Node) Leader() (self, leader uint64) { return n.cfg.ID, n.shell.Lead() }
 
 // StatusChanged returns a channel that is closed when the node's Raft
 // status (role, term, leader, commit, applied index) next changes. Take it
