@@ -52,6 +52,11 @@ type APIConfig struct {
 	WatchesMax int
 	// Pprof serves the Go profiler at /debug/pprof/ (admin tokens only).
 	Pprof bool
+	// SessionKeepAlive is how often a lease session stream sends a
+	// keep-alive; SessionGrace how long after a session closes from the
+	// holder's side the leader frees its lease (session.go). 0: the
+	// defaults, SessionKeepAliveDefault and SessionGraceDefault.
+	SessionKeepAlive, SessionGrace time.Duration
 }
 
 // API serves the HTTP/JSON API (docs/API.md) over a Replica. Any node
@@ -66,6 +71,8 @@ type API struct {
 	watches *watchLimit
 	// peers asks the other members for their status, for the dashboard.
 	peers *peerPoller
+	// sessions are the lease session streams this node serves as leader.
+	sessions sessionRegistry
 }
 
 // NewAPI returns the API of replica.
@@ -82,6 +89,12 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 	if cfg.WatchesMax <= 0 {
 		cfg.WatchesMax = DefaultHTTPLimits().WatchesMax
 	}
+	if cfg.SessionKeepAlive <= 0 {
+		cfg.SessionKeepAlive = SessionKeepAliveDefault
+	}
+	if cfg.SessionGrace <= 0 {
+		cfg.SessionGrace = SessionGraceDefault
+	}
 	a := &API{replica: replica, cfg: cfg, mux: http.NewServeMux(), watches: newWatchLimit(cfg.WatchesMax, cfg.Metrics), peers: &peerPoller{}}
 	a.handle("GET /v1/status", "status", a.status)
 	a.handle("GET /v1/kv/{key...}", "kv_get", a.getKey)
@@ -93,6 +106,7 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 	a.handle("POST /v1/leases/{name}/release", "lease_release", a.release)
 	a.handle("GET /v1/leases/{name}", "lease_get", a.getLease)
 	a.handle("GET /v1/watch/leases/{name}", "lease_watch", a.watchLease)
+	a.handle("GET /v1/leases/{name}/session", "lease_session", a.leaseSession)
 	a.handle("GET /v1/members", "members", a.members)
 	a.handle("POST /v1/members", "member_add", a.addMember)
 	a.handle("DELETE /v1/members/{id}", "member_remove", a.removeMember)
@@ -156,6 +170,10 @@ func (s *statusRecorder) WriteHeader(code int) {
 	s.code = code
 	s.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.ResponseController reach the connection (a lease
+// session clears its read deadline).
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func (s *statusRecorder) Flush() {
 	if f, ok := s.ResponseWriter.(http.Flusher); ok {
