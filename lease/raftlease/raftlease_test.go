@@ -95,7 +95,7 @@ func TestBadURLs(t *testing.T) {
 	for _, raw := range []string{
 		"raft://", "raft://a:1?timeout=soon", "raft://a:1?timeout=-1s", "raft://a:1?tls=maybe",
 		"raft://a:1?cacert=/nonexistent/ca.crt", "raft://a:1?token_file=/nonexistent/token",
-		"raft://a:1?cert=/nonexistent/c.crt", "raft://a:1?token=secret",
+		"raft://a:1?cert=/nonexistent/c.crt", "raft://a:1?token=secret", "raft://a:1?session=maybe",
 	} {
 		u, err := url.Parse(raw)
 		if err != nil {
