@@ -33,7 +33,7 @@ func TestProcesses(t *testing.T) {
 
 // startCluster starts a 3-node cluster of real server processes (this test
 // binary, serving as `coord server`).
-func startCluster(t *testing.T) *localcluster.Cluster {
+func startCluster(t testing.TB) *localcluster.Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
