@@ -14,6 +14,7 @@ import (
 
 	"coord/internal/faultproxy"
 	"coord/lease"
+	"coord/lease/eventlog"
 	"coord/lease/leasetest"
 	"coord/server/localcluster"
 )
@@ -175,4 +176,37 @@ func TestSessionWatchTenure(t *testing.T) {
 	if _, err := plain.WatchTenure(ctx, "w", rec.Token); !errors.Is(err, lease.ErrInvalid) {
 		t.Fatalf("WatchTenure without sessions: %v, want ErrInvalid", err)
 	}
+}
+
+// The cluster's leader killed under a session holder: the stream dies with
+// it, and the holder either opens a session on the new leader within its
+// bound and keeps the lease, or steps down; never do two participants
+// hold the lease at once, and no session's end frees it on the new leader
+// while its holder still holds it.
+func TestSessionAcrossLeaderKill(t *testing.T) {
+	c := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	g := leasetest.StartGroup(t, coordBin, sessionURL(c, c.Endpoints()), leasetest.NewName(), 2, "--ttl", sessionTTL.String())
+	first := g.WaitEvent(t, sessionDeadline, "a first leader", func(e lease.Event) bool { return e.Event == lease.EventElected })
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killedAt := eventlog.MonotonicNow()
+	if err := c.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Either the holder kept its lease (a renewal after the kill, through
+	// the new leader) or it stepped down and the other was elected.
+	e := g.WaitEvent(t, sessionDeadline, "the holder's next move", func(e lease.Event) bool {
+		return e.Event == lease.EventLost && e.ID == first.ID ||
+			e.Event == lease.EventElected && e.ID != first.ID ||
+			e.Event == lease.EventRenewed && e.ID == first.ID && e.MonoNS > killedAt
+	})
+	t.Logf("after the cluster leader's death: %s %s token %d %s", e.ID, e.Event, e.Token, e.Error)
+	g.CheckOneLeader(t)
 }
