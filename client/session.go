@@ -44,6 +44,11 @@ type LeaseSession struct {
 // matches ErrLost too when the reason is api.EndLost.
 var ErrSessionEnded = errors.New("client: lease session ended by the leader")
 
+// ErrMalformedSession is returned by OpenLeaseSession when a node answered
+// with a stream that is not a lease session (a first event that is not
+// one, or unsafe timings): asking again would get the same.
+var ErrMalformedSession = errors.New("client: malformed lease session")
+
 // OpenLeaseSession opens a session for holder's tenure of name under
 // token, on the leader: a follower refuses (unavailable), and the next
 // endpoint is tried, as for any request. It returns once the leader's
@@ -72,7 +77,7 @@ func (c *Client) OpenLeaseSession(ctx context.Context, name, holder string, toke
 				c.mu.Unlock()
 				return s, nil
 			}
-			if !retryable(err) {
+			if !retryable(err) || errors.Is(err, ErrMalformedSession) {
 				return nil, err
 			}
 			last = err
@@ -120,7 +125,7 @@ func (c *Client) openSession(ctx context.Context, endpoint, path string) (*Lease
 	s.lines.Buffer(make([]byte, 512), sessionLineBytesMax)
 	event, data, err := s.next()
 	if err == nil && event != api.EventSession {
-		err = fmt.Errorf("client: %s: lease session: first event %q, want %q", endpoint, event, api.EventSession)
+		err = fmt.Errorf("%w: %s: first event %q, want %q", ErrMalformedSession, endpoint, event, api.EventSession)
 	}
 	if err == nil {
 		err = s.opened(data)
@@ -157,12 +162,12 @@ func errorFrom(resp *http.Response) error {
 // input.
 func (s *LeaseSession) opened(data string) error {
 	if err := json.Unmarshal([]byte(data), &s.Opened); err != nil {
-		return fmt.Errorf("client: lease session: first event: %w", err)
+		return fmt.Errorf("%w: first event: %w", ErrMalformedSession, err)
 	}
 	s.KeepAlive = time.Duration(s.Opened.KeepAliveMs) * time.Millisecond
 	s.Grace = time.Duration(s.Opened.GraceMs) * time.Millisecond
 	if s.KeepAlive <= 0 || s.Grace < 4*s.KeepAlive || s.Grace > time.Hour {
-		return fmt.Errorf("client: lease session: keep-alive %v and grace %v: want 0 < 4 × keep-alive <= grace <= 1h",
+		return fmt.Errorf("%w: keep-alive %v and grace %v: want 0 < 4 × keep-alive <= grace <= 1h", ErrMalformedSession,
 			s.KeepAlive, s.Grace)
 	}
 	return nil

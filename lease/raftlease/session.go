@@ -143,7 +143,8 @@ func (b *Backend) keepSession(ctx context.Context, k tenureKey, holder string) e
 		case err != nil && !deadline.IsZero() && !time.Now().Before(deadline):
 			return fmt.Errorf("%s: session %q token %d: %w: stream lost and not reopened within its bound: %v",
 				prefix, k.name, k.token, lease.ErrLost, err)
-		case errors.Is(err, client.ErrInvalid), errors.Is(err, client.ErrPermissionDenied), errors.Is(err, client.ErrUnauthenticated):
+		case errors.Is(err, client.ErrInvalid), errors.Is(err, client.ErrPermissionDenied), errors.Is(err, client.ErrUnauthenticated),
+			errors.Is(err, client.ErrMalformedSession):
 			// The cluster will answer the same again. The tenure goes on
 			// by renewals; if a session was open, its deadline still ends it.
 			if deadline.IsZero() {
