@@ -80,7 +80,11 @@ func (c *Client) OpenLeaseSession(ctx context.Context, name, holder string, toke
 			if !retryable(err) || errors.Is(err, ErrMalformedSession) {
 				return nil, err
 			}
-			last = err
+			// An attempt cut short by ctx's end says less than the one
+			// before it.
+			if last == nil || ctx.Err() == nil {
+				last = err
+			}
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("%w: open lease session %q: %w (last: %w)", ErrUnavailable, name, ctx.Err(), last)
 			}
