@@ -171,10 +171,6 @@ func (s *statusRecorder) WriteHeader(code int) {
 	s.ResponseWriter.WriteHeader(code)
 }
 
-// Unwrap lets http.ResponseController reach the connection (a lease
-// session clears its read deadline).
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
 func (s *statusRecorder) Flush() {
 	if f, ok := s.ResponseWriter.(http.Flusher); ok {
 		f.Flush()

@@ -274,9 +274,6 @@ func (a *API) serveSession(w http.ResponseWriter, r *request, term uint64, k ten
 	if !ok {
 		return "", fmt.Errorf("server: streaming unsupported by this connection")
 	}
-	// The stream outlives the server's ReadTimeout by design: without
-	// this, the read deadline would end it (and the session with it).
-	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)

@@ -264,3 +264,22 @@ func TestSessionRegistryRefusesReleasingTenure(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A session outlives the server's ReadTimeout: net/http clears the read
+// deadline once the request is read (its background read, which cancels
+// the request's context when the holder's side closes); were it kept, the
+// stream would end at the deadline and free a live holder's lease.
+func TestSessionOutlivesReadTimeout(t *testing.T) {
+	leader := newFake(1, 1)
+	srv := httptest.NewUnstartedServer(NewAPI(leader, APIConfig{SessionKeepAlive: 20 * time.Millisecond, SessionGrace: time.Hour}))
+	srv.Config.ReadTimeout = 200 * time.Millisecond
+	srv.Start()
+	t.Cleanup(srv.Close)
+	token := call(t, "POST", srv.URL+"/v1/leases/s/acquire", `{"holder":"alice","ttl_ms":60000}`).want(t, 200).num("token")
+	s, _ := openSession(t, srv.URL, "s", "alice", token)
+	for range 50 { // 1 s of keep-alives: five read timeouts
+		if event, data := s.next(t); event != api.EventKeepAlive {
+			t.Fatalf("event %q %q, want keep-alives only", event, data)
+		}
+	}
+}
