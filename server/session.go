@@ -144,7 +144,7 @@ func newSessionMetrics() sessionMetrics {
 		open: prometheus.NewGauge(prometheus.GaugeOpts{Name: "coord_lease_sessions_open",
 			Help: "Lease session streams this node serves."}),
 		releases: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_lease_session_releases_total",
-			Help: "Leases the leader freed because their holder's session stream closed from the holder's side."}),
+			Help: "Releases the leader proposed because a holder's session stream closed from the holder's side (each frees the lease if its token is still current)."}),
 	}
 }
 
@@ -326,6 +326,11 @@ func (a *API) releaseSession(term uint64, k tenureKey) {
 	if !l.Held() || l.Token != k.token {
 		return
 	}
+	// Counted before it is proposed, so that whoever sees the lease freed
+	// sees the count too.
+	if m := a.cfg.Metrics; m != nil {
+		m.sessions.releases.Inc()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), sessionReleaseTimeout)
 	defer cancel()
 	res, err := a.replica.Propose(ctx, Command{Op: OpExpire, Key: k.name, Token: k.token, Renewed: l.Renewed})
@@ -337,8 +342,5 @@ func (a *API) releaseSession(term uint64, k tenureKey) {
 	default:
 		a.cfg.Logger.Info("lease session: released: the holder's session closed", "lease", k.name, "token", k.token,
 			"holder", l.Holder, "grace", a.cfg.SessionGrace)
-		if m := a.cfg.Metrics; m != nil {
-			m.sessions.releases.Inc()
-		}
 	}
 }

@@ -173,27 +173,40 @@ func TestSessionClosedByHolderReleases(t *testing.T) {
 	}
 }
 
-// A holder that opens a new stream within the grace keeps its lease.
-func TestSessionReopenedWithinGraceKeepsLease(t *testing.T) {
-	p := newSessionPair(t, 200*time.Millisecond)
+// A tenure with a stream still open keeps its lease when another of its
+// streams closes, for as long as that one stays open.
+func TestSessionOtherStreamKeepsLease(t *testing.T) {
+	p := newSessionPair(t, 100*time.Millisecond)
 	token := p.acquire(t, "s", "alice")
 	s, _ := openSession(t, p.leaderURL, "s", "alice", token)
 	s2, _ := openSession(t, p.leaderURL, "s", "alice", token)
 	s.close()
-	// Three graces with one stream still open, then reopen after closing
-	// the other: the lease must stay held throughout.
-	for range 3 * 10 {
-		s2.next(t) // keep-alives, 20 ms apart
-	}
-	s2.close()
-	s3, _ := openSession(t, p.leaderURL, "s", "alice", token)
-	for range 3 * 10 {
-		s3.next(t)
+	for range 15 {
+		s2.next(t) // keep-alives, 20 ms apart: three graces at least
 	}
 	var l Lease
 	p.leader.View(func(v View) { l = v.Lease("s") })
 	if l.Holder != "alice" || l.Token != token {
 		t.Fatalf("lease %+v, want still held by alice under %d", l, token)
+	}
+}
+
+// A stream opened within the grace cancels the pending release.
+func TestSessionRegistryReopenCancelsRelease(t *testing.T) {
+	var s sessionRegistry
+	k := tenureKey{name: "s", token: 7}
+	if err := s.open(1, k); err != nil {
+		t.Fatal(err)
+	}
+	s.close(1, k, true, time.Hour, func() { t.Error("released a tenure reopened within the grace") })
+	if s.tenures[k].timer == nil {
+		t.Fatal("no release pending after the holder's side closed the last stream")
+	}
+	if err := s.open(1, k); err != nil {
+		t.Fatal(err)
+	}
+	if tn := s.tenures[k]; tn.timer != nil || tn.streams != 1 {
+		t.Fatalf("after reopening: %+v, want no release pending and one stream", tn)
 	}
 }
 
@@ -227,11 +240,12 @@ func TestSessionEndedByLeader(t *testing.T) {
 	p.leader.mu.Lock()
 	p.leader.leader = 1
 	p.leader.mu.Unlock()
-	// A new session in the same term proves the old one was forgotten
-	// without a release pending.
-	s, _ = openSession(t, p.leaderURL, "s", "bob", token)
-	for range 10 {
-		s.next(t)
+	// Three graces with no stream open: a release scheduled for the end
+	// of that stream would have freed the lease by then.
+	select {
+	case <-p.leader.ChangedOf(Watched{Lease: true, Name: "s"}):
+		t.Fatal("the lease changed after the leader ended the session")
+	case <-time.After(3 * p.grace):
 	}
 	var l Lease
 	p.leader.View(func(v View) { l = v.Lease("s") })
