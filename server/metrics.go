@@ -40,13 +40,12 @@ type Metrics struct {
 
 	// Replication to each peer and the leases (metrics_cluster.go).
 	clusterMetrics
+	// sessions counts lease sessions (session.go).
+	sessions sessionMetrics
 
 	// leaseRenewalsLocal counts renewals the leader answered without a
 	// Raft write (Node.renewOnLeader).
 	leaseRenewalsLocal prometheus.Counter
-
-	// sessions counts lease sessions (session.go).
-	sessions sessionMetrics
 }
 
 // NewMetrics returns a fresh set of metrics, with the Go runtime's and the
@@ -83,17 +82,17 @@ func NewMetrics() *Metrics {
 		connectionsRejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_http_connections_rejected_total",
 			Help: "Connections closed when accepted because the node had its maximum open."}),
 		clusterMetrics: newClusterMetrics(),
+		sessions:       newSessionMetrics(),
 
 		leaseRenewalsLocal: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_lease_renewals_local_total",
 			Help: "Lease renewals the leader answered without a Raft write (after a quorum confirmed its leadership)."}),
-		sessions: newSessionMetrics(),
 	}
+	m.registry.MustRegister(m.sessions.collectors()...)
 	m.registry.MustRegister(m.term, m.role, m.commitIndex, m.appliedIndex, m.leaderChanges,
 		m.appendSeconds, m.proposeSeconds, m.requests, m.requestSeconds, m.dropped, m.invalid,
 		m.watches, m.watchesRejected, m.connections, m.connectionsRejected, m.leaseRenewalsLocal,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.registry.MustRegister(m.clusterMetrics.collectors()...)
-	m.registry.MustRegister(m.sessions.collectors()...)
 	return m
 }
 
