@@ -52,6 +52,11 @@ type APIConfig struct {
 	WatchesMax int
 	// Pprof serves the Go profiler at /debug/pprof/ (admin tokens only).
 	Pprof bool
+	// SessionKeepAlive is how often a lease session stream sends a
+	// keep-alive; SessionGrace how long after a session closes from the
+	// holder's side the leader frees its lease (session.go). 0: the
+	// defaults, SessionKeepAliveDefault and SessionGraceDefault.
+	SessionKeepAlive, SessionGrace time.Duration
 }
 
 // API serves the HTTP/JSON API (docs/API.md) over a Replica. Any node
@@ -69,6 +74,8 @@ type API struct {
 	frames *eventFrames
 	// peers asks the other members for their status, for the dashboard.
 	peers *peerPoller
+	// sessions are the lease session streams this node serves as leader.
+	sessions sessionRegistry
 }
 
 // NewAPI returns the API of replica.
@@ -85,6 +92,12 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 	if cfg.WatchesMax <= 0 {
 		cfg.WatchesMax = DefaultHTTPLimits().WatchesMax
 	}
+	if cfg.SessionKeepAlive <= 0 {
+		cfg.SessionKeepAlive = SessionKeepAliveDefault
+	}
+	if cfg.SessionGrace <= 0 {
+		cfg.SessionGrace = SessionGraceDefault
+	}
 	a := &API{replica: replica, cfg: cfg, mux: http.NewServeMux(), watches: newWatchLimit(cfg.WatchesMax, cfg.Metrics), peers: &peerPoller{},
 		frames: &eventFrames{}}
 	a.handle("GET /v1/status", "status", a.status)
@@ -97,6 +110,7 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 	a.handle("POST /v1/leases/{name}/release", "lease_release", a.release)
 	a.handle("GET /v1/leases/{name}", "lease_get", a.getLease)
 	a.handle("GET /v1/watch/leases/{name}", "lease_watch", a.watchLease)
+	a.handle("GET /v1/leases/{name}/session", "lease_session", a.leaseSession)
 	a.handle("GET /v1/members", "members", a.members)
 	a.handle("POST /v1/members", "member_add", a.addMember)
 	a.handle("DELETE /v1/members/{id}", "member_remove", a.removeMember)
