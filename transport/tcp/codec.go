@@ -215,9 +215,9 @@ func done(d *wire.Decoder, what string) error {
 
 // snapshotBegin is the payload of frameSnapshotBegin: the message (without
 // data) and the data's total size.
-func marshalSnapshotBegin(m raft.Message) []byte {
+func marshalSnapshotBegin(m raft.Message, size int64) []byte {
 	e := wire.Encoder{}
-	e.Uvarint(uint64(len(m.Snapshot.Data)))
+	e.Uvarint(uint64(size))
 	e.Buf = append(e.Buf, marshalMessage(m)...)
 	return e.Buf
 }

@@ -823,24 +823,41 @@ func (t *Transport) writeMessage(w *bufio.Writer, m raft.Message) error {
 	return err
 }
 
-// writeSnapshot streams a snapshot in chunks, sending the peer's other
-// messages between chunks so that heartbeats are not stuck behind it.
+// writeSnapshot streams a snapshot in chunks, read from its Source (a
+// file) or Data as they go, sending the peer's other messages between
+// chunks so that heartbeats are not stuck behind it. Only one chunk is in
+// memory at a time. A read error (a damaged file: its reader checks the
+// checksum with the last bytes) ends the stream before its last chunk,
+// so the peer never takes it; the connection is then closed.
 func (t *Transport) writeSnapshot(c *conn, w *bufio.Writer, p *peer, m raft.Message) error {
-	data := m.Snapshot.Data
+	size := m.Snapshot.Size()
+	r, err := m.Snapshot.Open()
+	if err != nil {
+		t.log.Warn("snapshot not sent", "peer", p.id, "index", m.Snapshot.Metadata.Index, "err", err)
+		return fmt.Errorf("open snapshot: %w", err)
+	}
+	defer r.Close()
 	_ = c.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
-	if _, err := w.Write(appendFrame(nil, frameSnapshotBegin, marshalSnapshotBegin(m))); err != nil {
+	if _, err := w.Write(appendFrame(nil, frameSnapshotBegin, marshalSnapshotBegin(m, size))); err != nil {
 		return err
 	}
-	chunk := make([]byte, 0, t.cfg.SnapshotChunkBytes+1)
-	for off := 0; ; {
-		end := min(off+t.cfg.SnapshotChunkBytes, len(data))
-		last := byte(0)
-		if end == len(data) {
-			last = 1
+	chunk := make([]byte, t.cfg.SnapshotChunkBytes+1)
+	frame := make([]byte, 0, frameHeaderBytes+len(chunk)+frameTrailerBytes)
+	for off := int64(0); ; {
+		n := min(int64(t.cfg.SnapshotChunkBytes), size-off)
+		if _, err := io.ReadFull(r, chunk[1:1+n]); err != nil {
+			t.log.Warn("snapshot not sent", "peer", p.id, "index", m.Snapshot.Metadata.Index, "err", err)
+			return fmt.Errorf("read snapshot at byte %d of %d: %w", off, size, err)
 		}
-		chunk = append(append(chunk[:0], last), data[off:end]...)
+		end := off + n
+		chunk[0] = 0
+		if end == size {
+			chunk[0] = 1
+		}
+		last := chunk[0]
+		frame = appendFrame(frame[:0], frameSnapshotChunk, chunk[:1+n])
 		_ = c.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
-		if _, err := w.Write(appendFrame(nil, frameSnapshotChunk, chunk)); err != nil {
+		if _, err := w.Write(frame); err != nil {
 			return err
 		}
 		if err := w.Flush(); err != nil {
