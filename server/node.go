@@ -479,6 +479,16 @@ func (n *Node) startTransport(shell *atomic.Pointer[node.Node]) error {
 			s.ReportUnreachable(id)
 		}
 	}
+	// A snapshot from the leader is spooled to the data directory as it
+	// arrives, and adopted there when installed: no size limit but the
+	// disk's, and never held in memory.
+	tc.SpoolSnapshot = func(m raft.Message, size int64) (tcp.SnapshotSpool, error) {
+		spool, err := n.disk.ReceiveSnapshot(m.Snapshot.Metadata, size)
+		if err != nil {
+			return nil, err
+		}
+		return spool, nil
+	}
 	tc.SnapshotDone = func(id uint64, failed bool) {
 		if s := shell.Load(); s != nil {
 			s.ReportSnapshot(id, failed)

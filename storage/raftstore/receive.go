@@ -111,7 +111,7 @@ func (s *Spool) Write(p []byte) (int, error) {
 // it is handed that Source. An error if fewer bytes than announced were
 // written, if the write failed (a full disk: the error says so), or if the
 // snapshot went stale meanwhile; the file is then removed.
-func (s *Spool) Commit() (*snapshot.Source, error) {
+func (s *Spool) Commit() (raft.SnapshotSource, error) {
 	if s.done {
 		return nil, errors.New("raftstore: spool: Commit after Commit or Abort")
 	}
