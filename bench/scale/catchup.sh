@@ -16,6 +16,13 @@
 # this: coord refuses to let a voter that lost acknowledged entries vote
 # or apply, docs/storage.md.)
 #
+# SERVER_ARGS are passed on to every server. A snapshot holds the state as
+# of the last one taken (every --snapshot-entries, 10,000 by default), so
+# to send a snapshot past a size, load enough past it; for one over 1 GiB
+# (the old design's bound) with few, large values:
+#
+#   SERVER_ARGS="--snapshot-entries 600" bench/scale/catchup.sh 1300 1000000 ...
+#
 # CATCHUP_TIMEOUT (seconds, default 600) bounds the wait; a member that
 # has not caught up by then is reported as such (the old design refuses a
 # snapshot over 1 GiB, and retries forever).
@@ -41,7 +48,7 @@ run() { # binary
   peers=${peers%,}
   start() { # id [--join]
     "$bin" server --insecure --id "$1" --peers "$peers" --http 127.0.0.1:$((base + 10 + $1)) \
-      --data "$work/coord-$1" "${@:2}" >>"$work/coord-$1.log" 2>&1 &
+      --data "$work/coord-$1" ${SERVER_ARGS:-} "${@:2}" >>"$work/coord-$1.log" 2>&1 &
     pids[$1]=$!
   }
   for i in 1 2 3; do start $i; eps+=(http://127.0.0.1:$((base + 10 + i))); done

@@ -60,7 +60,7 @@ type diskSpool struct {
 	aborted chan struct{}
 }
 
-func newDiskSpool(t *testing.T, dir string) *diskSpool {
+func newDiskSpool(t testing.TB, dir string) *diskSpool {
 	d, err := raftstore.Open(vfs.OS, dir, raftstore.Options{})
 	if err != nil {
 		t.Fatal(err)
