@@ -77,10 +77,10 @@ type Config struct {
 	// the stream is read and dropped. The server spools to the data
 	// directory (raftstore.Disk.ReceiveSnapshot).
 	SpoolSnapshot func(m raft.Message, size int64) (SnapshotSpool, error)
-	// MaxSnapshotBytes bounds a snapshot received; 0 means no bound but
-	// the disk's when SpoolSnapshot is set. Without SpoolSnapshot the
-	// data is held in memory, and bounded by MaxSnapshotBytes or, if that
-	// is 0 or more, MaxSnapshotMemoryBytes.
+	// MaxSnapshotBytes bounds a snapshot received; 0 (the default) means
+	// no bound but the disk's when SpoolSnapshot is set. Without
+	// SpoolSnapshot the data is held in memory, and bounded by the smaller
+	// of MaxSnapshotBytes (if not 0) and MaxSnapshotMemoryBytes.
 	MaxSnapshotBytes int64
 	// SnapshotChunkBytes is the size of the chunks a snapshot is streamed
 	// in; messages to the same peer go between chunks.
