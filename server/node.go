@@ -229,6 +229,8 @@ type stateMachine struct {
 	watches      watchIndex
 	// routes, if set, hears of every change to the peer addresses.
 	routes *peerRoutes
+	// log, if set, hears of restores and how long they took.
+	log *slog.Logger
 }
 
 var _ node.StateMachine = (*stateMachine)(nil)
@@ -296,11 +298,31 @@ func (s *stateMachine) SnapshotView() (io.WriterTo, error) {
 
 // Restore implements node.StateMachine.
 func (s *stateMachine) Restore(data []byte) error {
+	return s.RestoreFrom(bytes.NewReader(data), int64(len(data)))
+}
+
+// RestoreFrom implements node.StreamRestorer: a snapshot received from
+// the leader is decoded from its spooled file as it is read, never held
+// whole in memory. It is decoded into a new machine without the lock, so
+// that the API's reads go on (on the old state) meanwhile; the lock is
+// taken only to swap the state in. The node's loop waits for all of it
+// (it cannot apply past the snapshot before it holds it): the log line
+// says how long.
+func (s *stateMachine) RestoreFrom(r io.Reader, size int64) error {
+	start := time.Now()
+	fresh := NewMachine(s.machine.limits) // the loop is the machine's only writer
+	if err := fresh.RestoreFrom(r, size); err != nil {
+		return err
+	}
+	decoded := time.Since(start)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before := s.machine.Peers()
-	if err := s.machine.Restore(data); err != nil {
-		return err
+	*s.machine = *fresh
+	if s.log != nil {
+		keys, leases, _ := s.machine.Len()
+		s.log.Info("state machine restored from a snapshot", "bytes", size, "keys", keys, "leases", leases,
+			"decode", decoded, "total", time.Since(start))
 	}
 	s.routes.restored(before, s.machine.Peers())
 	// The old deadlines described another state: every held lease gets its
@@ -335,7 +357,7 @@ func NewNode(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: logger(cfg.Logger).With("node", cfg.ID), stop: make(chan struct{}), watchDone: make(chan struct{}),
 		announced: map[uint64]string{}}
 	n.sm = &stateMachine{machine: NewMachine(cfg.Limits), lessor: newLessor(time.Second), changed: make(chan struct{}),
-		metrics: cfg.Metrics}
+		metrics: cfg.Metrics, log: n.log}
 	n.sm.watches.bound = watchIndexBound(cfg.HTTP.WatchesMax)
 	n.obs = newObserver(cfg.ID)
 	if err := n.open(); err != nil {
@@ -462,6 +484,16 @@ func (n *Node) startTransport(shell *atomic.Pointer[node.Node]) error {
 		if s := shell.Load(); s != nil {
 			s.ReportUnreachable(id)
 		}
+	}
+	// A snapshot from the leader is spooled to the data directory as it
+	// arrives, and adopted there when installed: no size limit but the
+	// disk's, and never held in memory.
+	tc.SpoolSnapshot = func(m raft.Message, size int64) (tcp.SnapshotSpool, error) {
+		spool, err := n.disk.ReceiveSnapshot(m.Snapshot.Metadata, size)
+		if err != nil {
+			return nil, err
+		}
+		return spool, nil
 	}
 	tc.SnapshotDone = func(id uint64, failed bool) {
 		if s := shell.Load(); s != nil {
