@@ -56,6 +56,7 @@ func startCluster(t *testing.T, size int) *testCluster {
 			if st := node.Status(); st.Leader == st.ID {
 				c.reached(r.URL.Path)
 			}
+			c.reached(c.https[id] + r.URL.Path)
 			api.ServeHTTP(w, r)
 		})}
 		c.servers[id] = srv
@@ -145,6 +146,12 @@ func (c *testCluster) awaitLeader(path string) <-chan struct{} {
 	ch := make(chan struct{})
 	c.arrived[path] = ch
 	return ch
+}
+
+// awaitAt returns a channel closed when the next request for path reaches
+// the node at HTTP address ep, whether it leads or not.
+func (c *testCluster) awaitAt(ep, path string) <-chan struct{} {
+	return c.awaitLeader(ep + path)
 }
 
 func (c *testCluster) reached(path string) {
