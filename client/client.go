@@ -15,9 +15,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"coord/api"
@@ -122,8 +124,23 @@ type Config struct {
 	// AttemptTimeout bounds one attempt against one node, so that a paused
 	// or partitioned node does not hold a request for its whole context.
 	AttemptTimeout time.Duration
-	// BackoffMin and BackoffMax bound the wait between rounds of attempts.
+	// BackoffMin and BackoffMax bound the wait between rounds of attempts
+	// (a round tries every endpoint once, a leader's first). The wait
+	// starts at BackoffMin, doubles each round up to BackoffMax, and is
+	// drawn at random from its upper half so that clients that failed
+	// together do not retry in step.
 	BackoffMin, BackoffMax time.Duration
+	// WarmInterval is how often, while the client is in use, it sends a
+	// cheap request (GET /healthz) to every endpoint, so that it holds an
+	// open (for HTTPS, already handshaken) connection to each and knows
+	// which node answers at each address: when the leader fails, the next
+	// attempt goes to a node the client already knows, over a connection
+	// already made. Keep it below the HTTP client's idle-connection timeout
+	// (30 s for the client's own) and the nodes' (--http-idle-timeout, 2
+	// minutes). 0: no warm-up; connections are made when needed (a
+	// program that makes one request and ends should say so: the warm-up
+	// starts with the first request).
+	WarmInterval time.Duration
 	// HTTPClient sends the requests. Nil: a client of its own.
 	HTTPClient *http.Client
 }
@@ -133,8 +150,9 @@ func DefaultConfig(endpoints ...string) Config {
 	return Config{
 		Endpoints:      endpoints,
 		AttemptTimeout: 2 * time.Second,
-		BackoffMin:     10 * time.Millisecond,
-		BackoffMax:     500 * time.Millisecond,
+		BackoffMin:     2 * time.Millisecond,
+		BackoffMax:     200 * time.Millisecond,
+		WarmInterval:   10 * time.Second,
 	}
 }
 
@@ -147,6 +165,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: AttemptTimeout %v must be positive", ErrInvalid, c.AttemptTimeout)
 	case c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin:
 		return fmt.Errorf("%w: BackoffMin %v and BackoffMax %v: want 0 < min <= max", ErrInvalid, c.BackoffMin, c.BackoffMax)
+	case c.WarmInterval < 0:
+		return fmt.Errorf("%w: WarmInterval %v is negative", ErrInvalid, c.WarmInterval)
 	}
 	for i, e := range c.Endpoints {
 		if _, err := c.baseURL(e); err != nil {
@@ -193,14 +213,34 @@ type Client struct {
 	cfg  Config
 	http *http.Client
 	id   uint64
+	// index maps each endpoint, as configured, to its position.
+	index map[string]int
 
 	mu        sync.Mutex
 	preferred int // index of the endpoint to try first: the leader, if known
+	leaderAt  int // index of the endpoint of the leader the last answer named; -1: none known
 	nextSeq   uint64
 	pending   map[uint64]bool
+	// nodes[i] is the node ID endpoint i last answered as (its Coord-Node
+	// header), 0 if unknown: it turns a Coord-Leader hint into an address.
+	nodes []uint64
+	// downUntil[i]: endpoint i failed to answer at all (refused, reset,
+	// timed out); until then a hint naming it is not followed, and a
+	// round tries it last.
+	downUntil []time.Time
 	learning  bool      // a lookup of the leader's address is in flight
 	learnedAt time.Time // when the last one started
+	warming   bool      // a warm-up is in flight
+	warmedAt  time.Time // when the last one started
+
+	// counts are what the client did, for tests.
+	counts struct{ attempts, lookups, hints, warmups atomic.Int64 }
 }
+
+// downFor is how long an endpoint that failed to answer is tried after
+// the others, and a hint naming it ignored: about one election, after
+// which a restarted node may be back.
+const downFor = time.Second
 
 // New returns a client of the cluster.
 func New(cfg Config) (*Client, error) {
@@ -215,7 +255,15 @@ func New(cfg Config) (*Client, error) {
 	var b [8]byte
 	_, _ = crand.Read(b[:])
 	id := binary.BigEndian.Uint64(b[:]) | 1 // never 0: 0 means no session
-	return &Client{cfg: cfg, http: hc, id: id, nextSeq: 1, pending: map[uint64]bool{}}, nil
+	n := len(cfg.Endpoints)
+	c := &Client{cfg: cfg, http: hc, id: id, nextSeq: 1, pending: map[uint64]bool{},
+		leaderAt: -1, index: make(map[string]int, n), nodes: make([]uint64, n), downUntil: make([]time.Time, n)}
+	for i, ep := range cfg.Endpoints {
+		if _, dup := c.index[ep]; !dup {
+			c.index[ep] = i
+		}
+	}
+	return c, nil
 }
 
 // ID returns the client's session id.
@@ -283,6 +331,9 @@ type call struct {
 	// session (client_id, seq, ack).
 	sessionless bool
 	timeout     time.Duration // per attempt; 0: the config's
+	// warmUp marks a warm-up's request: its answer looks nothing up (the
+	// warm-up's other answers name the nodes).
+	warmUp bool
 }
 
 // do runs the call until a node answers, decoding a 2xx JSON answer into
@@ -299,16 +350,19 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 		k.query.Set(api.ParamClientID, strconv.FormatUint(id, 10))
 		k.query.Set(api.ParamSeq, strconv.FormatUint(seq, 10))
 	}
+	c.keepWarm()
 	backoff := c.cfg.BackoffMin
 	var last error
 	unknown := false // some attempt of this write may have applied
-	for round := 0; ; round++ {
+	n := len(c.cfg.Endpoints)
+	tried := make([]bool, n)
+	for {
+		clear(tried)
 		c.mu.Lock()
 		start := c.preferred
 		c.mu.Unlock()
-		n := len(c.cfg.Endpoints)
-		for i := range n {
-			ep := (start + i) % n
+		for ep := c.first(start); ep >= 0; ep = c.next(tried, ep) {
+			tried[ep] = true
 			if session {
 				k.query.Set(api.ParamAck, strconv.FormatUint(c.ack(id), 10))
 			}
@@ -326,10 +380,11 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 			if err == nil || !retryable(err) {
 				// Answered (a non-retryable error is always the cluster's
 				// answer): this endpoint serves, so try it first next time,
-				// unless a lookup of the leader chose another meanwhile (a
-				// follower's answer, forwarded, must not undo it).
+				// unless the answer named the leader (noteAnswer preferred
+				// it) or a lookup of the leader chose another meanwhile (a
+				// follower's answer, forwarded, must not undo either).
 				c.mu.Lock()
-				if c.preferred == start {
+				if c.preferred == start && c.leaderAt != start {
 					c.preferred = ep
 				}
 				c.mu.Unlock()
@@ -347,6 +402,53 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 		}
 		backoff = min(2*backoff, c.cfg.BackoffMax)
 	}
+}
+
+// first returns the endpoint a round starts with: the preferred one (the
+// leader, if known), unless it failed to answer lately and another did
+// not.
+func (c *Client) first(preferred int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if !now.Before(c.downUntil[preferred]) {
+		return preferred
+	}
+	n := len(c.cfg.Endpoints)
+	for i := 1; i < n; i++ {
+		if ep := (preferred + i) % n; !now.Before(c.downUntil[ep]) {
+			return ep
+		}
+	}
+	return preferred
+}
+
+// next returns the endpoint to try after ep in this round, -1 if every
+// one was tried: the leader an answer named (noteAnswer made it the
+// preferred one) if not tried yet, else the next in order that did not
+// fail to answer lately, else the next in order.
+func (c *Client) next(tried []bool, ep int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.preferred; !tried[p] {
+		return p
+	}
+	now := time.Now()
+	n := len(tried)
+	fallback := -1
+	for i := 1; i < n; i++ {
+		e := (ep + i) % n
+		if tried[e] {
+			continue
+		}
+		if !now.Before(c.downUntil[e]) {
+			return e
+		}
+		if fallback < 0 {
+			fallback = e
+		}
+	}
+	return fallback
 }
 
 // giveUp is the error of a call whose context ended. A write is of unknown
@@ -390,19 +492,21 @@ func (c *Client) attempt(ctx context.Context, endpoint string, k call, out any) 
 	if c.cfg.Token != "" {
 		req.Header.Set(api.HeaderAuthorization, api.BearerPrefix+c.cfg.Token)
 	}
+	c.counts.attempts.Add(1)
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if ctx.Err() == nil {
+			// Not the caller's own end: the node did not answer in time,
+			// or at all.
+			c.noteDown(endpoint)
+		}
 		return err
 	}
 	defer resp.Body.Close()
+	c.noteAnswer(endpoint, resp.Header, !k.warmUp)
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return err
-	}
-	if node, leader := resp.Header.Get(api.HeaderNode), resp.Header.Get(api.HeaderLeader); leader != "" && node != leader {
-		// Answered through a follower, which forwarded: find the
-		// leader's own address, so that later requests go straight to it.
-		c.learnLeader(endpoint)
 	}
 	if resp.StatusCode/100 == 2 {
 		if out == nil {
@@ -431,9 +535,64 @@ func (c *Client) attempt(ctx context.Context, endpoint string, k call, out any) 
 	return e
 }
 
+// noteDown records that endpoint did not answer at all: for downFor, a
+// hint naming it is not followed and rounds try it last, and if it was
+// preferred, the next endpoint is.
+func (c *Client) noteDown(endpoint string) {
+	i, ok := c.index[endpoint]
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.downUntil[i] = time.Now().Add(downFor)
+	if c.preferred == i {
+		c.preferred = (i + 1) % len(c.cfg.Endpoints)
+	}
+}
+
+// noteAnswer learns from the headers of an answer from endpoint: which
+// node answers there (Coord-Node), and which node leads (Coord-Leader). A
+// leader the client has an address for becomes the preferred endpoint at
+// once, whatever the answer was (a refusal of a node that no longer
+// leads names its successor); one it has none for is looked up if lookup.
+func (c *Client) noteAnswer(endpoint string, h http.Header, lookup bool) {
+	node, _ := strconv.ParseUint(h.Get(api.HeaderNode), 10, 64)
+	leader, _ := strconv.ParseUint(h.Get(api.HeaderLeader), 10, 64)
+	i, known := c.index[endpoint]
+	c.mu.Lock()
+	if known {
+		c.downUntil[i] = time.Time{}
+		if node != 0 {
+			c.nodes[i] = node
+		}
+	}
+	if leader == 0 {
+		c.leaderAt = -1
+		c.mu.Unlock()
+		return
+	}
+	at := slices.Index(c.nodes, leader)
+	c.leaderAt = at
+	followed := at >= 0 && at != c.preferred && !time.Now().Before(c.downUntil[at])
+	if followed {
+		c.preferred = at
+	}
+	c.mu.Unlock()
+	switch {
+	case followed:
+		c.counts.hints.Add(1)
+	case at < 0 && leader != node && lookup:
+		// Answered through (or refused by) a node that knows a leader the
+		// client has no address for: look it up.
+		c.learnLeader(endpoint)
+	}
+}
+
 // learnLeader asks endpoint, in the background and at most once a second,
 // which member leads and at what HTTP address, and prefers that endpoint
-// if the client knows it.
+// if the client knows it. It is the fallback for a leader the client has
+// not heard answer yet (the warm-up learns every endpoint's node).
 func (c *Client) learnLeader(endpoint string) {
 	c.mu.Lock()
 	if c.learning || time.Since(c.learnedAt) < time.Second {
@@ -442,6 +601,7 @@ func (c *Client) learnLeader(endpoint string) {
 	}
 	c.learning, c.learnedAt = true, time.Now()
 	c.mu.Unlock()
+	c.counts.lookups.Add(1)
 	go func() {
 		defer func() {
 			c.mu.Lock()
@@ -454,19 +614,64 @@ func (c *Client) learnLeader(endpoint string) {
 		if err != nil {
 			return
 		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
 		for _, m := range st.Members {
-			if m.ID != st.Leader || m.HTTP == "" {
+			if m.HTTP == "" {
 				continue
 			}
 			for i, ep := range c.cfg.Endpoints {
-				if hostPort(ep) == m.HTTP {
-					c.mu.Lock()
+				if hostPort(ep) != m.HTTP {
+					continue
+				}
+				c.nodes[i] = m.ID
+				if m.ID == st.Leader {
 					c.preferred = i
-					c.mu.Unlock()
 				}
 			}
 		}
 	}()
+}
+
+// keepWarm starts a warm-up if the last one is WarmInterval old: a GET
+// /healthz to every endpoint at once, in the background, which leaves an
+// open connection to each in the HTTP client's pool and tells the client
+// which node answers where (noteAnswer).
+func (c *Client) keepWarm() {
+	if c.cfg.WarmInterval <= 0 {
+		return
+	}
+	c.mu.Lock()
+	if c.warming || (!c.warmedAt.IsZero() && time.Since(c.warmedAt) < c.cfg.WarmInterval) {
+		c.mu.Unlock()
+		return
+	}
+	c.warming = true
+	c.mu.Unlock()
+	go func() {
+		c.warmUp(context.Background())
+		c.mu.Lock()
+		c.warming = false
+		c.mu.Unlock()
+	}()
+}
+
+// warmUp sends GET /healthz to every endpoint at once, each bounded by
+// AttemptTimeout, and returns when all have answered or failed.
+func (c *Client) warmUp(ctx context.Context) {
+	c.mu.Lock()
+	c.warmedAt = time.Now()
+	c.mu.Unlock()
+	c.counts.warmups.Add(1)
+	var wg sync.WaitGroup
+	for _, ep := range c.cfg.Endpoints {
+		wg.Go(func() {
+			actx, cancel := context.WithTimeout(ctx, c.cfg.AttemptTimeout)
+			defer cancel()
+			_ = c.attempt(actx, ep, call{method: "GET", path: "/healthz", warmUp: true}, nil)
+		})
+	}
+	wg.Wait()
 }
 
 // KeyValue is a key as the cluster holds it.

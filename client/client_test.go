@@ -50,6 +50,7 @@ func TestRetriesKeepTheSequenceNumber(t *testing.T) {
 	}))
 	defer srv.Close()
 	cfg := DefaultConfig(deadEndpoint(t), strings.TrimPrefix(srv.URL, "http://"))
+	cfg.WarmInterval = 0 // the server counts every request
 	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +263,9 @@ func TestForgottenSessionStartsANewOne(t *testing.T) {
 		fmt.Fprint(w, `{"revision":3}`)
 	}))
 	defer srv.Close()
-	c, err := New(DefaultConfig(strings.TrimPrefix(srv.URL, "http://")))
+	cfg := DefaultConfig(strings.TrimPrefix(srv.URL, "http://"))
+	cfg.WarmInterval = 0 // the server's first request must be the write
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +326,9 @@ func TestFindsTheLeader(t *testing.T) {
 
 // TestLearnedLeaderSticks: a client writing in a closed loop has a write
 // in flight to the follower when its lookup of the leader returns; the
-// answer of that write must not send the client back to the follower.
+// answer of that write must not send the client back to the follower. The
+// client has no warm-up here, which would learn the leader before the
+// first write (TestWarmUpFindsTheLeader).
 func TestLearnedLeaderSticks(t *testing.T) {
 	var leaderPuts, followerPuts atomic.Int64
 	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -365,7 +370,9 @@ func TestLearnedLeaderSticks(t *testing.T) {
 		fmt.Fprint(w, `{"revision":5}`) // as if forwarded
 	}))
 	defer follower.Close()
-	c, err := New(DefaultConfig(strings.TrimPrefix(follower.URL, "http://"), leaderAddr))
+	cfg := DefaultConfig(strings.TrimPrefix(follower.URL, "http://"), leaderAddr)
+	cfg.WarmInterval = 0
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,9 +20,10 @@ import (
 // a request has reached the leader, so that the test can act while the
 // leader serves it.
 type testCluster struct {
-	t     *testing.T
-	nodes map[uint64]*server.Node
-	https map[uint64]string // node ID → HTTP address
+	t       *testing.T
+	nodes   map[uint64]*server.Node
+	https   map[uint64]string // node ID → HTTP address
+	servers map[uint64]*http.Server
 
 	mu      sync.Mutex
 	arrived map[string]chan struct{} // URL path → closed when it reaches the leader
@@ -30,7 +31,7 @@ type testCluster struct {
 
 func startCluster(t *testing.T, size int) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, nodes: map[uint64]*server.Node{}, https: map[uint64]string{}, arrived: map[string]chan struct{}{}}
+	c := &testCluster{t: t, nodes: map[uint64]*server.Node{}, https: map[uint64]string{}, servers: map[uint64]*http.Server{}, arrived: map[string]chan struct{}{}}
 	peers := map[uint64]string{}
 	raftListeners := map[uint64]net.Listener{}
 	httpListeners := map[uint64]net.Listener{}
@@ -55,8 +56,10 @@ func startCluster(t *testing.T, size int) *testCluster {
 			if st := node.Status(); st.Leader == st.ID {
 				c.reached(r.URL.Path)
 			}
+			c.reached(c.https[id] + r.URL.Path)
 			api.ServeHTTP(w, r)
 		})}
+		c.servers[id] = srv
 		go srv.Serve(httpListeners[id])
 		t.Cleanup(func() {
 			srv.Close()
@@ -64,6 +67,19 @@ func startCluster(t *testing.T, size int) *testCluster {
 		})
 	}
 	return c
+}
+
+// kill stops node id as its process dying would: its API's listener and
+// connections close, and so do its Raft connections, which its followers
+// see close (the leader-gone hint). Later calls of leader() leave it out;
+// its address stays among the endpoints.
+func (c *testCluster) kill(id uint64) {
+	c.t.Helper()
+	c.servers[id].Close()
+	if err := c.nodes[id].Close(); err != nil {
+		c.t.Fatalf("close node %d: %v", id, err)
+	}
+	delete(c.nodes, id)
 }
 
 func loopbackListener(t *testing.T) net.Listener {
@@ -130,6 +146,12 @@ func (c *testCluster) awaitLeader(path string) <-chan struct{} {
 	ch := make(chan struct{})
 	c.arrived[path] = ch
 	return ch
+}
+
+// awaitAt returns a channel closed when the next request for path reaches
+// the node at HTTP address ep, whether it leads or not.
+func (c *testCluster) awaitAt(ep, path string) <-chan struct{} {
+	return c.awaitLeader(ep + path)
 }
 
 func (c *testCluster) reached(path string) {

@@ -2,10 +2,18 @@
 //
 // A Client knows the HTTP addresses of some or all of the cluster's nodes.
 // It needs no idea of which one leads: any node forwards a request to the
-// leader. When an answer says it was forwarded, the client asks that node
-// for the leader's address, in the background, and sends later requests
-// straight there. When a node is down or has no leader, the client tries
-// the next, with backoff, until its context is done.
+// leader. Every answer names the node that gave it (Coord-Node) and the
+// leader as that node knows it (Coord-Leader); the client remembers which
+// node answers at each address, and sends later requests, and the next
+// attempt of a failing one, straight to the leader an answer named. While
+// in use it keeps a connection open to every node (a GET /healthz every
+// Config.WarmInterval), so that when the leader fails, the next attempt
+// goes over a connection already made (for HTTPS, no handshake) to a node
+// it already knows. A leader it has no address for is looked up
+// (/v1/status), at most once a second. When a node is down or has no
+// leader, the client tries the others at once, then again after a short,
+// jittered, growing wait (Config.BackoffMin to BackoffMax), until its
+// context is done; a node that did not answer is tried last for a second.
 //
 // Writes are exactly-once: every Client has a random client id, every write
 // a sequence number, and a retry resends the same pair, so the cluster

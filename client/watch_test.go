@@ -171,31 +171,33 @@ func TestWatchKey(t *testing.T) {
 	})
 
 	t.Run("ThroughAFollower", func(t *testing.T) {
-		// The follower forwards the long poll to the leader and relays
-		// its answer; cancelling it must reach through the relay too.
-		f := cluster.client(cluster.follower())
+		// The follower serves the long poll itself, after a read index
+		// from the leader (it no longer forwards key watches); it sees
+		// the leader's next write, and cancelling the watch ends it there.
+		fep := cluster.follower()
+		f := cluster.client(fep)
 		rev, err := c.Put(ctx, "relayed", []byte("v1"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		reached := cluster.awaitLeader("/v1/watch/kv/relayed")
+		reached := cluster.awaitAt(fep, "/v1/watch/kv/relayed")
 		done := watchKey(ctx, f, "relayed", rev, watchForever)
-		within(t, reached, "forwarded watch reaching the leader")
+		within(t, reached, "watch reaching the follower")
 		next, err := c.Put(ctx, "relayed", []byte("v2"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := within(t, done, "forwarded watch"); r.err != nil || string(r.v.Value) != "v2" || r.v.Revision != next {
-			t.Fatalf("forwarded watch: %+v %v, want v2 at %d", r.v, r.err, next)
+		if r := within(t, done, "watch at the follower"); r.err != nil || string(r.v.Value) != "v2" || r.v.Revision != next {
+			t.Fatalf("watch at the follower: %+v %v, want v2 at %d", r.v, r.err, next)
 		}
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		reached = cluster.awaitLeader("/v1/watch/kv/relayed")
+		reached = cluster.awaitAt(fep, "/v1/watch/kv/relayed")
 		done = watchKey(wctx, f, "relayed", next, watchForever)
-		within(t, reached, "forwarded watch reaching the leader")
+		within(t, reached, "watch reaching the follower")
 		cancel()
-		if r := within(t, done, "cancelled forwarded watch"); !errors.Is(r.err, context.Canceled) {
-			t.Fatalf("cancelled forwarded watch: %+v %v, want context.Canceled", r.v, r.err)
+		if r := within(t, done, "cancelled watch at the follower"); !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("cancelled watch at the follower: %+v %v, want context.Canceled", r.v, r.err)
 		}
 	})
 

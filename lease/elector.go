@@ -288,7 +288,11 @@ func (e *Elector) lead(ctx context.Context, rec Record, start time.Time) {
 		}
 	}()
 	e.log.Debug("lease: elected", "token", t.token)
-	tenureCtx, endTenureWatch := context.WithCancel(ctx)
+	// The tenure watch outlives Run's ctx: it ends only when lead returns,
+	// after the work has. A Backend may tie the tenure to the watch (a
+	// raft:// session: the cluster frees the lease soon after it ends), and
+	// a holder must not give its lease up while its work still runs.
+	tenureCtx, endTenureWatch := context.WithCancel(context.WithoutCancel(ctx))
 	defer endTenureWatch()
 	revoked := e.watchTenure(tenureCtx, t.token)
 

@@ -523,3 +523,57 @@ func TestElectorStepsDownWhileARenewalIsOutstanding(t *testing.T) {
 	default:
 	}
 }
+
+// tenureBackend records the contexts its tenure watches were given.
+type tenureBackend struct {
+	lease.Backend
+	watched chan context.Context
+}
+
+func (b *tenureBackend) WatchTenure(ctx context.Context, name string, token uint64) (<-chan error, error) {
+	b.watched <- ctx
+	return make(chan error), nil
+}
+
+// A tenure watch ends only after the tenure's work has returned, even when
+// Run's own ctx is cancelled first: a raft:// session, whose end frees the
+// lease, must not end while the holder's work still runs.
+func TestElectorEndsTenureWatchOnlyAfterWork(t *testing.T) {
+	b := &tenureBackend{Backend: openFile(t, t.TempDir()), watched: make(chan context.Context, 1)}
+	cfg := testConfig("alice")
+	elected := make(chan struct{})
+	finish := make(chan struct{})
+	cfg.Callbacks.OnElected = func(ctx context.Context, _ uint64) {
+		close(elected)
+		<-ctx.Done()
+		<-finish // work still running after its ctx ended
+	}
+	e, err := lease.NewElector(b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- e.Run(ctx) }()
+	wait(t, elected, "election")
+	watchCtx := wait(t, b.watched, "the tenure watch")
+	cancel()
+	// Run's ctx is done and the work's ctx with it, but the work has not
+	// returned: the tenure watch must still be open. Run's return, which
+	// needs the work, is the event to wait on; until finish, it cannot.
+	select {
+	case <-watchCtx.Done():
+		t.Fatal("the tenure watch ended while the work still ran")
+	case err := <-ran:
+		t.Fatalf("Run returned while the work still ran: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if watchCtx.Err() != nil {
+		t.Fatal("the tenure watch ended while the work still ran")
+	}
+	close(finish)
+	if err := wait(t, ran, "Run"); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, watchCtx.Done(), "the tenure watch's end")
+}

@@ -239,7 +239,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	}
 	h.durableTerm = hs.Term
 	if !snap.IsEmpty() {
-		if err := cfg.StateMachine.Restore(snap.Data); err != nil {
+		if err := restore(cfg.StateMachine, snap); err != nil {
 			return nil, fmt.Errorf("node %d: restore snapshot %d: %w", h.id, snap.Metadata.Index, err)
 		}
 		h.applied, h.lastSnapshot, h.conf = snap.Metadata.Index, snap.Metadata.Index, snap.Metadata.ConfState
@@ -566,7 +566,7 @@ func (h *Handler) finish() error {
 }
 
 func (h *Handler) installSnapshot(s raft.Snapshot) error {
-	if err := h.sm.Restore(s.Data); err != nil {
+	if err := restore(h.sm, s); err != nil {
 		return fmt.Errorf("node %d: restore snapshot %d: %w", h.id, s.Metadata.Index, err)
 	}
 	h.applied, h.lastSnapshot, h.conf = s.Metadata.Index, s.Metadata.Index, s.Metadata.ConfState

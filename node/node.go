@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"coord/raft"
@@ -160,6 +161,10 @@ type Node struct {
 	logLost   bool      // LogLost has been logged
 	heldSince time.Time // when the handler began to hold a Ready
 	heldTries int       // writes of the held Ready tried
+
+	// lead is status.Lead, for callers that want only that, without the
+	// lock or the copy of the whole status (Lead).
+	lead atomic.Uint64
 
 	mu         sync.Mutex // guards status, storageErr, changed and roleChanged
 	status     raft.Status
@@ -318,6 +323,26 @@ func (n *Node) Forward(ctx context.Context, data []byte) error {
 	return err
 }
 
+// ProposeAsync is Propose without the wait: it returns once the loop has
+// taken the proposal, with a channel that receives, once, how it ended
+// (the Result of Propose's Waiter: Value the state machine's result, or
+// Err). An error means the proposal was not taken (ctx ended first, or
+// the loop ended); a refusal by the core comes on the channel. A server
+// that waits for the result beside other events (a lost leadership) so
+// needs no goroutine per proposal.
+func (n *Node) ProposeAsync(ctx context.Context, data []byte) (<-chan Result, error) {
+	ch := make(chan Result, 1)
+	err := n.do(ctx, func() {
+		if err := n.h.Propose(data, func(r Result) { ch <- r }); err != nil {
+			ch <- Result{Err: err}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
 // ProposeConfChange proposes a membership change and waits until it is
 // applied here; the result is the new raft.ConfState.
 func (n *Node) ProposeConfChange(ctx context.Context, cc raft.ConfChange) (raft.ConfState, error) {
@@ -386,6 +411,10 @@ func (n *Node) Status() raft.Status {
 	defer n.mu.Unlock()
 	return n.status
 }
+
+// Lead returns the leader as of the loop's last step (Status().Lead), 0 if
+// none is known. It takes no lock: an HTTP server asks it on every request.
+func (n *Node) Lead() uint64 { return n.lead.Load() }
 
 // Changed returns a channel that is closed when the status next changes.
 func (n *Node) Changed() <-chan struct{} {
@@ -591,6 +620,7 @@ func (n *Node) setStorageErr(err error) {
 func (n *Node) publishStatus() {
 	st := n.h.Core().Status()
 	n.noteLogLost(st.LogLost)
+	n.lead.Store(st.Lead)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if st.HardState == n.status.HardState && st.SoftState == n.status.SoftState &&

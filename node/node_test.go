@@ -472,3 +472,40 @@ func TestRoleChangedOnlyOnRoleLeaderOrTerm(t *testing.T) {
 		}
 	})
 }
+
+// ProposeAsync returns once the loop has the proposal; its channel then
+// carries the state machine's result on the leader, the core's refusal on
+// a follower, and the stop on a stopped node (as an error, not taken).
+func TestProposeAsyncAnswersOnItsChannel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestCluster(t, 1, 2, 3)
+		leader := c.waitLeader(0)
+		ctx := context.Background()
+		done, err := leader.node.ProposeAsync(ctx, []byte("a=1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := <-done; r.Err != nil || r.Value != 1 || r.Index == 0 {
+			t.Fatalf("the leader's proposal ended with %+v, want the state machine's result (1 key) at its index", r)
+		}
+		if got := leader.sm.get("a"); got != "1" {
+			t.Fatalf("after the answer the leader reads %q, want 1", got)
+		}
+		for id, m := range c.members {
+			if m == leader {
+				continue
+			}
+			done, err := m.node.ProposeAsync(ctx, []byte("b=1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := <-done; !errors.Is(r.Err, raft.ErrNotLeader) && !errors.Is(r.Err, raft.ErrProposalDropped) {
+				t.Errorf("a proposal on follower %d ended with %+v, want the core's refusal", id, r)
+			}
+		}
+		c.stop(leader.node.ID())
+		if _, err := leader.node.ProposeAsync(ctx, []byte("c=1")); !errors.Is(err, ErrStopped) {
+			t.Errorf("ProposeAsync after Stop = %v, want ErrStopped", err)
+		}
+	})
+}

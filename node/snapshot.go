@@ -147,3 +147,38 @@ func cloneConf(cs raft.ConfState) raft.ConfState {
 		VotersOutgoing: slices.Clone(cs.VotersOutgoing),
 	}
 }
+
+// StreamRestorer is a StateMachine that restores from a reader, so that a
+// snapshot in a file (raft.Snapshot.Source) is decoded as it is read,
+// never held whole in memory.
+type StreamRestorer interface {
+	// RestoreFrom replaces the state with the snapshot of size bytes r
+	// holds, as Restore does with a buffer. On error the state is
+	// unchanged. A read error (a damaged file) must fail it.
+	RestoreFrom(r io.Reader, size int64) error
+}
+
+// restore replaces the state machine's state with snap's: streamed from
+// snap's Source if it has one and the machine can take a stream, else
+// from a buffer (Data, or the Source read whole).
+func restore(sm StateMachine, snap raft.Snapshot) error {
+	if snap.Source == nil {
+		return sm.Restore(snap.Data)
+	}
+	r, err := snap.Open()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if sr, ok := sm.(StreamRestorer); ok {
+		return sr.RestoreFrom(r, snap.Size())
+	}
+	data, err := io.ReadAll(io.LimitReader(r, snap.Size()+1))
+	switch {
+	case err != nil:
+		return err
+	case int64(len(data)) != snap.Size():
+		return fmt.Errorf("snapshot data of %d bytes, its source says %d", len(data), snap.Size())
+	}
+	return sm.Restore(data)
+}

@@ -149,7 +149,7 @@ func testSnapshotInBackground(t *testing.T, disk bool) {
 		t.Fatal(err)
 	}
 	var got map[string]string
-	if err := json.Unmarshal(snap.Data, &got); err != nil {
+	if err := json.Unmarshal(snapshotData(t, snap), &got); err != nil {
 		t.Fatalf("the stored snapshot (index %d) does not decode: %v", snap.Metadata.Index, err)
 	}
 	if !maps.Equal(got, atView) || first != snap.Metadata.Index+1 {
@@ -180,4 +180,19 @@ func testSnapshotInBackground(t *testing.T, disk bool) {
 	if keys != written {
 		t.Fatalf("after a restart: %d keys, want %d", keys, written)
 	}
+}
+
+// snapshotData reads a snapshot's data, from Data or its Source.
+func snapshotData(t *testing.T, snap raft.Snapshot) []byte {
+	t.Helper()
+	r, err := snap.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

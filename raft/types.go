@@ -1,5 +1,10 @@
 package raft
 
+import (
+	"bytes"
+	"io"
+)
+
 // EntryType says how to interpret an Entry's Data.
 type EntryType uint8
 
@@ -65,9 +70,46 @@ type SnapshotMetadata struct {
 
 // Snapshot is the application's state machine as of Metadata.Index, with
 // the metadata needed to resume the log after it.
+//
+// The state is either in Data (a snapshot held in memory: MemoryStorage,
+// the simulator's tests) or, when Source is set, behind Source (a file:
+// the leader's snapshot file, a follower's spooled copy of one), so that a
+// snapshot of any size passes through the core and the node without being
+// read into memory. The core never reads either; it only passes the
+// Snapshot along. Readers use Size and Open, which work for both.
 type Snapshot struct {
 	Metadata SnapshotMetadata
 	Data     []byte
+	// Source, if set, holds the data instead of Data.
+	Source SnapshotSource
+}
+
+// SnapshotSource is where a snapshot's data is, when it is not in memory.
+// Implementations say whether Open may be called more than once (the
+// raftstore's files allow it) and from which goroutines.
+type SnapshotSource interface {
+	// Size returns the data's length in bytes.
+	Size() int64
+	// Open returns a reader of the data, exactly Size bytes long. A
+	// reader of damaged data returns an error instead of its end.
+	Open() (io.ReadCloser, error)
+}
+
+// Size returns the length of the snapshot's data.
+func (s Snapshot) Size() int64 {
+	if s.Source != nil {
+		return s.Source.Size()
+	}
+	return int64(len(s.Data))
+}
+
+// Open returns a reader of the snapshot's data, from Source if set, else
+// from Data.
+func (s Snapshot) Open() (io.ReadCloser, error) {
+	if s.Source != nil {
+		return s.Source.Open()
+	}
+	return io.NopCloser(bytes.NewReader(s.Data)), nil
 }
 
 // IsEmpty reports whether s holds no snapshot.

@@ -52,6 +52,11 @@ type APIConfig struct {
 	WatchesMax int
 	// Pprof serves the Go profiler at /debug/pprof/ (admin tokens only).
 	Pprof bool
+	// SessionKeepAlive is how often a lease session stream sends a
+	// keep-alive; SessionGrace how long after a session closes from the
+	// holder's side the leader frees its lease (session.go). 0: the
+	// defaults, SessionKeepAliveDefault and SessionGraceDefault.
+	SessionKeepAlive, SessionGrace time.Duration
 }
 
 // API serves the HTTP/JSON API (docs/API.md) over a Replica. Any node
@@ -64,8 +69,13 @@ type API struct {
 	cfg     APIConfig
 	mux     *http.ServeMux
 	watches *watchLimit
+	// frames shares the encoded events of key watches (eventframes.go);
+	// nil shares none (a benchmark's baseline).
+	frames *eventFrames
 	// peers asks the other members for their status, for the dashboard.
 	peers *peerPoller
+	// sessions are the lease session streams this node serves as leader.
+	sessions sessionRegistry
 }
 
 // NewAPI returns the API of replica.
@@ -82,7 +92,14 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 	if cfg.WatchesMax <= 0 {
 		cfg.WatchesMax = DefaultHTTPLimits().WatchesMax
 	}
-	a := &API{replica: replica, cfg: cfg, mux: http.NewServeMux(), watches: newWatchLimit(cfg.WatchesMax, cfg.Metrics), peers: &peerPoller{}}
+	if cfg.SessionKeepAlive <= 0 {
+		cfg.SessionKeepAlive = SessionKeepAliveDefault
+	}
+	if cfg.SessionGrace <= 0 {
+		cfg.SessionGrace = SessionGraceDefault
+	}
+	a := &API{replica: replica, cfg: cfg, mux: http.NewServeMux(), watches: newWatchLimit(cfg.WatchesMax, cfg.Metrics), peers: &peerPoller{},
+		frames: &eventFrames{}}
 	a.handle("GET /v1/status", "status", a.status)
 	a.handle("GET /v1/kv/{key...}", "kv_get", a.getKey)
 	a.handle("PUT /v1/kv/{key...}", "kv_put", a.putKey)
@@ -93,6 +110,7 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 	a.handle("POST /v1/leases/{name}/release", "lease_release", a.release)
 	a.handle("GET /v1/leases/{name}", "lease_get", a.getLease)
 	a.handle("GET /v1/watch/leases/{name}", "lease_watch", a.watchLease)
+	a.handle("GET /v1/leases/{name}/session", "lease_session", a.leaseSession)
 	a.handle("GET /v1/members", "members", a.members)
 	a.handle("POST /v1/members", "member_add", a.addMember)
 	a.handle("DELETE /v1/members/{id}", "member_remove", a.removeMember)
@@ -128,10 +146,10 @@ func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request
 	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-		st := a.replica.Status()
-		rec.Header().Set(api.HeaderNode, strconv.FormatUint(st.ID, 10))
-		if st.Leader != 0 {
-			rec.Header().Set(api.HeaderLeader, strconv.FormatUint(st.Leader, 10))
+		self, leader := a.replica.Leader()
+		rec.Header().Set(api.HeaderNode, strconv.FormatUint(self, 10))
+		if leader != 0 {
+			rec.Header().Set(api.HeaderLeader, strconv.FormatUint(leader, 10))
 		}
 		if !a.guard(rec, r, route) {
 			body, err := io.ReadAll(http.MaxBytesReader(rec, r.Body, int64(a.cfg.Limits.ValueBytes)+4096))
@@ -218,8 +236,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 // leading reports whether this node is the leader; if not, the request
 // must be forwarded.
 func (a *API) leading() bool {
-	st := a.replica.Status()
-	return st.Leader == st.ID && st.ID != 0
+	self, leader := a.replica.Leader()
+	return leader == self && self != 0
 }
 
 // forward sends the request to the leader and copies its answer back.
@@ -701,12 +719,17 @@ func (a *API) stream(w http.ResponseWriter, r *request, what Watched, rev uint64
 		changed := a.replica.ChangedOf(what)
 		if cur := current(); cur != rev {
 			rev = cur
-			_, b := body()
-			data, err := json.Marshal(b)
-			if err != nil {
-				return nil
+			frame, ok := a.frames.get(what, rev)
+			if !ok {
+				_, b := body()
+				data, err := json.Marshal(b)
+				if err != nil {
+					return nil
+				}
+				frame = fmt.Appendf(nil, "event: %s\nid: %d\ndata: %s\n\n", api.EventChange, rev, data)
+				a.frames.put(what, rev, frame)
 			}
-			if _, err := fmt.Fprintf(w, "event: %s\nid: %d\ndata: %s\n\n", api.EventChange, rev, data); err != nil {
+			if _, err := w.Write(frame); err != nil {
 				return nil // the client went away
 			}
 			flusher.Flush()

@@ -97,6 +97,12 @@ func (f *fakeReplica) ChangedOf(w Watched) <-chan struct{} {
 	return f.watches.wait(w)
 }
 
+func (f *fakeReplica) Leader() (self, leader uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.id, f.leader
+}
+
 func (f *fakeReplica) Status() api.NodeStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()

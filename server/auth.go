@@ -47,6 +47,7 @@ var routeAccess = map[string]access{
 	"lease_acquire": {TokenWrite, scopeLease},
 	"lease_renew":   {TokenWrite, scopeLease},
 	"lease_release": {TokenWrite, scopeLease},
+	"lease_session": {TokenWrite, scopeLease},
 	"members":       {TokenRead, ""},
 	"metrics":       {TokenRead, ""},
 	"member_add":    {TokenAdmin, ""},

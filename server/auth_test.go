@@ -232,6 +232,7 @@ func TestAPITokenChecksForEveryRoute(t *testing.T) {
 		{"lease_acquire", "POST", "/v1/leases/%s-l/acquire", `{"holder":"h","ttl_ms":1000}`},
 		{"lease_renew", "POST", "/v1/leases/%s-l/renew", `{"holder":"h","token":1}`},
 		{"lease_release", "POST", "/v1/leases/%s-l/release", `{"holder":"h","token":1}`},
+		{"lease_session", "GET", "/v1/leases/%s-l/session?token=1&holder=h", ""},
 		{"members", "GET", "/v1/members", ""},
 		{"metrics", "GET", "/metrics", ""},
 		{"member_add", "POST", "/v1/members", `{"id":9,"peer":"127.0.0.1:1"}`},

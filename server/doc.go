@@ -69,6 +69,33 @@
 // The lessor indexes deadlines by time (a heap), so a check costs the
 // leases that expire, not a scan of every lease.
 //
+// # Lease sessions
+//
+// A holder may keep a session stream open to the leader for its tenure
+// (GET /v1/leases/{name}/session, session.go); when the stream closes from
+// the holder's side the leader waits SessionGrace (G), then proposes an
+// Expire naming the token and the last renewal, which frees the lease only
+// if neither changed. The holder, for its part, stops acting as the holder
+// within G/2 of the last event it received unless a new stream of the
+// tenure opened (lease/raftlease). Why no two holders overlap:
+//
+//  1. The leader proposes the release no sooner than G after it saw the
+//     stream close, only if no stream of the tenure opened since, and once
+//     it has proposed it, it opens no stream of that tenure again in its
+//     term (the proposal may commit whatever the leader learns of it).
+//  2. Every event the holder received left the leader before the close,
+//     so the holder has stopped by G/2 plus one network delay after the
+//     close: before the release if the delay is under G/2.
+//  3. Sessions live in one leader's memory for one term (sessionRegistry).
+//     A new leader frees nothing for a session's end; a release proposed
+//     by an old leader either committed before the new leader's first
+//     entry, and the read barrier before a new session sees it, or never
+//     commits. A stream the leader ends because it stopped leading ("end:
+//     not_leader") frees nothing, and the holder keeps its tenure by
+//     renewals until it has a session on the new leader.
+//  4. A session is served by the leader only, not forwarded: a forwarding
+//     node's restart would look like the holder's death.
+//
 // # Security
 //
 // With Config.Security (coord server's default), the transport is mutual

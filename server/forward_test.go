@@ -237,8 +237,8 @@ func TestFollowerAnswersUnknownOutcomeWhenItsLeaderDies(t *testing.T) {
 	go func() { answer <- callAs(t, "PUT", f.httpURL+"/v1/kv/mid", "", "1") }()
 	// Kill the leader once the follower forwarded the write: it was
 	// handed to the follower's loop, and a request through the loop after
-	// it (a read, refused on a follower) returns once the Ready that sends
-	// it was handled.
+	// it (a leadership transfer, refused at once on a follower) returns
+	// once the Ready that sends it was handled.
 	deadline := time.Now().Add(30 * time.Second)
 	for f.sm.forwards.handed.Load() == 0 {
 		if time.Now().After(deadline) {
@@ -246,7 +246,7 @@ func TestFollowerAnswersUnknownOutcomeWhenItsLeaderDies(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond) // no event to wait on: the request runs in the HTTP server
 	}
-	_ = f.shell.ReadIndex(context.Background())
+	_ = f.shell.TransferLeadership(context.Background(), f.id)
 	c.crash(leader)
 	r := <-answer
 	t.Logf("answer: %d %v", r.code, r.body)

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
+	"strconv"
+	"sync/atomic"
 	"time"
 
+	"coord/api"
 	"coord/raft"
 )
 
@@ -101,4 +105,96 @@ func mostUpToDate(st raft.Status, connected func(id uint64) bool) uint64 {
 		}
 	}
 	return best
+}
+
+// handedOver answers for a leader that is handing leadership over and
+// is about to stop. Until begin, it passes every request to next.
+//
+// From begin to end (the transfer; the leader refuses proposals
+// meanwhile) it holds writes, requests other than GET and HEAD, instead
+// of passing them on to be refused: a client would only poll every node
+// until the new leader is elected, and load the machines the election
+// runs on. A held write is answered when the transfer ends: as below if
+// it succeeded, passed on to next if it failed (the node leads on until
+// it stops, and the others elect a leader as after a crash).
+//
+// After end(true) it refuses every request at once with 503 unavailable,
+// naming the new leader (Coord-Leader, and "leader" in the body) and
+// closing the connection: a client switches to the new leader on this
+// answer instead of having its request forwarded through a node that is
+// going away, and nothing it sends is left in flight here when the node
+// stops. end also closes the server's idle keep-alive connections, so
+// that clients see them close now rather than on their next request.
+//
+// handedOver is safe for concurrent use.
+type handedOver struct {
+	next http.Handler
+	node *Node
+	// phase is handOverServing, handOverTransferring or handOverDone;
+	// ended is closed when the transfer ends, either way.
+	phase atomic.Int32
+	ended chan struct{}
+	// held, if set, is called when a write starts waiting (tests).
+	held func()
+}
+
+const (
+	handOverServing int32 = iota
+	handOverTransferring
+	handOverDone
+)
+
+// newHandedOver returns a handedOver that passes requests to next until
+// begin.
+func newHandedOver(next http.Handler, node *Node) *handedOver {
+	return &handedOver{next: next, node: node, ended: make(chan struct{})}
+}
+
+// begin starts holding writes: the transfer begins.
+func (h *handedOver) begin() { h.phase.Store(handOverTransferring) }
+
+// end ends the transfer. If another node took over, h refuses every
+// request from now on, naming it, and closes srv's idle connections
+// (net/http's SetKeepAlivesEnabled(false) does both that and "Connection:
+// close" on every later answer); if not, it serves as before begin. Held
+// writes go on either way.
+func (h *handedOver) end(srv *http.Server, handedOver bool) {
+	if handedOver {
+		h.phase.Store(handOverDone)
+		srv.SetKeepAlivesEnabled(false)
+	} else {
+		h.phase.Store(handOverServing)
+	}
+	close(h.ended)
+}
+
+func (h *handedOver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.phase.Load() == handOverTransferring && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if h.held != nil {
+			h.held()
+		}
+		select {
+		case <-h.ended:
+		case <-r.Context().Done():
+			return // the client left; it gets no answer
+		}
+	}
+	if h.phase.Load() != handOverDone {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	st := h.node.Status()
+	w.Header().Set(api.HeaderNode, strconv.FormatUint(st.ID, 10))
+	leader := st.Leader
+	if leader == st.ID {
+		leader = 0 // it leads again: it cannot say who will next
+	}
+	msg := fmt.Sprintf("node %d is stopping and has handed leadership over", st.ID)
+	if leader != 0 {
+		w.Header().Set(api.HeaderLeader, strconv.FormatUint(leader, 10))
+		msg += fmt.Sprintf("; the leader is node %d", leader)
+	}
+	// No Retry-After: the client should retry at once, at the leader.
+	w.Header().Set("Connection", "close")
+	_ = writeJSON(w, http.StatusServiceUnavailable, api.ErrorResponse{Code: api.CodeUnavailable, Error: msg, Leader: &leader})
 }

@@ -1,10 +1,20 @@
 package server
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"coord/api"
 	"coord/raft"
 )
 
@@ -108,5 +118,150 @@ func TestHandOverWithTheFollowersGone(t *testing.T) {
 	to, err := l.HandOver(ctx)
 	if err != nil || to != 0 {
 		t.Fatalf("HandOver with no follower = %d, %v; want 0, nil", to, err)
+	}
+}
+
+// Once a leader has handed leadership over and is stopping, its API
+// refuses every request at once, naming the new leader, and closes the
+// connection; an idle keep-alive connection is closed at once too, not on
+// the client's next request. Before, it serves as usual.
+func TestHandedOverNodeNamesTheNewLeader(t *testing.T) {
+	c := newTestCluster(t, 3)
+	leader := c.waitLeader()
+	old := c.nodes[leader].Node
+	drain := newHandedOver(NewAPI(old, APIConfig{Logger: quiet}), old)
+	held := make(chan struct{}, 1)
+	drain.held = func() { held <- struct{}{} }
+	srv := httptest.NewServer(drain)
+	defer srv.Close()
+
+	// An idle keep-alive connection, made before the hand-over.
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: coord\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Close {
+		t.Fatalf("before the hand-over: %s, close %v; want 200 on a kept-alive connection", resp.Status, resp.Close)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// A write that arrives once the transfer began waits for its end
+	// (the node still leads: passed on, it would be refused or, before
+	// the core's transfer starts, applied here).
+	drain.begin()
+	put := func() (*http.Response, api.ErrorResponse) {
+		req, _ := http.NewRequestWithContext(ctx, "PUT", srv.URL+"/v1/kv/handed-over", strings.NewReader("v"))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return nil, api.ErrorResponse{}
+		}
+		defer resp.Body.Close()
+		var body api.ErrorResponse
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Error(err)
+		}
+		return resp, body
+	}
+	type answer struct {
+		resp *http.Response
+		body api.ErrorResponse
+	}
+	during := make(chan answer, 1)
+	go func() {
+		resp, body := put()
+		during <- answer{resp, body}
+	}()
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("the write sent during the transfer was not held")
+	}
+	if _, err := old.HandOver(ctx); err != nil {
+		t.Fatalf("HandOver: %v", err)
+	}
+	next := old.Status().Leader
+	drain.end(srv.Config, true)
+
+	// The idle connection is closed by the server: EOF, not the deadline.
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle connection after the hand-over: read %v, want EOF (closed by the server)", err)
+	}
+
+	var held0 answer
+	select {
+	case held0 = <-during:
+	case <-ctx.Done():
+		t.Fatal("the held write was not answered when the transfer ended")
+	}
+	resp2, body := put()
+	for _, a := range []struct {
+		what string
+		answer
+	}{{"write held during the transfer", held0}, {"write after the hand-over", answer{resp2, body}}} {
+		resp, body := a.resp, a.body
+		if resp == nil {
+			t.Fatalf("%s: no answer", a.what)
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || body.Code != api.CodeUnavailable {
+			t.Fatalf("%s: %s %q, want 503 unavailable", a.what, resp.Status, body.Code)
+		}
+		want := strconv.FormatUint(next, 10)
+		if got := resp.Header.Get(api.HeaderLeader); next == leader || got != want || body.Leader == nil || *body.Leader != next {
+			t.Fatalf("%s names leader %q (body %v), want the new leader %d (old %d)", a.what, got, body.Leader, next, leader)
+		}
+		if !resp.Close {
+			t.Fatalf("%s: the answer keeps the connection open; want Connection: close", a.what)
+		}
+		if resp.Header.Get(api.HeaderRetryAfter) != "" {
+			t.Fatalf("%s: the answer asks the client to wait (Retry-After); it should go to the new leader at once", a.what)
+		}
+	}
+}
+
+// A write held during a transfer that fails is passed on: the node still
+// leads, and applies it.
+func TestFailedHandOverPassesHeldWritesOn(t *testing.T) {
+	c := newTestCluster(t, 3)
+	leader := c.waitLeader()
+	drain := newHandedOver(NewAPI(c.nodes[leader].Node, APIConfig{Logger: quiet}), c.nodes[leader].Node)
+	held := make(chan struct{}, 1)
+	drain.held = func() { held <- struct{}{} }
+	srv := httptest.NewServer(drain)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	drain.begin()
+	status := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "PUT", srv.URL+"/v1/kv/held", strings.NewReader("v"))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			status <- 0
+			return
+		}
+		resp.Body.Close()
+		status <- resp.StatusCode
+	}()
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("the write was not held")
+	}
+	drain.end(srv.Config, false)
+	if got := <-status; got != http.StatusOK {
+		t.Fatalf("held write after a failed hand-over: %d, want 200 (the node still leads)", got)
 	}
 }

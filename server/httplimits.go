@@ -265,7 +265,8 @@ func (a *API) admitWatch(w http.ResponseWriter) (release func(), err error) {
 }
 
 // newServeHTTP returns the http.Server that Serve runs for node: its API
-// under cfg.HTTP's limits.
+// under cfg.HTTP's limits. It also starts keeping the forwarding client's
+// connection to the leader warm (forwardwarm.go) until the node stops.
 func newServeHTTP(node *Node, cfg Config) *http.Server {
 	limits := cfg.HTTP
 	if limits == (HTTPLimits{}) {
@@ -277,5 +278,6 @@ func newServeHTTP(node *Node, cfg Config) *http.Server {
 	}
 	apiCfg := APIConfig{Limits: cfg.Limits, Logger: logger, Metrics: cfg.Metrics, WatchesMax: limits.WatchesMax, Pprof: cfg.Pprof}
 	apiSecurity(&apiCfg, cfg.Security)
+	go node.warmForwarding(apiCfg.Client, apiCfg.ForwardScheme)
 	return newHTTPServer(NewAPI(node, apiCfg), limits, logger, cfg.Metrics)
 }

@@ -40,6 +40,8 @@ type Metrics struct {
 
 	// Replication to each peer and the leases (metrics_cluster.go).
 	clusterMetrics
+	// sessions counts lease sessions (session.go).
+	sessions sessionMetrics
 
 	// leaseRenewalsLocal counts renewals the leader answered without a
 	// Raft write (Node.renewOnLeader).
@@ -86,6 +88,7 @@ func NewMetrics() *Metrics {
 		connectionsRejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_http_connections_rejected_total",
 			Help: "Connections closed when accepted because the node had its maximum open."}),
 		clusterMetrics: newClusterMetrics(),
+		sessions:       newSessionMetrics(),
 
 		leaseRenewalsLocal: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_lease_renewals_local_total",
 			Help: "Lease renewals the leader answered without a Raft write (after a quorum confirmed its leadership)."}),
@@ -93,6 +96,7 @@ func NewMetrics() *Metrics {
 			Help: "Linearizable reads by where they were served: local (after a ReadIndex round, on the leader or a follower) or forwarded (to the leader)."},
 			[]string{"served"}),
 	}
+	m.registry.MustRegister(m.sessions.collectors()...)
 	m.registry.MustRegister(m.term, m.role, m.commitIndex, m.appliedIndex, m.leaderChanges,
 		m.appendSeconds, m.proposeSeconds, m.requests, m.requestSeconds, m.dropped, m.invalid,
 		m.watches, m.watchesRejected, m.connections, m.connectionsRejected, m.leaseRenewalsLocal,

@@ -222,12 +222,15 @@ type stateMachine struct {
 	leading    bool
 	leaderTerm uint64
 	// changed is closed at the next change of anything, if anyone took it
-	// (changedTaken); watches wait on their own key's channel in watches.
+	// (changedTaken); watches wait on their own key's channel in watches,
+	// which has its own lock (Apply and Restore take it under mu).
 	changed      chan struct{}
 	changedTaken bool
 	watches      watchIndex
 	// routes, if set, hears of every change to the peer addresses.
 	routes *peerRoutes
+	// log, if set, hears of restores and how long they took.
+	log *slog.Logger
 
 	// self is this node's ID; forwards are the writes it forwarded to
 	// its leader and waits for in its own log (forward.go).
@@ -303,11 +306,31 @@ func (s *stateMachine) SnapshotView() (io.WriterTo, error) {
 
 // Restore implements node.StateMachine.
 func (s *stateMachine) Restore(data []byte) error {
+	return s.RestoreFrom(bytes.NewReader(data), int64(len(data)))
+}
+
+// RestoreFrom implements node.StreamRestorer: a snapshot received from
+// the leader is decoded from its spooled file as it is read, never held
+// whole in memory. It is decoded into a new machine without the lock, so
+// that the API's reads go on (on the old state) meanwhile; the lock is
+// taken only to swap the state in. The node's loop waits for all of it
+// (it cannot apply past the snapshot before it holds it): the log line
+// says how long.
+func (s *stateMachine) RestoreFrom(r io.Reader, size int64) error {
+	start := time.Now()
+	fresh := NewMachine(s.machine.limits) // the loop is the machine's only writer
+	if err := fresh.RestoreFrom(r, size); err != nil {
+		return err
+	}
+	decoded := time.Since(start)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before := s.machine.Peers()
-	if err := s.machine.Restore(data); err != nil {
-		return err
+	*s.machine = *fresh
+	if s.log != nil {
+		keys, leases, _ := s.machine.Len()
+		s.log.Info("state machine restored from a snapshot", "bytes", size, "keys", keys, "leases", leases,
+			"decode", decoded, "total", time.Since(start))
 	}
 	s.routes.restored(before, s.machine.Peers())
 	// The old deadlines described another state: every held lease gets its
@@ -345,7 +368,8 @@ func NewNode(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: logger(cfg.Logger).With("node", cfg.ID), stop: make(chan struct{}), watchDone: make(chan struct{}),
 		announced: map[uint64]string{}}
 	n.sm = &stateMachine{machine: NewMachine(cfg.Limits), lessor: newLessor(time.Second), changed: make(chan struct{}),
-		watches: newWatchIndex(cfg.HTTP.WatchesMax), metrics: cfg.Metrics, self: cfg.ID, forwards: newForwardWaiters()}
+		metrics: cfg.Metrics, log: n.log, self: cfg.ID, forwards: newForwardWaiters()}
+	n.sm.watches.bound = watchIndexBound(cfg.HTTP.WatchesMax)
 	n.obs = newObserver(cfg.ID)
 	if err := n.open(); err != nil {
 		if n.tr != nil {
@@ -471,6 +495,16 @@ func (n *Node) startTransport(shell *atomic.Pointer[node.Node]) error {
 		if s := shell.Load(); s != nil {
 			s.ReportUnreachable(id)
 		}
+	}
+	// A snapshot from the leader is spooled to the data directory as it
+	// arrives, and adopted there when installed: no size limit but the
+	// disk's, and never held in memory.
+	tc.SpoolSnapshot = func(m raft.Message, size int64) (tcp.SnapshotSpool, error) {
+		spool, err := n.disk.ReceiveSnapshot(m.Snapshot.Metadata, size)
+		if err != nil {
+			return nil, err
+		}
+		return spool, nil
 	}
 	tc.SnapshotDone = func(id uint64, failed bool) {
 		if s := shell.Load(); s != nil {
@@ -722,27 +756,25 @@ func (n *Node) Propose(ctx context.Context, cmd Command) (Result, error) {
 
 func (n *Node) propose(ctx context.Context, cmd Command) (Result, error) {
 	start := time.Now()
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan proposeResult, 1)
-	go func() {
-		v, err := n.shell.Propose(pctx, cmd.Marshal())
-		r, _ := v.(Result)
-		done <- proposeResult{r, err}
-	}()
+	// The shell answers on done; this goroutine waits for that beside a
+	// change of role, without a goroutine of its own per proposal.
+	done, err := n.shell.ProposeAsync(ctx, cmd.Marshal())
+	if err != nil {
+		return Result{}, mapErr(err)
+	}
 	for {
 		// Woken when the role or term changes, not at every commit: at 64
 		// clients, every Ready woke every waiting proposer.
 		changed := n.shell.RoleChanged()
-		if st := n.shell.Status(); st.Role != raft.Leader {
+		if n.shell.Lead() != n.cfg.ID {
 			// Refused up front (not leader), the shell answers at once; a
 			// proposal appended before leadership was lost waits for the
 			// next leader to decide, and is of unknown outcome until then.
-			// The status is read before waiting on changed, so a loss
+			// The leader is read before waiting on changed, so a loss
 			// between the append and the first read is seen here too.
 			select {
 			case r := <-done:
-				return r.res, mapErr(r.err)
+				return proposeAnswer(r)
 			case <-time.After(n.cfg.TickInterval):
 				return Result{}, ErrOutcomeUnknown
 			case <-ctx.Done():
@@ -751,15 +783,21 @@ func (n *Node) propose(ctx context.Context, cmd Command) (Result, error) {
 		}
 		select {
 		case r := <-done:
-			if r.err == nil && n.cfg.Metrics != nil {
+			if r.Err == nil && n.cfg.Metrics != nil {
 				n.cfg.Metrics.proposeSeconds.Observe(time.Since(start).Seconds())
 			}
-			return r.res, mapErr(r.err)
+			return proposeAnswer(r)
 		case <-changed:
 		case <-ctx.Done():
 			return Result{}, ctx.Err()
 		}
 	}
+}
+
+// proposeAnswer turns the shell's answer to a proposal into the Replica's.
+func proposeAnswer(r node.Result) (Result, error) {
+	res, _ := r.Value.(Result)
+	return res, mapErr(r.Err)
 }
 
 // renewOnLeader answers a renewal without a Raft write, as etcd's lessor
@@ -800,11 +838,6 @@ func (n *Node) renewOnLeader(ctx context.Context, c Command) (res Result, answer
 		n.cfg.Metrics.leaseRenewalsLocal.Inc()
 	}
 	return leaseResult(StatusOK, l), true, nil
-}
-
-type proposeResult struct {
-	res Result
-	err error
 }
 
 // ReadBarrier implements Replica with the core's ReadIndex. Concurrent
@@ -907,14 +940,18 @@ func (n *Node) Changed() <-chan struct{} {
 }
 
 // ChangedOf implements Replica.
+// The index has its own lock: a watch waiting again does not take the
+// state machine's, which every apply needs.
 func (n *Node) ChangedOf(w Watched) <-chan struct{} {
-	n.sm.mu.Lock()
-	defer n.sm.mu.Unlock()
 	return n.sm.watches.wait(w)
 }
 
 // Status implements Replica.
 func (n *Node) Status() api.NodeStatus { return n.status(n.shell.Status()) }
+
+// Leader implements Replica from the shell's status alone: no lock of the
+// state machine, no member list.
+func (n *Node) Leader() (self, leader uint64) { return n.cfg.ID, n.shell.Lead() }
 
 // StatusChanged returns a channel that is closed when the node's Raft
 // status (role, term, leader, commit, applied index) next changes. Take it

@@ -544,3 +544,26 @@ func TestStalledLeaderAnswersNoRenewal(t *testing.T) {
 		}
 	}
 }
+
+// Leader, which every request asks, names what Status names: this node
+// and the agreed leader, and the new one after the leader crashes.
+func TestLeaderNamesWhatStatusNames(t *testing.T) {
+	c := newTestCluster(t, 3)
+	check := func(leader uint64) {
+		t.Helper()
+		for id, n := range c.nodes {
+			self, lead := n.Leader()
+			if st := n.Status(); self != id || self != st.ID || lead != leader {
+				t.Errorf("node %d: Leader() = %d, %d; want %d, %d (Status: node %d, leader %d)", id, self, lead, id, leader, st.ID, st.Leader)
+			}
+		}
+	}
+	first := c.waitLeader()
+	check(first)
+	c.crash(first)
+	second := c.waitLeader()
+	if second == first {
+		t.Fatalf("leader %d still leads after its crash", first)
+	}
+	check(second)
+}

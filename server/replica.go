@@ -69,6 +69,11 @@ type Replica interface {
 	// Status returns this node's view of the cluster.
 	Status() api.NodeStatus
 
+	// Leader returns this node's ID and the leader it knows of (0: none),
+	// as Status does, but cheaply: every request asks it, so it takes no
+	// lock the state machine's apply needs and builds no member list.
+	Leader() (self, leader uint64)
+
 	// AddMember adds a node with the given peer address, first as a
 	// learner that catches up, then as a voter.
 	AddMember(ctx context.Context, id uint64, peer string) error

@@ -147,16 +147,19 @@ func (o Options) Config() (Config, error) {
 
 // handOver hands leadership over before the node stops, within
 // cfg.HandOverMax; the API still serves meanwhile, refusing or forwarding
-// writes, so that clients find the next leader.
-func handOver(node *Node, cfg Config) {
+// writes, so that clients find the next leader. It reports whether
+// another node took over.
+func handOver(node *Node, cfg Config) bool {
 	if cfg.HandOverMax <= 0 {
-		return
+		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.HandOverMax)
 	defer cancel()
-	if _, err := node.HandOver(ctx); err != nil {
+	to, err := node.HandOver(ctx)
+	if err != nil {
 		logger(cfg.Logger).Warn("stopping without handing leadership over", "err", err)
 	}
+	return to != 0 && err == nil
 }
 
 // Serve runs one node with its HTTP API (and /metrics) on httpAddr until
@@ -187,6 +190,8 @@ func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, ht
 		return err
 	}
 	srv := newServeHTTP(node, cfg)
+	drain := newHandedOver(srv.Handler, node)
+	srv.Handler = drain
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(hl) }()
 	if ready != nil {
@@ -198,8 +203,12 @@ func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, ht
 	case <-node.Done():
 		err = errors.New("server: the node stopped (storage failure; see the log)")
 	}
-	if ctx.Err() != nil {
-		handOver(node, cfg)
+	if ctx.Err() != nil && cfg.HandOverMax > 0 {
+		// Writes wait for the transfer; then requests still arriving
+		// learn the new leader at once (and idle connections close) while
+		// the server shuts down.
+		drain.begin()
+		drain.end(srv, handOver(node, cfg))
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

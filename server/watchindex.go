@@ -1,5 +1,7 @@
 package server
 
+import "sync"
+
 // Watched names what a watch follows: a key, or (Lease set) a lease.
 type Watched struct {
 	Lease bool
@@ -31,9 +33,11 @@ func watchedBy(c Command) (Watched, bool) {
 // half of what it forgets is such garbage, and it starts afresh at most
 // once per that many new keys watched.
 //
-// watchIndex is not safe for concurrent use; its owner guards it. Its
-// zero value is ready, with the least bound.
+// watchIndex is safe for concurrent use, under a lock of its own: a watch
+// that waits again takes it, and not the state machine's, which the apply
+// of every write needs. Its zero value is ready, with the least bound.
 type watchIndex struct {
+	mu    sync.Mutex
 	chans map[Watched]chan struct{}
 	// bound is the size past which the index starts afresh; 0 means
 	// watchIndexMin.
@@ -43,20 +47,21 @@ type watchIndex struct {
 // watchIndexMin is the least bound of a watchIndex.
 const watchIndexMin = 4096
 
-// newWatchIndex returns an index for at most watches served at once.
-func newWatchIndex(watches int) watchIndex {
-	return watchIndex{bound: max(watchIndexMin, 2*watches)}
-}
+// watchIndexBound returns the bound of an index for at most watches
+// served at once.
+func watchIndexBound(watches int) int { return max(watchIndexMin, 2*watches) }
 
 // wait returns the channel closed at the next change of w.
 func (x *watchIndex) wait(w Watched) <-chan struct{} {
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	if x.chans == nil {
 		x.chans = map[Watched]chan struct{}{}
 	}
 	ch := x.chans[w]
 	if ch == nil {
 		if len(x.chans) >= max(x.bound, watchIndexMin) {
-			x.changedAll()
+			x.closeAll()
 			x.chans = map[Watched]chan struct{}{}
 		}
 		ch = make(chan struct{})
@@ -67,6 +72,8 @@ func (x *watchIndex) wait(w Watched) <-chan struct{} {
 
 // changed wakes the watches of w.
 func (x *watchIndex) changed(w Watched) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	if ch := x.chans[w]; ch != nil {
 		close(ch)
 		delete(x.chans, w)
@@ -75,6 +82,12 @@ func (x *watchIndex) changed(w Watched) {
 
 // changedAll wakes every watch (a snapshot replaced the whole state).
 func (x *watchIndex) changedAll() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.closeAll()
+}
+
+func (x *watchIndex) closeAll() {
 	for w, ch := range x.chans {
 		close(ch)
 		delete(x.chans, w)

@@ -8,6 +8,18 @@ const maxQueuedPerNode = 2048
 
 func (s *Sim) send(m raft.Message) {
 	s.check.sent(s, m)
+	if m.Snapshot.Source != nil {
+		// The TCP transport reads the snapshot's file as it sends it; the
+		// simulated network reads it now, into the message: the file may
+		// be gone by the time the message arrives, as it may be when a
+		// real transport gets to it (a send that fails).
+		data, err := readSnapshot(m.Snapshot)
+		if err != nil {
+			s.stats.Dropped++
+			return
+		}
+		m.Snapshot.Data, m.Snapshot.Source = data, nil
+	}
 	if s.queued[m.To] >= maxQueuedPerNode {
 		s.stats.Dropped++
 		return

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 
 	shell "coord/node"
@@ -102,8 +103,13 @@ func (c *checker) compacted(s *Sim, n *node, meta raft.SnapshotMetadata) {
 			meta.Index, meta.Term, snap.Metadata.Index, snap.Metadata.Term)
 		return
 	}
+	data, err := readSnapshot(snap)
+	if err != nil {
+		s.fail("snapshot", "node %d: reading back its snapshot at %d: %v", n.id, meta.Index, err)
+		return
+	}
 	var fresh machine
-	if err := fresh.Restore(snap.Data); err != nil {
+	if err := fresh.Restore(data); err != nil {
 		s.fail("snapshot", "node %d: its snapshot at %d does not restore: %v", n.id, meta.Index, err)
 		return
 	}
@@ -114,4 +120,22 @@ func (c *checker) compacted(s *Sim, n *node, meta raft.SnapshotMetadata) {
 		s.fail("snapshot", "node %d: its snapshot at %d says term %d, the committed entry there has term %d",
 			n.id, meta.Index, meta.Term, want.term)
 	}
+}
+
+// readSnapshot returns a snapshot's data, read from its Source if it has
+// one (a raftstore file), checked against its size.
+func readSnapshot(snap raft.Snapshot) ([]byte, error) {
+	if snap.Source == nil {
+		return snap.Data, nil
+	}
+	r, err := snap.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	data, err := io.ReadAll(io.LimitReader(r, snap.Size()+1))
+	if err == nil && int64(len(data)) != snap.Size() {
+		err = fmt.Errorf("snapshot data of %d bytes, its source says %d", len(data), snap.Size())
+	}
+	return data, err
 }

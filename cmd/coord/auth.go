@@ -54,7 +54,9 @@ func adminClient(cmd *cobra.Command, access accessFlags) (*client.Client, error)
 	if acc.TLS == nil {
 		fmt.Fprintln(cmd.ErrOrStderr(), "coord: warning: talking to the cluster without TLS")
 	}
-	return client.New(acc.ClientConfig(eps...))
+	cfg := acc.ClientConfig(eps...)
+	cfg.WarmInterval = 0 // one request and the process ends: no connections to the other nodes in advance
+	return client.New(cfg)
 }
 
 func newTokenCreateCmd() *cobra.Command {

@@ -86,7 +86,8 @@ Targets: for the file store (the default), coord's p99 gap should be
 below 50 ms after SIGKILL and below 10 ms after SIGTERM; each is reported
 as "target met" or "target missed". No target applies to the other stores:
 they learn of a killed holder at its expiry, so that the gap after SIGKILL
-is the TTL by design. A miss is reported, and the exit status is 0 unless
+is the TTL by design (but raft:// with ?session=true, which learns of it
+when the holder's session stream closes, after a 2 s grace). A miss is reported, and the exit status is 0 unless
 --check, which exits 1 on a miss (for CI on a quiet machine).
 
 With --json, one JSON object: the command, the machine, the settings,

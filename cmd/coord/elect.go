@@ -232,7 +232,8 @@ network may read them.`,
   coord elect --store file:///tmp/leader.lock --id a --ttl 3s --json
   coord elect --store file:///tmp/leader.lock --metrics-addr 127.0.0.1:9100  # then: curl 127.0.0.1:9100/metrics
   coord elect --store raft:// --name demo    # a coord cluster: endpoints, CA and token from coord cluster env
-  coord elect --store 'raft://127.0.0.1:8001,127.0.0.1:8002?cacert=ca.crt&token_file=app.token'`,
+  coord elect --store 'raft://127.0.0.1:8001,127.0.0.1:8002?cacert=ca.crt&token_file=app.token'
+  coord elect --store 'raft://?session=true' --name demo  # the cluster frees the lease ~2s after this process dies`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.resolve(cmd, os.Getenv); err != nil {

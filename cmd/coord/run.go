@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -76,6 +77,10 @@ inherits the lease's liveness socket, so the lease passes only when the
 job's last process has exited; other stores let the lease run to its TTL,
 and the shim kills the job before that unless coord run renews it, so a
 paused coord run cannot leave its job running into another holder's lease.
+On raft:// with ?session=true, coord run keeps a session stream to the
+cluster's leader, which frees the lease about 2s after coord run dies
+rather than at the TTL; the job then needs a PID namespace (auto means
+pidns, and subreaper is refused), so that it dies with coord run.
 
 Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded as themselves
 to CMD's process group; if the job has not ended after --grace, all of it
@@ -138,6 +143,9 @@ http://ADDR/metrics while coord run runs, the same as coord elect's
 			mode, err := job.ParseContainment(contain)
 			if err != nil {
 				return usagef("--contain %q: want auto, pidns or subreaper", contain)
+			}
+			if mode, err = sessionContainment(f.store, mode); err != nil {
+				return err
 			}
 			if cmd.Flags().Changed("wait") && !wait {
 				noWait = true
@@ -594,4 +602,25 @@ func (r *runner) emit(ev lease.Event) {
 	if r.events != nil {
 		r.events.Write(ev)
 	}
+}
+
+// sessionContainment returns the containment a job needs under store. A
+// raft:// session (?session=true) frees the lease a grace period after
+// coord run dies, so the job must die with coord run, in the kernel's exit
+// path: only a PID namespace does that (a subreaper shim is user code that
+// may itself be killed, and the job then outlives the lease). auto becomes
+// pidns: the job fails to start rather than fall back.
+func sessionContainment(store string, mode job.Containment) (job.Containment, error) {
+	u, err := url.Parse(store)
+	if err != nil || u.Scheme != "raft" {
+		return mode, nil
+	}
+	on, err := strconv.ParseBool(u.Query().Get("session"))
+	if err != nil || !on {
+		return mode, nil // the store reports a malformed value itself
+	}
+	if mode == job.Subreaper {
+		return mode, usagef("--contain subreaper with a raft:// session: the cluster frees the lease soon after coord run dies, and only --contain pidns (or auto) kills the job with it")
+	}
+	return job.PIDNamespace, nil
 }

@@ -147,7 +147,7 @@ type Group struct {
 // StartGroup starts n `coord elect` processes with ids p1..pn against
 // storeURL and lease name, with extra arguments appended. They are killed
 // when the test ends; their stderr is logged if it fails.
-func StartGroup(t *testing.T, bin, storeURL, name string, n int, extra ...string) *Group {
+func StartGroup(t testing.TB, bin, storeURL, name string, n int, extra ...string) *Group {
 	t.Helper()
 	g := &Group{bin: bin, storeURL: storeURL, name: name, extra: extra,
 		procs: map[string]*exec.Cmd{}, stderr: map[string]*bytes.Buffer{}, waited: map[string]int{}, killed: map[string]int64{}}
@@ -180,7 +180,7 @@ func StartGroup(t *testing.T, bin, storeURL, name string, n int, extra ...string
 
 // Add starts one more participant, with id, the Group's arguments and env
 // added to its environment (NAME=value), and returns its process id.
-func (g *Group) Add(t *testing.T, id string, env ...string) int {
+func (g *Group) Add(t testing.TB, id string, env ...string) int {
 	t.Helper()
 	args := append([]string{"elect", "--store", g.storeURL, "--name", g.name, "--id", id, "--json"}, g.extra...)
 	cmd := exec.Command(g.bin, args...)
@@ -256,7 +256,7 @@ func (g *Group) Events() []lease.Event {
 
 // WaitEvent waits until an event satisfying cond has arrived and returns
 // the first such event; it fails the test after timeout.
-func (g *Group) WaitEvent(t *testing.T, timeout time.Duration, what string, cond func(lease.Event) bool) lease.Event {
+func (g *Group) WaitEvent(t testing.TB, timeout time.Duration, what string, cond func(lease.Event) bool) lease.Event {
 	t.Helper()
 	var found *lease.Event
 	g.waitUntil(timeout, func() bool {
@@ -276,7 +276,7 @@ func (g *Group) WaitEvent(t *testing.T, timeout time.Duration, what string, cond
 
 // Wait waits for process id to exit and returns its exit code (-1 when
 // killed by a signal); it fails the test after timeout.
-func (g *Group) Wait(t *testing.T, id string, timeout time.Duration) int {
+func (g *Group) Wait(t testing.TB, id string, timeout time.Duration) int {
 	t.Helper()
 	code := 0
 	ok := g.waitUntil(timeout, func() bool {
@@ -313,7 +313,7 @@ func (g *Group) waitUntil(timeout time.Duration, check func() bool) bool {
 
 // Signal sends sig to process id. For SIGKILL it notes the time first:
 // CheckOneLeader ends the process's leadership there.
-func (g *Group) Signal(t *testing.T, id string, sig syscall.Signal) {
+func (g *Group) Signal(t testing.TB, id string, sig syscall.Signal) {
 	t.Helper()
 	g.mu.Lock()
 	cmd, ok := g.procs[id]
@@ -345,7 +345,7 @@ func (g *Group) Record(events ...lease.Event) {
 // lost or released event, or until it was sent SIGKILL, or to the end of
 // the timeline. It reports every overlap and returns how many elections
 // it checked.
-func (g *Group) CheckOneLeader(t *testing.T) int {
+func (g *Group) CheckOneLeader(t testing.TB) int {
 	t.Helper()
 	g.mu.Lock()
 	events := slices.Clone(g.events)

@@ -1,6 +1,7 @@
 // Package raftlease is a lease.Backend on coord's own Raft cluster:
-// raft://HOST:PORT,HOST:PORT,...[?timeout=5s], the HTTP addresses of some
-// or all of the cluster's nodes (`coord cluster up` prints them).
+// raft://HOST:PORT,HOST:PORT,...[?timeout=5s][&session=true], the HTTP
+// addresses of some or all of the cluster's nodes (`coord cluster up`
+// prints them).
 //
 // # Security
 //
@@ -57,6 +58,21 @@
 // as soon as the lease's revision changes: after an acquire, renew,
 // release, or an expiry the leader applied. A watch that cannot reach the
 // cluster closes its channel.
+//
+// # Sessions
+//
+// With session=true (Options.Session), the Backend is a
+// lease.TenureWatcher: for each tenure an Elector holds, it keeps a session
+// stream open to the leader (GET /v1/leases/NAME/session). The leader frees
+// the lease a grace period (2 s by default) after the stream closes from
+// this side, so that a holder killed with SIGKILL is replaced in about that
+// time rather than its TTL. In return the holder steps down (ErrLost) when
+// no event has come for half the grace and no new stream opened, or at once
+// when the leader says the token is no longer current. The server's package
+// doc ("Lease sessions") and docs/leases.md say why no two holders
+// overlap. A holder that cannot open a stream keeps the lease by its TTL
+// alone. WatchTenure works only for tenures acquired through the same
+// Backend (the session names the holder).
 //
 // A cluster that has lost its majority answers nothing: every operation
 // returns an error wrapping lease.ErrUnavailable once its context (bounded

@@ -34,6 +34,11 @@ type Options struct {
 	// cluster run with --insecure.
 	TLS   *tls.Config
 	Token string
+	// Session makes the Backend a lease.TenureWatcher that keeps a session
+	// stream to the leader for each tenure an Elector watches, so that
+	// the cluster frees the lease soon after the holder's process dies
+	// rather than at the end of its TTL (the package doc, "Sessions").
+	Session bool
 }
 
 // The environment variables `coord cluster env` prints, which a raft://
@@ -60,9 +65,9 @@ func openURL(u *url.URL, getenv func(string) string) (*Backend, error) {
 	q := u.Query()
 	for name := range q {
 		switch name {
-		case "timeout", "cacert", "cert", "key", "token_file", "tls":
+		case "timeout", "cacert", "cert", "key", "token_file", "tls", "session":
 		default:
-			return bad("unknown parameter %q (want timeout, cacert, cert, key, token_file, tls)", name)
+			return bad("unknown parameter %q (want timeout, cacert, cert, key, token_file, tls, session)", name)
 		}
 	}
 	opts := Options{Timeout: leasekit.TimeoutDefault}
@@ -81,6 +86,13 @@ func openURL(u *url.URL, getenv func(string) string) (*Backend, error) {
 			return bad("timeout %q: want a positive duration", t)
 		}
 		opts.Timeout = d
+	}
+	if v := q.Get("session"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return bad("session %q: want true or false", v)
+		}
+		opts.Session = b
 	}
 	param := func(name, env string) string {
 		if v := q.Get(name); v != "" {
@@ -128,7 +140,7 @@ func Open(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %v", prefix, lease.ErrInvalid, err)
 	}
-	return &Backend{c: c, timeout: opts.Timeout}, nil
+	return &Backend{c: c, timeout: opts.Timeout, session: opts.Session}, nil
 }
 
 // Backend is a lease.Backend on a coord cluster.
@@ -137,11 +149,16 @@ func Open(opts Options) (*Backend, error) {
 type Backend struct {
 	c       *client.Client
 	timeout time.Duration
+	session bool
+	tenures tenures // the tenures acquired here, for sessions
 
 	life leasekit.Lifecycle // closed by Close, which ends every watch
 }
 
-var _ lease.Backend = (*Backend)(nil)
+var (
+	_ lease.Backend       = (*Backend)(nil)
+	_ lease.TenureWatcher = (*Backend)(nil)
+)
 
 // record turns a client lease into a lease.Record, with Expiry measured
 // from sent.
@@ -196,6 +213,9 @@ func (b *Backend) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 	if err != nil {
 		return b.fail("acquire", name, err)
 	}
+	if b.session {
+		b.tenures.acquired(tenureKey{name, l.Token}, holder)
+	}
 	return record(name, l, sent, false), nil
 }
 
@@ -216,6 +236,9 @@ func (b *Backend) Renew(ctx context.Context, name, holder string, token uint64, 
 	defer cancel()
 	sent := time.Now()
 	l, err := b.c.Renew(ctx, name, holder, token, roundUp(ttl))
+	if errors.Is(err, client.ErrLost) {
+		b.tenures.ended(tenureKey{name, token})
+	}
 	if err != nil {
 		return b.fail("renew", name, err)
 	}
@@ -232,6 +255,9 @@ func (b *Backend) Release(ctx context.Context, name, holder string, token uint64
 	}
 	ctx, cancel := leasekit.Bound(ctx, b.timeout)
 	defer cancel()
+	// The session watch ends first, quietly: the leader's "lost" end
+	// event after the release is no news to this holder.
+	b.tenures.ended(tenureKey{name, token})
 	if err := b.c.Release(ctx, name, holder, token); err != nil {
 		_, err = b.fail("release", name, err)
 		return err

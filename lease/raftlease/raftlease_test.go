@@ -33,7 +33,7 @@ func TestProcesses(t *testing.T) {
 
 // startCluster starts a 3-node cluster of real server processes (this test
 // binary, serving as `coord server`).
-func startCluster(t *testing.T) *localcluster.Cluster {
+func startCluster(t testing.TB) *localcluster.Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -95,7 +95,7 @@ func TestBadURLs(t *testing.T) {
 	for _, raw := range []string{
 		"raft://", "raft://a:1?timeout=soon", "raft://a:1?timeout=-1s", "raft://a:1?tls=maybe",
 		"raft://a:1?cacert=/nonexistent/ca.crt", "raft://a:1?token_file=/nonexistent/token",
-		"raft://a:1?cert=/nonexistent/c.crt", "raft://a:1?token=secret",
+		"raft://a:1?cert=/nonexistent/c.crt", "raft://a:1?token=secret", "raft://a:1?session=maybe",
 	} {
 		u, err := url.Parse(raw)
 		if err != nil {

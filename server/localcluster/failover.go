@@ -40,6 +40,9 @@ type FailoverBenchConfig struct {
 	// SelfServe says Binary is a test binary that serves `server` itself
 	// (Config.SelfServe).
 	SelfServe bool
+	// NodeLogLevel, if set, is every node's --log-level ("debug" logs
+	// when a follower sees its leader's connection close).
+	NodeLogLevel string
 }
 
 // Validate names the first field out of range.
@@ -70,6 +73,23 @@ type FailoverSeries struct {
 	// Terms is how many terms each event's election took (more than one:
 	// a split vote or a failed campaign).
 	Terms []uint64 `json:"terms"`
+	// Events are each event's moments, to line up with the nodes' logs
+	// (--node-log-level debug) for a breakdown of the gap.
+	Events []FailoverEvent `json:"events"`
+}
+
+// FailoverEvent is when one event happened, in Unix nanoseconds of this
+// machine's clock (the nodes' logs use the same clock).
+type FailoverEvent struct {
+	// Leader is the node signalled; Signalled when; Exited when its
+	// process had exited.
+	Leader    uint64 `json:"leader"`
+	Signalled int64  `json:"signalled_unix_ns"`
+	Exited    int64  `json:"exited_unix_ns"`
+	// GapStart and GapEnd are the acknowledgements around the longest
+	// gap: the last write acknowledged before it, the first after.
+	GapStart int64 `json:"gap_start_unix_ns"`
+	GapEnd   int64 `json:"gap_end_unix_ns"`
 }
 
 // FaultRun is what one cluster did under the fault run.
@@ -128,6 +148,9 @@ func startFor(ctx context.Context, cfg FailoverBenchConfig, sub string, proxies 
 		return nil, err
 	}
 	args := append([]string{"--tick", cfg.Tick.String()}, extra...)
+	if cfg.NodeLogLevel != "" {
+		args = append(args, "--log-level", cfg.NodeLogLevel)
+	}
 	c, err := Start(ctx, Config{Nodes: cfg.Nodes, Dir: dir, Binary: cfg.Binary, Insecure: cfg.Insecure, SelfServe: cfg.SelfServe, Proxies: proxies, Args: args})
 	if err != nil {
 		return nil, err
@@ -174,12 +197,13 @@ func (r *FailoverBenchReport) measureEvents(ctx context.Context, cfg FailoverBen
 		series := [2]FailoverSeries{{Label: k.on[0]}, {Label: k.on[1]}}
 		for range k.n {
 			for i, c := range []*Cluster{hinted, plain} {
-				gap, terms, err := c.outage(ctx, rng, k.act, time.Minute)
+				ev, terms, err := c.outage(ctx, rng, k.act, time.Minute)
 				if err != nil {
 					return fmt.Errorf("%s: %w", series[i].Label, err)
 				}
-				series[i].Gaps = append(series[i].Gaps, gap)
+				series[i].Gaps = append(series[i].Gaps, time.Duration(ev.GapEnd-ev.GapStart))
 				series[i].Terms = append(series[i].Terms, terms)
+				series[i].Events = append(series[i].Events, ev)
 			}
 		}
 		r.Series = append(r.Series, series[0], series[1])
@@ -251,18 +275,19 @@ func (w *writer) close() {
 	<-w.done
 }
 
-// gapAround returns the longest time between two acknowledgements from
-// the last one before t on: how long the writer saw no write succeed
-// around t (at least one write's latency).
-func (w *writer) gapAround(t time.Time) time.Duration {
+// gapAround returns the two acknowledgements, from the last one before t
+// on, with the longest time between them: how long the writer saw no
+// write succeed around t (at least one write's latency).
+func (w *writer) gapAround(t time.Time) (start, end time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	i, _ := slices.BinarySearchFunc(w.acked, t, func(a, b time.Time) int { return a.Compare(b) })
-	var gap time.Duration
 	for j := max(1, i); j < len(w.acked); j++ {
-		gap = max(gap, w.acked[j].Sub(w.acked[j-1]))
+		if w.acked[j].Sub(w.acked[j-1]) > end.Sub(start) {
+			start, end = w.acked[j-1], w.acked[j]
+		}
 	}
-	return gap
+	return start, end
 }
 
 // writeLatency is the writer's median latency over 200 writes.
@@ -283,45 +308,53 @@ func (c *Cluster) writeLatency(ctx context.Context) (time.Duration, error) {
 }
 
 // outage does act to the leader while a writer writes, at a random moment
-// within a heartbeat-sized window, and returns the longest gap between
-// acknowledged writes around it and the terms the election took; then it
-// restarts the node and waits until every node follows one leader. It
-// fails if writes do not resume within bound of the act.
-func (c *Cluster) outage(ctx context.Context, rng *rand.Rand, act func(*Cluster, uint64) error, bound time.Duration) (time.Duration, uint64, error) {
+// within a heartbeat-sized window, and returns when it acted and the
+// longest gap between acknowledged writes around it, and the terms the
+// election took; then it restarts the node and waits until every node
+// follows one leader. It fails if writes do not resume within bound of
+// the act.
+func (c *Cluster) outage(ctx context.Context, rng *rand.Rand, act func(*Cluster, uint64) error, bound time.Duration) (FailoverEvent, uint64, error) {
+	var ev FailoverEvent
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	leader, err := c.WaitLeader(ctx)
 	if err != nil {
-		return 0, 0, err
+		return ev, 0, err
 	}
 	before, err := c.Status(ctx, leader)
 	if err != nil {
-		return 0, 0, err
+		return ev, 0, err
 	}
 	w, err := c.startWriter(ctx, "failover/writer")
 	if err != nil {
-		return 0, 0, err
+		return ev, 0, err
 	}
 	defer w.close()
 	if err := w.waitAcked(ctx, time.Time{}, 10); err != nil {
-		return 0, 0, err
+		return ev, 0, err
 	}
 	// A random phase against the heartbeats (every 100 ms by default).
 	time.Sleep(time.Duration(rng.IntN(100)) * time.Millisecond)
 	t0 := time.Now()
 	if err := act(c, leader); err != nil {
-		return 0, 0, err
+		return ev, 0, err
 	}
+	// Count the acknowledgements from the process's exit (act waits for
+	// it) on: on a loaded machine a leader may serve ten writes after the
+	// signal before it stops, and counting from the signal would end the
+	// window before the outage began.
+	exited := time.Now()
 	bctx, cancelBound := context.WithTimeout(ctx, bound)
-	err = w.waitAcked(bctx, t0, 10)
+	err = w.waitAcked(bctx, exited, 10)
 	cancelBound()
 	if err != nil {
-		return 0, 0, err
+		return ev, 0, err
 	}
-	gap := w.gapAround(t0)
+	start, end := w.gapAround(t0)
+	ev = FailoverEvent{Leader: leader, Signalled: t0.UnixNano(), Exited: exited.UnixNano(), GapStart: start.UnixNano(), GapEnd: end.UnixNano()}
 	next, err := c.WaitLeader(ctx)
 	if err != nil {
-		return 0, 0, err
+		return ev, 0, err
 	}
 	var terms uint64
 	if st, err := c.Status(ctx, next); err == nil {
@@ -329,12 +362,12 @@ func (c *Cluster) outage(ctx context.Context, rng *rand.Rand, act func(*Cluster,
 	}
 	w.close()
 	if err := c.Restart(ctx, leader); err != nil {
-		return 0, 0, err
+		return ev, 0, err
 	}
 	if _, err := c.WaitLeader(ctx); err != nil {
-		return 0, 0, err
+		return ev, 0, err
 	}
-	return gap, terms, nil
+	return ev, terms, nil
 }
 
 // CutLink resets the connections between nodes a and b (through their

@@ -32,11 +32,18 @@ func TestLeaderDeathAndStopFailOverBeforeAnyTimeout(t *testing.T) {
 		{"SIGKILL", func(c *Cluster, id uint64) error { return c.Kill(id) }},
 		{"SIGTERM", func(c *Cluster, id uint64) error { return c.Stop(id) }},
 	} {
-		gap, terms, err := c.outage(ctx, rng, e.act, bound)
+		ev, terms, err := c.outage(ctx, rng, e.act, bound)
 		if err != nil {
 			t.Fatalf("leader %s: no write within %v of it, with election timeouts of 10 s or more: %v", e.name, bound, err)
 		}
+		gap := time.Duration(ev.GapEnd - ev.GapStart)
 		t.Logf("leader %s: writes stopped for %v; the election took %d term(s)", e.name, gap, terms)
+		// The outage may end before the process exits (a hand-over's new
+		// leader serves while the old one shuts down), never before the
+		// signal.
+		if ev.Leader == 0 || ev.GapStart > ev.GapEnd || ev.Exited < ev.Signalled || ev.GapEnd < ev.Signalled {
+			t.Errorf("leader %s: event %+v: want the signalled leader, an exit after the signal and a gap that ends after it", e.name, ev)
+		}
 		if terms == 0 {
 			t.Errorf("leader %s: the term did not rise", e.name)
 		}

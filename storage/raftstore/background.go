@@ -31,10 +31,11 @@ import (
 // leaves it alone.
 
 // pendingSnapshot is a snapshot file WriteSnapshot is writing (written
-// false) or has written (its checksum in sum).
+// false) or has written (its checksum in sum, its data's length in size).
 type pendingSnapshot struct {
 	written bool
 	sum     uint32
+	size    int64
 }
 
 // WriteSnapshot writes the file of a snapshot with metadata meta, its data
@@ -52,8 +53,10 @@ func (d *Disk) WriteSnapshot(meta raft.SnapshotMetadata, data io.WriterTo) error
 	}
 	w, err := snapshot.Create(d.fs, d.snapDir, meta)
 	var sum uint32
+	var size int64
 	if err == nil {
 		if _, err = data.WriteTo(w); err == nil {
+			size = w.Size()
 			sum, err = w.Commit()
 		} else {
 			_ = w.Abort() // best effort: Open removes a leftover
@@ -65,7 +68,7 @@ func (d *Disk) WriteSnapshot(meta raft.SnapshotMetadata, data io.WriterTo) error
 		delete(d.pending, name)
 		return fmt.Errorf("raftstore: write snapshot at %d: %w", meta.Index, err)
 	}
-	d.pending[name] = pendingSnapshot{written: true, sum: sum}
+	d.pending[name] = pendingSnapshot{written: true, sum: sum, size: size}
 	return nil
 }
 
@@ -130,8 +133,9 @@ func (d *Disk) CompactTo(meta raft.SnapshotMetadata) error {
 		return fmt.Errorf("raftstore: compact: %w", err)
 	}
 	d.snapMeta = raft.SnapshotMetadata{Index: meta.Index, Term: meta.Term, ConfState: cloneConfState(meta.ConfState)}
-	d.snapSum, d.recovered = p.sum, raft.Snapshot{}
+	d.snapSum, d.snapSize, d.recovered = p.sum, p.size, raft.Snapshot{}
 	d.ents = cloneEntries(keep) // frees the compacted prefix
+	d.dropStaleReceived()
 	if err := d.removeSnapshotsExcept(name); err != nil {
 		d.logger.Warn("raftstore: removing replaced snapshots", "dir", d.snapDir, "err", err)
 	}
@@ -149,6 +153,13 @@ func (d *Disk) removeUnused(name string) {
 // inProgress reports whether a snapshot file (or its temporary file) is
 // being written, or waits for CompactTo: not to be removed.
 func (d *Disk) inProgress(name string) bool {
-	_, ok := d.pending[strings.TrimSuffix(name, ".tmp")]
-	return ok
+	if _, ok := d.pending[strings.TrimSuffix(name, ".tmp")]; ok {
+		return true
+	}
+	for _, r := range d.received {
+		if r.file == name {
+			return true
+		}
+	}
+	return false
 }

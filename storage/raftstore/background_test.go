@@ -8,6 +8,7 @@ import (
 
 	"coord/raft"
 	"coord/storage/snapshot"
+	"coord/storage/storagetest"
 	"coord/storage/vfs"
 )
 
@@ -179,7 +180,10 @@ func TestRestartReadsSnapshotOnce(t *testing.T) {
 	}
 	snap, err = d.Snapshot()
 	must(t, err)
-	if string(snap.Data) != "state at 8" || opens == before {
-		t.Fatalf("second Snapshot: %q after %d opens, want the file read again", snap.Data, opens-before)
+	if opens != before || snap.Data != nil {
+		t.Fatalf("second Snapshot: opened %d files and returned %d bytes in memory, want a Source, unread", opens-before, len(snap.Data))
+	}
+	if data := storagetest.SnapshotData(t, snap); string(data) != "state at 8" || opens == before {
+		t.Fatalf("second Snapshot's Source: %q after %d opens, want the file read", data, opens-before)
 	}
 }

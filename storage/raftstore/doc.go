@@ -106,9 +106,19 @@
 // removes the file), and an ApplySnapshot in between leaves it alone and
 // makes CompactTo refuse it (see background.go).
 //
+// A snapshot received from a leader splits it the other way (receive.go):
+// ReceiveSnapshot spools the data to dir/snap/recv-N.tmp as it arrives
+// (header, data, trailer, fsync), from the transport's goroutine; then
+// ApplySnapshot, handed that file's Source, renames it to its final name,
+// fsyncs the directory and writes the checkpoint, copying nothing. Until
+// the checkpoint the file is unreferenced, and a crash leaves the old
+// state.
+//
 // All entries after the snapshot are held in memory (as with etcd's
-// MemoryStorage beside its WAL), and the snapshot's data is read from its
-// file when Snapshot is called.
+// MemoryStorage beside its WAL). The snapshot's data is not: Snapshot
+// returns a snapshot.Source that streams it from the file, checking its
+// checksum, whenever it is opened (the first call after Open excepted,
+// which returns the data Open read to verify the file).
 //
 // # Testing with crashes
 //

@@ -77,10 +77,16 @@ type Disk struct {
 	hsRewrite bool
 	snapMeta  raft.SnapshotMetadata // Index 0: no snapshot
 	snapSum   uint32                // checksum of the snapshot file
+	snapSize  int64                 // length of the snapshot file's data
 	ents      []raft.Entry          // after snapMeta.Index, contiguous
 	// pending holds the snapshot files WriteSnapshot is writing or has
 	// written, by name, until CompactTo (background.go).
 	pending map[string]pendingSnapshot
+	// received holds the snapshots received from a leader (ReceiveSnapshot)
+	// being spooled, or spooled and waiting for ApplySnapshot, by the
+	// name of their temporary file (receive.go).
+	received map[string]*receivedSnapshot
+	spools   uint64 // received snapshots so far, to name their files
 	// recovered is the snapshot Open read to verify it, kept for the
 	// first Snapshot call (the node's restore) so that a restart reads
 	// the file once; empty after that.
@@ -170,7 +176,7 @@ func (d *Disk) recover(dir string, opts Options) error {
 			return fmt.Errorf("%w: snapshot %s has checksum %#08x, the log's checkpoint says %#08x",
 				ErrCorrupt, keep, sum, cp.SnapshotChecksum)
 		}
-		d.snapMeta, d.snapSum, d.recovered = snap.Metadata, sum, snap
+		d.snapMeta, d.snapSum, d.snapSize, d.recovered = snap.Metadata, sum, int64(len(snap.Data)), snap
 	}
 	return d.removeSnapshotsExcept(keep)
 }
@@ -409,9 +415,17 @@ func (d *Disk) LastIndex() (uint64, error) {
 	return d.lastIndex(), nil
 }
 
-// Snapshot implements raft.Storage. It reads the snapshot's file, and
-// checks it is the one the log refers to; the first call after Open
-// returns what Open read and verified, without reading it again.
+// Snapshot implements raft.Storage. It does not read the snapshot's
+// file: the result's Source (a snapshot.Source) reads it when opened, as
+// a stream, and checks it is the file the log refers to (its checksum)
+// at the end, so that a snapshot of any size is sent to a follower
+// without being held in memory. The first call after Open returns the
+// data Open read and verified, in Data, without reading it again (the
+// node's restore at start).
+//
+// The file stays until a newer snapshot replaces it; a reader opened
+// before that goes on reading it (an open file outlives its name), and
+// one opened after fails, which the transport reports as a failed send.
 func (d *Disk) Snapshot() (raft.Snapshot, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -425,16 +439,11 @@ func (d *Disk) Snapshot() (raft.Snapshot, error) {
 		d.recovered = raft.Snapshot{}
 		return snap, nil
 	}
-	name := filepath.Join(d.snapDir, snapshot.FileName(d.snapMeta.Index, d.snapMeta.Term))
-	snap, sum, err := snapshot.Read(d.fs, name)
-	if err != nil {
-		return raft.Snapshot{}, fmt.Errorf("raftstore: %w", err)
-	}
-	if sum != d.snapSum {
-		return raft.Snapshot{}, fmt.Errorf("raftstore: %w: snapshot %s changed under the Disk: checksum %#08x, want %#08x",
-			ErrCorrupt, name, sum, d.snapSum)
-	}
-	return snap, nil
+	path := filepath.Join(d.snapDir, snapshot.FileName(d.snapMeta.Index, d.snapMeta.Term))
+	return raft.Snapshot{
+		Metadata: raft.SnapshotMetadata{Index: d.snapMeta.Index, Term: d.snapMeta.Term, ConfState: cloneConfState(d.snapMeta.ConfState)},
+		Source:   snapshot.NewSource(d.fs, path, d.snapSize, d.snapSum),
+	}, nil
 }
 
 // Save stores hs (unless empty or unchanged) and ents. Entries from
@@ -561,6 +570,12 @@ func firstOf(ents []raft.Entry) uint64 {
 // is durable: the whole log is replaced by it, and the hard state's Commit
 // is raised to snap's index if it was below. ErrSnapshotOutOfDate if snap is
 // not newer than the current snapshot.
+//
+// A snapshot this Disk spooled (ReceiveSnapshot: snap.Source is the
+// Source its Commit returned) is adopted where it lies: renamed to its
+// final name, the directory fsynced, then the log checkpoint written, with
+// no byte of it copied or held in memory. Any other snapshot (Data, or
+// another Source) is streamed into a new file.
 func (d *Disk) ApplySnapshot(snap raft.Snapshot) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -573,6 +588,12 @@ func (d *Disk) ApplySnapshot(snap raft.Snapshot) error {
 	}
 	hs := d.hs
 	hs.Commit = max(hs.Commit, snap.Metadata.Index)
+	if r := d.receivedFor(snap); r != nil {
+		if err := d.adopt(r, snap.Metadata, hs); err != nil {
+			return fmt.Errorf("raftstore: apply snapshot: %w", err)
+		}
+		return nil
+	}
 	if err := d.install(snap, hs, nil); err != nil {
 		return fmt.Errorf("raftstore: apply snapshot: %w", err)
 	}
@@ -614,24 +635,63 @@ func (d *Disk) Compact(index uint64, data []byte, cs raft.ConfState) error {
 // and the entries kept after it, then removes the snapshot files it
 // replaces. The in-memory state changes only once both are durable.
 func (d *Disk) install(snap raft.Snapshot, hs raft.HardState, keep []raft.Entry) error {
-	name, sum, err := snapshot.Write(d.fs, d.snapDir, snap)
+	name, sum, size, err := writeSnapshotFile(d, snap)
 	if err != nil {
 		return err
 	}
-	cp := wal.Checkpoint{Index: snap.Metadata.Index, Term: snap.Metadata.Term, SnapshotChecksum: sum}
+	return d.checkpoint(snap.Metadata, sum, size, hs, keep, name)
+}
+
+// writeSnapshotFile writes snap's file, streaming its data from Data or
+// Source, and returns the file's name, checksum and data length.
+func writeSnapshotFile(d *Disk, snap raft.Snapshot) (name string, sum uint32, size int64, err error) {
+	if snap.IsEmpty() {
+		return "", 0, 0, snapshot.ErrEmpty
+	}
+	r, err := snap.Open()
+	if err != nil {
+		return "", 0, 0, err
+	}
+	defer r.Close()
+	w, err := snapshot.Create(d.fs, d.snapDir, snap.Metadata)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	if _, err := io.Copy(w, r); err != nil {
+		return "", 0, 0, errors.Join(err, w.Abort())
+	}
+	if w.Size() != snap.Size() {
+		err := fmt.Errorf("snapshot data of %d bytes, its source said %d", w.Size(), snap.Size())
+		return "", 0, 0, errors.Join(err, w.Abort())
+	}
+	sum, err = w.Commit()
+	return w.Name(), sum, w.Size(), err
+}
+
+// checkpoint writes the log checkpoint that makes the snapshot file name
+// (metadata meta, checksum sum, size bytes of data) the Disk's snapshot,
+// with hs and the entries kept after it, then removes the snapshot files
+// it replaces. The in-memory state changes only once it is durable.
+func (d *Disk) checkpoint(meta raft.SnapshotMetadata, sum uint32, size int64, hs raft.HardState, keep []raft.Entry, name string) error {
+	cp := wal.Checkpoint{Index: meta.Index, Term: meta.Term, SnapshotChecksum: sum}
 	if err := d.wal.Checkpoint(cp, hs, keep); err != nil {
 		return err
 	}
-	d.hs, d.snapMeta, d.snapSum = hs, snap.Metadata, sum
+	d.hs, d.snapMeta, d.snapSum, d.snapSize = hs, cloneMeta(meta), sum, size
 	d.recovered = raft.Snapshot{}
 	d.hsRewrite = false         // the checkpoint holds hs
 	d.ents = slices.Clone(keep) // frees the compacted prefix
 	d.logStarted()
+	d.dropStaleReceived()
 	// The checkpoint holds; a file left behind is removed by the next Open.
 	if err := d.removeSnapshotsExcept(name); err != nil {
 		d.logger.Warn("raftstore: removing replaced snapshots", "dir", d.snapDir, "err", err)
 	}
 	return nil
+}
+
+func cloneMeta(m raft.SnapshotMetadata) raft.SnapshotMetadata {
+	return raft.SnapshotMetadata{Index: m.Index, Term: m.Term, ConfState: cloneConfState(m.ConfState)}
 }
 
 // Close closes the Disk. Methods called after it return ErrClosed.

@@ -226,14 +226,20 @@ func TestSnapshotReadsTheFile(t *testing.T) {
 	d := open(t, m, "/node")
 	snap, err := d.Snapshot()
 	must(t, err)
-	if string(snap.Data) != "state at 5" || snap.Metadata.Index != 5 {
+	if string(snap.Data) != "state at 5" || snap.Metadata.Index != 5 { // what Open read
 		t.Fatalf("Snapshot() = %+v %q", snap.Metadata, snap.Data)
 	}
 	// Replaced under the open Disk: Snapshot notices.
 	_, _, err = snapshot.Write(m, "/node/snap", raft.Snapshot{Metadata: raft.SnapshotMetadata{Index: 5, Term: 1}, Data: []byte("evil")})
 	must(t, err)
-	if _, err := d.Snapshot(); !errors.Is(err, raftstore.ErrCorrupt) {
-		t.Fatalf("Snapshot() of a replaced file: %v, want ErrCorrupt", err)
+	// The Source's reader checks the file against the log's checksum.
+	snap, err = d.Snapshot()
+	must(t, err)
+	r, err := snap.Open()
+	must(t, err)
+	defer r.Close()
+	if _, err := io.ReadAll(r); !errors.Is(err, snapshot.ErrCorrupt) {
+		t.Fatalf("reading the Snapshot() of a replaced file: %v, want ErrCorrupt", err)
 	}
 }
 

@@ -133,7 +133,8 @@ func Write(fsys vfs.FS, dir string, snap raft.Snapshot) (name string, checksum u
 type Writer struct {
 	fsys      vfs.FS
 	dir, name string
-	f         vfs.File // nil once committed or aborted
+	tmpName   string   // the temporary file's base name in dir
+	f         vfs.File // nil once sealed, committed or aborted
 	crc       uint32
 	dataBytes uint64
 	err       error // the first failure; every later call returns it
@@ -143,10 +144,22 @@ type Writer struct {
 // writes "<FileName>.tmp" (see the package doc) and returns a Writer for
 // its data. ErrEmpty for index 0.
 func Create(fsys vfs.FS, dir string, meta raft.SnapshotMetadata) (*Writer, error) {
+	return CreateTemp(fsys, dir, meta, FileName(meta.Index, meta.Term)+tmpSuffix)
+}
+
+// CreateTemp is Create writing to the temporary file tmpName (a base name
+// in dir ending in ".tmp", so that List reports a leftover one) instead
+// of "<FileName>.tmp": a snapshot received from a leader is spooled so,
+// beside the node's own, and sealed (Seal) rather than committed, until
+// its owner adopts it (Adopt).
+func CreateTemp(fsys vfs.FS, dir string, meta raft.SnapshotMetadata, tmpName string) (*Writer, error) {
 	if meta.Index == 0 {
 		return nil, ErrEmpty
 	}
-	w := &Writer{fsys: fsys, dir: dir, name: FileName(meta.Index, meta.Term)}
+	if !strings.HasSuffix(tmpName, tmpSuffix) || filepath.Base(tmpName) != tmpName {
+		return nil, fmt.Errorf("snapshot: temporary file name %q: want a base name ending in %q", tmpName, tmpSuffix)
+	}
+	w := &Writer{fsys: fsys, dir: dir, name: FileName(meta.Index, meta.Term), tmpName: tmpName}
 	f, err := fsys.Create(w.tmp())
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: create %s: %w", w.tmp(), err)
@@ -163,7 +176,14 @@ func Create(fsys vfs.FS, dir string, meta raft.SnapshotMetadata) (*Writer, error
 // Name returns the file's base name in its directory (FileName).
 func (w *Writer) Name() string { return w.name }
 
-func (w *Writer) tmp() string { return filepath.Join(w.dir, w.name) + tmpSuffix }
+func (w *Writer) tmp() string { return filepath.Join(w.dir, w.tmpName) }
+
+// TempPath returns the path of the file being written (and, after Seal,
+// of the sealed file).
+func (w *Writer) TempPath() string { return w.tmp() }
+
+// Size returns how many bytes of data were written so far.
+func (w *Writer) Size() int64 { return int64(w.dataBytes) }
 
 // fail records the first failure and returns it, with context.
 func (w *Writer) fail(err error) error {
@@ -195,11 +215,27 @@ func (w *Writer) Write(p []byte) (int, error) {
 // failure the temporary file is removed (best effort: a leftover one is
 // harmless, and its directory's owner removes it later).
 func (w *Writer) Commit() (checksum uint32, err error) {
+	if _, err := w.Seal(); err != nil {
+		return 0, err
+	}
+	if err := Adopt(w.fsys, w.dir, w.tmpName, w.name); err != nil {
+		_ = w.fsys.Remove(w.tmp())
+		w.err = err
+		return 0, w.err
+	}
+	return w.crc, nil
+}
+
+// Seal writes the trailer, fsyncs the file and closes it, and returns the
+// file's checksum; the file stays under its temporary name (TempPath)
+// until Adopt. After a failure the temporary file is removed (best
+// effort).
+func (w *Writer) Seal() (checksum uint32, err error) {
 	if w.err != nil {
 		return 0, errors.Join(w.err, w.Abort())
 	}
 	if w.f == nil {
-		return 0, w.fail(errors.New("Commit after Commit or Abort"))
+		return 0, w.fail(errors.New("Seal or Commit after Seal, Commit or Abort"))
 	}
 	trailer := binary.LittleEndian.AppendUint64(nil, w.dataBytes)
 	w.crc = crc32.Update(w.crc, castagnoli, trailer)
@@ -214,17 +250,20 @@ func (w *Writer) Commit() (checksum uint32, err error) {
 		_ = w.fsys.Remove(w.tmp())
 		return 0, w.fail(err)
 	}
-	final := filepath.Join(w.dir, w.name)
-	if err := w.fsys.Rename(w.tmp(), final); err != nil {
-		_ = w.fsys.Remove(w.tmp())
-		w.err = fmt.Errorf("snapshot: rename %s: %w", w.tmp(), err)
-		return 0, w.err
-	}
-	if err := w.fsys.SyncDir(w.dir); err != nil {
-		w.err = fmt.Errorf("snapshot: sync directory %s: %w", w.dir, err)
-		return 0, w.err
-	}
 	return w.crc, nil
+}
+
+// Adopt makes the sealed temporary file tmpName in dir the snapshot file
+// name: it renames it and fsyncs the directory (the last steps of the
+// write protocol).
+func Adopt(fsys vfs.FS, dir, tmpName, name string) error {
+	if err := fsys.Rename(filepath.Join(dir, tmpName), filepath.Join(dir, name)); err != nil {
+		return fmt.Errorf("snapshot: rename %s to %s: %w", tmpName, name, err)
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("snapshot: sync directory %s: %w", dir, err)
+	}
+	return nil
 }
 
 // Abort abandons the file: it closes and removes the temporary file. It

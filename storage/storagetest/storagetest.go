@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -258,9 +259,9 @@ func testCompact(t *testing.T, s Storage) {
 
 	snap, err := s.Snapshot()
 	must(t, err)
-	if snap.Metadata.Index != 4 || snap.Metadata.Term != 2 || string(snap.Data) != "state@4" ||
+	if data := SnapshotData(t, snap); snap.Metadata.Index != 4 || snap.Metadata.Term != 2 || string(data) != "state@4" ||
 		!snap.Metadata.ConfState.Equal(cs123) {
-		t.Fatalf("Snapshot() = %+v %q", snap.Metadata, snap.Data)
+		t.Fatalf("Snapshot() = %+v %q", snap.Metadata, data)
 	}
 	hs, cs, err := s.InitialState()
 	must(t, err)
@@ -309,8 +310,8 @@ func testApplySnapshotPastLog(t *testing.T, s Storage) {
 	checkErr(t, "Term(11) past an installed snapshot", err, raft.ErrUnavailable)
 	got, err := s.Snapshot()
 	must(t, err)
-	if got.Metadata.Index != 10 || got.Metadata.Term != 3 || string(got.Data) != "state@10" {
-		t.Fatalf("Snapshot() = %+v %q", got.Metadata, got.Data)
+	if data := SnapshotData(t, got); got.Metadata.Index != 10 || got.Metadata.Term != 3 || string(data) != "state@10" {
+		t.Fatalf("Snapshot() = %+v %q", got.Metadata, data)
 	}
 	hs, cs, err := s.InitialState()
 	must(t, err)
@@ -457,7 +458,26 @@ func compare(t *testing.T, s Storage, m *model, step int, what string) {
 	}
 	snap, err := s.Snapshot()
 	must(t, err)
-	if snap.Metadata.Index != snapIndex || snap.Metadata.Term != m.snap.Metadata.Term || !bytes.Equal(snap.Data, m.snap.Data) {
-		fail("Snapshot() = %+v %q, want %+v %q", snap.Metadata, snap.Data, m.snap.Metadata, m.snap.Data)
+	if data := SnapshotData(t, snap); snap.Metadata.Index != snapIndex || snap.Metadata.Term != m.snap.Metadata.Term || !bytes.Equal(data, m.snap.Data) {
+		fail("Snapshot() = %+v %q, want %+v %q", snap.Metadata, data, m.snap.Metadata, m.snap.Data)
 	}
+}
+
+// SnapshotData reads a snapshot's data, from Data or through its Source
+// (Storage.Snapshot may return either), failing t if it cannot.
+func SnapshotData(t testing.TB, snap raft.Snapshot) []byte {
+	t.Helper()
+	r, err := snap.Open()
+	if err != nil {
+		t.Fatalf("open snapshot %d: %v", snap.Metadata.Index, err)
+	}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("read snapshot %d: %v", snap.Metadata.Index, err)
+	}
+	if int64(len(data)) != snap.Size() {
+		t.Fatalf("snapshot %d: read %d bytes, its Size says %d", snap.Metadata.Index, len(data), snap.Size())
+	}
+	return data
 }

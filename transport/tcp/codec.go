@@ -234,20 +234,21 @@ func done(d *wire.Decoder, what string) error {
 
 // snapshotBegin is the payload of frameSnapshotBegin: the message (without
 // data) and the data's total size.
-func marshalSnapshotBegin(m raft.Message) []byte {
+func marshalSnapshotBegin(m raft.Message, size int64) []byte {
 	e := wire.Encoder{}
-	e.Uvarint(uint64(len(m.Snapshot.Data)))
+	e.Uvarint(uint64(size))
 	e.Buf = append(e.Buf, marshalMessage(m)...)
 	return e.Buf
 }
 
-func unmarshalSnapshotBegin(b []byte, maxBytes int) (raft.Message, int, error) {
+func unmarshalSnapshotBegin(b []byte, maxBytes int64) (raft.Message, int64, error) {
 	d := wire.NewDecoder(b, ErrMalformed)
 	size := d.Uvarint("snapshot size")
 	if d.Err() != nil {
 		return raft.Message{}, 0, d.Err()
 	}
-	if size > uint64(maxBytes) {
+	// maxBytes 0: no bound but int64's (the spool's disk bounds it).
+	if size > math.MaxInt64 || (maxBytes > 0 && size > uint64(maxBytes)) {
 		return raft.Message{}, 0, fmt.Errorf("%w: snapshot of %d bytes over limit %d", ErrMalformed, size, maxBytes)
 	}
 	m, err := unmarshalMessage(d.Rest())
@@ -257,5 +258,5 @@ func unmarshalSnapshotBegin(b []byte, maxBytes int) (raft.Message, int, error) {
 	if m.Type != raft.MsgSnapshotRequest {
 		return raft.Message{}, 0, fmt.Errorf("%w: snapshot frame carries %v", ErrMalformed, m.Type)
 	}
-	return m, int(size), nil
+	return m, int64(size), nil
 }

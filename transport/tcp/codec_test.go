@@ -149,7 +149,7 @@ func seedStreams() [][]byte {
 	}
 	snap := raft.Message{Type: raft.MsgSnapshotRequest, From: 1, To: 2, Snapshot: raft.Snapshot{
 		Metadata: raft.SnapshotMetadata{Index: 3, Term: 1, ConfState: raft.ConfState{Voters: []uint64{1, 2, 3}}}, Data: []byte("abc")}}
-	all = appendFrame(all, frameSnapshotBegin, marshalSnapshotBegin(snap))
+	all = appendFrame(all, frameSnapshotBegin, marshalSnapshotBegin(snap, snap.Snapshot.Size()))
 	all = appendFrame(all, frameSnapshotChunk, []byte{1, 'a', 'b', 'c'})
 	return append(seeds, all)
 }

@@ -63,4 +63,30 @@
 // connection's is dropped and logged. Snapshot data travels in chunks with
 // the peer's other messages between them, so heartbeats are not stuck
 // behind a large snapshot.
+//
+// # Snapshots of any size
+//
+// Neither end holds a snapshot whole. The sender reads the data from the
+// snapshot's Source (the leader's snapshot file) one chunk at a time; the
+// file's reader checks the file's checksum with its last bytes, so a
+// damaged file ends the stream before the last chunk and the peer never
+// takes it. The receiver, with Config.SpoolSnapshot (the server spools to
+// its data directory: raftstore.Disk.ReceiveSnapshot), writes each chunk
+// to the spool as it arrives and delivers the message with Snapshot.Source
+// once the last chunk is in and the spool committed (fsynced). Every chunk
+// frame carries its CRC-32C and the begin frame the exact size, so a
+// stream that breaks off, overruns or falls short of its size, or carries
+// a bad frame, closes the connection and aborts the spool, which removes
+// its file: nothing of it is delivered. A spool that fails (a full disk, a
+// snapshot the node has already passed) is logged and the rest of the
+// stream is read and dropped, keeping the connection. MaxSnapshotBytes
+// bounds what a receiver accepts (0, the default: no bound but the disk);
+// without a spool, the data is gathered in memory and bounded by
+// MaxSnapshotMemoryBytes (1 GiB) as before.
+//
+// The frames are those of protocol version 1, unchanged: a node of an
+// older build receives a streamed snapshot as it always did, into memory,
+// and refuses one over its 1 GiB bound by closing the connection, with
+// "over limit" logged (the sender reports the send failed and retries);
+// nothing is corrupted. A newer node receives an older one's snapshots.
 package tcp

@@ -65,8 +65,23 @@ type Config struct {
 	QueueMessages int
 	// MaxFrameBytes bounds one frame, and so one message's entries.
 	MaxFrameBytes int
-	// MaxSnapshotBytes bounds a snapshot received.
-	MaxSnapshotBytes int
+	// SpoolSnapshot, if set, takes the data of every snapshot received, a
+	// chunk at a time as it arrives, instead of the transport assembling
+	// it in memory: it is called with the snapshot's message (without
+	// data) and size when the stream begins. The message is delivered
+	// with Snapshot.Source set to what the spool's Commit returned, once
+	// the whole stream arrived intact. A stream that breaks off, overruns
+	// its size or carries a bad frame is aborted (SnapshotSpool.Abort)
+	// and nothing is delivered. An error from SpoolSnapshot, Write or
+	// Commit (a stale snapshot, a full disk) is logged, and the rest of
+	// the stream is read and dropped. The server spools to the data
+	// directory (raftstore.Disk.ReceiveSnapshot).
+	SpoolSnapshot func(m raft.Message, size int64) (SnapshotSpool, error)
+	// MaxSnapshotBytes bounds a snapshot received; 0 (the default) means
+	// no bound but the disk's when SpoolSnapshot is set. Without
+	// SpoolSnapshot the data is held in memory, and bounded by the smaller
+	// of MaxSnapshotBytes (if not 0) and MaxSnapshotMemoryBytes.
+	MaxSnapshotBytes int64
 	// SnapshotChunkBytes is the size of the chunks a snapshot is streamed
 	// in; messages to the same peer go between chunks.
 	SnapshotChunkBytes int
@@ -111,7 +126,6 @@ func DefaultConfig() Config {
 	return Config{
 		QueueMessages:      4096,
 		MaxFrameBytes:      16 << 20,
-		MaxSnapshotBytes:   1 << 30,
 		SnapshotChunkBytes: 256 << 10,
 		DialTimeout:        time.Second,
 		WriteTimeout:       2 * time.Second,
@@ -135,8 +149,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MaxFrameBytes %d under 1024", ErrInvalidConfig, c.MaxFrameBytes)
 	case c.SnapshotChunkBytes <= 0 || c.SnapshotChunkBytes > c.MaxFrameBytes-64:
 		return fmt.Errorf("%w: SnapshotChunkBytes %d must be in (0, MaxFrameBytes-64]", ErrInvalidConfig, c.SnapshotChunkBytes)
-	case c.MaxSnapshotBytes <= 0:
-		return fmt.Errorf("%w: MaxSnapshotBytes %d must be positive", ErrInvalidConfig, c.MaxSnapshotBytes)
+	case c.MaxSnapshotBytes < 0:
+		return fmt.Errorf("%w: MaxSnapshotBytes %d must not be negative", ErrInvalidConfig, c.MaxSnapshotBytes)
 	case c.DialTimeout <= 0 || c.WriteTimeout <= 0:
 		return fmt.Errorf("%w: DialTimeout %v and WriteTimeout %v must be positive", ErrInvalidConfig, c.DialTimeout, c.WriteTimeout)
 	case c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin:
@@ -615,8 +629,12 @@ func (t *Transport) read(c *conn) {
 	var readErr error
 	defer func() { t.disconnected(c, readErr) }()
 	r := bufio.NewReaderSize(c, 64<<10)
-	var snap *raft.Message
-	var snapSize int
+	var snap *receiving // the snapshot being received, if any
+	defer func() {
+		if snap != nil {
+			snap.abort() // a torn stream: nothing of it stays
+		}
+	}()
 	for {
 		typ, payload, err := readFrame(r, t.cfg.MaxFrameBytes)
 		if err != nil {
@@ -638,27 +656,30 @@ func (t *Transport) read(c *conn) {
 			}
 			t.deliver(c, m)
 		case frameSnapshotBegin:
-			m, size, err := unmarshalSnapshotBegin(payload, t.cfg.MaxSnapshotBytes)
+			if snap != nil {
+				t.log.Warn("rejected frame", "peer", c.peer.id, "reason", "snapshot begins inside another")
+				return
+			}
+			if snap, err = t.beginSnapshot(c, payload); err != nil {
+				t.log.Warn("rejected frame", "peer", c.peer.id, "reason", err)
+				return
+			}
+		case frameSnapshotChunk:
+			if snap == nil {
+				t.log.Warn("rejected frame", "peer", c.peer.id, "reason", "snapshot chunk outside a snapshot")
+				return
+			}
+			last, err := snap.chunk(payload)
 			if err != nil {
 				t.log.Warn("rejected frame", "peer", c.peer.id, "reason", err)
 				return
 			}
-			m.Snapshot.Data = make([]byte, 0, min(size, 64<<20))
-			snap, snapSize = &m, size
-		case frameSnapshotChunk:
-			if snap == nil || len(payload) == 0 || len(snap.Snapshot.Data)+len(payload)-1 > snapSize {
-				t.log.Warn("rejected frame", "peer", c.peer.id, "reason", "snapshot chunk out of place or over size")
-				return
-			}
-			snap.Snapshot.Data = append(snap.Snapshot.Data, payload[1:]...)
-			if payload[0] == 1 {
-				if len(snap.Snapshot.Data) != snapSize {
-					t.log.Warn("rejected frame", "peer", c.peer.id, "reason",
-						fmt.Sprintf("snapshot ended at %d of %d bytes", len(snap.Snapshot.Data), snapSize))
-					return
-				}
-				t.deliver(c, *snap)
+			if last {
+				m, ok := snap.finish()
 				snap = nil
+				if ok {
+					t.deliver(c, m)
+				}
 			}
 		default:
 			t.log.Warn("rejected frame", "peer", c.peer.id, "reason", fmt.Sprintf("unknown frame type %d", typ))
@@ -823,24 +844,41 @@ func (t *Transport) writeMessage(w *bufio.Writer, m raft.Message) error {
 	return err
 }
 
-// writeSnapshot streams a snapshot in chunks, sending the peer's other
-// messages between chunks so that heartbeats are not stuck behind it.
+// writeSnapshot streams a snapshot in chunks, read from its Source (a
+// file) or Data as they go, sending the peer's other messages between
+// chunks so that heartbeats are not stuck behind it. Only one chunk is in
+// memory at a time. A read error (a damaged file: its reader checks the
+// checksum with the last bytes) ends the stream before its last chunk,
+// so the peer never takes it; the connection is then closed.
 func (t *Transport) writeSnapshot(c *conn, w *bufio.Writer, p *peer, m raft.Message) error {
-	data := m.Snapshot.Data
+	size := m.Snapshot.Size()
+	r, err := m.Snapshot.Open()
+	if err != nil {
+		t.log.Warn("snapshot not sent", "peer", p.id, "index", m.Snapshot.Metadata.Index, "err", err)
+		return fmt.Errorf("open snapshot: %w", err)
+	}
+	defer r.Close()
 	_ = c.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
-	if _, err := w.Write(appendFrame(nil, frameSnapshotBegin, marshalSnapshotBegin(m))); err != nil {
+	if _, err := w.Write(appendFrame(nil, frameSnapshotBegin, marshalSnapshotBegin(m, size))); err != nil {
 		return err
 	}
-	chunk := make([]byte, 0, t.cfg.SnapshotChunkBytes+1)
-	for off := 0; ; {
-		end := min(off+t.cfg.SnapshotChunkBytes, len(data))
-		last := byte(0)
-		if end == len(data) {
-			last = 1
+	chunk := make([]byte, t.cfg.SnapshotChunkBytes+1)
+	frame := make([]byte, 0, frameHeaderBytes+len(chunk)+frameTrailerBytes)
+	for off := int64(0); ; {
+		n := min(int64(t.cfg.SnapshotChunkBytes), size-off)
+		if _, err := io.ReadFull(r, chunk[1:1+n]); err != nil {
+			t.log.Warn("snapshot not sent", "peer", p.id, "index", m.Snapshot.Metadata.Index, "err", err)
+			return fmt.Errorf("read snapshot at byte %d of %d: %w", off, size, err)
 		}
-		chunk = append(append(chunk[:0], last), data[off:end]...)
+		end := off + n
+		chunk[0] = 0
+		if end == size {
+			chunk[0] = 1
+		}
+		last := chunk[0]
+		frame = appendFrame(frame[:0], frameSnapshotChunk, chunk[:1+n])
 		_ = c.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
-		if _, err := w.Write(appendFrame(nil, frameSnapshotChunk, chunk)); err != nil {
+		if _, err := w.Write(frame); err != nil {
 			return err
 		}
 		if err := w.Flush(); err != nil {

@@ -45,7 +45,7 @@ func (b *inbox) len() int {
 }
 
 // waitFor waits until at least n messages arrived and returns them.
-func (b *inbox) waitFor(t *testing.T, n int) []raft.Message {
+func (b *inbox) waitFor(t testing.TB, n int) []raft.Message {
 	t.Helper()
 	deadline := time.After(waitMax)
 	for {
@@ -91,7 +91,7 @@ func (l *logBuffer) waitFor(t *testing.T, text string) {
 	t.Fatalf("log never said %q:\n%s", text, l.buf.String())
 }
 
-func listen(t *testing.T) net.Listener {
+func listen(t testing.TB) net.Listener {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -106,7 +106,7 @@ type node struct {
 	log *logBuffer
 }
 
-func start(t *testing.T, id uint64, l net.Listener, peers map[uint64]string, tweak func(*Config)) *node {
+func start(t testing.TB, id uint64, l net.Listener, peers map[uint64]string, tweak func(*Config)) *node {
 	t.Helper()
 	n := &node{in: newInbox(), log: &logBuffer{}}
 	cfg := DefaultConfig()
@@ -126,7 +126,7 @@ func start(t *testing.T, id uint64, l net.Listener, peers map[uint64]string, twe
 }
 
 // startPair starts nodes 1 and 2 connected to each other.
-func startPair(t *testing.T, tweak func(*Config)) (*node, *node) {
+func startPair(t testing.TB, tweak func(*Config)) (*node, *node) {
 	l1, l2 := listen(t), listen(t)
 	peers := map[uint64]string{1: l1.Addr().String(), 2: l2.Addr().String()}
 	return start(t, 1, l1, peers, tweak), start(t, 2, l2, peers, tweak)
@@ -147,7 +147,7 @@ func sampleMessages(from, to uint64) []raft.Message {
 }
 
 // waitConnected waits until a's connection to peer is up.
-func waitConnected(t *testing.T, a *node, peer uint64) {
+func waitConnected(t testing.TB, a *node, peer uint64) {
 	t.Helper()
 	deadline := time.Now().Add(waitMax)
 	for time.Now().Before(deadline) {
