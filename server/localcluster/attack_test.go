@@ -36,7 +36,7 @@ func frame(typ byte, payload []byte) []byte {
 func helloFrame(from, to uint64) []byte {
 	e := wire.Encoder{}
 	e.Buf = append(e.Buf, "coordtp"...)
-	e.Uvarint(1)
+	e.Uvarint(2) // the protocol version
 	e.Uvarint(from)
 	e.Uvarint(to)
 	e.String("")

@@ -79,8 +79,14 @@ type hello struct {
 	Meta string
 }
 
-// protocolVersion is the transport protocol a hello announces.
-const protocolVersion = 1
+// protocolVersion is the transport protocol a hello announces; a peer
+// announcing another is refused, with a log line naming both. Version 2
+// added the message types 12 to 14 (a follower's read index request and
+// its answer, forwarded proposals, which carry commands an older node
+// would refuse to apply) and snapshots spooled to disk: an older node and
+// a newer one must not form a cluster, where they would part ways, so
+// they do not talk at all (docs/cluster.md, "Limits").
+const protocolVersion = 2
 
 // helloMagic opens every hello, so that a stray client (an HTTP request to
 // the wrong port) is refused on its first bytes with a clear reason.

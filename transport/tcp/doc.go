@@ -84,9 +84,9 @@
 // without a spool, the data is gathered in memory and bounded by
 // MaxSnapshotMemoryBytes (1 GiB) as before.
 //
-// The frames are those of protocol version 1, unchanged: a node of an
-// older build receives a streamed snapshot as it always did, into memory,
-// and refuses one over its 1 GiB bound by closing the connection, with
-// "over limit" logged (the sender reports the send failed and retries);
-// nothing is corrupted. A newer node receives an older one's snapshots.
+// The snapshot frames are those of protocol version 1, unchanged, but the
+// protocol is version 2: it added message types 12 to 14 (a follower's read
+// index request and its answer, and forwarded proposals, whose commands a
+// version-1 node would refuse to apply). A node refuses a hello of another
+// version, so nodes of the two versions never form a cluster.
 package tcp

@@ -390,6 +390,12 @@ func TestRejectsUnknownNodesAndMalformedFrames(t *testing.T) {
 	expectClosed(t, c)
 	a.log.waitFor(t, "protocol version")
 
+	// An older coord (protocol 1: no follower reads, no forwarded
+	// proposals) is refused too, not mixed into the cluster.
+	c = rawHello(t, addr, hello{Version: 1, From: 2, To: 1})
+	expectClosed(t, c)
+	a.log.waitFor(t, "version=1 want=2")
+
 	// Not our protocol at all: an HTTP request on the raft port.
 	c, _ = net.Dial("tcp", addr)
 	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
