@@ -517,22 +517,7 @@ func (c *Client) attempt(ctx context.Context, endpoint string, k call, out any) 
 		}
 		return nil
 	}
-	var body api.ErrorResponse
-	_ = json.Unmarshal(raw, &body)
-	if body.Error == "" {
-		body.Error = strings.TrimSpace(string(raw))
-	}
-	e := &Error{Status: resp.StatusCode, Code: body.Code, Message: body.Error}
-	if body.Revision != nil {
-		e.Revision = *body.Revision
-	}
-	if body.Holder != nil {
-		e.Holder = *body.Holder
-	}
-	if body.Token != nil {
-		e.Token = *body.Token
-	}
-	return e
+	return errorOf(resp.StatusCode, raw)
 }
 
 // noteDown records that endpoint did not answer at all: for downFor, a
@@ -802,4 +787,25 @@ func (c *Client) WatchKey(ctx context.Context, key string, revision uint64, wait
 	}
 	var kv KeyValue
 	return kv, kv.from(r)
+}
+
+// errorOf is the *Error of a non-2xx answer with this status and body: the
+// API's error object when the body is one, else the body's text.
+func errorOf(status int, raw []byte) *Error {
+	var body api.ErrorResponse
+	_ = json.Unmarshal(raw, &body)
+	if body.Error == "" {
+		body.Error = strings.TrimSpace(string(raw))
+	}
+	e := &Error{Status: status, Code: body.Code, Message: body.Error}
+	if body.Revision != nil {
+		e.Revision = *body.Revision
+	}
+	if body.Holder != nil {
+		e.Holder = *body.Holder
+	}
+	if body.Token != nil {
+		e.Token = *body.Token
+	}
+	return e
 }

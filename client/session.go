@@ -147,19 +147,7 @@ func (c *Client) openSession(ctx context.Context, endpoint, path string) (*Lease
 // errorFrom reads a non-2xx answer into an *Error.
 func errorFrom(resp *http.Response) error {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	var body api.ErrorResponse
-	_ = json.Unmarshal(raw, &body)
-	if body.Error == "" {
-		body.Error = strings.TrimSpace(string(raw))
-	}
-	e := &Error{Status: resp.StatusCode, Code: body.Code, Message: body.Error}
-	if body.Holder != nil {
-		e.Holder = *body.Holder
-	}
-	if body.Token != nil {
-		e.Token = *body.Token
-	}
-	return e
+	return errorOf(resp.StatusCode, raw)
 }
 
 // opened checks the leader's first event: bytes from the network are
