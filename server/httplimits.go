@@ -276,7 +276,8 @@ func newServeHTTP(node *Node, cfg Config) *http.Server {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	apiCfg := APIConfig{Limits: cfg.Limits, Logger: logger, Metrics: cfg.Metrics, WatchesMax: limits.WatchesMax, Pprof: cfg.Pprof}
+	apiCfg := APIConfig{Limits: cfg.Limits, Logger: logger, Metrics: cfg.Metrics, WatchesMax: limits.WatchesMax, Pprof: cfg.Pprof,
+		SessionGrace: cfg.LeaseSessionGrace}
 	apiSecurity(&apiCfg, cfg.Security)
 	go node.warmForwarding(apiCfg.Client, apiCfg.ForwardScheme)
 	return newHTTPServer(NewAPI(node, apiCfg), limits, logger, cfg.Metrics)

@@ -410,3 +410,37 @@ func TestHTTPLimitsFlagsAndValidate(t *testing.T) {
 		t.Fatalf("Config with --http-max-watches 0: %v", err)
 	}
 }
+
+// --lease-session-grace reaches Config (and from there the API's session
+// streams); a value the holder's half-grace bound cannot live with is a
+// usage error naming the flag.
+func TestLeaseSessionGraceFlag(t *testing.T) {
+	parse := func(args ...string) (Config, error) {
+		var o Options
+		fs := pflag.NewFlagSet("server", pflag.ContinueOnError)
+		o.Register(fs)
+		base := []string{"--id", "1", "--peers", "1=127.0.0.1:1", "--data", t.TempDir(), "--insecure"}
+		if err := fs.Parse(append(base, args...)); err != nil {
+			t.Fatal(err)
+		}
+		return o.Config()
+	}
+	if cfg, err := parse(); err != nil || cfg.LeaseSessionGrace != SessionGraceDefault {
+		t.Fatalf("default: %v, %v; want %v", cfg.LeaseSessionGrace, err, SessionGraceDefault)
+	}
+	if cfg, err := parse("--lease-session-grace", "5s"); err != nil || cfg.LeaseSessionGrace != 5*time.Second {
+		t.Fatalf("--lease-session-grace 5s: %v, %v", cfg.LeaseSessionGrace, err)
+	}
+	for _, bad := range []string{"0s", "10ms", "999ms", "2m", "-1s"} {
+		_, err := parse("--lease-session-grace", bad)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "--lease-session-grace") {
+			t.Errorf("--lease-session-grace %s: %v, want a usage error naming the flag", bad, err)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Peers, cfg.DataDir = 1, map[uint64]string{1: "127.0.0.1:1"}, t.TempDir()
+	cfg.LeaseSessionGrace = 10 * time.Millisecond
+	if err := cfg.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "LeaseSessionGrace") {
+		t.Errorf("Config.Validate with LeaseSessionGrace 10ms: %v", err)
+	}
+}

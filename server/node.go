@@ -107,6 +107,12 @@ type Config struct {
 	// before it stops anyway; 0 stops without handing over, and the others
 	// elect a leader as after a crash. DefaultConfig sets 1 s.
 	HandOverMax time.Duration
+	// LeaseSessionGrace is how long the leader waits, after a raft://
+	// lease holder's session stream closes from the holder's side, before
+	// it frees the lease (APIConfig.SessionGrace; the holder gives up
+	// after half of it). Zero: SessionGraceDefault. At least
+	// LeaseSessionGraceMin, at most LeaseSessionGraceMax.
+	LeaseSessionGrace time.Duration
 
 	// Logger logs the node's life. Nil: slog.Default().
 	Logger *slog.Logger
@@ -157,6 +163,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: SnapshotEntries must be positive", ErrInvalid)
 	case c.HandOverMax < 0:
 		return fmt.Errorf("%w: HandOverMax %v must not be negative", ErrInvalid, c.HandOverMax)
+	case c.LeaseSessionGrace != 0 && (c.LeaseSessionGrace < LeaseSessionGraceMin || c.LeaseSessionGrace > LeaseSessionGraceMax):
+		return fmt.Errorf("%w: LeaseSessionGrace %v: want %v to %v (the holder gives up after half of it, and keep-alives come every %v)",
+			ErrInvalid, c.LeaseSessionGrace, LeaseSessionGraceMin, LeaseSessionGraceMax, SessionKeepAliveDefault)
 	}
 	if err := (raftstore.Options{SegmentBytes: c.WALSegmentBytes}).Validate(); err != nil {
 		return fmt.Errorf("%w: WALSegmentBytes: %v", ErrInvalid, err)

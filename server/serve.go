@@ -31,6 +31,8 @@ type Options struct {
 	WALSegmentBytes int64
 	PeerCloseHint   bool
 	HandOverMax     time.Duration
+	// LeaseSessionGrace is --lease-session-grace (Config.LeaseSessionGrace).
+	LeaseSessionGrace time.Duration
 	// Security are the TLS and token flags (security.go).
 	Security SecurityOptions
 	// HTTPLimits bound the API's clients (--http-max-watches and others).
@@ -56,6 +58,7 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.WALSegmentBytes, "wal-segment-bytes", 0, "size past which the write-ahead log starts a new segment (0: 64 MiB)")
 	fs.BoolVar(&o.PeerCloseHint, "peer-close-hint", d.PeerCloseHint, "take the leader's connection closing from its end as a hint that its process died, and elect a new leader at once (false: wait for the election timeout)")
 	fs.DurationVar(&o.HandOverMax, "shutdown-handover", d.HandOverMax, "on SIGTERM, a leader hands leadership to its most up-to-date follower and waits at most this long for it to take over before exiting (0: exit at once, and the others elect a leader as after a crash)")
+	fs.DurationVar(&o.LeaseSessionGrace, "lease-session-grace", SessionGraceDefault, fmt.Sprintf("how long after a raft:// lease holder's session stream closes from the holder's side (?session=true) the leader frees its lease; the holder steps down after half of it (%v to %v)", LeaseSessionGraceMin, LeaseSessionGraceMax))
 	o.Security.Register(fs)
 	o.HTTPLimits = d.HTTP
 	o.HTTPLimits.Register(fs)
@@ -131,6 +134,11 @@ func (o Options) Config() (Config, error) {
 	cfg.WALSegmentBytes = o.WALSegmentBytes
 	cfg.PeerCloseHint = o.PeerCloseHint
 	cfg.HandOverMax = o.HandOverMax
+	if o.LeaseSessionGrace < LeaseSessionGraceMin || o.LeaseSessionGrace > LeaseSessionGraceMax {
+		return cfg, fmt.Errorf("%w: --lease-session-grace %v: want %v to %v (the holder steps down after half of it; keep-alives come every %v)",
+			ErrInvalid, o.LeaseSessionGrace, LeaseSessionGraceMin, LeaseSessionGraceMax, SessionKeepAliveDefault)
+	}
+	cfg.LeaseSessionGrace = o.LeaseSessionGrace
 	cfg.HTTP = o.HTTPLimits
 	cfg.Pprof = o.Pprof
 	if err := cfg.HTTP.Validate(); err != nil {

@@ -25,6 +25,16 @@ const (
 	SessionGraceDefault     = 2 * time.Second
 )
 
+// The bounds of Config.LeaseSessionGrace (--lease-session-grace). The
+// holder steps down after half the grace without an event, so half of the
+// shortest grace still spans two keep-alives; the longest keeps a dead
+// holder's lease at most a minute past its death, never longer than its
+// TTL would have.
+const (
+	LeaseSessionGraceMin = 4 * SessionKeepAliveDefault
+	LeaseSessionGraceMax = time.Minute
+)
+
 // sessionReleaseTimeout bounds the proposal of one session release.
 const sessionReleaseTimeout = 5 * time.Second
 
