@@ -124,9 +124,15 @@ type pair struct {
 }
 
 func newPair(t *testing.T) *pair {
-	p := &pair{leader: newFake(1, 1), follower: newFake(2, 1), metrics: NewMetrics()}
-	ls := httptest.NewServer(NewAPI(p.leader, APIConfig{Metrics: p.metrics}))
-	fs := httptest.NewServer(NewAPI(p.follower, APIConfig{}))
+	return newPairOf(t, APIConfig{Metrics: NewMetrics()}, APIConfig{})
+}
+
+// newPairOf is newPair with these API configurations for the leader and
+// the follower; the pair's metrics are the leader's.
+func newPairOf(t *testing.T, leaderCfg, followerCfg APIConfig) *pair {
+	p := &pair{leader: newFake(1, 1), follower: newFake(2, 1), metrics: leaderCfg.Metrics}
+	ls := httptest.NewServer(NewAPI(p.leader, leaderCfg))
+	fs := httptest.NewServer(NewAPI(p.follower, followerCfg))
 	t.Cleanup(ls.Close)
 	t.Cleanup(fs.Close)
 	p.leaderURL, p.followURL = ls.URL, fs.URL

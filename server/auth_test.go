@@ -9,7 +9,6 @@ import (
 	"hash/crc32"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -151,17 +150,7 @@ type authPair struct {
 }
 
 func newAuthPair(t *testing.T) *authPair {
-	p := &pair{leader: newFake(1, 1), follower: newFake(2, 1), metrics: NewMetrics()}
-	ls := httptest.NewServer(NewAPI(p.leader, APIConfig{Metrics: p.metrics, Auth: true, Pprof: true}))
-	fs := httptest.NewServer(NewAPI(p.follower, APIConfig{Metrics: NewMetrics(), Auth: true, Pprof: true}))
-	t.Cleanup(ls.Close)
-	t.Cleanup(fs.Close)
-	p.leaderURL, p.followURL = ls.URL, fs.URL
-	members := []api.Member{
-		{ID: 1, HTTP: strings.TrimPrefix(ls.URL, "http://"), Voter: true},
-		{ID: 2, HTTP: strings.TrimPrefix(fs.URL, "http://"), Voter: true},
-	}
-	p.leader.members, p.follower.members = members, members
+	p := newPairOf(t, APIConfig{Metrics: NewMetrics(), Auth: true, Pprof: true}, APIConfig{Metrics: NewMetrics(), Auth: true, Pprof: true})
 	ap := &authPair{pair: p, tokens: map[string]string{}}
 	for kind, tok := range map[string]Token{
 		"admin":        {Role: TokenAdmin},

@@ -20,20 +20,7 @@ import (
 func newForwardCluster(t *testing.T, size int, apiCfg APIConfig, fsFor func(id uint64) vfs.FS) *testCluster {
 	c := &testCluster{t: t, peers: map[uint64]string{}, https: map[uint64]net.Listener{}, nodes: map[uint64]*testNode{},
 		fsFor: fsFor, apiConfig: apiCfg}
-	raftListeners := map[uint64]net.Listener{}
-	for id := uint64(1); id <= uint64(size); id++ {
-		raftListeners[id] = freeListener(t)
-		c.peers[id] = raftListeners[id].Addr().String()
-		c.https[id] = freeListener(t)
-	}
-	for id := uint64(1); id <= uint64(size); id++ {
-		c.start(id, raftListeners[id], t.TempDir())
-	}
-	t.Cleanup(func() {
-		for _, n := range c.nodes {
-			n.stop()
-		}
-	})
+	c.startNodes(size)
 	return c
 }
 

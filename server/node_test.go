@@ -66,22 +66,27 @@ func newTestClusterOf(t *testing.T, size int, withMetrics bool) *testCluster {
 func newTestClusterFS(t *testing.T, size int, withMetrics bool, fsFor func(id uint64) vfs.FS) *testCluster {
 	c := &testCluster{t: t, peers: map[uint64]string{}, https: map[uint64]net.Listener{}, nodes: map[uint64]*testNode{},
 		withMetrics: withMetrics, fsFor: fsFor}
+	c.startNodes(size)
+	return c
+}
+
+// startNodes starts nodes 1 to size of c, on loopback listeners and
+// fresh data directories, and stops them when the test ends.
+func (c *testCluster) startNodes(size int) {
 	raftListeners := map[uint64]net.Listener{}
 	for id := uint64(1); id <= uint64(size); id++ {
-		l := freeListener(t)
-		raftListeners[id] = l
-		c.peers[id] = l.Addr().String()
-		c.https[id] = freeListener(t)
+		raftListeners[id] = freeListener(c.t)
+		c.peers[id] = raftListeners[id].Addr().String()
+		c.https[id] = freeListener(c.t)
 	}
 	for id := uint64(1); id <= uint64(size); id++ {
-		c.start(id, raftListeners[id], t.TempDir())
+		c.start(id, raftListeners[id], c.t.TempDir())
 	}
-	t.Cleanup(func() {
+	c.t.Cleanup(func() {
 		for _, n := range c.nodes {
 			n.stop()
 		}
 	})
-	return c
 }
 
 // start starts node id on dir, telling it every address in c.peers; opts

@@ -21,19 +21,8 @@ type sessionPair struct {
 }
 
 func newSessionPair(t *testing.T, grace time.Duration) *sessionPair {
-	p := &pair{leader: newFake(1, 1), follower: newFake(2, 1), metrics: NewMetrics()}
-	cfg := APIConfig{Metrics: p.metrics, SessionKeepAlive: 20 * time.Millisecond, SessionGrace: grace}
-	ls := httptest.NewServer(NewAPI(p.leader, cfg))
-	fs := httptest.NewServer(NewAPI(p.follower, APIConfig{}))
-	t.Cleanup(ls.Close)
-	t.Cleanup(fs.Close)
-	p.leaderURL, p.followURL = ls.URL, fs.URL
-	members := []api.Member{
-		{ID: 1, HTTP: strings.TrimPrefix(ls.URL, "http://"), Voter: true},
-		{ID: 2, HTTP: strings.TrimPrefix(fs.URL, "http://"), Voter: true},
-	}
-	p.leader.members, p.follower.members = members, members
-	return &sessionPair{pair: p, grace: grace}
+	cfg := APIConfig{Metrics: NewMetrics(), SessionKeepAlive: 20 * time.Millisecond, SessionGrace: grace}
+	return &sessionPair{pair: newPairOf(t, cfg, APIConfig{}), grace: grace}
 }
 
 // acquire takes lease name for holder and returns the token.
