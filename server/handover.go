@@ -44,6 +44,7 @@ func (n *Node) HandOver(ctx context.Context) (uint64, error) {
 	if to == 0 {
 		return 0, nil
 	}
+	n.log.Debug("trace: hand over", "to", to, "match", st.Progress[to].Match, "last_index", st.LastIndex)
 	if err := n.shell.TransferLeadership(ctx, to); err != nil {
 		return to, fmt.Errorf("server: hand over to node %d: %w", to, mapErr(err))
 	}
@@ -173,11 +174,13 @@ func (h *handedOver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if h.held != nil {
 			h.held()
 		}
+		heldAt := time.Now()
 		select {
 		case <-h.ended:
 		case <-r.Context().Done():
 			return // the client left; it gets no answer
 		}
+		h.node.log.Debug("trace: held write released", "held", time.Since(heldAt))
 	}
 	if h.phase.Load() != handOverDone {
 		h.next.ServeHTTP(w, r)

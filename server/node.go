@@ -494,8 +494,13 @@ func (n *Node) startTransport(shell *atomic.Pointer[node.Node]) error {
 	if n.cfg.Security != nil {
 		tc.TLS = n.cfg.Security.peerTLS()
 	}
+	trace := traceEnabled(n.log)
+	var firstAppend atomic.Uint64 // the last term whose first append was traced
 	tc.Deliver = func(m raft.Message) {
 		n.obs.delivered(m, time.Now())
+		if trace {
+			traceDelivered(n.log, m, &firstAppend)
+		}
 		if s := shell.Load(); s != nil {
 			s.Deliver(m)
 		}
@@ -552,6 +557,7 @@ func (n *Node) shellConfig(bootstrap bool) node.Config {
 	}
 	nc.Storage = timedStorage{n.disk, n.cfg.Metrics}
 	nc.Transport = n.tr
+	n.traced(&nc, n.disk)
 	nc.StateMachine = n.sm
 	nc.TickInterval = n.cfg.TickInterval
 	nc.SnapshotEntries = n.cfg.SnapshotEntries

@@ -211,6 +211,8 @@ func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, ht
 	case <-node.Done():
 		err = errors.New("server: the node stopped (storage failure; see the log)")
 	}
+	log := logger(cfg.Logger)
+	log.Debug("trace: stopping")
 	if ctx.Err() != nil && cfg.HandOverMax > 0 {
 		// Writes wait for the transfer; then requests still arriving
 		// learn the new leader at once (and idle connections close) while
@@ -220,10 +222,13 @@ func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, ht
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_ = srv.Shutdown(sctx)
+	shutdownStart := time.Now()
+	serr := srv.Shutdown(sctx)
+	log.Debug("trace: API shut down", "took", time.Since(shutdownStart), "err", serr)
 	if cerr := node.Close(); err == nil {
 		err = cerr
 	}
+	log.Debug("trace: node closed")
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

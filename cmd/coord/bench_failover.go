@@ -84,6 +84,7 @@ come from this command.`,
 	fl.Uint64Var(&cfg.Seed, "seed", 0, "seed of the faults and the moments of the kills (0: random)")
 	fl.BoolVar(&cfg.Insecure, "insecure", false, "run the clusters without TLS and tokens")
 	fl.StringVar(&cfg.NodeLogLevel, "node-log-level", "", "every node's --log-level (debug: with --keep, the nodes' logs show when the followers saw the leader's connection close; --json gives each event's moments to line them up with)")
+	fl.StringVar(&cfg.NodeLogFormat, "node-log-format", "", "every node's --log-format (json: nanosecond times, to lay the election trace of --node-log-level debug end to end)")
 	fl.BoolVar(&jsonOut, "json", false, "print the figures as JSON")
 	fl.StringVar(&cfg.Dir, "dir", "", "directory for the clusters (default: a temporary one, removed after)")
 	fl.BoolVar(&keepDir, "keep", false, "keep the temporary directory (data and logs)")

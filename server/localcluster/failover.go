@@ -43,6 +43,9 @@ type FailoverBenchConfig struct {
 	// NodeLogLevel, if set, is every node's --log-level ("debug" logs
 	// when a follower sees its leader's connection close).
 	NodeLogLevel string
+	// NodeLogFormat, if set, is every node's --log-format ("json" logs
+	// carry nanosecond times, for the election trace at debug level).
+	NodeLogFormat string
 }
 
 // Validate names the first field out of range.
@@ -90,6 +93,9 @@ type FailoverEvent struct {
 	// gap: the last write acknowledged before it, the first after.
 	GapStart int64 `json:"gap_start_unix_ns"`
 	GapEnd   int64 `json:"gap_end_unix_ns"`
+	// Attempts are the writer's HTTP attempts that ended from the last
+	// acknowledgement before the signal to the end of the gap.
+	Attempts []FailoverAttempt `json:"attempts,omitempty"`
 }
 
 // FaultRun is what one cluster did under the fault run.
@@ -150,6 +156,9 @@ func startFor(ctx context.Context, cfg FailoverBenchConfig, sub string, proxies 
 	args := append([]string{"--tick", cfg.Tick.String()}, extra...)
 	if cfg.NodeLogLevel != "" {
 		args = append(args, "--log-level", cfg.NodeLogLevel)
+	}
+	if cfg.NodeLogFormat != "" {
+		args = append(args, "--log-format", cfg.NodeLogFormat)
 	}
 	c, err := Start(ctx, Config{Nodes: cfg.Nodes, Dir: dir, Binary: cfg.Binary, Insecure: cfg.Insecure, SelfServe: cfg.SelfServe, Proxies: proxies, Args: args})
 	if err != nil {
@@ -220,17 +229,21 @@ type writer struct {
 	lat   []time.Duration
 	stop  context.CancelFunc
 	done  chan struct{}
+	// attempts records every HTTP attempt of the writer's writes.
+	attempts attemptLog
 }
 
 func (c *Cluster) startWriter(ctx context.Context, key string) (*writer, error) {
 	cc := c.ClientConfig()
 	cc.AttemptTimeout, cc.BackoffMin, cc.BackoffMax = 500*time.Millisecond, time.Millisecond, 5*time.Millisecond
+	w := &writer{done: make(chan struct{})}
+	cc.HTTPClient = recordingHTTPClient(cc.TLS, cc.AttemptTimeout, &w.attempts)
 	cl, err := client.New(cc)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	w := &writer{stop: cancel, done: make(chan struct{})}
+	w.stop = cancel
 	value := make([]byte, 100)
 	go func() {
 		defer close(w.done)
@@ -288,6 +301,17 @@ func (w *writer) gapAround(t time.Time) (start, end time.Time) {
 		}
 	}
 	return start, end
+}
+
+// lastAckBefore returns the last acknowledgement before t (t if none).
+func (w *writer) lastAckBefore(t time.Time) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(w.acked, t, func(a, b time.Time) int { return a.Compare(b) })
+	if i == 0 {
+		return t
+	}
+	return w.acked[i-1]
 }
 
 // writeLatency is the writer's median latency over 200 writes.
@@ -351,7 +375,8 @@ func (c *Cluster) outage(ctx context.Context, rng *rand.Rand, act func(*Cluster,
 		return ev, 0, err
 	}
 	start, end := w.gapAround(t0)
-	ev = FailoverEvent{Leader: leader, Signalled: t0.UnixNano(), Exited: exited.UnixNano(), GapStart: start.UnixNano(), GapEnd: end.UnixNano()}
+	ev = FailoverEvent{Leader: leader, Signalled: t0.UnixNano(), Exited: exited.UnixNano(), GapStart: start.UnixNano(), GapEnd: end.UnixNano(),
+		Attempts: w.attempts.between(w.lastAckBefore(t0).UnixNano(), end.UnixNano())}
 	next, err := c.WaitLeader(ctx)
 	if err != nil {
 		return ev, 0, err
