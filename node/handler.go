@@ -103,7 +103,11 @@ type HandlerConfig struct {
 //     leader's own disk write overlaps the network and the followers'
 //     writes (dissertation §10.2.1). The core counts the leader's copy of
 //     the entries towards a quorum only at step 4 (Core.Advance), once
-//     they are durable;
+//     they are durable. Also a candidate's vote requests of the term and
+//     vote for itself that step 1 writes: the voters write their votes
+//     while it writes its own, and it counts no vote before its own is
+//     durable, because it steps no answer before this Handle returns (see
+//     canSendAhead);
 //  1. Storage.ApplySnapshot (if any), then Storage.Save(HardState,
 //     Entries, MustSync), durable when it returns unless MustSync is
 //     false (a commit index alone, which a crash may lose); then
@@ -453,12 +457,12 @@ func (h *Handler) Stop(err error) {
 func (h *Handler) sendAhead() {
 	rd := &h.ready.rd
 	h.ready.unsent = rd.Messages
-	if len(rd.Messages) == 0 || !rd.Snapshot.IsEmpty() || (!rd.HardState.IsEmpty() && rd.HardState.Term != h.durableTerm) {
+	if len(rd.Messages) == 0 || !rd.Snapshot.IsEmpty() {
 		return
 	}
 	ahead := 0
 	for _, m := range rd.Messages {
-		if h.canSendAhead(m) {
+		if h.canSendAhead(m, rd.HardState) {
 			ahead++
 		}
 	}
@@ -473,7 +477,7 @@ func (h *Handler) sendAhead() {
 	early := make([]raft.Message, 0, ahead)
 	later := make([]raft.Message, 0, len(rd.Messages)-ahead)
 	for _, m := range rd.Messages {
-		if h.canSendAhead(m) {
+		if h.canSendAhead(m, rd.HardState) {
 			early = append(early, m)
 		} else {
 			later = append(later, m)
@@ -483,22 +487,44 @@ func (h *Handler) sendAhead() {
 	h.ready.unsent = later
 }
 
-// canSendAhead reports whether m may leave before its Ready is persisted:
-// a leader's request in the term already durable, or a follower's
-// forwarded proposals. It carries the leader's
-// entries and commit index, which promise nothing about the leader's own
-// disk (the core counts the leader's copy only once it is persisted, at
-// Advance); responses, votes and anything of a term not yet durable wait
-// (a learner that heard a term this node then forgot could get two
-// different entries at one index and term).
-func (h *Handler) canSendAhead(m raft.Message) bool {
+// canSendAhead reports whether m may leave before its Ready, whose hard
+// state is hs, is persisted.
+//
+// A leader's request in the term already durable, in a Ready that does not
+// change the term, may: it carries the leader's entries and commit index,
+// which promise nothing about the leader's own disk (the core counts the
+// leader's copy only once it is persisted, at Advance). So may a
+// follower's forwarded proposals, in such a Ready. Responses and granted
+// votes wait: they promise what the Ready writes (Raft Figure 2). So does
+// anything of a term not yet durable (a learner that heard a term this
+// node then forgot could get two different entries at one index and term),
+// but one thing.
+//
+// A candidate's vote request of the term and vote for itself that hs
+// writes may leave before hs is durable: it promises nothing about this
+// node's disk. The voters write their votes while the candidate writes
+// its own, instead of after it (a campaign waited for two disk writes in a
+// row, one per side). It is safe because the candidate counts no vote
+// before its own is durable: it steps no answer before this Handle
+// returns, and a Handle whose write failed holds the Ready and refuses
+// every message until the write is done (Step). If it crashes before the
+// write, it never led in that term, and its restarted self holds no vote
+// in the term and may vote once in it, as any node that voted for no one;
+// the votes it was granted are those of a candidate that never won. The
+// request's log position may name entries this Ready writes too: a voter
+// compares, and a candidate that loses them in a crash does not win with
+// them. docs/raft.md lists this among coord's divergences.
+func (h *Handler) canSendAhead(m raft.Message, hs raft.HardState) bool {
+	termChanges := !hs.IsEmpty() && hs.Term != h.durableTerm
 	switch m.Type {
 	case raft.MsgAppendRequest, raft.MsgHeartbeatRequest, raft.MsgSnapshotRequest, raft.MsgTimeoutNow:
-		return m.Term == h.durableTerm
+		return !termChanges && m.Term == h.durableTerm
 	case raft.MsgProposalRequest:
 		// A follower's forwarded proposals promise nothing about its
 		// disk: the leader decides where they go.
-		return true
+		return !termChanges
+	case raft.MsgVoteRequest:
+		return m.From == h.id && !hs.IsEmpty() && hs.Term == m.Term && hs.Vote == h.id
 	}
 	return false
 }

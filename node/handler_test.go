@@ -317,3 +317,71 @@ func TestHandlerSendsAheadOnlyInADurableTerm(t *testing.T) {
 		t.Fatalf("events:\n  %s\nwant the term-6 appends sent after term 6 is saved", strings.Join(r.events, "\n  "))
 	}
 }
+
+// A candidate's vote requests leave ahead of the write of its own term and
+// vote (the voters write theirs meanwhile), and a voter's grant only after
+// its vote is written.
+func TestHandlerSendsVoteRequestsAheadOfItsOwnVote(t *testing.T) {
+	h, r := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
+	term := h.Core().Status().Term
+	// The leader of the term hands over (TimeoutNow): node 1 campaigns at
+	// once, skipping pre-vote.
+	mustStep(t, h, raft.Message{Type: raft.MsgHeartbeatRequest, From: 2, To: 1, Term: term + 1})
+	r.events = nil
+	mustStep(t, h, raft.Message{Type: raft.MsgTimeoutNow, From: 2, To: 1, Term: term + 1})
+	save := slices.Index(r.events, fmt.Sprintf("save term=%d vote=1 entries=0", term+2))
+	send := slices.Index(r.events, "send VoteRequest")
+	if save < 0 || send < 0 || send > save {
+		t.Fatalf("events:\n  %s\nwant the vote requests sent before the candidate's vote is saved", strings.Join(r.events, "\n  "))
+	}
+	// A voter: node 3 campaigns in a later term; node 1's grant waits for
+	// its vote to be written.
+	r.events = nil
+	mustStep(t, h, raft.Message{Type: raft.MsgVoteRequest, From: 3, To: 1, Term: term + 3, LogIndex: 10, LogTerm: term + 3})
+	save = slices.Index(r.events, fmt.Sprintf("save term=%d vote=3 entries=0", term+3))
+	send = slices.Index(r.events, "send VoteResponse")
+	if save < 0 || send < 0 || send < save {
+		t.Fatalf("events:\n  %s\nwant the grant sent after the vote is saved", strings.Join(r.events, "\n  "))
+	}
+}
+
+// A candidate whose own vote could not be written counts no vote: its
+// requests went ahead, but while the write is held it steps no answer, so
+// it cannot lead on a vote a crash would lose; once the write works it
+// campaigns on as usual.
+func TestHandlerCandidateCountsNoVoteBeforeItsOwnIsDurable(t *testing.T) {
+	h, r := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
+	term := h.Core().Status().Term
+	mustStep(t, h, raft.Message{Type: raft.MsgHeartbeatRequest, From: 2, To: 1, Term: term + 1})
+	r.failing = errors.New("disk on fire")
+	if err := h.Step(raft.Message{Type: raft.MsgTimeoutNow, From: 2, To: 1, Term: term + 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Handle(); !errors.Is(err, ErrStorage) {
+		t.Fatalf("Handle with a failing storage: %v, want ErrStorage", err)
+	}
+	requests := 0
+	for _, m := range r.sent {
+		if m.Type == raft.MsgVoteRequest && m.Term == term+2 {
+			requests++
+		}
+	}
+	if requests != 2 {
+		t.Fatalf("sent %v: want the two vote requests of term %d sent ahead", r.sent, term+2)
+	}
+	grant := raft.Message{Type: raft.MsgVoteResponse, From: 3, To: 1, Term: term + 2}
+	if err := h.Step(grant); !errors.Is(err, ErrStorage) {
+		t.Fatalf("a grant stepped while the candidate's vote is not written: %v, want ErrStorage", err)
+	}
+	if st := h.Core().Status(); st.Role == raft.Leader {
+		t.Fatalf("node 1 leads term %d on a vote not written", st.Term)
+	}
+	r.failing = nil
+	if err := h.Tick(); err != nil {
+		t.Fatalf("Tick once the storage works: %v", err)
+	}
+	mustStep(t, h, grant)
+	if st := h.Core().Status(); st.Role != raft.Leader || st.Term != term+2 {
+		t.Fatalf("node 1 is %v in term %d, want the leader of term %d once its vote is written", st.Role, st.Term, term+2)
+	}
+}
