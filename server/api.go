@@ -380,6 +380,9 @@ func (a *API) propose(w http.ResponseWriter, r *request, cmd Command, ok func(Re
 		return err
 	}
 	cmd.Client, cmd.Seq, cmd.Ack = client, seq, ack
+	if e, can := a.replica.(electionAwaiter); can && !a.leading() {
+		e.AwaitElection(r.Context()) // a candidate's write waits for the outcome (campaign.go)
+	}
 	if !a.leading() {
 		return a.proposeFromFollower(w, r, cmd, ok)
 	}
