@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,14 +24,22 @@ var ErrHandOverTargetGone = errors.New("server: the hand-over's target closed it
 // (the one that needs the fewest entries before it may take over), asks
 // the core to transfer to it (Raft §3.10: the leader brings it up to date
 // and sends it TimeoutNow, so it campaigns at once instead of waiting for
-// an election timeout), and waits until this node follows another leader.
-// It returns the node it handed to, 0 if it did not lead or has no other
-// voter. If ctx ends first (the target did not take over: it is down, or
+// an election timeout), and waits until another node leads.
+// It returns the node that took over (the target, unless another voter won
+// the next term), 0 if it did not lead or has no other voter. If ctx ends
+// first (the target did not take over: it is down, or
 // far behind), it returns ctx's error, and the node still leads: the
 // caller stops it anyway, and the others elect a leader as after a crash.
 // Only a voter this node has a connection to is chosen; if the target's
 // connection goes meanwhile (the whole cluster is stopping) it returns
 // ErrHandOverTargetGone at once.
+//
+// Another node leads once this node's status names it, or, sooner, once a
+// leader's request (an append, a heartbeat, a snapshot) of a later term
+// than the one this node led arrives: only the leader of a term sends
+// those, so its sender leads, and there is no need to wait until this
+// node has written the new leader's first entry (a disk write) for its
+// status to say so.
 //
 // While the transfer runs the leader refuses proposals (ErrNotLeader), so
 // nothing it accepts is left for the next leader to finish. Serve calls it
@@ -44,6 +53,9 @@ func (n *Node) HandOver(ctx context.Context) (uint64, error) {
 	if to == 0 {
 		return 0, nil
 	}
+	seen := newLeaderSeen(st.Term)
+	n.handOverSeen.Store(seen)
+	defer n.handOverSeen.Store(nil)
 	n.log.Debug("trace: hand over", "to", to, "match", st.Progress[to].Match, "last_index", st.LastIndex)
 	if err := n.shell.TransferLeadership(ctx, to); err != nil {
 		return to, fmt.Errorf("server: hand over to node %d: %w", to, mapErr(err))
@@ -53,9 +65,13 @@ func (n *Node) HandOver(ctx context.Context) (uint64, error) {
 		st := n.shell.Status()
 		if st.Role != raft.Leader && st.Lead != 0 && st.Lead != n.cfg.ID {
 			n.log.Info("handed leadership over", "to", to, "leader", st.Lead, "term", st.Term)
-			return to, nil
+			return st.Lead, nil
 		}
 		select {
+		case <-seen.done:
+			leader, term := seen.leader()
+			n.log.Info("handed leadership over", "to", to, "leader", leader, "term", term)
+			return leader, nil
 		case <-changed:
 		case <-time.After(handOverPoll):
 			if !n.connected(to) {
@@ -71,6 +87,46 @@ func (n *Node) HandOver(ctx context.Context) (uint64, error) {
 		}
 	}
 }
+
+// leaderSeen watches the messages a leader handing over receives for the
+// first leader's request of a later term than the one it led: its sender
+// leads that term (Raft: one leader per term, and only the leader sends
+// appends, heartbeats and snapshots).
+//
+// leaderSeen is safe for concurrent use: the transport's readers call
+// observe.
+type leaderSeen struct {
+	term uint64 // the term this node led
+	once sync.Once
+	// done is closed once a later leader's request arrived; from then on
+	// by and in say whose and of which term.
+	done   chan struct{}
+	by, in atomic.Uint64
+}
+
+func newLeaderSeen(term uint64) *leaderSeen {
+	return &leaderSeen{term: term, done: make(chan struct{})}
+}
+
+// observe looks at one message that arrived from a peer.
+func (l *leaderSeen) observe(m raft.Message) {
+	switch m.Type {
+	case raft.MsgAppendRequest, raft.MsgHeartbeatRequest, raft.MsgSnapshotRequest:
+	default:
+		return
+	}
+	if m.Term <= l.term || m.From == 0 {
+		return
+	}
+	l.once.Do(func() {
+		l.by.Store(m.From)
+		l.in.Store(m.Term)
+		close(l.done)
+	})
+}
+
+// leader returns the leader seen and its term, once done is closed.
+func (l *leaderSeen) leader() (id, term uint64) { return l.by.Load(), l.in.Load() }
 
 // handOverPoll is how often HandOver looks whether its target is still
 // connected: the transport tells no event when a connection is forgotten.
@@ -119,7 +175,7 @@ func mostUpToDate(st raft.Status, connected func(id uint64) bool) uint64 {
 // it succeeded, passed on to next if it failed (the node leads on until
 // it stops, and the others elect a leader as after a crash).
 //
-// After end(true) it refuses every request at once with 503 unavailable,
+// After end naming a leader it refuses every request at once with 503 unavailable,
 // naming the new leader (Coord-Leader, and "leader" in the body) and
 // closing the connection: a client switches to the new leader on this
 // answer instead of having its request forwarded through a node that is
@@ -135,6 +191,8 @@ type handedOver struct {
 	// ended is closed when the transfer ends, either way.
 	phase atomic.Int32
 	ended chan struct{}
+	// leader is the node that took over (end).
+	leader atomic.Uint64
 	// held, if set, is called when a write starts waiting (tests).
 	held func()
 }
@@ -154,19 +212,23 @@ func newHandedOver(next http.Handler, node *Node) *handedOver {
 // begin starts holding writes: the transfer begins.
 func (h *handedOver) begin() { h.phase.Store(handOverTransferring) }
 
-// end ends the transfer. If another node took over, h refuses every
-// request from now on, naming it, and closes srv's idle connections
+// end ends the transfer: leader is the node that took over, 0 if none
+// did. If one did, h refuses every request from now on, naming it: the
+// writes held meanwhile first, then srv's idle connections are closed
 // (net/http's SetKeepAlivesEnabled(false) does both that and "Connection:
-// close" on every later answer); if not, it serves as before begin. Held
-// writes go on either way.
-func (h *handedOver) end(srv *http.Server, handedOver bool) {
-	if handedOver {
-		h.phase.Store(handOverDone)
-		srv.SetKeepAlivesEnabled(false)
-	} else {
+// close" on every later answer; closing a TLS connection writes to it, and
+// the held writes need not wait for that). If not, it serves as before
+// begin, held writes included.
+func (h *handedOver) end(srv *http.Server, leader uint64) {
+	if leader == 0 {
 		h.phase.Store(handOverServing)
+		close(h.ended)
+		return
 	}
+	h.leader.Store(leader)
+	h.phase.Store(handOverDone)
 	close(h.ended)
+	srv.SetKeepAlivesEnabled(false)
 }
 
 func (h *handedOver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -189,8 +251,10 @@ func (h *handedOver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := h.node.Status()
 	w.Header().Set(api.HeaderNode, strconv.FormatUint(st.ID, 10))
 	leader := st.Leader
-	if leader == st.ID {
-		leader = 0 // it leads again: it cannot say who will next
+	if leader == 0 || leader == st.ID {
+		// Its status may not show the leader yet (HandOver saw the new
+		// leader's first request before this node wrote it).
+		leader = h.leader.Load()
 	}
 	msg := fmt.Sprintf("node %d is stopping and has handed leadership over", st.ID)
 	if leader != 0 {

@@ -195,6 +195,9 @@ type Node struct {
 	// dashboard, /readyz and the per-peer metrics (observe.go).
 	obs   *observer
 	reads readRounds
+	// handOverSeen, while HandOver runs, watches arriving messages for a
+	// later term's leader (handover.go).
+	handOverSeen atomic.Pointer[leaderSeen]
 
 	stop          chan struct{}
 	watchDone     chan struct{}
@@ -500,6 +503,9 @@ func (n *Node) startTransport(shell *atomic.Pointer[node.Node]) error {
 		n.obs.delivered(m, time.Now())
 		if trace {
 			traceDelivered(n.log, m, &firstAppend)
+		}
+		if seen := n.handOverSeen.Load(); seen != nil {
+			seen.observe(m)
 		}
 		if s := shell.Load(); s != nil {
 			s.Deliver(m)

@@ -155,19 +155,20 @@ func (o Options) Config() (Config, error) {
 
 // handOver hands leadership over before the node stops, within
 // cfg.HandOverMax; the API still serves meanwhile, refusing or forwarding
-// writes, so that clients find the next leader. It reports whether
-// another node took over.
-func handOver(node *Node, cfg Config) bool {
+// writes, so that clients find the next leader. It returns the node that
+// took over, 0 if none did.
+func handOver(node *Node, cfg Config) uint64 {
 	if cfg.HandOverMax <= 0 {
-		return false
+		return 0
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.HandOverMax)
 	defer cancel()
-	to, err := node.HandOver(ctx)
+	leader, err := node.HandOver(ctx)
 	if err != nil {
 		logger(cfg.Logger).Warn("stopping without handing leadership over", "err", err)
+		return 0
 	}
-	return to != 0 && err == nil
+	return leader
 }
 
 // Serve runs one node with its HTTP API (and /metrics) on httpAddr until
@@ -200,6 +201,7 @@ func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, ht
 	srv := newServeHTTP(node, cfg)
 	drain := newHandedOver(srv.Handler, node)
 	srv.Handler = drain
+	stoppable := newStoppableAPI(srv)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(hl) }()
 	if ready != nil {
@@ -220,10 +222,8 @@ func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, ht
 		drain.begin()
 		drain.end(srv, handOver(node, cfg))
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
 	shutdownStart := time.Now()
-	serr := srv.Shutdown(sctx)
+	serr := stoppable.shutdown(2 * time.Second)
 	log.Debug("trace: API shut down", "took", time.Since(shutdownStart), "err", serr)
 	if cerr := node.Close(); err == nil {
 		err = cerr
