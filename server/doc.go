@@ -96,6 +96,28 @@
 //  4. A session is served by the leader only, not forwarded: a forwarding
 //     node's restart would look like the holder's death.
 //
+// # Stopping a leader
+//
+// On SIGTERM a leader hands leadership over (Node.HandOver, Serve) and
+// exits. The steps, each on the critical path of the writes that wait:
+// the leader asks its core to transfer to its most up-to-date follower
+// (TimeoutNow goes at once if that follower has the whole log); the
+// target campaigns, sending its vote requests while it writes its own vote
+// (node.Handler; docs/raft.md says why that is safe); the voters write
+// theirs and answer; the new leader appends its first entry. The stopping
+// leader counts the hand-over done when that entry's append arrives (only
+// the leader of a term sends appends), without waiting to write it, and
+// answers the writes it held meanwhile with 503 naming the new leader;
+// they were never proposed here, so a client's retry there cannot apply
+// twice (and a retry in an exactly-once session never does). A write that
+// reaches the new leader before its status shows it leads (it is still
+// writing its first entry) waits for the election's outcome instead of
+// being refused for want of a leader (Node.AwaitElection). The API then
+// stops: requests in flight are answered, and after 250 ms what is still
+// open (watch and session streams, connections that never sent a
+// request) is ended, so the process exits in milliseconds, not after the
+// 2 s bound; a stream's client reconnects to another node.
+//
 // # Security
 //
 // With Config.Security (coord server's default), the transport is mutual
