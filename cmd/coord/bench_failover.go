@@ -38,12 +38,18 @@ one without either (--peer-close-hint=false --shutdown-handover=0). Then:
     dies. It reports the elections and leader changes of each: the hint must
     add none.
 
+With --node-log-level debug --node-log-format json the nodes log an election
+trace, and the report adds, for the SIGTERMs, where the time went: the median
+time of each step of the hand-over (TimeoutNow, votes, the new leader's first
+append, the held write answered, the writer's retry) after the signal.
+
 The figures in docs/BENCHMARKS.md ("Failover when the leader's process dies")
 come from this command.`,
 		Example: `  coord cluster bench failover --kills 10 --stops 10          # a quick look
   coord cluster bench failover --kills 50 --stops 50 --seed 16 # the figures in docs/BENCHMARKS.md
   coord cluster bench failover --kills 0 --stops 0 --faults 4m # network faults only: the hint adds no leader change
-  coord cluster bench failover --json > failover.json`,
+  coord cluster bench failover --json > failover.json
+  coord cluster bench failover --kills 0 --stops 10 --node-log-level debug --node-log-format json # where a SIGTERM's time goes`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -84,7 +90,7 @@ come from this command.`,
 	fl.Uint64Var(&cfg.Seed, "seed", 0, "seed of the faults and the moments of the kills (0: random)")
 	fl.BoolVar(&cfg.Insecure, "insecure", false, "run the clusters without TLS and tokens")
 	fl.StringVar(&cfg.NodeLogLevel, "node-log-level", "", "every node's --log-level (debug: with --keep, the nodes' logs show when the followers saw the leader's connection close; --json gives each event's moments to line them up with)")
-	fl.StringVar(&cfg.NodeLogFormat, "node-log-format", "", "every node's --log-format (json: nanosecond times, to lay the election trace of --node-log-level debug end to end)")
+	fl.StringVar(&cfg.NodeLogFormat, "node-log-format", "", "every node's --log-format (json, with --node-log-level debug: the report adds where each SIGTERM's time went, step by step, from the nodes' election trace and the writer's attempts)")
 	fl.BoolVar(&jsonOut, "json", false, "print the figures as JSON")
 	fl.StringVar(&cfg.Dir, "dir", "", "directory for the clusters (default: a temporary one, removed after)")
 	fl.BoolVar(&keepDir, "keep", false, "keep the temporary directory (data and logs)")

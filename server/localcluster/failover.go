@@ -96,6 +96,10 @@ type FailoverEvent struct {
 	// Attempts are the writer's HTTP attempts that ended from the last
 	// acknowledgement before the signal to the end of the gap.
 	Attempts []FailoverAttempt `json:"attempts,omitempty"`
+	// Steps are the hand-over's steps (Step*), in nanoseconds after the
+	// signal, from the nodes' election trace (NodeLogLevel "debug" and
+	// NodeLogFormat "json") and the writer's attempts.
+	Steps map[string]int64 `json:"steps_ns,omitempty"`
 }
 
 // FaultRun is what one cluster did under the fault run.
@@ -216,6 +220,28 @@ func (r *FailoverBenchReport) measureEvents(ctx context.Context, cfg FailoverBen
 			}
 		}
 		r.Series = append(r.Series, series[0], series[1])
+	}
+	return addSteps(r.Series, hinted)
+}
+
+// addSteps lays each event of the default cluster's series end to end
+// with its nodes' election trace, if they wrote one.
+func addSteps(series []FailoverSeries, c *Cluster) error {
+	var logs []string
+	for _, n := range c.Nodes() {
+		logs = append(logs, n.Log)
+	}
+	lines, err := readTrace(logs)
+	if err != nil {
+		return fmt.Errorf("localcluster: read the nodes' trace: %w", err)
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	for i := range series {
+		for j := range series[i].Events {
+			series[i].Events[j].addSteps(lines)
+		}
 	}
 	return nil
 }
@@ -577,7 +603,15 @@ func (r FailoverBenchReport) writeSeries(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t\n", s.Label, len(g), fmtMS(g[0]), fmtMS(q(50)), fmtMS(q(90)), fmtMS(q(99)), fmtMS(g[len(g)-1]), multi)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range r.Series {
+		if err := writeSteps(w, s.Label, s.Events); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (r FailoverBenchReport) writeFaults(w io.Writer) error {
