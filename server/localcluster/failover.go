@@ -221,12 +221,13 @@ func (r *FailoverBenchReport) measureEvents(ctx context.Context, cfg FailoverBen
 		}
 		r.Series = append(r.Series, series[0], series[1])
 	}
-	return addSteps(r.Series, hinted)
+	return addSteps(r.Series, hinted, kinds[1].on[0])
 }
 
-// addSteps lays each event of the default cluster's series end to end
-// with its nodes' election trace, if they wrote one.
-func addSteps(series []FailoverSeries, c *Cluster) error {
+// addSteps lays each event of the series labelled label (the default
+// cluster's SIGTERMs, the events that hand over) end to end with the
+// nodes' election trace of c, if they wrote one.
+func addSteps(series []FailoverSeries, c *Cluster, label string) error {
 	var logs []string
 	for _, n := range c.Nodes() {
 		logs = append(logs, n.Log)
@@ -239,6 +240,9 @@ func addSteps(series []FailoverSeries, c *Cluster) error {
 		return nil
 	}
 	for i := range series {
+		if series[i].Label != label {
+			continue
+		}
 		for j := range series[i].Events {
 			series[i].Events[j].addSteps(lines)
 		}

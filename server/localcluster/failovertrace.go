@@ -90,7 +90,7 @@ const (
 	StepHandedOver        = "handed_over"              // the old leader sees it
 	StepHeldReleased      = "held_write_released"      // the old leader answers a held write
 	StepRefusalNamed      = "client_refused_to_leader" // the writer hears a 503 naming the new leader
-	StepAcknowledged      = "acknowledged"             // the write that ends the gap is acknowledged
+	StepAcknowledged      = "acknowledged"             // the first write acknowledged after that
 )
 
 // handOverSteps are the steps in order.
@@ -165,16 +165,28 @@ func (ev *FailoverEvent) addSteps(lines []traceLine) {
 			note(StepHeldReleased, l.Time)
 		}
 	}
+	if len(steps) == 0 {
+		return // no trace: the nodes did not log at debug level in JSON
+	}
+	// The writer: the refusal naming the new leader, then the first write
+	// acknowledged after the hand-over (not necessarily the gap's end: on
+	// a loaded machine a later write can wait longer).
+	after, handed := steps[StepHandedOver]
 	for _, a := range ev.Attempts {
 		if a.Status == http.StatusServiceUnavailable && a.Leader != "" {
 			note(StepRefusalNamed, time.Unix(0, a.End))
 			break
 		}
 	}
-	if len(steps) == 0 {
-		return // no trace: the nodes did not log at debug level in JSON
+	if t, ok := steps[StepRefusalNamed]; ok {
+		after, handed = t, true
 	}
-	steps[StepAcknowledged] = ev.GapEnd - ev.Signalled
+	for _, a := range ev.Attempts {
+		if handed && a.Status/100 == 2 && a.End-ev.Signalled > after {
+			note(StepAcknowledged, time.Unix(0, a.End))
+			break
+		}
+	}
 	ev.Steps = steps
 }
 

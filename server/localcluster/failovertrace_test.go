@@ -11,7 +11,8 @@ import (
 )
 
 // The hand-over's steps come from the nodes' JSON trace lines and the
-// writer's attempts: each step's first line after the signal, the
+// writer's attempts: each step's first line after the signal (the write
+// acknowledged: the first after the refusal naming the new leader), the
 // TimeoutNow's target telling the voters from the candidate; lines before
 // the signal, lines of other messages and text lines are left out.
 func TestHandOverStepsFromTheTrace(t *testing.T) {
@@ -55,6 +56,8 @@ func TestHandOverStepsFromTheTrace(t *testing.T) {
 		Attempts: []FailoverAttempt{
 			{Status: 200, End: signal.UnixNano() + ns(2)},
 			{Status: 503, Leader: "2", End: signal.UnixNano() + ns(8)},
+			{Status: 200, End: signal.UnixNano() + ns(12)},
+			{Status: 200, End: signal.UnixNano() + ns(30)},
 		}}
 	ev.addSteps(lines)
 	want := map[string]float64{StepStopping: 0.5, StepTimeoutNowSent: 0.7, StepTimeoutNowArrived: 1, StepVotesAsked: 1.1,
