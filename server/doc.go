@@ -113,10 +113,10 @@
 // reaches the new leader before its status shows it leads (it is still
 // writing its first entry) waits for the election's outcome instead of
 // being refused for want of a leader (Node.AwaitElection). The API then
-// stops: requests in flight are answered, and after 250 ms what is still
-// open (watch and session streams, connections that never sent a
-// request) is ended, so the process exits in milliseconds, not after the
-// 2 s bound; a stream's client reconnects to another node.
+// stops: requests in flight are answered, connections that never sent a
+// request are closed at once, and after 250 ms what is still open (watch
+// and session streams) is ended, so the process exits in milliseconds, not
+// after the 2 s bound; a stream's client reconnects to another node.
 //
 // # Security
 //

@@ -15,10 +15,12 @@ import (
 // that was made but has not sent a request yet (a client's or a peer's
 // warm connection; Shutdown waits 5 s before it counts those as idle).
 // Either kept a stopping node alive for the whole bound, 2 s, after a
-// hand-over that took milliseconds. So after streamGrace the API ends
-// what is left: every request still open sees its context end (a stream
-// ends, and its client reconnects to another node, from the revision it
-// had), and the connections that never sent a request are closed.
+// hand-over that took milliseconds. So the API closes the connections
+// that never sent a request at once (a client's transport often dials one
+// it ends up not using), and after streamGrace it ends what is left: every
+// request still open sees its context end (a stream ends, and its client
+// reconnects to another node, from the revision it had), and the
+// connections that were made meanwhile are closed too.
 
 // streamGrace is how long a stopping API lets its requests finish before
 // it ends the ones still open: a write or a read takes milliseconds, and
@@ -100,8 +102,8 @@ func newStoppableAPI(srv *http.Server) *stoppableAPI {
 	return s
 }
 
-// shutdown stops the API within bound: Shutdown, then, after streamGrace,
-// the requests still open ended and the unused connections closed; once no
+// shutdown stops the API within bound: Shutdown, the unused connections
+// closed, then, after streamGrace, the requests still open ended; once no
 // request is left (or bound passed) the server is closed.
 func (s *stoppableAPI) shutdown(bound time.Duration) error {
 	defer s.requests()
@@ -109,6 +111,10 @@ func (s *stoppableAPI) shutdown(bound time.Duration) error {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- s.srv.Shutdown(ctx) }()
+	// Nothing was asked on these: closing them loses no request (a client
+	// whose first bytes were still on their way sees the connection close
+	// and sends again elsewhere).
+	s.conns.closeUnused()
 	select {
 	case err := <-done:
 		return err
