@@ -248,15 +248,16 @@ func (h *handedOver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	st := h.node.Status()
-	w.Header().Set(api.HeaderNode, strconv.FormatUint(st.ID, 10))
-	leader := st.Leader
-	if leader == 0 || leader == st.ID {
+	// Leader, not Status: Status waits for the storage's lock, which the
+	// node's loop holds while it writes the new leader's first entry.
+	self, leader := h.node.Leader()
+	w.Header().Set(api.HeaderNode, strconv.FormatUint(self, 10))
+	if leader == 0 || leader == self {
 		// Its status may not show the leader yet (HandOver saw the new
 		// leader's first request before this node wrote it).
 		leader = h.leader.Load()
 	}
-	msg := fmt.Sprintf("node %d is stopping and has handed leadership over", st.ID)
+	msg := fmt.Sprintf("node %d is stopping and has handed leadership over", self)
 	if leader != 0 {
 		w.Header().Set(api.HeaderLeader, strconv.FormatUint(leader, 10))
 		msg += fmt.Sprintf("; the leader is node %d", leader)
