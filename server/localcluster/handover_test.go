@@ -13,13 +13,16 @@ import (
 	"coord/client"
 )
 
-// A write held by a stopping leader during its hand-over is acknowledged
-// exactly once: the stopping leader answers it (503, naming the new
-// leader) without applying it, the client sends it on to the new leader,
-// and the key's version, which every applied write raises by one, ends
-// equal to the number of writes acknowledged. Real processes, SIGTERM to
-// the leader while a client writes in a closed loop with exactly-once
-// sessions, three to six times until a write was seen held.
+// A write that reaches a stopping leader during its hand-over (held until
+// the transfer ends) or after it is acknowledged exactly once: the
+// stopping leader answers it (503, naming the new leader) without applying
+// it, the client sends it on to the new leader, and the key's version,
+// which every applied write raises by one, ends equal to the number of
+// writes acknowledged. Real processes, SIGTERM to the leader while a
+// client writes in a closed loop with exactly-once sessions, three to six
+// times until such a refusal was seen. (Whether a given refusal was held
+// is in the node's debug trace, "held write released"; the child
+// processes log at info.)
 func TestWriteHeldAcrossAHandOverIsAppliedOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
