@@ -3,13 +3,16 @@ package server
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -442,5 +445,91 @@ func TestLeaseSessionGraceFlag(t *testing.T) {
 	cfg.LeaseSessionGrace = 10 * time.Millisecond
 	if err := cfg.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "LeaseSessionGrace") {
 		t.Errorf("Config.Validate with LeaseSessionGrace 10ms: %v", err)
+	}
+}
+
+// TestStreamCutsOffAClientThatStopsReading opens two streams of one key:
+// one client reads, the other never does (a small receive buffer, so that
+// the server's writes to it soon block). Large values are put until the
+// server has ended the stuck stream, bounded in count: the stuck stream
+// must end (its place under WatchesMax freed, its connection closed) by
+// its write timeout, while every put is answered and the reading stream
+// sees the last one. Without the write deadline the stuck stream blocks in
+// its write for as long as the client stays.
+func TestStreamCutsOffAClientThatStopsReading(t *testing.T) {
+	f, metrics := newFake(1, 1), NewMetrics()
+	url := limitedServer(t, NewAPI(f, APIConfig{Metrics: metrics, StreamWriteTimeout: 200 * time.Millisecond}), DefaultHTTPLimits(), nil)
+
+	// The reading stream: the revisions it sees.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url+"/v1/watch/kv/s?stream=true", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	seen := make(chan uint64, 4096)
+	go func() {
+		defer close(seen)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var kv api.KeyResponse
+				if json.Unmarshal([]byte(data), &kv) == nil {
+					seen <- kv.Revision
+				}
+			}
+		}
+	}()
+
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return errors.Join(err, serr)
+	}}
+	stuck, err := d.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	if _, err := fmt.Fprintf(stuck, "GET /v1/watch/kv/s?stream=true HTTP/1.1\r\nHost: coord\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	for metricValue(t, metrics, "coord_http_watches") != 2 {
+		time.Sleep(5 * time.Millisecond) // a retry period, not a wait for a state: the request is on its way
+	}
+
+	value := strings.Repeat("v", 512<<10)
+	var last uint64
+	for i := 0; metricValue(t, metrics, "coord_http_watches") != 1; i++ {
+		if i == 2000 { // about 1 GB through the reading stream
+			t.Fatal("the stream of a client that stopped reading never ended")
+		}
+		r := call(t, "PUT", url+"/v1/kv/s", value).want(t, 200)
+		last = uint64(r.body["revision"].(float64))
+		for drained := false; !drained; {
+			select {
+			case <-seen:
+			default:
+				drained = true
+			}
+		}
+	}
+	found := false
+	for rev := range seen {
+		if found = rev == last; found {
+			break
+		}
+	}
+	if !found {
+		t.Fatalf("the reading stream ended before it saw the last put (revision %d)", last)
+	}
+	// The server closed the stuck connection: reading it to the end
+	// returns (EOF or a reset), not at the read deadline.
+	stuck.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.Copy(io.Discard, stuck); errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("the server kept the stuck stream's connection open")
 	}
 }
