@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -119,6 +120,9 @@ func runWatch(cfg config) error {
 	for i, pid := range cfg.pids {
 		cpu0[i] = cpuSeconds([]int{pid})
 	}
+	// The load generator's own CPU: its watchers and writers compete with
+	// the servers for the same cores.
+	selfCPU0 := cpuSeconds([]int{os.Getpid()})
 	start := time.Now()
 	end := start.Add(cfg.duration)
 
@@ -194,6 +198,7 @@ func runWatch(cfg config) error {
 	for i, pid := range cfg.pids {
 		cpus[i] = 100 * (cpuSeconds([]int{pid}) - cpu0[i]) / elapsed.Seconds()
 	}
+	selfCPU := 100 * (cpuSeconds([]int{os.Getpid()}) - selfCPU0) / elapsed.Seconds()
 	lctx, lcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	leader := t.leader(lctx)
 	lcancel()
@@ -221,8 +226,8 @@ func runWatch(cfg config) error {
 	}
 	fmt.Printf("%-6s watch: %d watched writes (%d failed), put p50 %.1f ms; seen %d times (%d missed, %d before the ack): from ack p50 %.1f ms, p99 %.1f ms, max %.1f ms; from send p50 %.1f ms, p99 %.1f ms\n",
 		cfg.target, len(acked), watchedFailed, q(putLat, 0.5), len(lat), missed, early, q(lat, 0.5), q(lat, 0.99), q(lat, 1), q(fromSend, 0.5), q(fromSend, 0.99))
-	fmt.Printf("%-6s background: %d writes (%.0f/s of %d/s), %d failed, %d not sent (%d in flight); cpu of each server (* leader): %s\n",
-		cfg.target, bgDone.Load(), float64(bgDone.Load())/elapsed.Seconds(), cfg.rate, bgFailed.Load(), bgSkipped.Load(), cfg.maxInflight, strings.Join(cpuText, " "))
+	fmt.Printf("%-6s background: %d writes (%.0f/s of %d/s), %d failed, %d not sent (%d in flight); cpu of each server (* leader): %s; of loadgen: %.1f%%\n",
+		cfg.target, bgDone.Load(), float64(bgDone.Load())/elapsed.Seconds(), cfg.rate, bgFailed.Load(), bgSkipped.Load(), cfg.maxInflight, strings.Join(cpuText, " "), selfCPU)
 	if err := firstPutErr.Load(); err != nil {
 		fmt.Printf("# %s: the first failed write: %v\n", cfg.target, err)
 	}
@@ -238,6 +243,9 @@ func runWatch(cfg config) error {
 func coordWatchTarget(cfg config) watchTarget {
 	ccfg := client.DefaultConfig(cfg.endpoints...)
 	ccfg.Token = cfg.token
+	if cfg.attemptTimeout > 0 {
+		ccfg.AttemptTimeout = cfg.attemptTimeout
+	}
 	var err error
 	pool := make([]*client.Client, max(cfg.clients, 1)+1)
 	for i := range pool {
