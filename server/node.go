@@ -817,8 +817,8 @@ func proposeAnswer(r node.Result) (Result, error) {
 // does: the leader confirms with a quorum that it still leads (a ReadIndex
 // round started after the request arrived, which also applies everything
 // committed before it; renewals share rounds, at most one every
-// renewRoundInterval), checks the holder and token against its state, and moves its
-// own deadline to now plus the TTL. The package doc ("Lease expiry") says
+// renewRoundInterval), checks the holder and token against its state, and
+// moves its own deadline to now plus the TTL. The package doc ("Lease expiry") says
 // why this is safe. It answers (answered false) nothing it cannot answer
 // that way: a renewal that changes the TTL, one on a node that does not
 // lead (or whose lessor is not promoted yet), and one whose deadline passed
