@@ -451,14 +451,16 @@ func TestLeaseSessionGraceFlag(t *testing.T) {
 // TestStreamCutsOffAClientThatStopsReading opens two streams of one key:
 // one client reads, the other never does (a small receive buffer, so that
 // the server's writes to it soon block). Large values are put until the
-// server has ended the stuck stream, bounded in count: the stuck stream
-// must end (its place under WatchesMax freed, its connection closed) by
-// its write timeout, while every put is answered and the reading stream
+// server has ended a stream, bounded in count: the stuck stream must end
+// (its place under WatchesMax freed, its connection closed) by its write
+// timeout, while every put is answered and the reading stream stays and
 // sees the last one. Without the write deadline the stuck stream blocks in
-// its write for as long as the client stays.
+// its write for as long as the client stays. The timeout (1 s) is long
+// beside the reading client's time to take one event (256 KB) even on a
+// loaded machine, so that only the stuck stream is cut.
 func TestStreamCutsOffAClientThatStopsReading(t *testing.T) {
 	f, metrics := newFake(1, 1), NewMetrics()
-	url := limitedServer(t, NewAPI(f, APIConfig{Metrics: metrics, StreamWriteTimeout: 200 * time.Millisecond}), DefaultHTTPLimits(), nil)
+	url := limitedServer(t, NewAPI(f, APIConfig{Metrics: metrics, StreamWriteTimeout: time.Second}), DefaultHTTPLimits(), nil)
 
 	// The reading stream: the revisions it sees.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -497,34 +499,43 @@ func TestStreamCutsOffAClientThatStopsReading(t *testing.T) {
 	if _, err := fmt.Fprintf(stuck, "GET /v1/watch/kv/s?stream=true HTTP/1.1\r\nHost: coord\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
-	for metricValue(t, metrics, "coord_http_watches") != 2 {
+	for deadline := time.Now().Add(30 * time.Second); metricValue(t, metrics, "coord_http_watches") != 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v watches served, want the two streams", metricValue(t, metrics, "coord_http_watches"))
+		}
 		time.Sleep(5 * time.Millisecond) // a retry period, not a wait for a state: the request is on its way
 	}
 
-	value := strings.Repeat("v", 512<<10)
-	var last uint64
-	for i := 0; metricValue(t, metrics, "coord_http_watches") != 1; i++ {
-		if i == 2000 { // about 1 GB through the reading stream
+	value := strings.Repeat("v", 256<<10)
+	var last, latest uint64 // the last put, and the latest revision the reader saw
+	for i := 0; metricValue(t, metrics, "coord_http_watches") == 2; i++ {
+		if i == 1000 { // about 256 MB through the reading stream
 			t.Fatal("the stream of a client that stopped reading never ended")
 		}
 		r := call(t, "PUT", url+"/v1/kv/s", value).want(t, 200)
 		last = uint64(r.body["revision"].(float64))
 		for drained := false; !drained; {
 			select {
-			case <-seen:
+			case rev := <-seen:
+				latest = max(latest, rev)
 			default:
 				drained = true
 			}
 		}
 	}
-	found := false
-	for rev := range seen {
-		if found = rev == last; found {
-			break
+	for latest < last {
+		select {
+		case rev, ok := <-seen:
+			if !ok {
+				t.Fatalf("the reading stream ended before it saw the last put (revision %d; saw %d)", last, latest)
+			}
+			latest = max(latest, rev)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the reading stream saw revision %d, not the last put's %d, in 30 s", latest, last)
 		}
 	}
-	if !found {
-		t.Fatalf("the reading stream ended before it saw the last put (revision %d)", last)
+	if n := metricValue(t, metrics, "coord_http_watches"); n != 1 {
+		t.Fatalf("%v watches served after the stuck stream ended, want the reading one", n)
 	}
 	// The server closed the stuck connection: reading it to the end
 	// returns (EOF or a reset), not at the read deadline.
