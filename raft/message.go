@@ -49,8 +49,10 @@ const (
 	// MsgReadIndexResponse answers a MsgReadIndexRequest, echoing its
 	// ReadRound: LogIndex is the read index, confirmed by a quorum round
 	// that started after the request arrived; or Reject (with LogIndex 0)
-	// when the recipient does not lead the term. Every other field past
-	// Term is zero.
+	// when the recipient does not lead the term: it is a follower or
+	// candidate, the request is of an older term, or it led and was
+	// deposed while it held the request. Every other field past Term is
+	// zero.
 	MsgReadIndexResponse
 	// MsgProposalRequest carries proposals a follower forwards to its
 	// leader (etcd's MsgProp): Entries holds one normal entry per

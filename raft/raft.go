@@ -286,7 +286,7 @@ func (r *Core) reset(term uint64) {
 	r.pendingConfIndex = 0
 	r.uncommittedBytes = 0
 	r.needBroadcast = false
-	r.droppedReads = append(r.droppedReads, r.reads.reset()...)
+	r.dropReads()
 	r.ignoredPreVotes = nil
 }
 
@@ -309,7 +309,7 @@ func (r *Core) becomePreCandidate() {
 	r.lead = 0
 	r.role = PreCandidate
 	// Reads asked of the leader it gave up on will not be answered.
-	r.droppedReads = append(r.droppedReads, r.reads.reset()...)
+	r.dropReads()
 }
 
 func (r *Core) becomeCandidate() {
@@ -522,6 +522,11 @@ func (r *Core) Step(m Message) error {
 			r.send(Message{Type: MsgAppendResponse, To: m.From})
 		case MsgPreVoteRequest:
 			r.send(Message{Type: MsgPreVoteResponse, To: m.From, Reject: true})
+		case MsgReadIndexRequest:
+			// A follower of a leader deposed since: refuse in our term, so
+			// that it fails its reads now (and learns of the term) rather
+			// than waiting for the next leader to reach it.
+			r.refuseReadIndex(m)
 		}
 		// Otherwise a stale message is ignored (Raft §5.1).
 		return nil

@@ -53,24 +53,43 @@ type forwardedRead struct {
 	id, request uint64
 }
 
-// reset forgets every read, and returns the IDs of this node's own reads
-// that will now never be confirmed. The follower's request number stays.
-func (ri *readIndex) reset() (dropped []uint64) {
+// reset forgets every read. It returns the IDs of this node's own reads
+// that will now never be confirmed, and the followers' requests a leader
+// held, which the caller must refuse: their followers would otherwise wait
+// for an answer that never comes. The follower's request number stays.
+func (ri *readIndex) reset() (dropped []uint64, refused []readRequest) {
 	for _, p := range ri.pending {
 		if p.from == 0 {
 			dropped = append(dropped, p.id)
+		} else {
+			refused = append(refused, p.readRequest)
 		}
 	}
 	for _, w := range ri.waiting {
 		if w.from == 0 {
 			dropped = append(dropped, w.id)
+		} else {
+			refused = append(refused, w)
 		}
 	}
 	for _, f := range ri.forwarded {
 		dropped = append(dropped, f.id)
 	}
 	*ri = readIndex{firstRequest: ri.firstRequest, requested: ri.requested}
-	return dropped
+	return dropped, refused
+}
+
+// dropReads forgets every read (readIndex.reset): this node's own come out
+// in Ready.DroppedReads, and the followers' requests a deposed leader held
+// are refused, in its new term, so that each follower fails its reads at
+// once (its caller retries on the leader) rather than when it learns of
+// the new term some other way.
+func (r *Core) dropReads() {
+	dropped, refused := r.reads.reset()
+	r.droppedReads = append(r.droppedReads, dropped...)
+	for _, req := range refused {
+		r.send(Message{Type: MsgReadIndexResponse, To: req.from, ReadRound: req.id, Reject: true})
+	}
 }
 
 // ReadIndex asks for a linearizable read (dissertation §6.4). It returns
