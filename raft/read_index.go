@@ -165,18 +165,13 @@ func (r *Core) sendReadRequest() {
 	if r.role != Follower || r.lead == 0 {
 		return
 	}
-	if r.reads.firstRequest == 0 {
-		// 62 random bits, from an interface that draws ints.
-		start := uint64(r.cfg.Rand.IntN(1<<31))<<31 | uint64(r.cfg.Rand.IntN(1<<31))
-		r.reads.firstRequest, r.reads.requested = start+1, start
-	}
-	r.reads.requested++
+	request := r.nextRequest()
 	for i := range r.reads.forwarded {
 		if r.reads.forwarded[i].request == 0 {
-			r.reads.forwarded[i].request = r.reads.requested
+			r.reads.forwarded[i].request = request
 		}
 	}
-	r.send(Message{Type: MsgReadIndexRequest, To: r.lead, ReadRound: r.reads.requested})
+	r.send(Message{Type: MsgReadIndexRequest, To: r.lead, ReadRound: request})
 }
 
 // handleReadIndexResponse takes the leader's answer to request m.ReadRound
@@ -208,7 +203,7 @@ func (r *Core) handleReadIndexResponse(m Message) {
 // request numbered 0, a confirmation at index 0 (a leader's read index is at least its first
 // entry of the term) or a refusal carrying an index.
 func (r *Core) checkReadIndexMessage(m Message) error {
-	unused := m.LogTerm != 0 || m.Commit != 0 || m.HintIndex != 0 || m.HintTerm != 0 || m.Transfer ||
+	unused := m.LogTerm != 0 || m.Commit != 0 || m.HintIndex != 0 || m.HintTerm != 0 || m.Lead != 0 || m.Transfer ||
 		len(m.Entries) != 0 || !m.Snapshot.IsEmpty() || len(m.Snapshot.Data) != 0
 	switch {
 	case m.Type == MsgReadIndexRequest && (unused || m.LogIndex != 0 || m.Reject):

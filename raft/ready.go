@@ -96,6 +96,9 @@ type Ready struct {
 	// confirmed: the node lost leadership, or (on a follower) its leader
 	// changed, gave up on it, or refused. Their callers retry.
 	DroppedReads []uint64
+	// ForwardResults say what became of proposals made with Forward:
+	// appended where, refused, or unanswered (ForwardResult).
+	ForwardResults []ForwardResult
 	// MustSync says whether step 1 must sync to disk before step 2 (the
 	// term, vote, entries or snapshot changed; a commit index alone may be
 	// written lazily).

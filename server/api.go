@@ -454,6 +454,19 @@ func (a *API) proposeFromFollower(w http.ResponseWriter, r *request, cmd Command
 		// (unavailable, if no leader is known).
 		return a.forward(w, r)
 	}
+	if refused, ok := errors.AsType[*ForwardRefusedError](err); ok {
+		// Appended nowhere: unavailable, naming the node the refusing
+		// one takes for the leader, in the body and in Coord-Leader, so
+		// that the client retries there at once.
+		ae := fail(api.CodeUnavailable, refused.Error())
+		ae.body.Leader = new(refused.Lead)
+		if refused.Lead != 0 {
+			w.Header().Set(api.HeaderLeader, strconv.FormatUint(refused.Lead, 10))
+		} else {
+			w.Header().Del(api.HeaderLeader)
+		}
+		return ae
+	}
 	if err != nil {
 		return err
 	}
