@@ -450,7 +450,8 @@ func (a *API) proposeFromFollower(w http.ResponseWriter, r *request, cmd Command
 	}
 	res, err := f.ProposeForwarded(r.Context(), cmd)
 	if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoPeerRoute) {
-		// Refused before it left this node: HTTP forwarding answers
+		// Refused before it left this node, or lost to another leader's
+		// entry at its index: not applied, so HTTP forwarding answers
 		// (unavailable, if no leader is known).
 		return a.forward(w, r)
 	}
