@@ -1,9 +1,6 @@
 package raft
 
-import (
-	"fmt"
-	"slices"
-)
+import "fmt"
 
 // Forwarded proposals (etcd's MsgProp, with an answer): a follower sends
 // proposals to its leader in a MsgProposalRequest, and the leader answers
@@ -25,7 +22,8 @@ type forwarding struct {
 	results  []ForwardResult // for the next Ready
 
 	// answered holds the answers this node gave as a leader, by request,
-	// the oldest first in answeredOrder, at most maxAnsweredRequests, kept
+	// at most maxAnsweredRequests (answeredOrder holds their keys in a
+	// ring, the oldest at answeredNext once it is full), kept
 	// whatever its role and term since: a copy of a request that arrives
 	// again (a network that duplicates; the TCP transport never does, and
 	// a restart, which forgets them, closes the connections) gets the same
@@ -35,6 +33,7 @@ type forwarding struct {
 	// copy's entry is the one that commits.
 	answered      map[requestKey]requestAnswer
 	answeredOrder []requestKey
+	answeredNext  int
 }
 
 // requestKey names a proposal request: its sender and number.
@@ -157,13 +156,15 @@ func (r *Core) appendForwarded(m Message) {
 	if r.forwards.answered == nil {
 		r.forwards.answered = map[requestKey]requestAnswer{}
 	}
-	if len(r.forwards.answeredOrder) == maxAnsweredRequests {
-		delete(r.forwards.answered, r.forwards.answeredOrder[0])
-		r.forwards.answeredOrder = slices.Delete(r.forwards.answeredOrder, 0, 1)
-	}
 	key := requestKey{m.From, m.ReadRound}
 	r.forwards.answered[key] = a
-	r.forwards.answeredOrder = append(r.forwards.answeredOrder, key)
+	if f := &r.forwards; len(f.answeredOrder) < maxAnsweredRequests {
+		f.answeredOrder = append(f.answeredOrder, key)
+	} else {
+		delete(f.answered, f.answeredOrder[f.answeredNext])
+		f.answeredOrder[f.answeredNext] = key
+		f.answeredNext = (f.answeredNext + 1) % maxAnsweredRequests
+	}
 	r.answerProposals(m, a)
 }
 
