@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -182,8 +183,9 @@ type Handler struct {
 	// there. Every index is above applied: a proposal's entry is appended
 	// after the last, and the waiters at an index leave when it is applied.
 	proposals []proposalWaiter
-	reads     map[uint64]Waiter // by read ID, until the core confirms them
-	readQueue []pendingRead     // confirmed, until applied through their index
+	forwards  map[uint64]ForwardWaiter // by ticket, until the core says where they went
+	reads     map[uint64]Waiter        // by read ID, until the core confirms them
+	readQueue []pendingRead            // confirmed, until applied through their index
 }
 
 // pendingReady is a Ready on its way to being durable.
@@ -225,6 +227,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		snapshotEntries: cfg.SnapshotEntries,
 		background:      cfg.Background,
 		reads:           map[uint64]Waiter{},
+		forwards:        map[uint64]ForwardWaiter{},
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -337,19 +340,96 @@ func (h *Handler) Propose(data []byte, done Waiter) error {
 	return h.propose(func() (uint64, uint64, error) { return h.core.Propose(data) }, done)
 }
 
+// ForwardWaiter hears what became of a proposal made with Forward. Its
+// functions are optional, called on the handler's goroutine, and must not
+// block.
+type ForwardWaiter struct {
+	// Placed is called once the leader appended the proposal, at index in
+	// term; Done follows when this node applies that index (or cannot
+	// tell: a snapshot covered it).
+	Placed func(index, term uint64)
+	// Done is called once, at the end. Result.Value is the state
+	// machine's result if the entry applied here (nil if it applied
+	// before the leader's answer came). Err is ErrProposalLost when
+	// another entry committed at its index (never applied); a refusal
+	// wrapping raft.ErrNotLeader or raft.ErrProposalDropped (appended
+	// nowhere; raft.ForwardResult.Lead is in the message); one wrapping
+	// raft.ErrForwardUnanswered (no answer came: it may or may not
+	// apply); ErrOutcomeUnknown (a snapshot covered its index); or the
+	// error the handler was stopped with.
+	Done Waiter
+}
+
+// RefusedError is the Err of a forwarded proposal that was refused, and
+// so appended nowhere (ForwardWaiter.Done): Lead is the node the refusing
+// node named as the leader (raft.ForwardResult.Lead), Err wraps
+// raft.ErrNotLeader or raft.ErrProposalDropped.
+type RefusedError struct {
+	Lead uint64
+	Err  error
+}
+
+func (e *RefusedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the core's refusal.
+func (e *RefusedError) Unwrap() error { return e.Err }
+
 // Forward proposes data from any role (raft.Core.Forward): a leader
-// appends it, a follower sends it to its leader. No waiter hears of it:
-// the caller recognizes its entry when the state machine applies it, and
-// gives up on its own clock (a forwarded proposal may be dropped without
-// an answer). An error means it was refused here and went nowhere.
-func (h *Handler) Forward(data []byte) error {
+// appends it, a follower sends it to its leader, who answers where it
+// appended it or that it refused it; w hears which, and then how it ended
+// (ForwardWaiter). An error means it was refused here and went nowhere,
+// and w hears nothing.
+func (h *Handler) Forward(data []byte, w ForwardWaiter) error {
 	if h.stopped != nil {
 		return h.stopped
 	}
 	if h.held {
 		return h.StorageErr()
 	}
-	return h.core.Forward(data)
+	ticket, err := h.core.Forward(data)
+	if err != nil {
+		return err
+	}
+	if w.Done == nil {
+		w.Done = func(Result) {}
+	}
+	h.forwards[ticket] = w
+	return nil
+}
+
+// forwarded takes the core's word on forwarded proposals: a refused or
+// unanswered one ends now; one the leader appended waits for its index,
+// as a proposal of this node's own does, unless this node applied it
+// already (the answer came late), when its term there tells.
+func (h *Handler) forwarded(results []raft.ForwardResult) {
+	for _, res := range results {
+		w, ok := h.forwards[res.Ticket]
+		if !ok {
+			continue
+		}
+		delete(h.forwards, res.Ticket)
+		switch {
+		case errors.Is(res.Err, raft.ErrNotLeader), errors.Is(res.Err, raft.ErrProposalDropped):
+			w.Done(Result{Err: &RefusedError{Lead: res.Lead, Err: res.Err}})
+		case res.Err != nil:
+			w.Done(Result{Err: res.Err})
+		case res.Index > h.applied:
+			if w.Placed != nil {
+				w.Placed(res.Index, res.Term)
+			}
+			h.await(res.Index, res.Term, w.Done)
+		default:
+			term, err := h.storage.Term(res.Index)
+			switch {
+			case err != nil:
+				w.Done(Result{Index: res.Index, Err: fmt.Errorf("%w: entry %d applied before the leader's answer, and its term is gone: %v", ErrOutcomeUnknown, res.Index, err)})
+			case term == res.Term:
+				w.Done(Result{Index: res.Index})
+			default:
+				w.Done(Result{Index: res.Index, Err: ErrProposalLost})
+			}
+		}
+	}
 }
 
 // ProposeConfChange proposes a membership change; done is called as for
@@ -445,6 +525,10 @@ func (h *Handler) Stop(err error) {
 	for _, w := range proposals {
 		w.done(Result{Index: w.index, Err: err})
 	}
+	for _, ticket := range slices.Sorted(maps.Keys(h.forwards)) {
+		h.forwards[ticket].Done(Result{Err: err})
+	}
+	clear(h.forwards)
 	h.failReads(err)
 }
 
@@ -545,6 +629,9 @@ func (h *Handler) finish() error {
 			return err
 		}
 	}
+	// Before applying: a forwarded proposal placed at an index this
+	// Ready commits waits for it.
+	h.forwarded(rd.ForwardResults)
 	h.apply(rd.CommittedEntries, rd.ConfChanges)
 	if h.stopped != nil {
 		return h.stopped

@@ -468,9 +468,23 @@ func (a *API) proposeFromFollower(w http.ResponseWriter, r *request, cmd Command
 	}
 	res, err := f.ProposeForwarded(r.Context(), cmd)
 	if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoPeerRoute) {
-		// Refused before it left this node: HTTP forwarding answers
+		// Refused before it left this node, or lost to another leader's
+		// entry at its index: not applied, so HTTP forwarding answers
 		// (unavailable, if no leader is known).
 		return a.forward(w, r)
+	}
+	if refused, ok := errors.AsType[*ForwardRefusedError](err); ok {
+		// Appended nowhere: unavailable, naming the node the refusing
+		// one takes for the leader, in the body and in Coord-Leader, so
+		// that the client retries there at once.
+		ae := fail(api.CodeUnavailable, refused.Error())
+		ae.body.Leader = new(refused.Lead)
+		if refused.Lead != 0 {
+			w.Header().Set(api.HeaderLeader, strconv.FormatUint(refused.Lead, 10))
+		} else {
+			w.Header().Del(api.HeaderLeader)
+		}
+		return ae
 	}
 	if err != nil {
 		return err
