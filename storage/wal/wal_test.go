@@ -456,11 +456,22 @@ func run(w *wal.WAL, ops []op) (states []wal.State, acked, attempted int) {
 // seeds), recovers, and checks that the recovered state is the state after
 // some batch between the last acknowledged and the last attempted one. It
 // then checks that the recovered WAL takes new batches.
-func TestCrashAtEveryStep(t *testing.T) {
+func TestCrashAtEveryStep(t *testing.T) { crashAtEveryStep(t, opts(wal.MinSegmentBytes)) }
+
+// TestCrashAtEveryStepAllocatingInSteps is TestCrashAtEveryStep with
+// segments that get their space in several steps: crashes in the middle of
+// an allocation, of the writes into it, and of a roll.
+func TestCrashAtEveryStepAllocatingInSteps(t *testing.T) {
+	o := opts(2048)
+	o.PreallocateBytes = wal.MinSegmentBytes
+	crashAtEveryStep(t, o)
+}
+
+func crashAtEveryStep(t *testing.T, o wal.Options) {
 	for seed := range uint64(3) {
 		ops := workload(seed, 40)
 		dry := vfs.NewMemFS()
-		w, _ := open(t, dry, "/wal", opts(wal.MinSegmentBytes))
+		w, _ := open(t, dry, "/wal", o)
 		base := dry.Ops()
 		states, _, attempted := run(w, ops)
 		total := dry.Ops() - base
@@ -469,16 +480,16 @@ func TestCrashAtEveryStep(t *testing.T) {
 		}
 		for point := 1; point <= total; point++ {
 			for mode := range 3 {
-				checkCrash(t, ops, states, seed, point, mode)
+				checkCrash(t, o, ops, states, seed, point, mode)
 			}
 		}
 	}
 }
 
-func checkCrash(t *testing.T, ops []op, model []wal.State, seed uint64, point, mode int) {
+func checkCrash(t *testing.T, o wal.Options, ops []op, model []wal.State, seed uint64, point, mode int) {
 	t.Helper()
 	fsys := vfs.NewMemFS()
-	w, _ := open(t, fsys, "/wal", opts(wal.MinSegmentBytes))
+	w, _ := open(t, fsys, "/wal", o)
 	fsys.SetCrashPoint(point)
 	_, acked, attempted := run(w, ops)
 	if !fsys.Crashed() {
@@ -489,7 +500,7 @@ func checkCrash(t *testing.T, ops []op, model []wal.State, seed uint64, point, m
 	} else {
 		fsys.CrashTorn(rand.New(rand.NewPCG(seed, uint64(point*3+mode))))
 	}
-	w, st, err := wal.Open(fsys, "/wal", opts(wal.MinSegmentBytes))
+	w, st, err := wal.Open(fsys, "/wal", o)
 	if err != nil {
 		t.Fatalf("seed %d point %d mode %d: recovery failed: %v", seed, point, mode, err)
 	}
@@ -508,7 +519,7 @@ func checkCrash(t *testing.T, ops []op, model []wal.State, seed uint64, point, m
 	must(t, w.Append(raft.HardState{Term: st.HardState.Term + 1}, next))
 	must(t, w.Sync())
 	fsys.Crash()
-	_, again := open(t, fsys, "/wal", opts(wal.MinSegmentBytes))
+	_, again := open(t, fsys, "/wal", o)
 	want := apply(st, op{hs: raft.HardState{Term: st.HardState.Term + 1}, ents: next})
 	if !equalState(again, want) {
 		t.Fatalf("seed %d point %d mode %d: after a new batch recovered %s\nwant %s", seed, point, mode, describe(again), describe(want))
