@@ -98,10 +98,11 @@ type HandlerConfig struct {
 // For every Ready, Handle does, on the caller's goroutine:
 //
 //  0. Transport.Send of the leader's requests (appends, heartbeats,
-//     snapshots, TimeoutNow) when the Ready changes neither the term nor
+//     snapshots, TimeoutNow), and of the read-index requests and answers
+//     and heartbeat answers, when the Ready changes neither the term nor
 //     the vote: they vouch for nothing that step 1 writes, so the
 //     leader's own disk write overlaps the network and the followers'
-//     writes (dissertation §10.2.1). The core counts the leader's copy of
+//     writes (dissertation §10.2.1), and a read waits for no fsync. The core counts the leader's copy of
 //     the entries towards a quorum only at step 4 (Core.Advance), once
 //     they are durable;
 //  1. Storage.ApplySnapshot (if any), then Storage.Save(HardState,
@@ -491,9 +492,17 @@ func (h *Handler) sendAhead() {
 // Advance); responses, votes and anything of a term not yet durable wait
 // (a learner that heard a term this node then forgot could get two
 // different entries at one index and term).
+//
+// The read-index messages and heartbeat answers of a durable term go ahead
+// too (etcd's leader sends MsgReadIndexResp without waiting for its disk):
+// a read index is a commit index, durable on a quorum that counted this
+// node's copy only once it was written; a heartbeat answer and a read index
+// request carry nothing but the term and a read round, and promise nothing
+// about the log. Holding them behind an fsync only delays reads.
 func (h *Handler) canSendAhead(m raft.Message) bool {
 	switch m.Type {
-	case raft.MsgAppendRequest, raft.MsgHeartbeatRequest, raft.MsgSnapshotRequest, raft.MsgTimeoutNow:
+	case raft.MsgAppendRequest, raft.MsgHeartbeatRequest, raft.MsgSnapshotRequest, raft.MsgTimeoutNow,
+		raft.MsgReadIndexRequest, raft.MsgReadIndexResponse, raft.MsgHeartbeatResponse:
 		return m.Term == h.durableTerm
 	case raft.MsgProposalRequest:
 		// A follower's forwarded proposals promise nothing about its

@@ -317,3 +317,68 @@ func TestHandlerSendsAheadOnlyInADurableTerm(t *testing.T) {
 		t.Fatalf("events:\n  %s\nwant the term-6 appends sent after term 6 is saved", strings.Join(r.events, "\n  "))
 	}
 }
+
+// A read index answer vouches for a commit index, durable on a quorum
+// already: the leader sends it ahead of its own write, so a follower's read
+// does not wait behind the leader's fsync of unrelated entries (here, a
+// write that fails and holds the Ready).
+func TestHandlerSendsReadIndexAnswersAheadOfItsWrite(t *testing.T) {
+	h, r := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
+	elect(t, h, r)
+	st := h.Core().Status()
+	r.sent = nil
+	mustStep(t, h, raft.Message{Type: raft.MsgReadIndexRequest, From: 2, To: 1, Term: st.Term, ReadRound: 7})
+	var round uint64
+	for _, m := range r.sent {
+		if m.Type == raft.MsgHeartbeatRequest && m.To == 2 {
+			round = m.ReadRound
+		}
+	}
+	if round == 0 {
+		t.Fatalf("sent %v: want a heartbeat round for the read", r.sent)
+	}
+	// A proposal joins the Ready that the heartbeat answer completes, and
+	// the write of its entry fails.
+	if err := h.Propose([]byte("x=1"), func(Result) {}); err != nil {
+		t.Fatal(err)
+	}
+	r.sent, r.failing = nil, errors.New("disk on fire")
+	if err := h.Step(raft.Message{Type: raft.MsgHeartbeatResponse, From: 2, To: 1, Term: st.Term, ReadRound: round}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Handle(); !errors.Is(err, ErrStorage) {
+		t.Fatalf("Handle with a failing storage: %v, want ErrStorage", err)
+	}
+	i := slices.IndexFunc(r.sent, func(m raft.Message) bool { return m.Type == raft.MsgReadIndexResponse })
+	if i < 0 {
+		t.Fatalf("sent %v while the write failed: want the read index answer sent ahead", r.sent)
+	}
+	if m := r.sent[i]; m.To != 2 || m.ReadRound != 7 || m.Reject || m.LogIndex != st.Commit {
+		t.Fatalf("read index answer %+v, want round 7 with index %d to node 2", m, st.Commit)
+	}
+}
+
+// A follower answers a heartbeat ahead of its write of the entries that came
+// in the same Ready, but acknowledges the entries only once they are
+// written.
+func TestHandlerSendsHeartbeatAnswersAheadOfItsWrite(t *testing.T) {
+	h, r := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
+	// Node 2 leads term 1; node 1 takes its first entry, so term 1 is
+	// durable.
+	mustStep(t, h, raft.Message{Type: raft.MsgAppendRequest, From: 2, To: 1, Term: 1,
+		Entries: []raft.Entry{{Term: 1, Index: 1}}, Commit: 0})
+	r.sent, r.failing = nil, errors.New("disk on fire")
+	if err := h.Step(raft.Message{Type: raft.MsgAppendRequest, From: 2, To: 1, Term: 1, LogIndex: 1, LogTerm: 1,
+		Entries: []raft.Entry{{Term: 1, Index: 2, Data: []byte("x")}}, Commit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Step(raft.Message{Type: raft.MsgHeartbeatRequest, From: 2, To: 1, Term: 1, Commit: 1, ReadRound: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Handle(); !errors.Is(err, ErrStorage) {
+		t.Fatalf("Handle with a failing storage: %v, want ErrStorage", err)
+	}
+	if len(r.sent) != 1 || r.sent[0].Type != raft.MsgHeartbeatResponse || r.sent[0].ReadRound != 3 {
+		t.Fatalf("sent %v while the write failed: want the heartbeat answer only", r.sent)
+	}
+}
