@@ -49,7 +49,8 @@
 // ext4 that is close to half the cost of a sync on a growing file. A step,
 // not the whole segment at once, because Open reads the last segment whole,
 // zero tail included. After the last complete batch, a segment holds zeros
-// up to its allocated length.
+// up to its allocated length. A disk too full for a step is no error: the
+// write goes on without one, and meets the full disk itself if it must.
 //
 // Options.RequireExisting makes Open fail with ErrMissing where it would
 // otherwise start a new log in an empty directory: a node that has voted

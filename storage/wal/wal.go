@@ -116,20 +116,36 @@ func (w *WAL) allocation(end int64) int64 {
 	return max(end, min(w.allocated+w.opts.PreallocateBytes, w.opts.SegmentBytes))
 }
 
-// reserve makes the last segment's file at least end bytes long,
-// allocating a step ahead.
+// reserve makes room in the last segment for writes up to end, allocating
+// a step ahead. A disk too full for the step is no error here: the write
+// goes on without it and meets the full disk itself, as it would without
+// preallocation, and the next write tries to allocate again.
 func (w *WAL) reserve(end int64) error {
 	if end <= w.allocated {
 		return nil
 	}
-	n := w.allocation(end)
-	if w.opts.PreallocateBytes > 0 {
-		if err := w.file.Allocate(n); err != nil {
-			return err
-		}
+	n, err := allocate(w.file, w.allocation(end), end, w.opts.PreallocateBytes > 0)
+	if err != nil {
+		return err
 	}
 	w.allocated = n
 	return nil
+}
+
+// allocate allocates f to n bytes if on, and returns the length the file
+// then has at least: n, or end (which the writes then extend it to) when
+// allocation is off or the disk has no space for it.
+func allocate(f vfs.WriteAtFile, n, end int64, on bool) (int64, error) {
+	if !on {
+		return end, nil
+	}
+	if err := f.Allocate(n); err != nil {
+		if vfs.IsNoSpace(err) {
+			return end, nil
+		}
+		return 0, err
+	}
+	return n, nil
 }
 
 // durablePoint is the WAL as of its last successful sync: where Repair
@@ -416,12 +432,7 @@ func (w *WAL) createSegment(seq uint64, body []byte) (vfs.WriteAtFile, int64, in
 	}
 	buf := append(segmentHeader(seq), body...)
 	size := int64(len(buf))
-	allocated := max(size, min(w.opts.PreallocateBytes, w.opts.SegmentBytes))
-	if w.opts.PreallocateBytes > 0 {
-		err = f.Allocate(allocated)
-	} else {
-		allocated = size
-	}
+	allocated, err := allocate(f, max(size, min(w.opts.PreallocateBytes, w.opts.SegmentBytes)), size, w.opts.PreallocateBytes > 0)
 	if err == nil {
 		_, err = f.WriteAt(buf, 0)
 	}
