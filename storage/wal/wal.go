@@ -24,7 +24,7 @@ const MinSegmentBytes = 512
 
 // DefaultPreallocateBytes is the allocation step when
 // Options.PreallocateBytes is 0.
-const DefaultPreallocateBytes = 8 << 20
+const DefaultPreallocateBytes = 1 << 20
 
 // Options configures a WAL. The zero value is valid and means the defaults.
 type Options struct {
@@ -35,7 +35,8 @@ type Options struct {
 	// time, ahead of the writes (up to SegmentBytes): syncing a write into
 	// allocated space need not journal a new file size (fdatasync), which
 	// halves a sync on ext4. It is a step, not the whole segment, because
-	// Open reads the last segment whole, zero tail included. 0 means
+	// Open reads the last segment whole, zero tail included, and space
+	// allocated ahead is taken from the node's other files. 0 means
 	// DefaultPreallocateBytes; negative turns preallocation off (each
 	// write grows the file).
 	PreallocateBytes int64
