@@ -110,10 +110,10 @@ func mustHandle(t *testing.T, h *Handler) {
 }
 
 // The Ready contract, step by step: a leader's appends go ahead of its own
-// write (step 0), a Ready's writes come before its other messages (a vote
-// or an acknowledgement vouches for them), its messages before its entries
-// are applied; the hooks come at their places, and the proposer hears the
-// state machine's result.
+// write, and so do its committed entries, applied (step 0); a Ready's
+// writes come before its other messages (a vote or an acknowledgement
+// vouches for them); the hooks come at their places, and the proposer hears
+// the state machine's result.
 func TestHandlerKeepsTheReadyOrder(t *testing.T) {
 	h, r := newRecordedHandler(t, func(r *recorder) Hooks {
 		return Hooks{
@@ -134,9 +134,10 @@ func TestHandlerKeepsTheReadyOrder(t *testing.T) {
 		// written.
 		"send AppendRequest", "send AppendRequest", "save term=0 vote=0 entries=1", "persisted",
 		// 2's acknowledgement commits it: the appends that tell the
-		// commit index, its write, then the entry is applied (3's
-		// changes nothing).
-		"send AppendRequest", "send AppendRequest", "save term=2 vote=1 entries=0", "persisted", "apply 3 x=1", "applied 3",
+		// commit index, the entry applied (committed, it needs no write
+		// here), then the write of the commit index (3's changes
+		// nothing).
+		"send AppendRequest", "send AppendRequest", "apply 3 x=1", "applied 3", "save term=2 vote=1 entries=0", "persisted",
 	}
 	if !slices.Equal(r.events, want) {
 		t.Fatalf("events:\n  %s\nwant:\n  %s", strings.Join(r.events, "\n  "), strings.Join(want, "\n  "))
@@ -380,5 +381,48 @@ func TestHandlerSendsHeartbeatAnswersAheadOfItsWrite(t *testing.T) {
 	}
 	if len(r.sent) != 1 || r.sent[0].Type != raft.MsgHeartbeatResponse || r.sent[0].ReadRound != 3 {
 		t.Fatalf("sent %v while the write failed: want the heartbeat answer only", r.sent)
+	}
+}
+
+// A committed entry is applied, and its proposer answered, ahead of the
+// write of the entries proposed since: it is durable on a quorum already.
+// Here that write fails and holds the Ready, and the proposer of the
+// committed entry has its answer all the same; the new entry waits.
+func TestHandlerAppliesCommittedEntriesAheadOfItsWrite(t *testing.T) {
+	h, r := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
+	elect(t, h, r)
+	var first, second []Result
+	if err := h.Propose([]byte("x=1"), func(res Result) { first = append(first, res) }); err != nil {
+		t.Fatal(err)
+	}
+	mustHandle(t, h)
+	if err := h.Propose([]byte("y=2"), func(res Result) { second = append(second, res) }); err != nil {
+		t.Fatal(err)
+	}
+	// 2's acknowledgement of x=1 arrives with y=2 unwritten: one Ready
+	// commits x=1 and writes y=2, and that write fails.
+	r.failing = errors.New("disk on fire")
+	st := h.Core().Status()
+	if err := h.Step(raft.Message{Type: raft.MsgAppendResponse, From: 2, To: 1, Term: st.Term, LogIndex: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Handle(); !errors.Is(err, ErrStorage) {
+		t.Fatalf("Handle with a failing storage: %v, want ErrStorage", err)
+	}
+	if len(first) != 1 || first[0].Value != "x=1" || first[0].Err != nil {
+		t.Fatalf("the proposer of the committed entry heard %+v while the next write failed, want its result", first)
+	}
+	if len(second) != 0 {
+		t.Fatalf("the proposer of the unwritten entry heard %+v", second)
+	}
+	// Once the write works, the Ready goes on without applying x=1 twice
+	// (apply asserts the order), and y=2 commits.
+	r.failing = nil
+	if err := h.Tick(); err != nil {
+		t.Fatal(err)
+	}
+	acknowledge(t, h)
+	if len(first) != 1 || len(second) != 1 || second[0].Value != "y=2" {
+		t.Fatalf("after the write worked: first %+v, second %+v", first, second)
 	}
 }
