@@ -99,10 +99,16 @@ type HandlerConfig struct {
 // For every Ready, Handle does, on the caller's goroutine:
 //
 //  0. Transport.Send of the leader's requests (appends, heartbeats,
-//     snapshots, TimeoutNow) when the Ready changes neither the term nor
+//     snapshots, TimeoutNow), and of the read-index requests and answers
+//     and heartbeat answers, when the Ready changes neither the term nor
 //     the vote: they vouch for nothing that step 1 writes, so the
 //     leader's own disk write overlaps the network and the followers'
-//     writes (dissertation §10.2.1). The core counts the leader's copy of
+//     writes (dissertation §10.2.1), and a read waits for no fsync.
+//     Then, unless the Ready carries a snapshot, step 3's application of
+//     the committed entries and the answers to their proposers: a
+//     committed entry is durable on a quorum already (the leader counted
+//     its own copy only once written), so it need not wait for the fsync
+//     of the entries proposed since, which this Ready writes. The core counts the leader's copy of
 //     the entries towards a quorum only at step 4 (Core.Advance), once
 //     they are durable;
 //  1. Storage.ApplySnapshot (if any), then Storage.Save(HardState,
@@ -113,7 +119,7 @@ type HandlerConfig struct {
 //     vote or an append acknowledgement promises what step 1 made
 //     durable (Raft Figure 2: "respond after updating stable storage");
 //  3. StateMachine.Restore (snapshot), then, for each committed entry in
-//     log order, StateMachine.Apply (normal entries with data) or the
+//     log order (unless step 0 applied them), StateMachine.Apply (normal entries with data) or the
 //     recording of the membership the core handed over
 //     (Ready.ConfChanges; never worked out again); the proposer waiting
 //     for the entry is answered; confirmed reads are answered once
@@ -126,7 +132,8 @@ type HandlerConfig struct {
 // # When the storage fails
 //
 // If step 1 fails, the handler holds the Ready: none of its messages are
-// sent but those of step 0, and none of its entries applied, and Handle returns the error
+// sent but those of step 0, and none of its entries applied but the
+// committed ones of step 0, and Handle returns the error
 // wrapped in ErrStorage. While it holds a Ready it takes no messages (Step
 // refuses them, as a partitioned node would hear nothing), no ticks, and
 // refuses proposals and reads with ErrStorage. The caller must keep calling
@@ -193,6 +200,7 @@ type pendingReady struct {
 	rd           raft.Ready
 	unsent       []raft.Message // rd.Messages not sent ahead (step 0)
 	snapshotDone bool           // rd.Snapshot is durable; only the Save is left
+	applied      bool           // rd.CommittedEntries were applied ahead (step 0)
 	err          error          // why the last attempt failed
 }
 
@@ -494,6 +502,10 @@ func (h *Handler) Handle() error {
 	for h.stopped == nil && !h.held && h.core.HasReady() {
 		h.ready = pendingReady{rd: h.core.Ready()}
 		h.sendAhead()
+		h.applyAhead()
+		if h.stopped != nil {
+			break
+		}
 		if err := h.persist(); err != nil {
 			if h.stopped != nil {
 				break
@@ -575,9 +587,17 @@ func (h *Handler) sendAhead() {
 // Advance); responses, votes and anything of a term not yet durable wait
 // (a learner that heard a term this node then forgot could get two
 // different entries at one index and term).
+//
+// The read-index messages and heartbeat answers of a durable term go ahead
+// too (etcd's leader sends MsgReadIndexResp without waiting for its disk):
+// a read index is a commit index, durable on a quorum that counted this
+// node's copy only once it was written; a heartbeat answer and a read index
+// request carry nothing but the term and a read round, and promise nothing
+// about the log. Holding them behind an fsync only delays reads.
 func (h *Handler) canSendAhead(m raft.Message) bool {
 	switch m.Type {
-	case raft.MsgAppendRequest, raft.MsgHeartbeatRequest, raft.MsgSnapshotRequest, raft.MsgTimeoutNow:
+	case raft.MsgAppendRequest, raft.MsgHeartbeatRequest, raft.MsgSnapshotRequest, raft.MsgTimeoutNow,
+		raft.MsgReadIndexRequest, raft.MsgReadIndexResponse, raft.MsgHeartbeatResponse:
 		return m.Term == h.durableTerm
 	case raft.MsgProposalRequest:
 		// A follower's forwarded proposals promise nothing about its
@@ -585,6 +605,26 @@ func (h *Handler) canSendAhead(m raft.Message) bool {
 		return true
 	}
 	return false
+}
+
+// applyAhead applies the Ready's committed entries before its write (step
+// 0), unless it carries a snapshot (they follow it). A committed entry is
+// durable on a quorum already: on a leader, one that counted its own copy
+// only once written (at Advance); on a follower, one that may still be in
+// this very Ready's write, which a crash can lose here but not in the
+// cluster. So neither applying it nor answering its proposer needs this
+// write, and at load they would otherwise wait for the fsync of the
+// entries proposed since (etcd's server applies beside its WAL write too).
+func (h *Handler) applyAhead() {
+	rd := &h.ready.rd
+	if !rd.Snapshot.IsEmpty() || len(rd.CommittedEntries) == 0 {
+		return
+	}
+	// Before applying: a forwarded proposal placed at an index this
+	// Ready commits waits for it.
+	h.forwarded(rd.ForwardResults)
+	h.apply(rd.CommittedEntries, rd.ConfChanges)
+	h.ready.applied = true
 }
 
 // persist makes the Ready's snapshot, hard state and entries durable.
@@ -610,7 +650,7 @@ func (h *Handler) persist() error {
 // finish does the rest of the Ready's work once it is durable: steps 2 to
 // 4.
 func (h *Handler) finish() error {
-	rd, unsent := h.ready.rd, h.ready.unsent
+	rd, unsent, applied := h.ready.rd, h.ready.unsent, h.ready.applied
 	h.ready = pendingReady{} // keeps nothing of it alive
 	if h.hooks.Persisted != nil {
 		h.hooks.Persisted(rd)
@@ -629,10 +669,12 @@ func (h *Handler) finish() error {
 			return err
 		}
 	}
-	// Before applying: a forwarded proposal placed at an index this
-	// Ready commits waits for it.
-	h.forwarded(rd.ForwardResults)
-	h.apply(rd.CommittedEntries, rd.ConfChanges)
+	if !applied {
+		// Before applying: a forwarded proposal placed at an index this
+		// Ready commits waits for it.
+		h.forwarded(rd.ForwardResults)
+		h.apply(rd.CommittedEntries, rd.ConfChanges)
+	}
 	if h.stopped != nil {
 		return h.stopped
 	}
