@@ -365,6 +365,9 @@ func (s *Sim) boot(n *node, peers []uint64) {
 	// (Figure 8).
 	cfg.MaxAppendBytes = []uint64{4, 16, 256}[s.cfg.Seed%3]
 	cfg.MaxInflightMsgs = []int{1, 2, 8}[(s.cfg.Seed/3)%3]
+	// The bytes in flight bounded too, or not: the leader holds back
+	// appends when either bound is reached.
+	cfg.MaxInflightBytes = []uint64{0, 1, 3}[(s.cfg.Seed/9)%3] * cfg.MaxAppendBytes
 	n.machine = &machine{viewFollows: s.cfg.viewsFollowState}
 	h, err := shell.NewHandler(shell.HandlerConfig{
 		Raft:            cfg,
