@@ -2,8 +2,10 @@ package server
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -92,5 +94,22 @@ func TestLargeValuesKeepTheLeaderAndReplicate(t *testing.T) {
 		if st := n.Status(); st.Term != term || st.Leader != leader {
 			t.Errorf("node %d: term %d, leader %d; want term %d, leader %d unchanged", id, st.Term, st.Leader, term, leader)
 		}
+	}
+}
+
+// A value limit too large for one transport frame is refused up front:
+// the leader could never send an append carrying such a value.
+func TestConfigRefusesValuesOverATransportFrame(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Peers, cfg.DataDir = 1, map[uint64]string{1: "127.0.0.1:1"}, t.TempDir()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("default config: %v", err)
+	}
+	cfg.Limits.ValueBytes = 16 << 20
+	if err := cfg.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "Limits.ValueBytes") {
+		t.Fatalf("Validate with 16 MiB values = %v, want ErrInvalid naming Limits.ValueBytes", err)
+	}
+	if _, err := NewNode(cfg); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("NewNode with 16 MiB values = %v, want ErrInvalid", err)
 	}
 }

@@ -129,6 +129,11 @@ type Config struct {
 	Pprof bool
 }
 
+// frameHeadroomBytes is kept in a transport frame, beside a command's key
+// and value, for the rest of the command (holder, session, auth hash) and
+// the message around it.
+const frameHeadroomBytes = 64 << 10
+
 // DefaultConfig returns coord's defaults: ticks of 100 ms, elections after
 // 1 to 2 s of silence, heartbeats every 100 ms, a snapshot every 10,000
 // entries.
@@ -161,6 +166,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: want 0 < HeartbeatTicks (%d) < ElectionTicks (%d)", ErrInvalid, c.HeartbeatTicks, c.ElectionTicks)
 	case c.SnapshotEntries == 0:
 		return fmt.Errorf("%w: SnapshotEntries must be positive", ErrInvalid)
+	case c.Limits.KeyBytes+c.Limits.ValueBytes > tcp.DefaultConfig().MaxFrameBytes-frameHeadroomBytes:
+		// A command must fit in one transport frame, or the leader's
+		// append of it would be dropped at every attempt, for ever.
+		return fmt.Errorf("%w: Limits.KeyBytes %d + Limits.ValueBytes %d over the peer transport's frame of %d bytes less %d for the rest of a command",
+			ErrInvalid, c.Limits.KeyBytes, c.Limits.ValueBytes, tcp.DefaultConfig().MaxFrameBytes, frameHeadroomBytes)
 	case c.HandOverMax < 0:
 		return fmt.Errorf("%w: HandOverMax %v must not be negative", ErrInvalid, c.HandOverMax)
 	case c.LeaseSessionGrace != 0 && (c.LeaseSessionGrace < LeaseSessionGraceMin || c.LeaseSessionGrace > LeaseSessionGraceMax):
