@@ -154,6 +154,10 @@ type Handler struct {
 	snapshotEntries uint64
 	background      Background
 	snapshotting    bool // a snapshot is being written in the background
+	// restoring says a snapshot from the leader is being decoded in the
+	// background; parked is the rest of its Ready (restore.go).
+	restoring bool
+	parked    raft.Ready
 
 	// ready is the Ready being handled, kept here rather than allocated
 	// for each; held says its persistence failed, and it waits for a
@@ -411,7 +415,7 @@ func (h *Handler) ReadIndex(id uint64, done Waiter) error {
 // ErrStorage when a Ready's write failed and the Ready is now held (the
 // caller goes on ticking); any other error stopped the handler.
 func (h *Handler) Handle() error {
-	for h.stopped == nil && !h.held && h.core.HasReady() {
+	for h.stopped == nil && !h.held && !h.restoring && h.core.HasReady() {
 		h.ready = pendingReady{rd: h.core.Ready()}
 		h.sendAhead()
 		if err := h.persist(); err != nil {
@@ -540,11 +544,22 @@ func (h *Handler) finish() error {
 	}
 	// 3. Apply.
 	if !rd.Snapshot.IsEmpty() {
+		if h.restoreInBackground(rd) {
+			// The rest of this Ready waits for the restored state
+			// (restored, in restore.go).
+			return nil
+		}
 		if err := h.installSnapshot(rd.Snapshot); err != nil {
 			h.Stop(err)
 			return err
 		}
 	}
+	return h.applyAndAdvance(rd)
+}
+
+// applyAndAdvance is the rest of step 3, and step 4, of rd: its
+// committed entries applied, its reads answered, the core advanced.
+func (h *Handler) applyAndAdvance(rd raft.Ready) error {
 	h.apply(rd.CommittedEntries, rd.ConfChanges)
 	if h.stopped != nil {
 		return h.stopped
@@ -569,6 +584,12 @@ func (h *Handler) installSnapshot(s raft.Snapshot) error {
 	if err := restore(h.sm, s); err != nil {
 		return fmt.Errorf("node %d: restore snapshot %d: %w", h.id, s.Metadata.Index, err)
 	}
+	h.snapshotRestored(s)
+	return nil
+}
+
+// snapshotRestored records that the state machine now holds snapshot s.
+func (h *Handler) snapshotRestored(s raft.Snapshot) {
 	h.applied, h.lastSnapshot, h.conf = s.Metadata.Index, s.Metadata.Index, s.Metadata.ConfState
 	// The entries the snapshot covers were never seen here: whether a
 	// waiter's entry is among them is unknown.
@@ -581,7 +602,6 @@ func (h *Handler) installSnapshot(s raft.Snapshot) error {
 	if h.hooks.SnapshotInstalled != nil {
 		h.hooks.SnapshotInstalled(s.Metadata)
 	}
-	return nil
 }
 
 // apply applies committed entries in order, recording the membership
@@ -734,7 +754,7 @@ const (
 // retried later, with back-off: the log just grows meanwhile, and nothing
 // is lost.
 func (h *Handler) maybeCompact() {
-	if h.snapshotEntries == 0 || h.snapshotting || h.applied < h.lastSnapshot+h.snapshotEntries || h.ticks < h.compactAfter {
+	if h.snapshotEntries == 0 || h.snapshotting || h.restoring || h.applied < h.lastSnapshot+h.snapshotEntries || h.ticks < h.compactAfter {
 		return
 	}
 	if h.snapshotInBackground() {
@@ -750,6 +770,9 @@ func (h *Handler) maybeCompact() {
 func (h *Handler) Compact() error {
 	if h.stopped != nil {
 		return h.stopped
+	}
+	if h.restoring {
+		return fmt.Errorf("node %d: %w", h.id, ErrRestoring)
 	}
 	data, err := h.sm.Snapshot()
 	if err == nil {

@@ -277,11 +277,14 @@ func TestLeaderSeenLateAfterAFullDisk(t *testing.T) {
 
 // TestBackgroundSnapshots runs seeds in both storages and checks that
 // snapshots were taken in the background (each one read back and checked
-// against the state applied at its index by the checker); and that a view
-// that follows the state after it was taken is caught.
+// against the state applied at its index by the checker), and that
+// snapshots from a leader were restored in the background (the checkers
+// see the state after the swap, and nothing applied past the snapshot
+// before it); and that a view that follows the state after it was taken is
+// caught.
 func TestBackgroundSnapshots(t *testing.T) {
 	for _, disk := range []bool{false, true} {
-		snapshots := 0
+		snapshots, restores := 0, 0
 		for seed := uint64(1); seed <= 10; seed++ {
 			cfg := testConfig(seed)
 			cfg.Disk = disk
@@ -290,9 +293,13 @@ func TestBackgroundSnapshots(t *testing.T) {
 				t.Fatalf("%v", res.Err)
 			}
 			snapshots += res.Stats.Snapshots
+			restores += res.Stats.Restores
 		}
 		if snapshots == 0 {
 			t.Fatalf("disk=%v: no snapshot taken in 10 seeds", disk)
+		}
+		if restores == 0 {
+			t.Fatalf("disk=%v: no snapshot from a leader restored in the background in 10 seeds", disk)
 		}
 		caught := 0
 		for seed := uint64(1); seed <= 10; seed++ {
