@@ -70,7 +70,9 @@ type HandlerConfig struct {
 	// Background, if set, takes snapshots off the caller's goroutine
 	// when the StateMachine is a SnapshotViewer: the state is encoded and
 	// written (streamed, with a SnapshotStorage) while the handler goes
-	// on. Nil: a snapshot is taken in Handle, step 4.
+	// on; and restores a leader's snapshot off it when the StateMachine
+	// is a BackgroundRestorer (restore.go). Nil: a snapshot is taken in
+	// Handle, step 4, and restored in step 3.
 	Background Background
 	// Logger logs failed compactions. Nil: nothing is logged.
 	Logger *slog.Logger
@@ -111,7 +113,8 @@ type HandlerConfig struct {
 //  2. Transport.Send of the other messages: only now, because a granted
 //     vote or an append acknowledgement promises what step 1 made
 //     durable (Raft Figure 2: "respond after updating stable storage");
-//  3. StateMachine.Restore (snapshot), then, for each committed entry in
+//  3. StateMachine.Restore (snapshot; or decoded in the background and
+//     swapped in before the rest of this step: restore.go), then, for each committed entry in
 //     log order, StateMachine.Apply (normal entries with data) or the
 //     recording of the membership the core handed over
 //     (Ready.ConfChanges; never worked out again); the proposer waiting
