@@ -528,27 +528,28 @@ func TestConformance(t *testing.T) {
 // leader's appends were tens of MB and the cluster re-elected). A peer that
 // stops reading is still cut off.
 func TestWriteDeadlineJudgesProgressNotSize(t *testing.T) {
-	const timeout = 500 * time.Millisecond
+	const timeout = 2 * time.Second
 	local, remote := net.Pipe()
 	defer local.Close()
 	defer remote.Close()
 	pw := progressWriter{c: &conn{Conn: local}, timeout: timeout}
-	data := bytes.Repeat([]byte("0123456789abcdef"), (8<<20)/16) // 8 MiB: 32 slices
+	data := bytes.Repeat([]byte("0123456789abcdef"), (16<<20)/16) // 16 MiB: 64 slices
 	readDone := make(chan []byte)
 	stopAfter := len(data) + WriteSliceBytes // bytes to read before stalling
 	go func() {
 		var got []byte
-		buf := make([]byte, 32<<10)
+		buf := make([]byte, 64<<10)
 		for len(got) < stopAfter {
 			n, err := remote.Read(buf)
 			if err != nil {
 				break
 			}
 			got = append(got, buf[:n]...)
-			// Pace the reader: 32 KiB every 5 ms at most, so the 8 MiB
-			// take well over the timeout in all, and a slice of 256 KiB
-			// takes about a twelfth of it.
-			time.Sleep(5 * time.Millisecond)
+			// Pace the reader: 64 KiB every 20 ms at most, so the 16
+			// MiB take over 5 s in all, more than twice the timeout,
+			// and a slice of 256 KiB about 80 ms, a 25th of it (room
+			// for a loaded machine and the race detector).
+			time.Sleep(20 * time.Millisecond)
 		}
 		readDone <- got
 	}()
