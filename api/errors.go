@@ -96,7 +96,9 @@ type ErrorResponse struct {
 	Holder *string `json:"holder,omitempty"`
 	Token  *uint64 `json:"token,omitempty"`
 	// Leader is the leader the node knew (0: none), when unavailable or
-	// unknown_outcome comes from a request it could not forward.
+	// unknown_outcome comes from a request it could not forward; with
+	// unavailable for a write the leader refused, the node the refusing
+	// one named (a leadership transfer's target, itself when busy).
 	Leader *uint64 `json:"leader,omitempty"`
 	// ID names the token an earlier attempt made, when a token creation
 	// retried in its session is a conflict.

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -100,10 +101,16 @@ type HandlerConfig struct {
 // For every Ready, Handle does, on the caller's goroutine:
 //
 //  0. Transport.Send of the leader's requests (appends, heartbeats,
-//     snapshots, TimeoutNow) when the Ready changes neither the term nor
+//     snapshots, TimeoutNow), and of the read-index requests and answers
+//     and heartbeat answers, when the Ready changes neither the term nor
 //     the vote: they vouch for nothing that step 1 writes, so the
 //     leader's own disk write overlaps the network and the followers'
-//     writes (dissertation §10.2.1). The core counts the leader's copy of
+//     writes (dissertation §10.2.1), and a read waits for no fsync.
+//     Then, unless the Ready carries a snapshot, step 3's application of
+//     the committed entries and the answers to their proposers: a
+//     committed entry is durable on a quorum already (the leader counted
+//     its own copy only once written), so it need not wait for the fsync
+//     of the entries proposed since, which this Ready writes. The core counts the leader's copy of
 //     the entries towards a quorum only at step 4 (Core.Advance), once
 //     they are durable;
 //  1. Storage.ApplySnapshot (if any), then Storage.Save(HardState,
@@ -115,7 +122,7 @@ type HandlerConfig struct {
 //     durable (Raft Figure 2: "respond after updating stable storage");
 //  3. StateMachine.Restore (snapshot; or decoded in the background and
 //     swapped in before the rest of this step: restore.go), then, for each committed entry in
-//     log order, StateMachine.Apply (normal entries with data) or the
+//     log order (unless step 0 applied them), StateMachine.Apply (normal entries with data) or the
 //     recording of the membership the core handed over
 //     (Ready.ConfChanges; never worked out again); the proposer waiting
 //     for the entry is answered; confirmed reads are answered once
@@ -128,7 +135,8 @@ type HandlerConfig struct {
 // # When the storage fails
 //
 // If step 1 fails, the handler holds the Ready: none of its messages are
-// sent but those of step 0, and none of its entries applied, and Handle returns the error
+// sent but those of step 0, and none of its entries applied but the
+// committed ones of step 0, and Handle returns the error
 // wrapped in ErrStorage. While it holds a Ready it takes no messages (Step
 // refuses them, as a partitioned node would hear nothing), no ticks, and
 // refuses proposals and reads with ErrStorage. The caller must keep calling
@@ -189,8 +197,9 @@ type Handler struct {
 	// there. Every index is above applied: a proposal's entry is appended
 	// after the last, and the waiters at an index leave when it is applied.
 	proposals []proposalWaiter
-	reads     map[uint64]Waiter // by read ID, until the core confirms them
-	readQueue []pendingRead     // confirmed, until applied through their index
+	forwards  map[uint64]ForwardWaiter // by ticket, until the core says where they went
+	reads     map[uint64]Waiter        // by read ID, until the core confirms them
+	readQueue []pendingRead            // confirmed, until applied through their index
 }
 
 // pendingReady is a Ready on its way to being durable.
@@ -198,6 +207,7 @@ type pendingReady struct {
 	rd           raft.Ready
 	unsent       []raft.Message // rd.Messages not sent ahead (step 0)
 	snapshotDone bool           // rd.Snapshot is durable; only the Save is left
+	applied      bool           // rd.CommittedEntries were applied ahead (step 0)
 	err          error          // why the last attempt failed
 }
 
@@ -232,6 +242,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		snapshotEntries: cfg.SnapshotEntries,
 		background:      cfg.Background,
 		reads:           map[uint64]Waiter{},
+		forwards:        map[uint64]ForwardWaiter{},
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -344,19 +355,96 @@ func (h *Handler) Propose(data []byte, done Waiter) error {
 	return h.propose(func() (uint64, uint64, error) { return h.core.Propose(data) }, done)
 }
 
+// ForwardWaiter hears what became of a proposal made with Forward. Its
+// functions are optional, called on the handler's goroutine, and must not
+// block.
+type ForwardWaiter struct {
+	// Placed is called once the leader appended the proposal, at index in
+	// term; Done follows when this node applies that index (or cannot
+	// tell: a snapshot covered it).
+	Placed func(index, term uint64)
+	// Done is called once, at the end. Result.Value is the state
+	// machine's result if the entry applied here (nil if it applied
+	// before the leader's answer came). Err is ErrProposalLost when
+	// another entry committed at its index (never applied); a refusal
+	// wrapping raft.ErrNotLeader or raft.ErrProposalDropped (appended
+	// nowhere; raft.ForwardResult.Lead is in the message); one wrapping
+	// raft.ErrForwardUnanswered (no answer came: it may or may not
+	// apply); ErrOutcomeUnknown (a snapshot covered its index); or the
+	// error the handler was stopped with.
+	Done Waiter
+}
+
+// RefusedError is the Err of a forwarded proposal that was refused, and
+// so appended nowhere (ForwardWaiter.Done): Lead is the node the refusing
+// node named as the leader (raft.ForwardResult.Lead), Err wraps
+// raft.ErrNotLeader or raft.ErrProposalDropped.
+type RefusedError struct {
+	Lead uint64
+	Err  error
+}
+
+func (e *RefusedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the core's refusal.
+func (e *RefusedError) Unwrap() error { return e.Err }
+
 // Forward proposes data from any role (raft.Core.Forward): a leader
-// appends it, a follower sends it to its leader. No waiter hears of it:
-// the caller recognizes its entry when the state machine applies it, and
-// gives up on its own clock (a forwarded proposal may be dropped without
-// an answer). An error means it was refused here and went nowhere.
-func (h *Handler) Forward(data []byte) error {
+// appends it, a follower sends it to its leader, who answers where it
+// appended it or that it refused it; w hears which, and then how it ended
+// (ForwardWaiter). An error means it was refused here and went nowhere,
+// and w hears nothing.
+func (h *Handler) Forward(data []byte, w ForwardWaiter) error {
 	if h.stopped != nil {
 		return h.stopped
 	}
 	if h.held {
 		return h.StorageErr()
 	}
-	return h.core.Forward(data)
+	ticket, err := h.core.Forward(data)
+	if err != nil {
+		return err
+	}
+	if w.Done == nil {
+		w.Done = func(Result) {}
+	}
+	h.forwards[ticket] = w
+	return nil
+}
+
+// forwarded takes the core's word on forwarded proposals: a refused or
+// unanswered one ends now; one the leader appended waits for its index,
+// as a proposal of this node's own does, unless this node applied it
+// already (the answer came late), when its term there tells.
+func (h *Handler) forwarded(results []raft.ForwardResult) {
+	for _, res := range results {
+		w, ok := h.forwards[res.Ticket]
+		if !ok {
+			continue
+		}
+		delete(h.forwards, res.Ticket)
+		switch {
+		case errors.Is(res.Err, raft.ErrNotLeader), errors.Is(res.Err, raft.ErrProposalDropped):
+			w.Done(Result{Err: &RefusedError{Lead: res.Lead, Err: res.Err}})
+		case res.Err != nil:
+			w.Done(Result{Err: res.Err})
+		case res.Index > h.applied:
+			if w.Placed != nil {
+				w.Placed(res.Index, res.Term)
+			}
+			h.await(res.Index, res.Term, w.Done)
+		default:
+			term, err := h.storage.Term(res.Index)
+			switch {
+			case err != nil:
+				w.Done(Result{Index: res.Index, Err: fmt.Errorf("%w: entry %d applied before the leader's answer, and its term is gone: %v", ErrOutcomeUnknown, res.Index, err)})
+			case term == res.Term:
+				w.Done(Result{Index: res.Index})
+			default:
+				w.Done(Result{Index: res.Index, Err: ErrProposalLost})
+			}
+		}
+	}
 }
 
 // ProposeConfChange proposes a membership change; done is called as for
@@ -421,6 +509,10 @@ func (h *Handler) Handle() error {
 	for h.stopped == nil && !h.held && !h.restoring && h.core.HasReady() {
 		h.ready = pendingReady{rd: h.core.Ready()}
 		h.sendAhead()
+		h.applyAhead()
+		if h.stopped != nil {
+			break
+		}
 		if err := h.persist(); err != nil {
 			if h.stopped != nil {
 				break
@@ -452,6 +544,10 @@ func (h *Handler) Stop(err error) {
 	for _, w := range proposals {
 		w.done(Result{Index: w.index, Err: err})
 	}
+	for _, ticket := range slices.Sorted(maps.Keys(h.forwards)) {
+		h.forwards[ticket].Done(Result{Err: err})
+	}
+	clear(h.forwards)
 	h.failReads(err)
 }
 
@@ -498,9 +594,17 @@ func (h *Handler) sendAhead() {
 // Advance); responses, votes and anything of a term not yet durable wait
 // (a learner that heard a term this node then forgot could get two
 // different entries at one index and term).
+//
+// The read-index messages and heartbeat answers of a durable term go ahead
+// too (etcd's leader sends MsgReadIndexResp without waiting for its disk):
+// a read index is a commit index, durable on a quorum that counted this
+// node's copy only once it was written; a heartbeat answer and a read index
+// request carry nothing but the term and a read round, and promise nothing
+// about the log. Holding them behind an fsync only delays reads.
 func (h *Handler) canSendAhead(m raft.Message) bool {
 	switch m.Type {
-	case raft.MsgAppendRequest, raft.MsgHeartbeatRequest, raft.MsgSnapshotRequest, raft.MsgTimeoutNow:
+	case raft.MsgAppendRequest, raft.MsgHeartbeatRequest, raft.MsgSnapshotRequest, raft.MsgTimeoutNow,
+		raft.MsgReadIndexRequest, raft.MsgReadIndexResponse, raft.MsgHeartbeatResponse:
 		return m.Term == h.durableTerm
 	case raft.MsgProposalRequest:
 		// A follower's forwarded proposals promise nothing about its
@@ -508,6 +612,26 @@ func (h *Handler) canSendAhead(m raft.Message) bool {
 		return true
 	}
 	return false
+}
+
+// applyAhead applies the Ready's committed entries before its write (step
+// 0), unless it carries a snapshot (they follow it). A committed entry is
+// durable on a quorum already: on a leader, one that counted its own copy
+// only once written (at Advance); on a follower, one that may still be in
+// this very Ready's write, which a crash can lose here but not in the
+// cluster. So neither applying it nor answering its proposer needs this
+// write, and at load they would otherwise wait for the fsync of the
+// entries proposed since (etcd's server applies beside its WAL write too).
+func (h *Handler) applyAhead() {
+	rd := &h.ready.rd
+	if !rd.Snapshot.IsEmpty() || len(rd.CommittedEntries) == 0 {
+		return
+	}
+	// Before applying: a forwarded proposal placed at an index this
+	// Ready commits waits for it.
+	h.forwarded(rd.ForwardResults)
+	h.apply(rd.CommittedEntries, rd.ConfChanges)
+	h.ready.applied = true
 }
 
 // persist makes the Ready's snapshot, hard state and entries durable.
@@ -533,7 +657,7 @@ func (h *Handler) persist() error {
 // finish does the rest of the Ready's work once it is durable: steps 2 to
 // 4.
 func (h *Handler) finish() error {
-	rd, unsent := h.ready.rd, h.ready.unsent
+	rd, unsent, applied := h.ready.rd, h.ready.unsent, h.ready.applied
 	h.ready = pendingReady{} // keeps nothing of it alive
 	if h.hooks.Persisted != nil {
 		h.hooks.Persisted(rd)
@@ -557,13 +681,19 @@ func (h *Handler) finish() error {
 			return err
 		}
 	}
-	return h.applyAndAdvance(rd)
+	return h.applyAndAdvance(rd, applied)
 }
 
 // applyAndAdvance is the rest of step 3, and step 4, of rd: its
-// committed entries applied, its reads answered, the core advanced.
-func (h *Handler) applyAndAdvance(rd raft.Ready) error {
-	h.apply(rd.CommittedEntries, rd.ConfChanges)
+// committed entries applied (unless step 0 applied them ahead), its
+// reads answered, the core advanced.
+func (h *Handler) applyAndAdvance(rd raft.Ready, applied bool) error {
+	if !applied {
+		// Before applying: a forwarded proposal placed at an index this
+		// Ready commits waits for it.
+		h.forwarded(rd.ForwardResults)
+		h.apply(rd.CommittedEntries, rd.ConfChanges)
+	}
 	if h.stopped != nil {
 		return h.stopped
 	}

@@ -110,10 +110,10 @@ func mustHandle(t *testing.T, h *Handler) {
 }
 
 // The Ready contract, step by step: a leader's appends go ahead of its own
-// write (step 0), a Ready's writes come before its other messages (a vote
-// or an acknowledgement vouches for them), its messages before its entries
-// are applied; the hooks come at their places, and the proposer hears the
-// state machine's result.
+// write, and so do its committed entries, applied (step 0); a Ready's
+// writes come before its other messages (a vote or an acknowledgement
+// vouches for them); the hooks come at their places, and the proposer hears
+// the state machine's result.
 func TestHandlerKeepsTheReadyOrder(t *testing.T) {
 	h, r := newRecordedHandler(t, func(r *recorder) Hooks {
 		return Hooks{
@@ -134,9 +134,10 @@ func TestHandlerKeepsTheReadyOrder(t *testing.T) {
 		// written.
 		"send AppendRequest", "send AppendRequest", "save term=0 vote=0 entries=1", "persisted",
 		// 2's acknowledgement commits it: the appends that tell the
-		// commit index, its write, then the entry is applied (3's
-		// changes nothing).
-		"send AppendRequest", "send AppendRequest", "save term=2 vote=1 entries=0", "persisted", "apply 3 x=1", "applied 3",
+		// commit index, the entry applied (committed, it needs no write
+		// here), then the write of the commit index (3's changes
+		// nothing).
+		"send AppendRequest", "send AppendRequest", "apply 3 x=1", "applied 3", "save term=2 vote=1 entries=0", "persisted",
 	}
 	if !slices.Equal(r.events, want) {
 		t.Fatalf("events:\n  %s\nwant:\n  %s", strings.Join(r.events, "\n  "), strings.Join(want, "\n  "))
@@ -315,5 +316,113 @@ func TestHandlerSendsAheadOnlyInADurableTerm(t *testing.T) {
 	send := slices.Index(r.events, "send AppendRequest")
 	if save < 0 || send < 0 || send < save {
 		t.Fatalf("events:\n  %s\nwant the term-6 appends sent after term 6 is saved", strings.Join(r.events, "\n  "))
+	}
+}
+
+// A read index answer vouches for a commit index, durable on a quorum
+// already: the leader sends it ahead of its own write, so a follower's read
+// does not wait behind the leader's fsync of unrelated entries (here, a
+// write that fails and holds the Ready).
+func TestHandlerSendsReadIndexAnswersAheadOfItsWrite(t *testing.T) {
+	h, r := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
+	elect(t, h, r)
+	st := h.Core().Status()
+	r.sent = nil
+	mustStep(t, h, raft.Message{Type: raft.MsgReadIndexRequest, From: 2, To: 1, Term: st.Term, ReadRound: 7})
+	var round uint64
+	for _, m := range r.sent {
+		if m.Type == raft.MsgHeartbeatRequest && m.To == 2 {
+			round = m.ReadRound
+		}
+	}
+	if round == 0 {
+		t.Fatalf("sent %v: want a heartbeat round for the read", r.sent)
+	}
+	// A proposal joins the Ready that the heartbeat answer completes, and
+	// the write of its entry fails.
+	if err := h.Propose([]byte("x=1"), func(Result) {}); err != nil {
+		t.Fatal(err)
+	}
+	r.sent, r.failing = nil, errors.New("disk on fire")
+	if err := h.Step(raft.Message{Type: raft.MsgHeartbeatResponse, From: 2, To: 1, Term: st.Term, ReadRound: round}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Handle(); !errors.Is(err, ErrStorage) {
+		t.Fatalf("Handle with a failing storage: %v, want ErrStorage", err)
+	}
+	i := slices.IndexFunc(r.sent, func(m raft.Message) bool { return m.Type == raft.MsgReadIndexResponse })
+	if i < 0 {
+		t.Fatalf("sent %v while the write failed: want the read index answer sent ahead", r.sent)
+	}
+	if m := r.sent[i]; m.To != 2 || m.ReadRound != 7 || m.Reject || m.LogIndex != st.Commit {
+		t.Fatalf("read index answer %+v, want round 7 with index %d to node 2", m, st.Commit)
+	}
+}
+
+// A follower answers a heartbeat ahead of its write of the entries that came
+// in the same Ready, but acknowledges the entries only once they are
+// written.
+func TestHandlerSendsHeartbeatAnswersAheadOfItsWrite(t *testing.T) {
+	h, r := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
+	// Node 2 leads term 1; node 1 takes its first entry, so term 1 is
+	// durable.
+	mustStep(t, h, raft.Message{Type: raft.MsgAppendRequest, From: 2, To: 1, Term: 1,
+		Entries: []raft.Entry{{Term: 1, Index: 1}}, Commit: 0})
+	r.sent, r.failing = nil, errors.New("disk on fire")
+	if err := h.Step(raft.Message{Type: raft.MsgAppendRequest, From: 2, To: 1, Term: 1, LogIndex: 1, LogTerm: 1,
+		Entries: []raft.Entry{{Term: 1, Index: 2, Data: []byte("x")}}, Commit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Step(raft.Message{Type: raft.MsgHeartbeatRequest, From: 2, To: 1, Term: 1, Commit: 1, ReadRound: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Handle(); !errors.Is(err, ErrStorage) {
+		t.Fatalf("Handle with a failing storage: %v, want ErrStorage", err)
+	}
+	if len(r.sent) != 1 || r.sent[0].Type != raft.MsgHeartbeatResponse || r.sent[0].ReadRound != 3 {
+		t.Fatalf("sent %v while the write failed: want the heartbeat answer only", r.sent)
+	}
+}
+
+// A committed entry is applied, and its proposer answered, ahead of the
+// write of the entries proposed since: it is durable on a quorum already.
+// Here that write fails and holds the Ready, and the proposer of the
+// committed entry has its answer all the same; the new entry waits.
+func TestHandlerAppliesCommittedEntriesAheadOfItsWrite(t *testing.T) {
+	h, r := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
+	elect(t, h, r)
+	var first, second []Result
+	if err := h.Propose([]byte("x=1"), func(res Result) { first = append(first, res) }); err != nil {
+		t.Fatal(err)
+	}
+	mustHandle(t, h)
+	if err := h.Propose([]byte("y=2"), func(res Result) { second = append(second, res) }); err != nil {
+		t.Fatal(err)
+	}
+	// 2's acknowledgement of x=1 arrives with y=2 unwritten: one Ready
+	// commits x=1 and writes y=2, and that write fails.
+	r.failing = errors.New("disk on fire")
+	st := h.Core().Status()
+	if err := h.Step(raft.Message{Type: raft.MsgAppendResponse, From: 2, To: 1, Term: st.Term, LogIndex: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Handle(); !errors.Is(err, ErrStorage) {
+		t.Fatalf("Handle with a failing storage: %v, want ErrStorage", err)
+	}
+	if len(first) != 1 || first[0].Value != "x=1" || first[0].Err != nil {
+		t.Fatalf("the proposer of the committed entry heard %+v while the next write failed, want its result", first)
+	}
+	if len(second) != 0 {
+		t.Fatalf("the proposer of the unwritten entry heard %+v", second)
+	}
+	// Once the write works, the Ready goes on without applying x=1 twice
+	// (apply asserts the order), and y=2 commits.
+	r.failing = nil
+	if err := h.Tick(); err != nil {
+		t.Fatal(err)
+	}
+	acknowledge(t, h)
+	if len(first) != 1 || len(second) != 1 || second[0].Value != "y=2" {
+		t.Fatalf("after the write worked: first %+v, second %+v", first, second)
 	}
 }

@@ -314,14 +314,14 @@ func (n *Node) Propose(ctx context.Context, data []byte) (any, error) {
 
 // Forward proposes data from any role (Handler.Forward) and returns once
 // the core took it: a leader appended it, a follower queued it for its
-// leader. It does not wait for the entry: the caller recognizes it when
-// the state machine applies it. It fails with raft.ErrNotLeader if no
-// leader is known, ErrStorage while the storage fails, or ctx's error or
-// ErrStopped if it never reached the loop; in all those cases the
-// proposal went nowhere.
-func (n *Node) Forward(ctx context.Context, data []byte) error {
+// leader. It does not wait for the entry: w hears, on the loop goroutine,
+// where it went and how it ended (ForwardWaiter). It fails with
+// raft.ErrNotLeader if no leader is known, ErrStorage while the storage
+// fails, or ctx's error or ErrStopped if it never reached the loop; in all
+// those cases the proposal went nowhere and w hears nothing.
+func (n *Node) Forward(ctx context.Context, data []byte, w ForwardWaiter) error {
 	var err error
-	if doErr := n.do(ctx, func() { err = n.h.Forward(data) }); doErr != nil {
+	if doErr := n.do(ctx, func() { err = n.h.Forward(data, w) }); doErr != nil {
 		return doErr
 	}
 	return err

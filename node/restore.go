@@ -92,8 +92,9 @@ func (h *Handler) restored(err error, install func()) {
 	if h.stopped != nil {
 		return
 	}
-	// Errors stop the handler; the next Handle returns them.
-	_ = h.applyAndAdvance(rd)
+	// Errors stop the handler; the next Handle returns them. A Ready
+	// with a snapshot is never applied ahead of its write (applyAhead).
+	_ = h.applyAndAdvance(rd, false)
 }
 
 // Restoring reports whether a snapshot from the leader is being restored

@@ -13,6 +13,10 @@ var (
 	// leadership transfer is in progress, or the uncommitted log is over
 	// Config.MaxUncommittedBytes); retry later.
 	ErrProposalDropped = errors.New("raft: proposal dropped")
+	// ErrForwardUnanswered means a proposal a follower forwarded got no
+	// answer from the leader in time (Forward): it may or may not have
+	// been appended.
+	ErrForwardUnanswered = errors.New("raft: forwarded proposal unanswered")
 	// ErrConfChangePending means another membership change, or the leader's
 	// first entry of its term, is not committed yet (dissertation §4.1).
 	ErrConfChangePending = errors.New("raft: membership change pending")

@@ -49,17 +49,26 @@ const (
 	// MsgReadIndexResponse answers a MsgReadIndexRequest, echoing its
 	// ReadRound: LogIndex is the read index, confirmed by a quorum round
 	// that started after the request arrived; or Reject (with LogIndex 0)
-	// when the recipient does not lead the term. Every other field past
-	// Term is zero.
+	// when the recipient does not lead the term: it is a follower or
+	// candidate, the request is of an older term, or it led and was
+	// deposed while it held the request. Every other field past Term is
+	// zero.
 	MsgReadIndexResponse
 	// MsgProposalRequest carries proposals a follower forwards to its
 	// leader (etcd's MsgProp): Entries holds one normal entry per
 	// proposal, with Index and Term zero, which the leader appends as if
-	// proposed locally (Core.Propose's checks). It has no response: a
-	// proposal dropped anywhere is simply not applied, and the follower
-	// learns the outcome of one that was appended only from its own log
-	// (docs/raft.md, "Forwarded proposals").
+	// proposed locally (Core.Propose's checks). ReadRound numbers the
+	// request, from the follower's counter of read index requests; every
+	// other field past Term is zero (docs/raft.md, "Forwarded
+	// proposals").
 	MsgProposalRequest
+	// MsgProposalResponse answers a MsgProposalRequest, echoing its
+	// ReadRound: the leader appended its proposals from LogIndex on, in
+	// LogTerm (its term); or Reject, with no index, and Lead the node the
+	// refusing node takes for the leader (itself if it leads but takes no
+	// proposals for now, the target of a transfer, 0 for none): they were
+	// appended nowhere.
+	MsgProposalResponse
 )
 
 var messageTypeNames = [...]string{
@@ -77,6 +86,7 @@ var messageTypeNames = [...]string{
 	MsgReadIndexRequest:  "ReadIndexRequest",
 	MsgReadIndexResponse: "ReadIndexResponse",
 	MsgProposalRequest:   "ProposalRequest",
+	MsgProposalResponse:  "ProposalResponse",
 }
 
 // String returns the type's name without the Msg prefix.
@@ -88,13 +98,13 @@ func (t MessageType) String() string {
 }
 
 // Valid reports whether t is a known message type.
-func (t MessageType) Valid() bool { return t >= MsgVoteRequest && t <= MsgProposalRequest }
+func (t MessageType) Valid() bool { return t >= MsgVoteRequest && t <= MsgProposalResponse }
 
 // IsResponse reports whether t answers a request.
 func (t MessageType) IsResponse() bool {
 	switch t {
 	case MsgVoteResponse, MsgPreVoteResponse, MsgAppendResponse, MsgHeartbeatResponse, MsgSnapshotResponse,
-		MsgReadIndexResponse:
+		MsgReadIndexResponse, MsgProposalResponse:
 		return true
 	}
 	return false
@@ -151,6 +161,9 @@ type Message struct {
 	// Transfer marks a VoteRequest sent because of a leadership transfer;
 	// voters grant it even while they hear from a leader (§3.10).
 	Transfer bool
+	// Lead, in a refusing ProposalResponse, is the node the sender takes
+	// for the leader (0: none); zero in every other message.
+	Lead uint64
 }
 
 // String formats the message compactly for logs and transcripts.
@@ -184,6 +197,12 @@ func (m Message) String() string {
 		}
 	case MsgProposalRequest:
 		s += fmt.Sprintf(" proposals=%d", len(m.Entries))
+	case MsgProposalResponse:
+		if m.Reject {
+			s += fmt.Sprintf(" lead=%d", m.Lead)
+		} else {
+			s += fmt.Sprintf(" at=%d/%d", m.LogIndex, m.LogTerm)
+		}
 	}
 	if m.ReadRound != 0 {
 		s += fmt.Sprintf(" read=%d", m.ReadRound)

@@ -56,6 +56,7 @@ type Core struct {
 	needBroadcast bool
 
 	reads      readIndex
+	forwards   forwarding
 	readStates []ReadState
 	// droppedReads are this node's reads that will never be confirmed
 	// (Ready.DroppedReads).
@@ -286,7 +287,7 @@ func (r *Core) reset(term uint64) {
 	r.pendingConfIndex = 0
 	r.uncommittedBytes = 0
 	r.needBroadcast = false
-	r.droppedReads = append(r.droppedReads, r.reads.reset()...)
+	r.dropReads()
 	r.ignoredPreVotes = nil
 }
 
@@ -309,7 +310,7 @@ func (r *Core) becomePreCandidate() {
 	r.lead = 0
 	r.role = PreCandidate
 	// Reads asked of the leader it gave up on will not be answered.
-	r.droppedReads = append(r.droppedReads, r.reads.reset()...)
+	r.dropReads()
 }
 
 func (r *Core) becomeCandidate() {
@@ -487,6 +488,17 @@ func (r *Core) Step(m Message) error {
 		if err := checkProposalRequest(m); err != nil {
 			return err
 		}
+	case m.Type == MsgProposalResponse:
+		if err := checkProposalResponse(m); err != nil {
+			return err
+		}
+		// The answer is a fact whatever the terms (a refusal: appended
+		// nowhere; an acceptance: where), so it is taken first; a newer
+		// term then deposes this node as any message's would.
+		r.handleProposalResponse(m)
+		if m.Term <= r.term {
+			return nil
+		}
 	}
 	switch {
 	case m.Term > r.term:
@@ -522,6 +534,14 @@ func (r *Core) Step(m Message) error {
 			r.send(Message{Type: MsgAppendResponse, To: m.From})
 		case MsgPreVoteRequest:
 			r.send(Message{Type: MsgPreVoteResponse, To: m.From, Reject: true})
+		case MsgReadIndexRequest:
+			// A follower of a leader deposed since: refuse in our term, so
+			// that it fails its reads now (and learns of the term) rather
+			// than waiting for the next leader to reach it.
+			r.refuseReadIndex(m)
+		case MsgProposalRequest:
+			// Likewise for its proposals, naming the leader we know.
+			r.refuseRequest(m)
 		}
 		// Otherwise a stale message is ignored (Raft §5.1).
 		return nil
@@ -555,28 +575,6 @@ func checkEntries(m Message) error {
 			return fmt.Errorf("%w: %v from %d in term %d: entry %d has term %d after term %d", ErrInvalidMessage, m.Type, m.From, m.Term, e.Index, e.Term, prevTerm)
 		}
 		prevTerm = e.Term
-	}
-	return nil
-}
-
-// checkProposalRequest refuses a forwarded proposal that Forward never
-// sends: no proposals, one that is not a normal entry with data and zero
-// index and term, or any field a proposal request does not use. A
-// membership change in particular must never be forwarded: it would skip
-// ProposeConfChange's checks.
-func checkProposalRequest(m Message) error {
-	if len(m.Entries) == 0 {
-		return fmt.Errorf("%w: %v from %d carries no proposals", ErrInvalidMessage, m.Type, m.From)
-	}
-	for i, e := range m.Entries {
-		if e.Type != EntryNormal || e.Index != 0 || e.Term != 0 || len(e.Data) == 0 {
-			return fmt.Errorf("%w: %v from %d: proposal %d is a %v entry at %d/%d with %d bytes; want a normal entry with data and no index or term",
-				ErrInvalidMessage, m.Type, m.From, i, e.Type, e.Index, e.Term, len(e.Data))
-		}
-	}
-	if m.LogIndex != 0 || m.LogTerm != 0 || m.Commit != 0 || m.Reject || m.HintIndex != 0 || m.HintTerm != 0 ||
-		m.ReadRound != 0 || m.Transfer || !m.Snapshot.IsEmpty() || len(m.Snapshot.Data) != 0 {
-		return fmt.Errorf("%w: %v from %d sets fields a proposal request does not use", ErrInvalidMessage, m.Type, m.From)
 	}
 	return nil
 }
@@ -672,6 +670,9 @@ func stepFollower(r *Core, m Message) {
 		r.refuseReadIndex(m)
 	case MsgReadIndexResponse:
 		r.handleReadIndexResponse(m)
+	case MsgProposalRequest:
+		// No second hop: the sender's leader is stale; say which we know.
+		r.refuseRequest(m)
 	}
 }
 
@@ -709,6 +710,8 @@ func stepCandidate(r *Core, m Message) {
 		r.handleSnapshot(m)
 	case MsgReadIndexRequest:
 		r.refuseReadIndex(m)
+	case MsgProposalRequest:
+		r.refuseRequest(m)
 	case response:
 		switch r.poll(m.From, !m.Reject) {
 		case quorum.VoteWon:
@@ -770,20 +773,6 @@ func stepLeader(r *Core, m Message) {
 		r.sendAppend(m.From, true)
 	case MsgProposalRequest:
 		r.appendForwarded(m)
-	}
-}
-
-// appendForwarded appends the proposals a follower forwarded as if they
-// were proposed here, under Propose's checks (not a voter, a transfer in
-// progress, the uncommitted-bytes limit) for the batch as a whole. A
-// refused batch is dropped without an answer: the follower learns the
-// outcome of its proposals only from its own log.
-func (r *Core) appendForwarded(m Message) {
-	if r.checkProposal(entriesBytes(m.Entries)) != nil {
-		return
-	}
-	for _, e := range m.Entries {
-		r.appendEntry(Entry{Type: EntryNormal, Data: e.Data})
 	}
 }
 
@@ -1024,7 +1013,10 @@ func (r *Core) bcastHeartbeat(round uint64) {
 
 // Tick advances the core's clock by one tick: election timeouts on
 // followers and candidates, heartbeats and check-quorum on the leader.
-func (r *Core) Tick() { r.tick(r) }
+func (r *Core) Tick() {
+	r.tick(r)
+	r.tickForwards()
+}
 
 // Campaign starts an election now, as if the election timeout had elapsed
 // (with pre-vote if configured). Tests and operators use it.
@@ -1039,50 +1031,6 @@ func (r *Core) Propose(data []byte) (index, term uint64, err error) {
 	}
 	index = r.appendEntry(Entry{Type: EntryNormal, Data: data})
 	return index, r.term, nil
-}
-
-// Forward proposes data from whichever role this node has: a leader
-// appends it as Propose does; a follower that knows its leader sends it
-// there in a MsgProposalRequest (proposals made between two Readies travel
-// together), and the leader appends it as if proposed locally. Unlike
-// Propose, the caller learns no index: the follower's proposal may be
-// dropped on the way or by the leader without an answer, so the caller
-// must recognize its entry when it is applied (the server puts a request
-// ID in data) and give up on its own clock. It fails with ErrNotLeader if
-// no leader is known, and, on a leader, as Propose does.
-func (r *Core) Forward(data []byte) error {
-	if len(data) == 0 {
-		// An empty normal entry is the leader's no-op; a proposal
-		// request never carries one (checkProposalRequest).
-		return fmt.Errorf("%w: empty proposal", ErrProposalDropped)
-	}
-	if r.role == Leader {
-		_, _, err := r.Propose(data)
-		return err
-	}
-	if r.lead == 0 || r.role != Follower {
-		return fmt.Errorf("%w: node %d is %v and knows no leader to forward to", ErrNotLeader, r.id, r.role)
-	}
-	// Batch with the proposals already waiting for this Ready, up to an
-	// append's size.
-	if n := len(r.msgs); n > 0 {
-		last := &r.msgs[n-1]
-		if last.Type == MsgProposalRequest && last.To == r.lead && last.Term == r.term &&
-			entriesBytes(last.Entries)+uint64(len(data)) <= r.cfg.MaxAppendBytes {
-			last.Entries = append(last.Entries, Entry{Type: EntryNormal, Data: data})
-			return nil
-		}
-	}
-	r.send(Message{Type: MsgProposalRequest, To: r.lead, Entries: []Entry{{Type: EntryNormal, Data: data}}})
-	return nil
-}
-
-func entriesBytes(entries []Entry) uint64 {
-	var size uint64
-	for _, e := range entries {
-		size += uint64(len(e.Data))
-	}
-	return size
 }
 
 // ProposeConfChange proposes a membership change (dissertation §4.1). It is
@@ -1226,7 +1174,7 @@ func (r *Core) HasReady() bool {
 	return (r.role == Leader && (r.needBroadcast || r.reads.needHeartbeat)) ||
 		r.softState() != r.prevSoft || r.hardState() != r.prevHard ||
 		len(r.log.unstable.entries) > 0 || r.log.pendingSnapshot() != nil ||
-		len(r.msgs) > 0 || len(r.readStates) > 0 || len(r.droppedReads) > 0 || r.reads.needRequest ||
+		len(r.msgs) > 0 || len(r.readStates) > 0 || len(r.droppedReads) > 0 || len(r.forwards.results) > 0 || r.reads.needRequest ||
 		r.log.hasNextCommittedEntries()
 }
 
@@ -1243,6 +1191,7 @@ func (r *Core) Ready() Ready {
 		Messages:         r.msgs,
 		ReadStates:       r.readStates,
 		DroppedReads:     r.droppedReads,
+		ForwardResults:   r.forwards.results,
 	}
 	if soft := r.softState(); soft != r.prevSoft {
 		rd.SoftState = &soft
@@ -1264,6 +1213,7 @@ func (r *Core) Ready() Ready {
 	r.msgs = nil
 	r.readStates = nil
 	r.droppedReads = nil
+	r.forwards.results = nil
 	r.readyOutstanding = true
 	return rd
 }

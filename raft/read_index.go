@@ -53,24 +53,43 @@ type forwardedRead struct {
 	id, request uint64
 }
 
-// reset forgets every read, and returns the IDs of this node's own reads
-// that will now never be confirmed. The follower's request number stays.
-func (ri *readIndex) reset() (dropped []uint64) {
+// reset forgets every read. It returns the IDs of this node's own reads
+// that will now never be confirmed, and the followers' requests a leader
+// held, which the caller must refuse: their followers would otherwise wait
+// for an answer that never comes. The follower's request number stays.
+func (ri *readIndex) reset() (dropped []uint64, refused []readRequest) {
 	for _, p := range ri.pending {
 		if p.from == 0 {
 			dropped = append(dropped, p.id)
+		} else {
+			refused = append(refused, p.readRequest)
 		}
 	}
 	for _, w := range ri.waiting {
 		if w.from == 0 {
 			dropped = append(dropped, w.id)
+		} else {
+			refused = append(refused, w)
 		}
 	}
 	for _, f := range ri.forwarded {
 		dropped = append(dropped, f.id)
 	}
 	*ri = readIndex{firstRequest: ri.firstRequest, requested: ri.requested}
-	return dropped
+	return dropped, refused
+}
+
+// dropReads forgets every read (readIndex.reset): this node's own come out
+// in Ready.DroppedReads, and the followers' requests a deposed leader held
+// are refused, in its new term, so that each follower fails its reads at
+// once (its caller retries on the leader) rather than when it learns of
+// the new term some other way.
+func (r *Core) dropReads() {
+	dropped, refused := r.reads.reset()
+	r.droppedReads = append(r.droppedReads, dropped...)
+	for _, req := range refused {
+		r.send(Message{Type: MsgReadIndexResponse, To: req.from, ReadRound: req.id, Reject: true})
+	}
 }
 
 // ReadIndex asks for a linearizable read (dissertation §6.4). It returns
@@ -146,18 +165,13 @@ func (r *Core) sendReadRequest() {
 	if r.role != Follower || r.lead == 0 {
 		return
 	}
-	if r.reads.firstRequest == 0 {
-		// 62 random bits, from an interface that draws ints.
-		start := uint64(r.cfg.Rand.IntN(1<<31))<<31 | uint64(r.cfg.Rand.IntN(1<<31))
-		r.reads.firstRequest, r.reads.requested = start+1, start
-	}
-	r.reads.requested++
+	request := r.nextRequest()
 	for i := range r.reads.forwarded {
 		if r.reads.forwarded[i].request == 0 {
-			r.reads.forwarded[i].request = r.reads.requested
+			r.reads.forwarded[i].request = request
 		}
 	}
-	r.send(Message{Type: MsgReadIndexRequest, To: r.lead, ReadRound: r.reads.requested})
+	r.send(Message{Type: MsgReadIndexRequest, To: r.lead, ReadRound: request})
 }
 
 // handleReadIndexResponse takes the leader's answer to request m.ReadRound
@@ -189,7 +203,7 @@ func (r *Core) handleReadIndexResponse(m Message) {
 // request numbered 0, a confirmation at index 0 (a leader's read index is at least its first
 // entry of the term) or a refusal carrying an index.
 func (r *Core) checkReadIndexMessage(m Message) error {
-	unused := m.LogTerm != 0 || m.Commit != 0 || m.HintIndex != 0 || m.HintTerm != 0 || m.Transfer ||
+	unused := m.LogTerm != 0 || m.Commit != 0 || m.HintIndex != 0 || m.HintTerm != 0 || m.Lead != 0 || m.Transfer ||
 		len(m.Entries) != 0 || !m.Snapshot.IsEmpty() || len(m.Snapshot.Data) != 0
 	switch {
 	case m.Type == MsgReadIndexRequest && (unused || m.LogIndex != 0 || m.Reject):

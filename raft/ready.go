@@ -65,7 +65,9 @@ type ReadState struct {
 //     at Advance (dissertation §10.2.1).
 //  3. Apply Snapshot (if not empty) and then CommittedEntries to the state
 //     machine, in order. Serve ReadStates once applied through their index;
-//     fail the reads of DroppedReads.
+//     fail the reads of DroppedReads. Tell the callers of Forward what
+//     became of their proposals (ForwardResults), before applying: a
+//     proposal placed at an index this Ready commits waits for it.
 //  4. Call Advance(rd): it confirms step 1, and only then does a leader
 //     count its own copy of rd.Entries.
 //
@@ -96,6 +98,9 @@ type Ready struct {
 	// confirmed: the node lost leadership, or (on a follower) its leader
 	// changed, gave up on it, or refused. Their callers retry.
 	DroppedReads []uint64
+	// ForwardResults say what became of proposals made with Forward:
+	// appended where, refused, or unanswered (ForwardResult).
+	ForwardResults []ForwardResult
 	// MustSync says whether step 1 must sync to disk before step 2 (the
 	// term, vote, entries or snapshot changed; a commit index alone may be
 	// written lazily).

@@ -57,7 +57,18 @@ type APIConfig struct {
 	// holder's side the leader frees its lease (session.go). 0: the
 	// defaults, SessionKeepAliveDefault and SessionGraceDefault.
 	SessionKeepAlive, SessionGrace time.Duration
+	// StreamWriteTimeout bounds how long an event stream may take to hand
+	// one event (or a keep-alive) to its client's connection; a client that
+	// does not read for that long is cut off, and its next watch starts
+	// from the latest state. 0: StreamWriteTimeoutDefault.
+	StreamWriteTimeout time.Duration
 }
+
+// StreamWriteTimeoutDefault is APIConfig.StreamWriteTimeout's default: long
+// beside any event's write on a live connection, short beside how long a
+// stuck client would otherwise hold a goroutine, a connection and a place
+// under WatchesMax.
+const StreamWriteTimeoutDefault = 10 * time.Second
 
 // API serves the HTTP/JSON API (docs/API.md) over a Replica. Any node
 // accepts any request: writes and linearizable reads that need the leader
@@ -88,6 +99,9 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 	}
 	if cfg.Limits == (Limits{}) {
 		cfg.Limits = DefaultLimits()
+	}
+	if cfg.StreamWriteTimeout <= 0 {
+		cfg.StreamWriteTimeout = StreamWriteTimeoutDefault
 	}
 	if cfg.WatchesMax <= 0 {
 		cfg.WatchesMax = DefaultHTTPLimits().WatchesMax
@@ -177,6 +191,10 @@ func (s *statusRecorder) WriteHeader(code int) {
 	s.code = code
 	s.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.ResponseController reach the connection (a stream's
+// write deadline).
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func (s *statusRecorder) Flush() {
 	if f, ok := s.ResponseWriter.(http.Flusher); ok {
@@ -450,9 +468,23 @@ func (a *API) proposeFromFollower(w http.ResponseWriter, r *request, cmd Command
 	}
 	res, err := f.ProposeForwarded(r.Context(), cmd)
 	if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoPeerRoute) {
-		// Refused before it left this node: HTTP forwarding answers
+		// Refused before it left this node, or lost to another leader's
+		// entry at its index: not applied, so HTTP forwarding answers
 		// (unavailable, if no leader is known).
 		return a.forward(w, r)
+	}
+	if refused, ok := errors.AsType[*ForwardRefusedError](err); ok {
+		// Appended nowhere: unavailable, naming the node the refusing
+		// one takes for the leader, in the body and in Coord-Leader, so
+		// that the client retries there at once.
+		ae := fail(api.CodeUnavailable, refused.Error())
+		ae.body.Leader = new(refused.Lead)
+		if refused.Lead != 0 {
+			w.Header().Set(api.HeaderLeader, strconv.FormatUint(refused.Lead, 10))
+		} else {
+			w.Header().Del(api.HeaderLeader)
+		}
+		return ae
 	}
 	if err != nil {
 		return err
@@ -704,14 +736,39 @@ const streamKeepAlive = 15 * time.Second
 
 // stream sends an event ("change", the same JSON as the long poll) each
 // time current() moves away from the last revision sent, starting from rev.
+//
+// A stream never holds a lock while it writes, and each write has a
+// deadline (StreamWriteTimeout): a client that stops reading blocks only
+// its own stream, and only until the deadline, when the stream ends and
+// frees its connection and its place under WatchesMax. A slow client that
+// does read misses nothing it is owed: each write sends the latest state,
+// not a queue of states (docs/API.md).
 func (a *API) stream(w http.ResponseWriter, r *request, what Watched, rev uint64, current func() uint64, body func() (int, any)) error {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		return fmt.Errorf("server: streaming unsupported by this connection")
 	}
+	rc := http.NewResponseController(w)
+	// send writes b and flushes it within the write timeout. A connection
+	// that takes no deadline (a test recorder) is written without one.
+	send := func(b []byte) error {
+		_ = rc.SetWriteDeadline(time.Now().Add(a.cfg.StreamWriteTimeout))
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		flusher.Flush()
+		// Flush reports no error; a write that failed at the deadline
+		// shows in the next one, or the client's end shows in the context.
+		return r.Context().Err()
+	}
+	// net/http sets no write deadline of its own between requests (the
+	// server has no WriteTimeout): lift ours for whatever follows on the
+	// connection.
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
+	_ = rc.SetWriteDeadline(time.Now().Add(a.cfg.StreamWriteTimeout))
 	flusher.Flush()
 	keepAlive := time.NewTicker(streamKeepAlive)
 	defer keepAlive.Stop()
@@ -729,18 +786,16 @@ func (a *API) stream(w http.ResponseWriter, r *request, what Watched, rev uint64
 				frame = fmt.Appendf(nil, "event: %s\nid: %d\ndata: %s\n\n", api.EventChange, rev, data)
 				a.frames.put(what, rev, frame)
 			}
-			if _, err := w.Write(frame); err != nil {
-				return nil // the client went away
+			if err := send(frame); err != nil {
+				return nil // the client went away, or stopped reading
 			}
-			flusher.Flush()
 		}
 		select {
 		case <-changed:
 		case <-keepAlive.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+			if err := send([]byte(": keep-alive\n\n")); err != nil {
 				return nil
 			}
-			flusher.Flush()
 		case <-r.Context().Done():
 			return nil
 		}

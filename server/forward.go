@@ -8,6 +8,10 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"coord/node"
+	"coord/raft"
 )
 
 // ErrNoPeerRoute means a follower could not forward a write over the Raft
@@ -112,11 +116,38 @@ func (f *forwardWaiters) failAll(err error) {
 	}
 }
 
+// ForwardRefusedError is a forwarded write the leader, or the node this
+// follower took for it, refused: it was appended nowhere, so a retry is
+// safe. Lead is the node the refusing node named as the leader (itself if
+// it leads but takes no writes for now, the target of a leadership
+// transfer in progress; 0: none known). The API answers unavailable,
+// naming Lead.
+type ForwardRefusedError struct {
+	Lead uint64
+	Err  error
+}
+
+func (e *ForwardRefusedError) Error() string {
+	return fmt.Sprintf("server: forwarded write refused, not applied: %v", e.Err)
+}
+
+func (e *ForwardRefusedError) Unwrap() error { return e.Err }
+
 // ProposeForwarded implements ProposalForwarder. The write carries this
 // node's ID and a fresh request number (Command.Origin, Request); the
 // state machine answers it when this node applies its entry, with the
 // result its own Apply computed, which is the leader's (Apply is
 // deterministic). A leader proposes it locally (raft.Core.Forward).
+//
+// The leader answers where it appended the write, or that it refused it
+// (node.ForwardWaiter). A refusal ends the wait at once
+// (ForwardRefusedError). Once placed, the write's fate is certain even if
+// the leader changes: this node waits for its index and answers from the
+// entry committed there, its own (the result) or another (not applied,
+// ErrNotLeader). Unknown (ErrOutcomeUnknown) is left for what truly is:
+// the leader changed before it said where the write went (after a grace
+// of one heartbeat interval for its answer to arrive), the context ended,
+// the node stopped, or a snapshot covered the index.
 func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error) {
 	// Taken before the status: a change of leader or term from this point
 	// on closes it, and then shows in the status.
@@ -135,26 +166,81 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 	id, outcome := n.sm.forwards.add()
 	defer n.sm.forwards.remove(id)
 	cmd.Request = id
-	if err := n.shell.Forward(ctx, cmd.Marshal()); err != nil {
+	placed, verdict := make(chan struct{}), make(chan node.Result, 1)
+	w := node.ForwardWaiter{
+		Placed: func(uint64, uint64) { close(placed) },
+		Done:   func(r node.Result) { verdict <- r },
+	}
+	if err := n.shell.Forward(ctx, cmd.Marshal(), w); err != nil {
 		// Refused on this node: it went nowhere.
 		return Result{}, mapErr(err)
 	}
 	n.sm.forwards.handed.Add(1)
+	var (
+		where      = "the leader changed before it said where the write went"
+		isPlaced   bool
+		unanswered bool
+		moved      bool // the leader or term changed
+		grace      <-chan time.Time
+	)
 	for {
 		select {
 		case o := <-outcome:
 			return o.res, o.err
-		case <-changed:
-			if st := n.shell.Status(); st.Lead != lead || st.Term != term {
-				return n.forwardGaveUp(outcome, fmt.Sprintf("the leader changed from %d in term %d to %d in term %d", lead, term, st.Lead, st.Term))
+		case r := <-verdict:
+			if !errors.Is(r.Err, raft.ErrForwardUnanswered) {
+				return n.forwardEnded(outcome, r)
 			}
+			// No answer: wait, as without one, for the entry by its
+			// request number, until the leader changes.
+			verdict, unanswered, where = nil, true, "the leader never said where the write went"
+			if moved {
+				return n.forwardGaveUp(outcome, where)
+			}
+		case <-placed:
+			placed, isPlaced = nil, true
+		case <-changed:
 			changed = n.shell.RoleChanged()
+			if st := n.shell.Status(); !moved && (st.Lead != lead || st.Term != term) {
+				moved = true
+				where = fmt.Sprintf("the leader changed from %d in term %d to %d in term %d before it said where the write went", lead, term, st.Lead, st.Term)
+				switch {
+				case isPlaced:
+					// The entry committed at its index will tell.
+				case unanswered:
+					return n.forwardGaveUp(outcome, where)
+				default:
+					// A deposed leader answers what it received; give its
+					// answer a heartbeat interval to arrive.
+					grace = time.After(n.cfg.TickInterval * time.Duration(n.cfg.HeartbeatTicks))
+				}
+			}
+		case <-grace:
+			return n.forwardGaveUp(outcome, where)
 		case <-ctx.Done():
 			return n.forwardGaveUp(outcome, ctx.Err().Error())
 		case <-n.shell.Done():
 			return n.forwardGaveUp(outcome, "the node stopped")
 		}
 	}
+}
+
+// forwardEnded answers a forwarded write from the handler's verdict:
+// applied here (the state machine's result), refused (appended nowhere),
+// lost to another entry at its index (never applied), or unknown.
+func (n *Node) forwardEnded(outcome <-chan forwardOutcome, r node.Result) (Result, error) {
+	if r.Err == nil {
+		if res, ok := r.Value.(Result); ok {
+			return res, nil
+		}
+		// Applied before the leader's answer came: the state machine
+		// answered by request number already.
+		return n.forwardGaveUp(outcome, "its entry applied before the leader's answer")
+	}
+	if refused, ok := errors.AsType[*node.RefusedError](r.Err); ok {
+		return Result{}, &ForwardRefusedError{Lead: refused.Lead, Err: refused}
+	}
+	return Result{}, mapErr(r.Err)
 }
 
 // forwardGaveUp answers a forwarded write whose wait ended before its

@@ -3,13 +3,16 @@ package server
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -442,5 +445,102 @@ func TestLeaseSessionGraceFlag(t *testing.T) {
 	cfg.LeaseSessionGrace = 10 * time.Millisecond
 	if err := cfg.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "LeaseSessionGrace") {
 		t.Errorf("Config.Validate with LeaseSessionGrace 10ms: %v", err)
+	}
+}
+
+// TestStreamCutsOffAClientThatStopsReading opens two streams of one key:
+// one client reads, the other never does (a small receive buffer, so that
+// the server's writes to it soon block). Large values are put until the
+// server has ended a stream, bounded in count: the stuck stream must end
+// (its place under WatchesMax freed, its connection closed) by its write
+// timeout, while every put is answered and the reading stream stays and
+// sees the last one. Without the write deadline the stuck stream blocks in
+// its write for as long as the client stays. The timeout (1 s) is long
+// beside the reading client's time to take one event (256 KB) even on a
+// loaded machine, so that only the stuck stream is cut.
+func TestStreamCutsOffAClientThatStopsReading(t *testing.T) {
+	f, metrics := newFake(1, 1), NewMetrics()
+	url := limitedServer(t, NewAPI(f, APIConfig{Metrics: metrics, StreamWriteTimeout: time.Second}), DefaultHTTPLimits(), nil)
+
+	// The reading stream: the revisions it sees.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url+"/v1/watch/kv/s?stream=true", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	seen := make(chan uint64, 4096)
+	go func() {
+		defer close(seen)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var kv api.KeyResponse
+				if json.Unmarshal([]byte(data), &kv) == nil {
+					seen <- kv.Revision
+				}
+			}
+		}
+	}()
+
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return errors.Join(err, serr)
+	}}
+	stuck, err := d.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	if _, err := fmt.Fprintf(stuck, "GET /v1/watch/kv/s?stream=true HTTP/1.1\r\nHost: coord\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); metricValue(t, metrics, "coord_http_watches") != 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v watches served, want the two streams", metricValue(t, metrics, "coord_http_watches"))
+		}
+		time.Sleep(5 * time.Millisecond) // a retry period, not a wait for a state: the request is on its way
+	}
+
+	value := strings.Repeat("v", 256<<10)
+	var last, latest uint64 // the last put, and the latest revision the reader saw
+	for i := 0; metricValue(t, metrics, "coord_http_watches") == 2; i++ {
+		if i == 1000 { // about 256 MB through the reading stream
+			t.Fatal("the stream of a client that stopped reading never ended")
+		}
+		r := call(t, "PUT", url+"/v1/kv/s", value).want(t, 200)
+		last = uint64(r.body["revision"].(float64))
+		for drained := false; !drained; {
+			select {
+			case rev := <-seen:
+				latest = max(latest, rev)
+			default:
+				drained = true
+			}
+		}
+	}
+	for latest < last {
+		select {
+		case rev, ok := <-seen:
+			if !ok {
+				t.Fatalf("the reading stream ended before it saw the last put (revision %d; saw %d)", last, latest)
+			}
+			latest = max(latest, rev)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the reading stream saw revision %d, not the last put's %d, in 30 s", latest, last)
+		}
+	}
+	if n := metricValue(t, metrics, "coord_http_watches"); n != 1 {
+		t.Fatalf("%v watches served after the stuck stream ended, want the reading one", n)
+	}
+	// The server closed the stuck connection: reading it to the end
+	// returns (EOF or a reset), not at the read deadline.
+	stuck.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.Copy(io.Discard, stuck); errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("the server kept the stuck stream's connection open")
 	}
 }

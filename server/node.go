@@ -205,6 +205,9 @@ type Node struct {
 	// dashboard, /readyz and the per-peer metrics (observe.go).
 	obs   *observer
 	reads readRounds
+	// renewals are the rounds that confirm renewals answered by the
+	// leader (renewOnLeader): at most one every renewRoundInterval.
+	renewals readRounds
 
 	stop          chan struct{}
 	watchDone     chan struct{}
@@ -466,6 +469,7 @@ func (n *Node) open() error {
 	shell.Store(s)
 	n.shell = s
 	n.reads.readIndex = s.ReadIndex
+	n.renewals.readIndex, n.renewals.minGap = s.ReadIndex, renewRoundInterval
 	n.log.Info("node started", "term", ds.hardState.Term, "commit", ds.hardState.Commit, "snapshot", ds.snapshot,
 		"last_index", ds.last, "bootstrap", len(nc.Raft.Peers) > 0)
 	return nil
@@ -838,9 +842,10 @@ func proposeAnswer(r node.Result) (Result, error) {
 
 // renewOnLeader answers a renewal without a Raft write, as etcd's lessor
 // does: the leader confirms with a quorum that it still leads (a ReadIndex
-// round, which also applies everything committed before the request
-// arrived), checks the holder and token against its state, and moves its
-// own deadline to now plus the TTL. The package doc ("Lease expiry") says
+// round started after the request arrived, which also applies everything
+// committed before it; renewals share rounds, at most one every
+// renewRoundInterval), checks the holder and token against its state, and
+// moves its own deadline to now plus the TTL. The package doc ("Lease expiry") says
 // why this is safe. It answers (answered false) nothing it cannot answer
 // that way: a renewal that changes the TTL, one on a node that does not
 // lead (or whose lessor is not promoted yet), and one whose deadline passed
@@ -849,7 +854,7 @@ func (n *Node) renewOnLeader(ctx context.Context, c Command) (res Result, answer
 	if st := n.shell.Status(); st.Role != raft.Leader {
 		return Result{}, false, nil
 	}
-	if err := n.ReadBarrier(ctx); err != nil {
+	if err := mapErr(n.renewals.wait(ctx)); err != nil {
 		if errors.Is(err, ErrNotLeader) {
 			return Result{}, false, nil
 		}
@@ -884,18 +889,32 @@ func (n *Node) ReadBarrier(ctx context.Context) error {
 
 // readRounds coalesces ReadIndex requests, as etcd's linearizable read
 // loop does: callers that arrive while a round is in flight all wait for
-// the next one, which starts when the current one ends. A caller is only
+// the next one, which starts when the current one ends (and, with minGap,
+// no sooner than minGap after the current one started). A caller is only
 // ever answered by a round that started after it arrived, so it gets the
 // guarantee of a ReadIndex of its own (dissertation §6.4), while the
-// leader sends a heartbeat round per round trip rather than per request
-// (a lease renewal is one: Node.renewOnLeader).
+// leader sends a heartbeat round per round trip (or per minGap) rather
+// than per request.
+//
+// Linearizable reads use rounds without a gap (Node.reads): their latency
+// is the client's. Lease renewals use rounds at most every
+// renewRoundInterval (Node.renewals): a renewal's latency hardly matters
+// against a TTL of seconds, and every round is a heartbeat each follower
+// must receive and answer, so the gap bounds what renewals cost the
+// followers however many arrive (the package doc, "Lease expiry").
 //
 // readRounds is safe for concurrent use.
 type readRounds struct {
 	readIndex func(context.Context) error
-	mu        sync.Mutex
-	pending   *readRound // the round callers arriving now will share
-	running   bool       // a goroutine runs rounds
+	// minGap is the least time from the start of one round to the start
+	// of the next; zero starts the next as soon as the last one ends.
+	minGap  time.Duration
+	mu      sync.Mutex
+	pending *readRound // the round callers arriving now will share
+	running bool       // a goroutine runs rounds
+	// lastStart is when the last round started, kept across runs of the
+	// goroutine so that the gap holds when it ends and starts again.
+	lastStart time.Time
 }
 
 type readRound struct {
@@ -907,6 +926,16 @@ type readRound struct {
 // readRoundTimeout bounds one round; a caller's own context may end it
 // sooner for that caller.
 const readRoundTimeout = 10 * time.Second
+
+// renewRoundInterval is the least time between two rounds that confirm
+// lease renewals. At 10 ms a follower answers at most 100 such heartbeats a
+// second, whatever the renewal rate (at 3,333 renewals a second the rounds
+// had followed each other every few milliseconds), and a renewal waits at
+// most 10 ms more than a round trip. 20 ms cost the followers a little less
+// (2.3% of a core against 3.4% in one run) but held back a client that
+// renews its leases one after another below 3,333 renewals a second
+// (docs/BENCHMARKS.md, issue 21).
+const renewRoundInterval = 10 * time.Millisecond
 
 func (r *readRounds) wait(ctx context.Context) error {
 	r.mu.Lock()
@@ -928,17 +957,26 @@ func (r *readRounds) wait(ctx context.Context) error {
 	}
 }
 
-// run runs rounds while callers wait for one.
+// run runs rounds while callers wait for one. It takes the pending round
+// only once the gap has passed, so that callers arriving during the gap
+// share it, and it started after every one of them arrived.
 func (r *readRounds) run() {
 	for {
 		r.mu.Lock()
-		round := r.pending
-		r.pending = nil
-		if round == nil {
+		if r.pending == nil {
 			r.running = false
 			r.mu.Unlock()
 			return
 		}
+		wait := r.minGap - time.Since(r.lastStart)
+		r.mu.Unlock()
+		if wait > 0 {
+			time.Sleep(wait)
+		}
+		r.mu.Lock()
+		round := r.pending
+		r.pending = nil
+		r.lastStart = time.Now()
 		r.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), readRoundTimeout)
 		round.err = r.readIndex(ctx)

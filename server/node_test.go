@@ -28,7 +28,7 @@ type testNode struct {
 }
 
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	peers map[uint64]string
 	https map[uint64]net.Listener
 	nodes map[uint64]*testNode
@@ -42,7 +42,7 @@ type testCluster struct {
 
 var quiet = slog.New(slog.DiscardHandler)
 
-func freeListener(t *testing.T) net.Listener {
+func freeListener(t testing.TB) net.Listener {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

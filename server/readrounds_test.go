@@ -3,7 +3,10 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -73,4 +76,80 @@ func TestReadRoundsAnswerOnlyFromALaterRound(t *testing.T) {
 	if err := r.wait(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a caller whose context ended: %v", err)
 	}
+}
+
+// TestRenewalRoundsAreSpacedAndStartAfterTheirCallers runs rounds with a
+// gap (Node.renewals) on a fake clock (testing/synctest), under callers
+// arriving every 100 µs for 200 ms, then one after a pause: every caller
+// is answered by a round that started after it arrived (the safety of a
+// renewal answered by the leader), two rounds never start closer than the
+// gap, also when the goroutine running them ended in between, and the
+// rounds are about one per gap, not one per caller.
+func TestRenewalRoundsAreSpacedAndStartAfterTheirCallers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const gap, roundTrip = 20 * time.Millisecond, 3 * time.Millisecond
+		type span struct{ start, end time.Time }
+		var mu sync.Mutex
+		var rounds []span
+		r := &readRounds{minGap: gap, readIndex: func(context.Context) error {
+			start := time.Now()
+			time.Sleep(roundTrip)
+			mu.Lock()
+			rounds = append(rounds, span{start, time.Now()})
+			mu.Unlock()
+			return nil
+		}}
+		type answer struct{ arrived, answered time.Time }
+		var answers []answer
+		var wg sync.WaitGroup
+		call := func() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				arrived := time.Now()
+				if err := r.wait(context.Background()); err != nil {
+					t.Errorf("wait: %v", err)
+					return
+				}
+				mu.Lock()
+				answers = append(answers, answer{arrived, time.Now()})
+				mu.Unlock()
+			}()
+		}
+		const callers = 2000
+		for range callers {
+			call()
+			time.Sleep(100 * time.Microsecond)
+		}
+		wg.Wait()
+		// The goroutine has ended; a caller after a short pause still
+		// waits for the gap since the last round's start.
+		time.Sleep(gap / 4)
+		call()
+		wg.Wait()
+
+		for i := 1; i < len(rounds); i++ {
+			if d := rounds[i].start.Sub(rounds[i-1].start); d < gap {
+				t.Errorf("rounds %d and %d started %v apart, want at least %v", i-1, i, d, gap)
+			}
+		}
+		for _, a := range answers {
+			i := slices.IndexFunc(rounds, func(s span) bool { return s.end.Equal(a.answered) })
+			if i < 0 {
+				t.Fatalf("a caller was answered at %v, when no round ended", a.answered)
+			}
+			if rounds[i].start.Before(a.arrived) {
+				t.Errorf("a caller that arrived at %v was answered by round %d, which started at %v, before it",
+					a.arrived, i, rounds[i].start)
+			}
+		}
+		if len(answers) != callers+1 {
+			t.Fatalf("%d callers answered, want %d", len(answers), callers+1)
+		}
+		// 200 ms of callers: a round at once, then one per gap, one more
+		// for the last caller.
+		if max := 200*time.Millisecond/gap + 3; len(rounds) > int(max) {
+			t.Errorf("%d rounds for %d callers over 200 ms, want at most %d (one per %v)", len(rounds), callers+1, max, gap)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -118,6 +119,19 @@ func (s *Sim) finalChecks() {
 		fact, ok := s.check.appliedAt[w.index]
 		if !ok || fact.data != hashString(w.data) {
 			s.fail("acknowledged write lost", "write %q acknowledged at index %d is not what the cluster applied there", w.data, w.index)
+			return
+		}
+	}
+	if len(s.denied) == 0 {
+		return
+	}
+	denied := map[uint64]deniedWrite{}
+	for _, w := range s.denied {
+		denied[hashString(w.data)] = w
+	}
+	for _, index := range slices.Sorted(maps.Keys(s.check.appliedAt)) {
+		if w, ok := denied[s.check.appliedAt[index].data]; ok {
+			s.fail("forwarded write", "write %q was answered as never applied (%s), and the cluster applied it at %d", w.data, w.why, index)
 			return
 		}
 	}

@@ -64,6 +64,9 @@ func (s *Sim) deliver(e *event) {
 		return
 	}
 	s.stats.Delivered++
+	if m.Type == raft.MsgReadIndexResponse && m.Reject {
+		s.stats.ReadsRefused++
+	}
 	if err := to.h.Step(m); err != nil {
 		s.fail("step", "node %d rejected %v: %v", to.id, m, err)
 		return

@@ -55,6 +55,15 @@ type Stats struct {
 	// leader (raft.MsgProposalRequest), of Writes; ForwardedAcked those
 	// the follower saw applied in its own log, of AckedWrites.
 	ForwardedWrites, ForwardedAcked int
+	// ForwardedRefused counts forwarded writes the leader (or a deposed
+	// one) refused, ForwardedLost those placed by a leader whose entry was
+	// then overwritten, ForwardedUnanswered those given up unanswered;
+	// the first two are checked never to apply.
+	ForwardedRefused, ForwardedLost, ForwardedUnanswered int
+	// ReadsRefused counts the read index refusals delivered (a follower's
+	// read sent to a node that does not lead, or held by a deposed
+	// leader).
+	ReadsRefused int
 }
 
 // Result is the outcome of one run.
@@ -117,6 +126,7 @@ type Sim struct {
 	writeSeq     uint64
 	readSeq      uint64 // read IDs, unique in the run
 	acked        []ackedWrite
+	denied       []deniedWrite // forwarded writes answered as never applied
 	maxAcked     uint64
 	healedAt     int64
 	livenessMet  bool
@@ -150,6 +160,10 @@ type node struct {
 	// forwarded write is acknowledged when its own node applies it.
 	forwarded map[string]int64
 }
+
+// deniedWrite is a forwarded write answered as never applied: refused,
+// or lost to another entry at its index.
+type deniedWrite struct{ data, why string }
 
 type ackedWrite struct {
 	index uint64

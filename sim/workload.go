@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 
 	shell "coord/node"
@@ -53,10 +54,12 @@ func (s *Sim) clientWrite() {
 
 // forwardWrite has a node that does not lead forward a write to its
 // leader, as the server does for a client's write to a follower. The leader
-// may drop it, and nobody answers: the node acknowledges it when it applies
-// the entry itself (forwardedApplied).
+// answers where it appended it, or that it refused it; the node
+// acknowledges it when it applies the entry itself (forwardedApplied), and
+// the handler's verdict is checked (forwardDone).
 func (s *Sim) forwardWrite(n *node, data string, at int64) {
-	if err := n.h.Forward([]byte(data)); err != nil {
+	err := n.h.Forward([]byte(data), shell.ForwardWaiter{Done: func(r shell.Result) { s.forwardDone(n, data, r) }})
+	if err != nil {
 		return // no leader known: the client would retry elsewhere
 	}
 	if n.forwarded == nil {
@@ -66,6 +69,28 @@ func (s *Sim) forwardWrite(n *node, data string, at int64) {
 	s.stats.Writes++
 	s.stats.ForwardedWrites++
 	s.process(n)
+}
+
+// forwardDone checks what the handler says became of a forwarded write.
+// Applied: the entry at the index it names holds the write. Refused by
+// the leader, or lost (another entry committed at its index): the write
+// must never apply anywhere, which finalChecks holds the cluster to. Any
+// other end (unanswered, a snapshot, a crash) claims nothing.
+func (s *Sim) forwardDone(n *node, data string, r shell.Result) {
+	switch {
+	case r.Err == nil:
+		if fact, ok := s.check.appliedAt[r.Index]; !ok || fact.data != hashString(data) {
+			s.fail("forwarded write", "node %d said forwarded write %q applied at %d, which holds other data", n.id, data, r.Index)
+		}
+	case errors.Is(r.Err, raft.ErrNotLeader), errors.Is(r.Err, raft.ErrProposalDropped):
+		s.stats.ForwardedRefused++
+		s.denied = append(s.denied, deniedWrite{data: data, why: r.Err.Error()})
+	case errors.Is(r.Err, shell.ErrProposalLost):
+		s.stats.ForwardedLost++
+		s.denied = append(s.denied, deniedWrite{data: data, why: r.Err.Error()})
+	case errors.Is(r.Err, raft.ErrForwardUnanswered):
+		s.stats.ForwardedUnanswered++
+	}
 }
 
 // forwardedApplied acknowledges a write node n forwarded, once n applies

@@ -211,6 +211,8 @@ feed:
 	fmt.Fprintf(stdout, "membership changes: %d (%d joint); leadership transfers: %d; snapshots: %d; writes: %d accepted, %d acknowledged; reads confirmed: %d (by followers: %d)\n",
 		total.ConfChanges, total.JointChanges, total.Transfers, total.Snapshots, total.Writes, total.AckedWrites, total.Reads, total.FollowerReads)
 	fmt.Fprintf(stdout, "writes forwarded by followers: %d accepted, %d acknowledged\n", total.ForwardedWrites, total.ForwardedAcked)
+	fmt.Fprintf(stdout, "forwarded writes answered: %d refused, %d lost to another entry (both checked never to apply), %d unanswered; read index refusals: %d\n",
+		total.ForwardedRefused, total.ForwardedLost, total.ForwardedUnanswered, total.ReadsRefused)
 	fmt.Fprintf(stdout, "process kills: %d; connections reset: %d; closes reported to nodes: %d; leader changes: %d (no fault explains: %d)\n",
 		total.Kills, total.Cuts, total.Hints, total.LeaderChanges, total.UnprovokedLeaderChanges)
 	if base.Disk {
@@ -252,6 +254,10 @@ func addStats(a, b sim.Stats) sim.Stats {
 	a.AckedWrites += b.AckedWrites
 	a.ForwardedWrites += b.ForwardedWrites
 	a.ForwardedAcked += b.ForwardedAcked
+	a.ForwardedRefused += b.ForwardedRefused
+	a.ForwardedLost += b.ForwardedLost
+	a.ForwardedUnanswered += b.ForwardedUnanswered
+	a.ReadsRefused += b.ReadsRefused
 	a.Reads += b.Reads
 	a.FollowerReads += b.FollowerReads
 	a.MaxQueuedToNode = max(a.MaxQueuedToNode, b.MaxQueuedToNode)

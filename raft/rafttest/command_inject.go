@@ -10,10 +10,10 @@ import (
 
 // injectCommand parses "inject F->T TYPE KEY=VALUE..." and injects the
 // message. TYPE is a message type's name (AppendRequest, ...); the keys are
-// term, index (LogIndex), logterm (LogTerm), commit, round (ReadRound) and
+// term, index (LogIndex), logterm (LogTerm), commit, round (ReadRound), lead and
 // reject and transfer (booleans).
 func injectCommand(sc *script, args []string) error {
-	usage := fmt.Errorf("%w: inject F->T TYPE [term=N index=N logterm=N commit=N round=N reject=B transfer=B]", errUsage)
+	usage := fmt.Errorf("%w: inject F->T TYPE [term=N index=N logterm=N commit=N round=N lead=N reject=B transfer=B]", errUsage)
 	if len(args) < 3 {
 		return usage
 	}
@@ -47,6 +47,8 @@ func injectCommand(sc *script, args []string) error {
 			m.Commit, err = strconv.ParseUint(v, 10, 64)
 		case "round":
 			m.ReadRound, err = strconv.ParseUint(v, 10, 64)
+		case "lead":
+			m.Lead, err = strconv.ParseUint(v, 10, 64)
 		case "reject":
 			m.Reject, err = strconv.ParseBool(v)
 		case "transfer":

@@ -41,7 +41,7 @@ func snapFiles(t *testing.T, fsys vfs.FS) []string {
 	return names
 }
 
-// writeCounter counts the files created.
+// createCounter counts the files created.
 type createCounter struct {
 	vfs.FS
 	creates *int
@@ -50,6 +50,11 @@ type createCounter struct {
 func (c createCounter) Create(name string) (vfs.File, error) {
 	*c.creates++
 	return c.FS.Create(name)
+}
+
+func (c createCounter) CreateWriteAt(name string) (vfs.WriteAtFile, error) {
+	*c.creates++
+	return c.FS.CreateWriteAt(name)
 }
 
 // A snapshot received in pieces is spooled to the snapshot directory and

@@ -27,5 +27,13 @@
 // directory; replacing one atomically takes a temporary file, Sync, Rename,
 // then SyncDir.
 //
+// Files open for appending (FS.Create, FS.OpenAppend) write at their end;
+// WriteAtFile (FS.CreateWriteAt, FS.OpenWriteAt) writes at chosen offsets
+// into space allocated ahead (Allocate: fallocate(2) on Linux) and syncs
+// with SyncData (fdatasync(2)), which is how the write-ahead log keeps a
+// segment's size fixed so that a sync journals no size change. MemFS keeps
+// an allocated tail as a size, not as bytes, and a torn crash keeps the
+// allocated size while the writes into it reach the disk only in part.
+//
 // Names are slash-separated paths as used by path/filepath on Unix.
 package vfs

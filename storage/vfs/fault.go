@@ -31,12 +31,17 @@ const (
 	OpSync
 	OpTruncate
 	OpClose
+	// OpAllocate is WriteAtFile.Allocate. Files opened with CreateWriteAt
+	// and OpenWriteAt report OpCreate and OpOpenAppend, their WriteAt
+	// OpWrite and their SyncData OpSync, as the appending files do.
+	OpAllocate
 )
 
 var opNames = [...]string{
 	OpCreate: "create", OpOpenAppend: "openappend", OpOpen: "open", OpRemove: "remove",
 	OpRename: "rename", OpMkdirAll: "mkdirall", OpList: "list", OpSyncDir: "syncdir",
 	OpRead: "read", OpWrite: "write", OpSync: "sync", OpTruncate: "truncate", OpClose: "close",
+	OpAllocate: "allocate",
 }
 
 // String returns the operation's name.
@@ -75,8 +80,9 @@ const (
 	// FaultNoSpace is a full disk: a Write writes a prefix of its buffer
 	// (of seeded length, maybe empty) and returns an error wrapping both
 	// ErrInjected and syscall.ENOSPC, as write(2) does when the space runs
-	// out mid-buffer. Other operations are let through: on a full disk
-	// fsync, truncate, rename and remove still work.
+	// out mid-buffer; an Allocate fails the same way without allocating.
+	// Other operations are let through: on a full disk fsync, truncate,
+	// rename and remove still work.
 	FaultNoSpace
 )
 
@@ -84,11 +90,11 @@ const (
 // real file system or from a FaultFS.
 func IsNoSpace(err error) bool { return errors.Is(err, syscall.ENOSPC) }
 
-// NoSpace returns an Injector for a full disk: every Write fails with
-// FaultNoSpace until the injector is replaced (space returns).
+// NoSpace returns an Injector for a full disk: every Write and Allocate
+// fails with FaultNoSpace until the injector is replaced (space returns).
 func NoSpace() Injector {
 	return func(op Op) Fault {
-		if op.Kind == OpWrite {
+		if op.Kind == OpWrite || op.Kind == OpAllocate {
 			return FaultNoSpace
 		}
 		return NoFault
@@ -186,6 +192,27 @@ func (f *FaultFS) Create(name string) (File, error) { return f.open(OpCreate, na
 // OpenAppend implements FS.
 func (f *FaultFS) OpenAppend(name string) (File, error) {
 	return f.open(OpOpenAppend, name, f.inner.OpenAppend)
+}
+
+// CreateWriteAt implements FS.
+func (f *FaultFS) CreateWriteAt(name string) (WriteAtFile, error) {
+	return f.openWriteAt(OpCreate, name, f.inner.CreateWriteAt)
+}
+
+// OpenWriteAt implements FS.
+func (f *FaultFS) OpenWriteAt(name string) (WriteAtFile, error) {
+	return f.openWriteAt(OpOpenAppend, name, f.inner.OpenWriteAt)
+}
+
+func (f *FaultFS) openWriteAt(kind OpKind, name string, open func(string) (WriteAtFile, error)) (WriteAtFile, error) {
+	if fails(f.decide(kind, name)) {
+		return nil, injected(kind, name)
+	}
+	file, err := open(name)
+	if err != nil {
+		return nil, err
+	}
+	return &faultWriteAtFile{fs: f, inner: file, name: name}, nil
 }
 
 // Open implements FS.
@@ -312,6 +339,83 @@ func (f *faultFile) Close() error {
 	if fails(f.fs.decide(OpClose, f.name)) {
 		// The descriptor is released anyway, as close(2) does on error.
 		_ = f.inner.Close()
+		return injected(OpClose, f.name)
+	}
+	return f.inner.Close()
+}
+
+// faultWriteAtFile is a WriteAtFile of a FaultFS.
+type faultWriteAtFile struct {
+	fs    *FaultFS
+	inner WriteAtFile
+	name  string
+}
+
+func (f *faultWriteAtFile) WriteAt(p []byte, off int64) (int, error) {
+	switch f.fs.decide(OpWrite, f.name) {
+	case FaultError:
+		return 0, injected(OpWrite, f.name)
+	case FaultShortWrite:
+		if len(p) == 0 {
+			return 0, injected(OpWrite, f.name)
+		}
+		n, err := f.inner.WriteAt(p[:f.fs.intN(len(p))], off)
+		if err != nil {
+			return n, err
+		}
+		return n, injected(OpWrite, f.name)
+	case FaultNoSpace:
+		n, err := f.inner.WriteAt(p[:f.fs.intN(len(p)+1)], off)
+		if err != nil {
+			return n, err
+		}
+		return n, fmt.Errorf("%s %s: %w: %w", OpWrite, f.name, ErrInjected, syscall.ENOSPC)
+	case FaultBitFlip:
+		if len(p) == 0 {
+			break
+		}
+		flipped := slices.Clone(p) // never modify the caller's buffer
+		i := f.fs.intN(len(p) * 8)
+		flipped[i/8] ^= 1 << (i % 8)
+		return f.inner.WriteAt(flipped, off)
+	}
+	return f.inner.WriteAt(p, off)
+}
+
+func (f *faultWriteAtFile) Allocate(size int64) error {
+	switch f.fs.decide(OpAllocate, f.name) {
+	case FaultError, FaultShortWrite:
+		return injected(OpAllocate, f.name)
+	case FaultNoSpace:
+		return fmt.Errorf("%s %s: %w: %w", OpAllocate, f.name, ErrInjected, syscall.ENOSPC)
+	}
+	return f.inner.Allocate(size)
+}
+
+func (f *faultWriteAtFile) Sync() error {
+	if fails(f.fs.decide(OpSync, f.name)) {
+		return injected(OpSync, f.name)
+	}
+	return f.inner.Sync()
+}
+
+func (f *faultWriteAtFile) SyncData() error {
+	if fails(f.fs.decide(OpSync, f.name)) {
+		return injected(OpSync, f.name)
+	}
+	return f.inner.SyncData()
+}
+
+func (f *faultWriteAtFile) Truncate(size int64) error {
+	if fails(f.fs.decide(OpTruncate, f.name)) {
+		return injected(OpTruncate, f.name)
+	}
+	return f.inner.Truncate(size)
+}
+
+func (f *faultWriteAtFile) Close() error {
+	if fails(f.fs.decide(OpClose, f.name)) {
+		_ = f.inner.Close() // the descriptor is released anyway
 		return injected(OpClose, f.name)
 	}
 	return f.inner.Close()

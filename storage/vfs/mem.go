@@ -36,8 +36,11 @@ type MemFS struct {
 // would keep.
 type memNode struct {
 	isDir bool
-	// Files.
-	data, synced []byte
+	// Files. A file is size bytes long: data, then zeros (an allocated
+	// tail is kept as a size, not as bytes). len(data) <= size, and the
+	// same for synced and syncedSize.
+	data, synced     []byte
+	size, syncedSize int64
 	// Directories.
 	entries, syncedEntries map[string]*memNode
 }
@@ -50,8 +53,9 @@ func newDir() *memNode {
 // directory "/", which is durable. Relative names are resolved against "/".
 func NewMemFS() *MemFS { return &MemFS{root: newDir()} }
 
-// Ops returns the number of mutating operations (Create, Write, Sync,
-// Truncate, Remove, Rename, MkdirAll, SyncDir) performed so far, crashes
+// Ops returns the number of mutating operations (Create, CreateWriteAt,
+// Write, WriteAt, Allocate, Sync, SyncData, Truncate, Remove, Rename,
+// MkdirAll, SyncDir) performed so far, crashes
 // included. A test measures a workload with it before enumerating crash
 // points.
 func (m *MemFS) Ops() int {
@@ -92,7 +96,9 @@ func (m *MemFS) Crash() { m.crash(nil) }
 // to disk anyway, chosen by rng: each file keeps its synced data or a prefix
 // of its current data beyond what it shares with the synced data (sometimes
 // with the end of that prefix zeroed, as when a file's size reached the disk
-// before its data), and each directory keeps either its synced or its
+// before its data; where the synced file was longer, its bytes after the
+// prefix stay, as an allocated file's zeros do under writes that did not
+// reach the disk), and each directory keeps either its synced or its
 // current entries. What was synced is never lost.
 func (m *MemFS) CrashTorn(rng *rand.Rand) { m.crash(rng) }
 
@@ -107,8 +113,8 @@ func (m *MemFS) crash(rng *rand.Rand) {
 		}
 		visited[n] = true
 		if !n.isDir {
-			n.data = tornData(n.synced, n.data, rng)
-			n.synced = bytes.Clone(n.data)
+			n.data, n.size = tornFile(n, rng)
+			n.synced, n.syncedSize = bytes.Clone(n.data), n.size
 			return
 		}
 		chosen := n.syncedEntries
@@ -129,11 +135,12 @@ func (m *MemFS) crash(rng *rand.Rand) {
 	m.crashed = false
 }
 
-// tornData returns what a crash leaves of a file whose synced content is
-// synced and whose current content is data. With rng nil, exactly synced.
-func tornData(synced, data []byte, rng *rand.Rand) []byte {
+// tornFile returns what a crash leaves of file n: its data and size. With
+// rng nil, exactly what was synced.
+func tornFile(n *memNode, rng *rand.Rand) ([]byte, int64) {
+	synced, data := n.synced, n.data
 	if rng == nil || rng.IntN(4) == 0 {
-		return bytes.Clone(synced)
+		return bytes.Clone(synced), n.syncedSize
 	}
 	p := commonPrefix(synced, data)
 	k := p + rng.IntN(len(data)-p+1)
@@ -142,7 +149,14 @@ func tornData(synced, data []byte, rng *rand.Rand) []byte {
 		z := 1 + rng.IntN(k-p)
 		clear(out[k-z:])
 	}
-	return out
+	if len(data) >= len(synced) && k < len(synced) {
+		// Writes over synced bytes reached the disk only up to k.
+		out = append(out, synced[k:]...)
+	}
+	// A size change reaches the disk or not; a shrink that did not is
+	// seen as what was written reaching the disk only up to k.
+	size := max(int64(k), min(n.syncedSize, n.size), int64(len(out)))
+	return out, size
 }
 
 func commonPrefix(a, b []byte) int {
@@ -255,12 +269,30 @@ func (m *MemFS) create(name string) (File, error) {
 	case ok && n.isDir:
 		return nil, pathError("create", name, errIsDir)
 	case ok:
-		n.data = nil
+		n.data, n.size = nil, 0
 	default:
 		n = &memNode{}
 		dir.entries[base] = n
 	}
 	return &memFile{fs: m, node: n, gen: m.gen, name: name, writable: true}, nil
+}
+
+// CreateWriteAt implements FS.
+func (m *MemFS) CreateWriteAt(name string) (WriteAtFile, error) {
+	f, err := m.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	return f.(*memFile), nil
+}
+
+// OpenWriteAt implements FS.
+func (m *MemFS) OpenWriteAt(name string) (WriteAtFile, error) {
+	f, err := m.open("openwriteat", name, true)
+	if err != nil {
+		return nil, err
+	}
+	return f.(*memFile), nil
 }
 
 // OpenAppend implements FS.
@@ -443,12 +475,26 @@ func (f *memFile) Read(p []byte) (int, error) {
 	if err := f.check("read", false); err != nil {
 		return 0, err
 	}
-	if f.offset >= len(f.node.data) {
+	node := f.node
+	if int64(f.offset) >= node.size {
 		return 0, io.EOF
 	}
-	n := copy(p, f.node.data[f.offset:])
+	var n int
+	if f.offset < len(node.data) {
+		n = copy(p, node.data[f.offset:])
+	} else {
+		n = int(min(int64(len(p)), node.size-int64(f.offset)))
+		clear(p[:n])
+	}
 	f.offset += n
 	return n, nil
+}
+
+// materialize turns the zeros after a file's data, up to end, into bytes.
+func (n *memNode) materialize(end int64) {
+	if int64(len(n.data)) < end {
+		n.data = append(n.data, make([]byte, end-int64(len(n.data)))...)
+	}
 }
 
 func (f *memFile) Write(p []byte) (int, error) {
@@ -461,12 +507,59 @@ func (f *memFile) Write(p []byte) (int, error) {
 	if err := f.check("write", true); err != nil {
 		return 0, finish(crashNow, err)
 	}
-	f.node.data = append(f.node.data, p...)
+	n := f.node
+	n.materialize(n.size)
+	n.data = append(n.data, p...)
+	n.size = int64(len(n.data))
 	if crashNow {
 		return 0, ErrCrashed
 	}
 	return len(p), nil
 }
+
+func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	crashNow, err := f.fs.begin(true)
+	if err != nil {
+		return 0, err
+	}
+	if err := f.check("write", true); err != nil {
+		return 0, finish(crashNow, err)
+	}
+	if off < 0 {
+		return 0, finish(crashNow, pathError("write", f.name, fs.ErrInvalid))
+	}
+	n := f.node
+	end := off + int64(len(p))
+	n.materialize(end)
+	copy(n.data[off:end], p)
+	n.size = max(n.size, end)
+	if crashNow {
+		return 0, ErrCrashed
+	}
+	return len(p), nil
+}
+
+func (f *memFile) Allocate(size int64) error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	crashNow, err := f.fs.begin(true)
+	if err != nil {
+		return err
+	}
+	if err := f.check("allocate", true); err != nil {
+		return finish(crashNow, err)
+	}
+	if size < 0 {
+		return finish(crashNow, pathError("allocate", f.name, fs.ErrInvalid))
+	}
+	f.node.size = max(f.node.size, size)
+	return finish(crashNow, nil)
+}
+
+// SyncData is Sync: a MemFS keeps no metadata that fdatasync would skip.
+func (f *memFile) SyncData() error { return f.Sync() }
 
 func (f *memFile) Sync() error {
 	f.fs.mu.Lock()
@@ -485,6 +578,7 @@ func (f *memFile) Sync() error {
 	} else {
 		n.synced = bytes.Clone(n.data)
 	}
+	n.syncedSize = n.size
 	return finish(crashNow, nil)
 }
 
@@ -504,9 +598,8 @@ func (f *memFile) Truncate(size int64) error {
 	n := f.node
 	if int(size) <= len(n.data) {
 		n.data = n.data[:size]
-	} else {
-		n.data = append(n.data, make([]byte, int(size)-len(n.data))...)
 	}
+	n.size = size
 	return finish(crashNow, nil)
 }
 

@@ -24,6 +24,11 @@ type FS interface {
 	// OpenAppend opens an existing file for writing; writes append at the
 	// end of the file, also after File.Truncate.
 	OpenAppend(name string) (File, error)
+	// CreateWriteAt creates the named file for writing at chosen offsets,
+	// truncating it if it exists.
+	CreateWriteAt(name string) (WriteAtFile, error)
+	// OpenWriteAt opens an existing file for writing at chosen offsets.
+	OpenWriteAt(name string) (WriteAtFile, error)
 	// Open opens an existing file for reading.
 	Open(name string) (File, error)
 	// Remove removes a file or an empty directory.
@@ -59,6 +64,29 @@ type File interface {
 	Sync() error
 	// Truncate changes the size of the file; like a write, the change is
 	// durable only after Sync.
+	Truncate(size int64) error
+}
+
+// WriteAtFile is a file open for writing at chosen offsets, into space
+// allocated ahead of the writes: how the write-ahead log keeps a segment's
+// size fixed, so that syncing a write need not also journal a new file size.
+type WriteAtFile interface {
+	io.WriterAt
+	io.Closer
+	// Allocate makes the file at least size bytes long; the bytes it adds
+	// read as zeros. Where the file system can (fallocate(2) on Linux) it
+	// reserves their space too, so that writes inside them change neither
+	// the file's size nor its allocation. Like a write, it is durable only
+	// after Sync or SyncData.
+	Allocate(size int64) error
+	// Sync makes the file's data and metadata durable (fsync).
+	Sync() error
+	// SyncData makes the file's data durable, with the metadata needed to
+	// read it back, such as a changed size (fdatasync): cheaper than Sync
+	// when the writes stayed inside allocated space.
+	SyncData() error
+	// Truncate changes the size of the file; like a write, the change is
+	// durable only after Sync or SyncData.
 	Truncate(size int64) error
 }
 
@@ -143,6 +171,39 @@ func (osFS) Create(name string) (File, error) {
 
 func (osFS) OpenAppend(name string) (File, error) {
 	return os.OpenFile(name, os.O_WRONLY|os.O_APPEND, 0)
+}
+
+func (osFS) CreateWriteAt(name string) (WriteAtFile, error) {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return osWriteAtFile{f}, nil
+}
+
+func (osFS) OpenWriteAt(name string) (WriteAtFile, error) {
+	f, err := os.OpenFile(name, os.O_WRONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	return osWriteAtFile{f}, nil
+}
+
+// osWriteAtFile is a file of the real file system opened for positional
+// writes; Allocate and SyncData are per platform (allocate_*.go).
+type osWriteAtFile struct{ *os.File }
+
+// growTo extends the file to size bytes, sparse, if it is shorter: the
+// fallback where the file system cannot reserve space.
+func (f osWriteAtFile) growTo(size int64) error {
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if info.Size() >= size {
+		return nil
+	}
+	return f.Truncate(size)
 }
 
 func (osFS) Open(name string) (File, error) { return os.Open(name) }

@@ -33,13 +33,24 @@
 // files are ignored. Appends go to the last segment; a batch that would take
 // it past Options.SegmentBytes goes to a new one (a batch never spans two
 // segments, so one larger than the bound makes a larger segment). A new
-// segment is created durably: written, fsynced, then its directory fsynced,
-// before any batch in it is acknowledged. Only then does the segment before
+// segment is created durably: allocated, written, fsynced, then its
+// directory fsynced, before any batch in it is acknowledged. Only then does the segment before
 // it get its last record, an end-of-segment record naming the new one, and
 // a sync. So a lost newest segment is seen as a loss (the segment before
 // it names it: ErrCorrupt), never taken for the end of the log, and a crash
 // in the middle of the roll leaves a new segment with no batch, which Open
 // removes, and a segment before it whose tail is torn at worst.
+//
+// Segments are preallocated: a segment's space is allocated ahead of its
+// records (vfs.WriteAtFile.Allocate, fallocate(2) on Linux), in steps of
+// Options.PreallocateBytes up to Options.SegmentBytes, and each batch is
+// written at its offset inside it. Sync is then fdatasync, and since the
+// file's size did not change the file system has no size to journal: on
+// ext4 that is close to half the cost of a sync on a growing file. A step,
+// not the whole segment at once, because Open reads the last segment whole,
+// zero tail included. After the last complete batch, a segment holds zeros
+// up to its allocated length. A disk too full for a step is no error: the
+// write goes on without one, and meets the full disk itself if it must.
 //
 // Options.RequireExisting makes Open fail with ErrMissing where it would
 // otherwise start a new log in an empty directory: a node that has voted
@@ -57,7 +68,7 @@
 //	 24  4  CRC of bytes 0..24
 //	 28  4  zero
 //
-//	then records, back to back:
+//	then records, back to back, and then zeros up to the allocated length:
 //	  0  4  payload length n (at most MaxRecordBytes)
 //	  4  1  record type
 //	  5  1  flags: bit 0 marks the last record of a batch; others zero
@@ -95,15 +106,28 @@
 //
 // # Recovery
 //
+// Zeros from the end of the last complete batch to the end of the last
+// segment are allocated space that no write reached: the end of the log, not
+// a tear. No record has type 0, so zeros never pass for a record (whatever
+// the position-seeded checksum of zeros happens to be). In an earlier
+// segment, zeros may only follow the end-of-segment record.
+//
 // A crash can leave the end of the last segment torn: a prefix of the
-// unsynced writes, possibly followed by zeros. Open truncates such a tail,
-// back to the end of the last complete batch, and logs it. A bad record is
-// taken for a torn tail only in the last segment and only if no valid record
-// (checked at every byte offset after it) follows; anything else — a bad
-// record in an earlier segment, a bad record followed by a valid one, a
-// segment missing from the sequence, a bad magic number, a batch cut short
-// at the end of an earlier segment — is corruption, reported as an error
-// wrapping ErrCorrupt and never skipped. A record or segment written by a
+// unsynced writes, possibly followed by zeros (a size that reached the disk
+// before the data, or allocated space). Open truncates such a tail, back to
+// the end of the last complete batch, and logs it; an incomplete batch
+// followed by zeros is such a tail. Truncating, not writing over: a shorter
+// batch written over a torn one would leave the torn one's later records,
+// valid where they lie, after it. A bad record is taken for a torn tail only
+// in the last segment and only if no valid record (checked at every byte
+// offset after it, up to the zero tail) follows; anything else — a bad
+// record or zeros in an earlier segment before its end-of-segment record, a
+// bad record followed by a valid one, a segment missing from the sequence, a
+// bad magic number, a batch cut short at the end of an earlier segment — is
+// corruption, reported as an error wrapping ErrCorrupt and never skipped.
+// Where the bytes a crash kept from being written were zeros anyway (the
+// last bytes of a hard state record often are), the allocated zeros
+// complete the batch: it is recovered, and it is the batch written. A record or segment written by a
 // newer format (unknown version, record type or flag) is an error wrapping
 // ErrUnsupported.
 //

@@ -194,6 +194,8 @@ type scan struct {
 	torn bool
 	// reason says what was wrong with the torn tail, for the log.
 	reason string
+	// fileBytes is the segment file's length, zero tail included.
+	fileBytes int64
 }
 
 // endsWithSegmentEnd reports whether the segment's last complete record
@@ -210,8 +212,17 @@ func (s scan) opensWithCheckpoint() bool {
 
 // parseSegment checks and splits the bytes of segment seq. In the last
 // segment a damaged tail that no valid record follows is torn, not
-// corrupt. Errors wrap ErrCorrupt or ErrUnsupported.
+// corrupt. Zeros from the end of the last complete batch to the end of the
+// file are space allocated ahead of the writes: the end of the log in the
+// last segment, and allowed after the end-of-segment record of an earlier
+// one. Errors wrap ErrCorrupt or ErrUnsupported.
 func parseSegment(data []byte, seq uint64, last bool) (scan, error) {
+	s, err := parseRecords(data, seq, last)
+	s.fileBytes = int64(len(data))
+	return s, err
+}
+
+func parseRecords(data []byte, seq uint64, last bool) (scan, error) {
 	torn, err := checkSegmentHeader(data, seq, last)
 	if err != nil {
 		return scan{}, err
@@ -223,7 +234,11 @@ func parseSegment(data []byte, seq uint64, last bool) (scan, error) {
 	var pending []record
 	batchStart := int64(segmentHeaderSize)
 	off := int64(segmentHeaderSize)
+	zerosFrom := zeroTailStart(data)
 	for off < int64(len(data)) {
+		if off >= zerosFrom {
+			return s.zeroTail(off, batchStart, len(pending) > 0, last)
+		}
 		rec, flags, n, bad, err := decodeRecord(data[off:], seq, off)
 		if err != nil {
 			return scan{}, fmt.Errorf("offset %d: %w", off, err)
@@ -254,6 +269,35 @@ func parseSegment(data []byte, seq uint64, last bool) (scan, error) {
 		s.torn, s.reason = true, fmt.Sprintf("incomplete batch at offset %d", batchStart)
 	}
 	return s, nil
+}
+
+// zeroTail ends a scan at off, where only zeros follow: allocated space
+// that no write reached. In the last segment that is the end of the log,
+// after a torn batch if one is pending; in an earlier segment it may only
+// follow the end-of-segment record.
+func (s scan) zeroTail(off, batchStart int64, pending, last bool) (scan, error) {
+	s.end = batchStart
+	switch {
+	case last && pending:
+		s.torn, s.reason = true, fmt.Sprintf("incomplete batch at offset %d followed by zeros", batchStart)
+	case !last && (pending || !s.endsWithSegmentEnd()):
+		return scan{}, fmt.Errorf("%w: offset %d: zeros before the end-of-segment record in a segment that is not the last", ErrCorrupt, off)
+	}
+	return s, nil
+}
+
+// zeroTailStart returns the offset from which data holds only zeros
+// (len(data) if its last byte is not zero). It reads 8 bytes at a time: a
+// preallocated segment's tail is megabytes of zeros.
+func zeroTailStart(data []byte) int64 {
+	i := len(data)
+	for i >= 8 && binary.LittleEndian.Uint64(data[i-8:i]) == 0 {
+		i -= 8
+	}
+	for i > 0 && data[i-1] == 0 {
+		i--
+	}
+	return int64(i)
 }
 
 // checkSegmentHeader validates the header of segment seq. In the last
@@ -322,6 +366,11 @@ func decodeRecord(data []byte, seq uint64, off int64) (rec record, flags byte, n
 		return record{}, 0, 0, "record header cut short", nil
 	}
 	h := data[:recordHeaderSize]
+	if h[4] == 0 {
+		// No record has type 0: these are zeros (or damage), whatever
+		// the checksum of the position happens to be.
+		return record{}, 0, 0, "record of type 0", nil
+	}
 	if binary.LittleEndian.Uint32(h[8:]) != headerChecksum(h, seq, off) {
 		return record{}, 0, 0, "record header checksum mismatch", nil
 	}
@@ -366,11 +415,14 @@ func decodeRecord(data []byte, seq uint64, off int64) (rec record, flags byte, n
 
 // validRecordAfter looks for a record that passes both checksums at any
 // offset from from on. The header checksum is seeded with the position, so
-// a match is a record written there, not a coincidence or a copy.
+// a match is a record written there, not a coincidence or a copy. A record's
+// type byte is never zero, so the search stops where a preallocated zero
+// tail begins.
 func validRecordAfter(data []byte, seq uint64, from int64) (int64, bool) {
-	for off := from; off+recordHeaderSize <= int64(len(data)); off++ {
+	limit := min(int64(len(data))-recordHeaderSize, zeroTailStart(data)-5)
+	for off := from; off <= limit; off++ {
 		h := data[off : off+recordHeaderSize]
-		if binary.LittleEndian.Uint32(h[8:]) != headerChecksum(h, seq, off) {
+		if h[4] == 0 || binary.LittleEndian.Uint32(h[8:]) != headerChecksum(h, seq, off) {
 			continue
 		}
 		length := int64(binary.LittleEndian.Uint32(h[0:]))

@@ -162,6 +162,44 @@ func TestRepairWhenSpaceReturns(t *testing.T) {
 	}
 }
 
+// A disk too full for the next preallocation step: the Append goes on
+// without it (the write extends the file, as without preallocation, and
+// would meet the full disk itself), every later write tries to allocate
+// again, and once space returns the segment is allocated ahead again.
+func TestAllocateNoSpace(t *testing.T) {
+	mem := vfs.NewMemFS()
+	fsys := vfs.NewFaultFS(mem, 8, nil)
+	o := opts(4096)
+	o.PreallocateBytes = wal.MinSegmentBytes
+	w, _ := open(t, fsys, "/wal", o)
+	refused := 0
+	full := func(op vfs.Op) vfs.Fault {
+		if op.Kind == vfs.OpAllocate {
+			refused++
+			return vfs.FaultNoSpace
+		}
+		return vfs.NoFault
+	}
+	fsys.SetInjector(full)
+	var last uint64
+	for refused < 3 {
+		last++
+		must(t, w.Append(raft.HardState{Term: 1, Commit: last - 1}, ents(last, 1, 1)))
+		must(t, w.Sync())
+	}
+	fsys.SetInjector(nil) // space returns
+	for range 3 {
+		last++
+		must(t, w.Append(raft.HardState{Term: 1, Commit: last - 1}, ents(last, 1, 1)))
+	}
+	must(t, w.Sync())
+	mem.Crash()
+	_, st := open(t, mem, "/wal", o)
+	if want := (wal.State{HardState: raft.HardState{Term: 1, Commit: last - 1}, Entries: ents(1, last, 1)}); !equalState(st, want) {
+		t.Fatalf("recovered %s, want %s", describe(st), describe(want))
+	}
+}
+
 // The newest segment deleted: the segment before it ends by naming it, so
 // the loss is reported, never taken for the end of the log.
 func TestMissingNewestSegmentIsCorrupt(t *testing.T) {

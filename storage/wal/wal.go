@@ -22,11 +22,24 @@ const DefaultSegmentBytes = 64 << 20
 // MinSegmentBytes is the smallest segment size bound Validate accepts.
 const MinSegmentBytes = 512
 
+// DefaultPreallocateBytes is the allocation step when
+// Options.PreallocateBytes is 0.
+const DefaultPreallocateBytes = 1 << 20
+
 // Options configures a WAL. The zero value is valid and means the defaults.
 type Options struct {
 	// SegmentBytes is the size past which a batch goes to a new segment.
 	// 0 means DefaultSegmentBytes.
 	SegmentBytes int64
+	// PreallocateBytes is how much space a segment gets allocated at a
+	// time, ahead of the writes (up to SegmentBytes): syncing a write into
+	// allocated space need not journal a new file size (fdatasync), which
+	// halves a sync on ext4. It is a step, not the whole segment, because
+	// Open reads the last segment whole, zero tail included, and space
+	// allocated ahead is taken from the node's other files. 0 means
+	// DefaultPreallocateBytes; negative turns preallocation off (each
+	// write grows the file).
+	PreallocateBytes int64
 	// Logger receives recovery notices: a torn tail truncated, leftover
 	// segments removed. nil means slog.Default().
 	Logger *slog.Logger
@@ -41,12 +54,18 @@ func (o Options) Validate() error {
 	if o.SegmentBytes != 0 && o.SegmentBytes < MinSegmentBytes {
 		return fmt.Errorf("wal: Options.SegmentBytes is %d, want 0 (default) or at least %d", o.SegmentBytes, MinSegmentBytes)
 	}
+	if o.PreallocateBytes > 0 && o.PreallocateBytes < MinSegmentBytes {
+		return fmt.Errorf("wal: Options.PreallocateBytes is %d, want 0 (default), negative (off) or at least %d", o.PreallocateBytes, MinSegmentBytes)
+	}
 	return nil
 }
 
 func (o Options) withDefaults() Options {
 	if o.SegmentBytes == 0 {
 		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.PreallocateBytes == 0 {
+		o.PreallocateBytes = DefaultPreallocateBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -73,10 +92,11 @@ type WAL struct {
 	dir  string
 	opts Options
 
-	segments []uint64 // sequence numbers of the live segments, ascending
-	file     vfs.File // the last segment, open for appending
-	size     int64    // the last segment's size
-	dirty    bool     // written since the last sync
+	segments  []uint64        // sequence numbers of the live segments, ascending
+	file      vfs.WriteAtFile // the last segment, open for writing
+	size      int64           // the end of the last segment's records: where the next batch goes
+	allocated int64           // the last segment's file length, zero tail included; >= size
+	dirty     bool            // written since the last sync
 
 	checkpointIndex uint64
 	lastIndex       uint64
@@ -85,6 +105,48 @@ type WAL struct {
 	durable durablePoint
 	closed  bool
 	buf     []byte // reused for encoding batches
+}
+
+// allocation returns the length to allocate the last segment to so that it
+// holds end bytes: a preallocation step past what it has, within the
+// segment's bound, or end if that is more.
+func (w *WAL) allocation(end int64) int64 {
+	if w.opts.PreallocateBytes < 0 {
+		return end
+	}
+	return max(end, min(w.allocated+w.opts.PreallocateBytes, w.opts.SegmentBytes))
+}
+
+// reserve makes room in the last segment for writes up to end, allocating
+// a step ahead. A disk too full for the step is no error here: the write
+// goes on without it and meets the full disk itself, as it would without
+// preallocation, and the next write tries to allocate again.
+func (w *WAL) reserve(end int64) error {
+	if end <= w.allocated {
+		return nil
+	}
+	n, err := allocate(w.file, w.allocation(end), end, w.opts.PreallocateBytes > 0)
+	if err != nil {
+		return err
+	}
+	w.allocated = n
+	return nil
+}
+
+// allocate allocates f to n bytes if on, and returns the length the file
+// then has at least: n, or end (which the writes then extend it to) when
+// allocation is off or the disk has no space for it.
+func allocate(f vfs.WriteAtFile, n, end int64, on bool) (int64, error) {
+	if !on {
+		return end, nil
+	}
+	if err := f.Allocate(n); err != nil {
+		if vfs.IsNoSpace(err) {
+			return end, nil
+		}
+		return 0, err
+	}
+	return n, nil
 }
 
 // durablePoint is the WAL as of its last successful sync: where Repair
@@ -288,19 +350,23 @@ func (w *WAL) openLast(seq uint64, s scan) error {
 		w.opts.Logger.Warn("wal: recreating segment with a torn header", "segment", name, "reason", s.reason)
 		return w.startSegment(seq, nil)
 	}
-	f, err := w.fs.OpenAppend(name)
+	f, err := w.fs.OpenWriteAt(name)
 	if err != nil {
 		return err
 	}
 	w.segments = append(w.segments, seq)
-	w.file, w.size = f, s.end
+	w.file, w.size, w.allocated = f, s.end, s.fileBytes
 	if !s.torn {
 		return nil
 	}
+	// Truncated rather than overwritten: a shorter batch written over a
+	// torn one would leave the torn one's later records after it, valid
+	// where they lie, and the next Open would find them.
 	w.opts.Logger.Warn("wal: truncating torn tail", "segment", name, "offset", s.end, "reason", s.reason)
 	if err := f.Truncate(s.end); err != nil {
 		return err
 	}
+	w.allocated = s.end
 	return f.Sync()
 }
 
@@ -346,35 +412,42 @@ func (w *WAL) removeSegments(seqs []uint64, why string) error {
 // startSegment creates segment seq durably with body as its first bytes
 // after the header, and makes it the last segment.
 func (w *WAL) startSegment(seq uint64, body []byte) error {
-	f, size, err := w.createSegment(seq, body)
+	f, size, allocated, err := w.createSegment(seq, body)
 	if err != nil {
 		return err
 	}
-	w.file, w.size, w.dirty = f, size, false
+	w.file, w.size, w.allocated, w.dirty = f, size, allocated, false
 	w.segments = append(w.segments, seq)
 	return nil
 }
 
 // createSegment creates segment seq durably with body as its first bytes
-// after the header, and returns it open for appending, with its size.
-func (w *WAL) createSegment(seq uint64, body []byte) (vfs.File, int64, error) {
-	f, err := w.fs.Create(w.path(seq))
+// after the header, its first preallocation step allocated, and returns it
+// open for writing, with the end of its records and its allocated length.
+// A crash before it is durable leaves no segment, or one whose header is
+// torn or followed by zeros only, which Open removes or recreates.
+func (w *WAL) createSegment(seq uint64, body []byte) (vfs.WriteAtFile, int64, int64, error) {
+	f, err := w.fs.CreateWriteAt(w.path(seq))
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	buf := append(segmentHeader(seq), body...)
-	_, err = f.Write(buf)
+	size := int64(len(buf))
+	allocated, err := allocate(f, max(size, min(w.opts.PreallocateBytes, w.opts.SegmentBytes)), size, w.opts.PreallocateBytes > 0)
 	if err == nil {
-		err = f.Sync()
+		_, err = f.WriteAt(buf, 0)
+	}
+	if err == nil {
+		err = f.Sync() // a full sync: the file's size and blocks are new
 	}
 	if err == nil {
 		err = w.fs.SyncDir(w.dir)
 	}
 	if err != nil {
 		_ = f.Close() // the write's error is the one to report
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
-	return f, int64(len(buf)), nil
+	return f, size, allocated, nil
 }
 
 // usable returns the error that stops the WAL from working, if any.
@@ -446,7 +519,10 @@ func (w *WAL) Append(hs raft.HardState, ents []raft.Entry) error {
 	buf := b.finish()
 	w.buf = buf
 	w.dirty = true
-	if _, err := w.file.Write(buf); err != nil {
+	if err := w.reserve(w.size + int64(len(buf))); err != nil {
+		return w.fail(fmt.Errorf("wal: allocate: %w", err))
+	}
+	if _, err := w.file.WriteAt(buf, w.size); err != nil {
 		return w.fail(fmt.Errorf("wal: write: %w", err))
 	}
 	w.size += int64(len(buf))
@@ -463,7 +539,7 @@ func (w *WAL) Append(hs raft.HardState, ents []raft.Entry) error {
 // segment before it names it.
 func (w *WAL) roll() error {
 	cur := w.segments[len(w.segments)-1]
-	f, size, err := w.createSegment(cur+1, nil)
+	f, size, allocated, err := w.createSegment(cur+1, nil)
 	if err != nil {
 		return err
 	}
@@ -471,9 +547,12 @@ func (w *WAL) roll() error {
 	b.segmentEnd(cur + 1)
 	w.buf = b.finish()
 	w.dirty = true
-	_, err = w.file.Write(w.buf)
+	err = w.reserve(w.size + int64(len(w.buf)))
 	if err == nil {
-		err = w.file.Sync()
+		_, err = w.file.WriteAt(w.buf, w.size)
+	}
+	if err == nil {
+		err = w.file.SyncData()
 	}
 	if err == nil {
 		err = w.file.Close()
@@ -484,16 +563,18 @@ func (w *WAL) roll() error {
 	}
 	// Not a durable point for Repair: the batches this synced were not
 	// acknowledged by a Sync, and Repair takes them back out.
-	w.file, w.size, w.dirty = f, size, false
+	w.file, w.size, w.allocated, w.dirty = f, size, allocated, false
 	w.segments = append(w.segments, cur+1)
 	return nil
 }
 
+// syncFile syncs the last segment's data: fdatasync, which journals the
+// file's size only when a write went past the allocated space.
 func (w *WAL) syncFile() error {
 	if !w.dirty {
 		return nil
 	}
-	if err := w.file.Sync(); err != nil {
+	if err := w.file.SyncData(); err != nil {
 		return err
 	}
 	w.dirty = false
@@ -549,11 +630,11 @@ func (w *WAL) Repair() error {
 	if err := w.removeSegments(started, "started by a write that failed"); err != nil {
 		return fmt.Errorf("wal: repair: %w", err)
 	}
-	f, err := w.fs.OpenAppend(w.path(last))
+	f, err := w.fs.OpenWriteAt(w.path(last))
 	if err != nil {
 		return fmt.Errorf("wal: repair: %w", err)
 	}
-	err = f.Truncate(d.size)
+	err = f.Truncate(d.size) // the allocated tail goes too; Append allocates again
 	if err == nil {
 		err = f.Sync()
 	}
@@ -561,7 +642,7 @@ func (w *WAL) Repair() error {
 		_ = f.Close()
 		return fmt.Errorf("wal: repair: truncate %s to %d bytes: %w", w.path(last), d.size, err)
 	}
-	w.file, w.size, w.dirty = f, d.size, false
+	w.file, w.size, w.allocated, w.dirty = f, d.size, d.size, false
 	w.segments = slices.Clone(d.segments)
 	w.checkpointIndex, w.lastIndex = d.checkpointIndex, d.lastIndex
 	w.opts.Logger.Info("wal: repaired after a failed write", "segment", w.path(last), "size", d.size, "last_index", d.lastIndex, "failure", w.err)

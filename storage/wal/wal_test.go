@@ -164,7 +164,7 @@ func TestUnsyncedBatchLostSyncedKept(t *testing.T) {
 // segment and checks that Open truncates them, logs it, and appends after.
 func TestTornTailTruncatedAndLogged(t *testing.T) {
 	fsys := vfs.NewMemFS()
-	w, _ := open(t, fsys, "/wal", opts(0))
+	w, _ := open(t, fsys, "/wal", wal.Options{PreallocateBytes: -1, Logger: quiet})
 	must(t, w.Append(raft.HardState{Term: 1}, ents(1, 2, 1)))
 	must(t, w.Close())
 	name := "/wal/0000000000000001.wal"
@@ -172,12 +172,16 @@ func TestTornTailTruncatedAndLogged(t *testing.T) {
 	must(t, err)
 	f, err := fsys.OpenAppend(name)
 	must(t, err)
-	_, err = f.Write(make([]byte, 50)) // a size that reached the disk before its data
+	// The start of a record header, then zeros: a size that reached the
+	// disk before all its data. (Zeros alone are the end of the log.)
+	_, err = f.Write(append([]byte{42, 0, 0, 0, 1}, make([]byte, 45)...))
 	must(t, err)
 	must(t, f.Close())
 
 	var logged bytes.Buffer
-	w, st, err := wal.Open(fsys, "/wal", wal.Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	// Without preallocation, so that the bytes written land right after
+	// the batch (TestPreallocated* cover the zero tail).
+	w, st, err := wal.Open(fsys, "/wal", wal.Options{PreallocateBytes: -1, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	must(t, err)
 	if !strings.Contains(logged.String(), "truncating torn tail") {
 		t.Fatalf("log does not mention the torn tail: %q", logged.String())
@@ -293,7 +297,10 @@ func TestShortWriteMakesWALUnusable(t *testing.T) {
 	fsys := vfs.NewFaultFS(mem, 2, nil)
 	w, _ := open(t, fsys, "/wal", opts(0))
 	fsys.SetInjector(vfs.FailNth(1, vfs.FaultShortWrite, vfs.OpWrite))
-	if err := w.Append(raft.HardState{Term: 1}, ents(1, 3, 1)); !errors.Is(err, wal.ErrFailed) {
+	// Entries only: the batch's last byte is not zero, so the allocated
+	// zeros after a short write cannot complete it (had the bytes not
+	// written been zeros, the batch recovered would be the one written).
+	if err := w.Append(raft.HardState{}, ents(1, 3, 1)); !errors.Is(err, wal.ErrFailed) {
 		t.Fatalf("Append with a short write: %v, want ErrFailed", err)
 	}
 	_ = w.Close()
@@ -449,11 +456,22 @@ func run(w *wal.WAL, ops []op) (states []wal.State, acked, attempted int) {
 // seeds), recovers, and checks that the recovered state is the state after
 // some batch between the last acknowledged and the last attempted one. It
 // then checks that the recovered WAL takes new batches.
-func TestCrashAtEveryStep(t *testing.T) {
+func TestCrashAtEveryStep(t *testing.T) { crashAtEveryStep(t, opts(wal.MinSegmentBytes)) }
+
+// TestCrashAtEveryStepAllocatingInSteps is TestCrashAtEveryStep with
+// segments that get their space in several steps: crashes in the middle of
+// an allocation, of the writes into it, and of a roll.
+func TestCrashAtEveryStepAllocatingInSteps(t *testing.T) {
+	o := opts(2048)
+	o.PreallocateBytes = wal.MinSegmentBytes
+	crashAtEveryStep(t, o)
+}
+
+func crashAtEveryStep(t *testing.T, o wal.Options) {
 	for seed := range uint64(3) {
 		ops := workload(seed, 40)
 		dry := vfs.NewMemFS()
-		w, _ := open(t, dry, "/wal", opts(wal.MinSegmentBytes))
+		w, _ := open(t, dry, "/wal", o)
 		base := dry.Ops()
 		states, _, attempted := run(w, ops)
 		total := dry.Ops() - base
@@ -462,16 +480,16 @@ func TestCrashAtEveryStep(t *testing.T) {
 		}
 		for point := 1; point <= total; point++ {
 			for mode := range 3 {
-				checkCrash(t, ops, states, seed, point, mode)
+				checkCrash(t, o, ops, states, seed, point, mode)
 			}
 		}
 	}
 }
 
-func checkCrash(t *testing.T, ops []op, model []wal.State, seed uint64, point, mode int) {
+func checkCrash(t *testing.T, o wal.Options, ops []op, model []wal.State, seed uint64, point, mode int) {
 	t.Helper()
 	fsys := vfs.NewMemFS()
-	w, _ := open(t, fsys, "/wal", opts(wal.MinSegmentBytes))
+	w, _ := open(t, fsys, "/wal", o)
 	fsys.SetCrashPoint(point)
 	_, acked, attempted := run(w, ops)
 	if !fsys.Crashed() {
@@ -482,7 +500,7 @@ func checkCrash(t *testing.T, ops []op, model []wal.State, seed uint64, point, m
 	} else {
 		fsys.CrashTorn(rand.New(rand.NewPCG(seed, uint64(point*3+mode))))
 	}
-	w, st, err := wal.Open(fsys, "/wal", opts(wal.MinSegmentBytes))
+	w, st, err := wal.Open(fsys, "/wal", o)
 	if err != nil {
 		t.Fatalf("seed %d point %d mode %d: recovery failed: %v", seed, point, mode, err)
 	}
@@ -501,7 +519,7 @@ func checkCrash(t *testing.T, ops []op, model []wal.State, seed uint64, point, m
 	must(t, w.Append(raft.HardState{Term: st.HardState.Term + 1}, next))
 	must(t, w.Sync())
 	fsys.Crash()
-	_, again := open(t, fsys, "/wal", opts(wal.MinSegmentBytes))
+	_, again := open(t, fsys, "/wal", o)
 	want := apply(st, op{hs: raft.HardState{Term: st.HardState.Term + 1}, ents: next})
 	if !equalState(again, want) {
 		t.Fatalf("seed %d point %d mode %d: after a new batch recovered %s\nwant %s", seed, point, mode, describe(again), describe(want))

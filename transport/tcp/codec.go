@@ -85,8 +85,11 @@ type hello struct {
 // its answer, forwarded proposals, which carry commands an older node
 // would refuse to apply) and snapshots spooled to disk: an older node and
 // a newer one must not form a cluster, where they would part ways, so
-// they do not talk at all (docs/cluster.md, "Limits").
-const protocolVersion = 2
+// they do not talk at all (docs/cluster.md, "Limits"). Version 3 added
+// message type 15 (the leader's answer to forwarded proposals) and the
+// message field Lead after Transfer: a version 2 node would refuse the
+// type and misread every message.
+const protocolVersion = 3
 
 // helloMagic opens every hello, so that a stray client (an HTTP request to
 // the wrong port) is refused on its first bytes with a clear reason.
@@ -138,6 +141,7 @@ func marshalMessage(m raft.Message) []byte {
 	e.Uvarint(m.HintTerm)
 	e.Uvarint(m.ReadRound)
 	e.Bool(m.Transfer)
+	e.Uvarint(m.Lead)
 	e.Uvarint(uint64(len(m.Entries)))
 	for _, ent := range m.Entries {
 		e.Uvarint(ent.Term)
@@ -174,6 +178,7 @@ func unmarshalMessage(b []byte) (raft.Message, error) {
 	m.HintTerm = d.Uvarint("hint term")
 	m.ReadRound = d.Uvarint("read round")
 	m.Transfer = d.Bool("transfer")
+	m.Lead = d.Uvarint("lead")
 	if n := d.Count("entries", maxEntriesPerMessage); n > 0 {
 		m.Entries = make([]raft.Entry, 0, min(n, len(d.Rest())/3+1))
 		for range n {

@@ -31,7 +31,7 @@ func TestMessageRoundTrip(t *testing.T) {
 // A follower's forwarded proposals (type 14) round-trip; one without
 // proposals, or with a membership change among them, does not decode.
 func TestProposalRequestCodec(t *testing.T) {
-	m := raft.Message{Type: raft.MsgProposalRequest, From: 2, To: 1, Term: 4, Entries: []raft.Entry{
+	m := raft.Message{Type: raft.MsgProposalRequest, From: 2, To: 1, Term: 4, ReadRound: 9, Entries: []raft.Entry{
 		{Type: raft.EntryNormal, Data: []byte("put a")}, {Type: raft.EntryNormal, Data: bytes.Repeat([]byte{7}, 300)}}}
 	b := marshalMessage(m)
 	if b[0] != 14 {
@@ -52,17 +52,20 @@ func TestProposalRequestCodec(t *testing.T) {
 	}
 }
 
-// The read index messages (types 12 and 13) travel in the ordinary message
-// frame: their bytes are pinned here, so that a change of the encoding is
+// The read index messages (types 12 and 13) and the answer to forwarded
+// proposals (15) travel in the ordinary message frame: their bytes are
+// pinned here, so that a change of the encoding is
 // a decision, not an accident.
 func TestReadIndexMessagesEncoding(t *testing.T) {
 	for _, tt := range []struct {
 		m   raft.Message
 		hex string
 	}{
-		{raft.Message{Type: raft.MsgReadIndexRequest, From: 2, To: 1, Term: 3, ReadRound: 300}, "0c020103000000000000ac0200000000000000"},
-		{raft.Message{Type: raft.MsgReadIndexResponse, From: 1, To: 2, Term: 3, LogIndex: 17, ReadRound: 300}, "0d010203110000000000ac0200000000000000"},
-		{raft.Message{Type: raft.MsgReadIndexResponse, From: 1, To: 2, Term: 3, Reject: true, ReadRound: 300}, "0d010203000000010000ac0200000000000000"},
+		{raft.Message{Type: raft.MsgReadIndexRequest, From: 2, To: 1, Term: 3, ReadRound: 300}, "0c020103000000000000ac020000000000000000"},
+		{raft.Message{Type: raft.MsgReadIndexResponse, From: 1, To: 2, Term: 3, LogIndex: 17, ReadRound: 300}, "0d010203110000000000ac020000000000000000"},
+		{raft.Message{Type: raft.MsgReadIndexResponse, From: 1, To: 2, Term: 3, Reject: true, ReadRound: 300}, "0d010203000000010000ac020000000000000000"},
+		{raft.Message{Type: raft.MsgProposalResponse, From: 1, To: 2, Term: 3, LogIndex: 17, LogTerm: 3, ReadRound: 300}, "0f010203110300000000ac020000000000000000"},
+		{raft.Message{Type: raft.MsgProposalResponse, From: 1, To: 2, Term: 3, Reject: true, ReadRound: 300, Lead: 4}, "0f010203000000010000ac020004000000000000"},
 	} {
 		b := marshalMessage(tt.m)
 		if got := fmt.Sprintf("%x", b); got != tt.hex {
@@ -142,7 +145,7 @@ func seedStreams() [][]byte {
 	var seeds [][]byte
 	var all []byte
 	all = appendFrame(all, frameHello, hello{Version: 1, From: 1, To: 2, Meta: "127.0.0.1:8080"}.marshal())
-	for _, m := range sampleMessages(1, 2) {
+	for _, m := range append(sampleMessages(1, 2), followerPathMessages(1, 2)...) {
 		f := appendFrame(nil, frameMessage, marshalMessage(m))
 		seeds = append(seeds, f)
 		all = append(all, f...)
@@ -152,6 +155,21 @@ func seedStreams() [][]byte {
 	all = appendFrame(all, frameSnapshotBegin, marshalSnapshotBegin(snap, snap.Snapshot.Size()))
 	all = appendFrame(all, frameSnapshotChunk, []byte{1, 'a', 'b', 'c'})
 	return append(seeds, all)
+}
+
+// followerPathMessages are the messages of follower reads and forwarded
+// proposals (types 12 to 15), seeds of the fuzzer's corpus beside
+// sampleMessages.
+func followerPathMessages(from, to uint64) []raft.Message {
+	return []raft.Message{
+		{Type: raft.MsgReadIndexRequest, From: from, To: to, Term: 3, ReadRound: 1 << 61},
+		{Type: raft.MsgReadIndexResponse, From: from, To: to, Term: 3, LogIndex: 12, ReadRound: 1<<61 + 1},
+		{Type: raft.MsgReadIndexResponse, From: from, To: to, Term: 4, Reject: true, ReadRound: 1<<61 + 2},
+		{Type: raft.MsgProposalRequest, From: from, To: to, Term: 3, ReadRound: 1<<61 + 3, Entries: []raft.Entry{
+			{Type: raft.EntryNormal, Data: []byte("put a")}, {Type: raft.EntryNormal, Data: []byte{0, 1, 2, 255}}}},
+		{Type: raft.MsgProposalResponse, From: from, To: to, Term: 3, LogIndex: 13, LogTerm: 3, ReadRound: 1<<61 + 3},
+		{Type: raft.MsgProposalResponse, From: from, To: to, Term: 4, Reject: true, Lead: 3, ReadRound: 1<<61 + 4},
+	}
 }
 
 // FuzzDecode feeds arbitrary bytes to the frame and message decoders: they

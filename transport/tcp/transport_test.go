@@ -393,10 +393,13 @@ func TestRejectsUnknownNodesAndMalformedFrames(t *testing.T) {
 	a.log.waitFor(t, "protocol version")
 
 	// An older coord (protocol 1: no follower reads, no forwarded
-	// proposals) is refused too, not mixed into the cluster.
-	c = rawHello(t, addr, hello{Version: 1, From: 2, To: 1})
-	expectClosed(t, c)
-	a.log.waitFor(t, "version=1 want=2")
+	// proposals; protocol 2: forwarded proposals without answers) is
+	// refused too, not mixed into the cluster.
+	for _, old := range []uint64{1, 2} {
+		c = rawHello(t, addr, hello{Version: old, From: 2, To: 1})
+		expectClosed(t, c)
+		a.log.waitFor(t, fmt.Sprintf("version=%d want=3", old))
+	}
 
 	// Not our protocol at all: an HTTP request on the raft port.
 	c, _ = net.Dial("tcp", addr)

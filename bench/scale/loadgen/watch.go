@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -38,6 +40,28 @@ type watchTarget struct {
 	watch func(ctx context.Context, ep int, key string, ready func(), onRev func(uint64)) error
 	// leader returns the index in the endpoints of the leader, or -1.
 	leader func(ctx context.Context) int
+	// wire, if not nil, returns what the writes cost on the wire so far.
+	wire func() wireCounts
+}
+
+// wireCounts is what a system's writers sent: HTTP attempts (a client
+// retries an attempt that failed or timed out), the attempts that failed,
+// and the connections they dialed.
+type wireCounts struct{ attempts, failed, dials int64 }
+
+// countingTransport counts the attempts and dials of the coord clients.
+type countingTransport struct {
+	next                    http.RoundTripper
+	attempts, failed, dials *atomic.Int64
+}
+
+func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.attempts.Add(1)
+	resp, err := t.next.RoundTrip(r)
+	if err != nil {
+		t.failed.Add(1)
+	}
+	return resp, err
 }
 
 // runWatch measures watch latency (issue 21): --watchers watchers of one
@@ -119,6 +143,13 @@ func runWatch(cfg config) error {
 	for i, pid := range cfg.pids {
 		cpu0[i] = cpuSeconds([]int{pid})
 	}
+	// The load generator's own CPU: its watchers and writers compete with
+	// the servers for the same cores.
+	selfCPU0 := cpuSeconds([]int{os.Getpid()})
+	var wire0 wireCounts
+	if t.wire != nil {
+		wire0 = t.wire()
+	}
 	start := time.Now()
 	end := start.Add(cfg.duration)
 
@@ -194,6 +225,7 @@ func runWatch(cfg config) error {
 	for i, pid := range cfg.pids {
 		cpus[i] = 100 * (cpuSeconds([]int{pid}) - cpu0[i]) / elapsed.Seconds()
 	}
+	selfCPU := 100 * (cpuSeconds([]int{os.Getpid()}) - selfCPU0) / elapsed.Seconds()
 	lctx, lcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	leader := t.leader(lctx)
 	lcancel()
@@ -221,8 +253,14 @@ func runWatch(cfg config) error {
 	}
 	fmt.Printf("%-6s watch: %d watched writes (%d failed), put p50 %.1f ms; seen %d times (%d missed, %d before the ack): from ack p50 %.1f ms, p99 %.1f ms, max %.1f ms; from send p50 %.1f ms, p99 %.1f ms\n",
 		cfg.target, len(acked), watchedFailed, q(putLat, 0.5), len(lat), missed, early, q(lat, 0.5), q(lat, 0.99), q(lat, 1), q(fromSend, 0.5), q(fromSend, 0.99))
-	fmt.Printf("%-6s background: %d writes (%.0f/s of %d/s), %d failed, %d not sent (%d in flight); cpu of each server (* leader): %s\n",
-		cfg.target, bgDone.Load(), float64(bgDone.Load())/elapsed.Seconds(), cfg.rate, bgFailed.Load(), bgSkipped.Load(), cfg.maxInflight, strings.Join(cpuText, " "))
+	fmt.Printf("%-6s background: %d writes (%.0f/s of %d/s), %d failed, %d not sent (%d in flight); cpu of each server (* leader): %s; of loadgen: %.1f%%\n",
+		cfg.target, bgDone.Load(), float64(bgDone.Load())/elapsed.Seconds(), cfg.rate, bgFailed.Load(), bgSkipped.Load(), cfg.maxInflight, strings.Join(cpuText, " "), selfCPU)
+	if t.wire != nil {
+		w := t.wire()
+		sent := bgDone.Load() + bgFailed.Load() + int64(len(acked)+watchedFailed)
+		fmt.Printf("# %s wire: %d attempts for %d writes (%.2f each), %d attempts failed, %d connections dialed\n",
+			cfg.target, w.attempts-wire0.attempts, sent, float64(w.attempts-wire0.attempts)/float64(max(sent, 1)), w.failed-wire0.failed, w.dials-wire0.dials)
+	}
 	if err := firstPutErr.Load(); err != nil {
 		fmt.Printf("# %s: the first failed write: %v\n", cfg.target, err)
 	}
@@ -238,9 +276,22 @@ func runWatch(cfg config) error {
 func coordWatchTarget(cfg config) watchTarget {
 	ccfg := client.DefaultConfig(cfg.endpoints...)
 	ccfg.Token = cfg.token
+	if cfg.attemptTimeout > 0 {
+		ccfg.AttemptTimeout = cfg.attemptTimeout
+	}
+	// Each client gets the transport the client package would make for
+	// itself, counted.
+	var attempts, failed, dials atomic.Int64
 	var err error
 	pool := make([]*client.Client, max(cfg.clients, 1)+1)
 	for i := range pool {
+		var dialer net.Dialer
+		tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				dials.Add(1)
+				return dialer.DialContext(ctx, network, addr)
+			}}
+		ccfg.HTTPClient = &http.Client{Transport: countingTransport{next: tr, attempts: &attempts, failed: &failed, dials: &dials}}
 		if pool[i], err = client.New(ccfg); err != nil {
 			break
 		}
@@ -255,6 +306,7 @@ func coordWatchTarget(cfg config) watchTarget {
 		base[i] = strings.TrimSuffix(ep, "/")
 	}
 	return watchTarget{
+		wire: func() wireCounts { return wireCounts{attempts.Load(), failed.Load(), dials.Load()} },
 		put: func(ctx context.Context, key string, value []byte) (uint64, error) {
 			if err != nil {
 				return 0, err
