@@ -71,7 +71,9 @@ type HandlerConfig struct {
 	// Background, if set, takes snapshots off the caller's goroutine
 	// when the StateMachine is a SnapshotViewer: the state is encoded and
 	// written (streamed, with a SnapshotStorage) while the handler goes
-	// on. Nil: a snapshot is taken in Handle, step 4.
+	// on; and restores a leader's snapshot off it when the StateMachine
+	// is a BackgroundRestorer (restore.go). Nil: a snapshot is taken in
+	// Handle, step 4, and restored in step 3.
 	Background Background
 	// Logger logs failed compactions. Nil: nothing is logged.
 	Logger *slog.Logger
@@ -122,7 +124,8 @@ type HandlerConfig struct {
 //  2. Transport.Send of the other messages: only now, because a granted
 //     vote or an append acknowledgement promises what step 1 made
 //     durable (Raft Figure 2: "respond after updating stable storage");
-//  3. StateMachine.Restore (snapshot), then, for each committed entry in
+//  3. StateMachine.Restore (snapshot; or decoded in the background and
+//     swapped in before the rest of this step: restore.go), then, for each committed entry in
 //     log order (unless step 0 applied them), StateMachine.Apply (normal entries with data) or the
 //     recording of the membership the core handed over
 //     (Ready.ConfChanges; never worked out again); the proposer waiting
@@ -166,6 +169,10 @@ type Handler struct {
 	snapshotEntries uint64
 	background      Background
 	snapshotting    bool // a snapshot is being written in the background
+	// restoring says a snapshot from the leader is being decoded in the
+	// background; parked is the rest of its Ready (restore.go).
+	restoring bool
+	parked    raft.Ready
 
 	// ready is the Ready being handled, kept here rather than allocated
 	// for each; held says its persistence failed, and it waits for a
@@ -503,7 +510,7 @@ func (h *Handler) ReadIndex(id uint64, done Waiter) error {
 // ErrStorage when a Ready's write failed and the Ready is now held (the
 // caller goes on ticking); any other error stopped the handler.
 func (h *Handler) Handle() error {
-	for h.stopped == nil && !h.held && h.core.HasReady() {
+	for h.stopped == nil && !h.held && !h.restoring && h.core.HasReady() {
 		h.ready = pendingReady{rd: h.core.Ready()}
 		h.sendAhead()
 		h.applyAhead()
@@ -690,11 +697,23 @@ func (h *Handler) finish() error {
 	}
 	// 3. Apply.
 	if !rd.Snapshot.IsEmpty() {
+		if h.restoreInBackground(rd) {
+			// The rest of this Ready waits for the restored state
+			// (restored, in restore.go).
+			return nil
+		}
 		if err := h.installSnapshot(rd.Snapshot); err != nil {
 			h.Stop(err)
 			return err
 		}
 	}
+	return h.applyAndAdvance(rd, applied)
+}
+
+// applyAndAdvance is the rest of step 3, and step 4, of rd: its
+// committed entries applied (unless step 0 applied them ahead), its
+// reads answered, the core advanced.
+func (h *Handler) applyAndAdvance(rd raft.Ready, applied bool) error {
 	if !applied {
 		// Before applying: a forwarded proposal placed at an index this
 		// Ready commits waits for it.
@@ -724,6 +743,12 @@ func (h *Handler) installSnapshot(s raft.Snapshot) error {
 	if err := restore(h.sm, s); err != nil {
 		return fmt.Errorf("node %d: restore snapshot %d: %w", h.id, s.Metadata.Index, err)
 	}
+	h.snapshotRestored(s)
+	return nil
+}
+
+// snapshotRestored records that the state machine now holds snapshot s.
+func (h *Handler) snapshotRestored(s raft.Snapshot) {
 	h.applied, h.lastSnapshot, h.conf = s.Metadata.Index, s.Metadata.Index, s.Metadata.ConfState
 	// The entries the snapshot covers were never seen here: whether a
 	// waiter's entry is among them is unknown.
@@ -736,7 +761,6 @@ func (h *Handler) installSnapshot(s raft.Snapshot) error {
 	if h.hooks.SnapshotInstalled != nil {
 		h.hooks.SnapshotInstalled(s.Metadata)
 	}
-	return nil
 }
 
 // apply applies committed entries in order, recording the membership
@@ -889,7 +913,7 @@ const (
 // retried later, with back-off: the log just grows meanwhile, and nothing
 // is lost.
 func (h *Handler) maybeCompact() {
-	if h.snapshotEntries == 0 || h.snapshotting || h.applied < h.lastSnapshot+h.snapshotEntries || h.ticks < h.compactAfter {
+	if h.snapshotEntries == 0 || h.snapshotting || h.restoring || h.applied < h.lastSnapshot+h.snapshotEntries || h.ticks < h.compactAfter {
 		return
 	}
 	if h.snapshotInBackground() {
@@ -905,6 +929,9 @@ func (h *Handler) maybeCompact() {
 func (h *Handler) Compact() error {
 	if h.stopped != nil {
 		return h.stopped
+	}
+	if h.restoring {
+		return fmt.Errorf("node %d: %w", h.id, ErrRestoring)
 	}
 	data, err := h.sm.Snapshot()
 	if err == nil {

@@ -35,6 +35,9 @@ var (
 	// reads, and neither votes nor acknowledges appends. The error wraps
 	// the storage's (vfs.IsNoSpace tells a full disk).
 	ErrStorage = errors.New("node: storage failing")
+	// ErrRestoring means a snapshot from the leader is being restored in
+	// the background: the node takes no snapshot of its own meanwhile.
+	ErrRestoring = errors.New("node: restoring a snapshot")
 )
 
 // Repairer is implemented by a Storage that, after a failed write, refuses
@@ -151,8 +154,9 @@ type Node struct {
 	done     chan struct{}
 	err      error // set before done is closed
 
-	// finished carries a background snapshot's end to the loop; one is in
-	// progress at a time, so its one slot never blocks the sender.
+	// finished carries the end of background work to the loop: one
+	// snapshot written and one snapshot restored at most are in progress
+	// at a time, so its two slots never block a sender.
 	finished   chan func()
 	background sync.WaitGroup
 
@@ -189,7 +193,7 @@ func Start(cfg Config) (*Node, error) {
 		inbox:    make(chan inboxItem, cfg.InboxMessages),
 		reports:  make(chan func(), 256),
 		requests: make(chan func()),
-		finished: make(chan func(), 1),
+		finished: make(chan func(), 2),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 		changed:  make(chan struct{}),

@@ -44,11 +44,19 @@ type Config struct {
 	Applied uint64
 
 	// MaxAppendBytes bounds the entry data in one AppendRequest, in bytes
-	// (at least one entry is always sent).
+	// (at least one entry is always sent, however large).
 	MaxAppendBytes uint64
 	// MaxInflightMsgs bounds the AppendRequests in flight to one follower
 	// while replicating.
 	MaxInflightMsgs int
+	// MaxInflightBytes bounds the entry data in flight to one follower
+	// while replicating: no append is sent while the unacknowledged ones
+	// hold this much (so at most MaxInflightBytes plus one append's are
+	// on the way). With large entries the count bound alone would let
+	// MaxInflightMsgs of them, hundreds of MB, queue on the connection
+	// ahead of heartbeats. 0 means no bound but MaxInflightMsgs; else it
+	// must be at least MaxAppendBytes.
+	MaxInflightBytes uint64
 	// MaxUncommittedBytes bounds the entry data a leader holds uncommitted;
 	// proposals past it get ErrProposalDropped. 0 means no limit.
 	MaxUncommittedBytes uint64
@@ -74,6 +82,7 @@ func DefaultConfig() Config {
 		HeartbeatTicks:            1,
 		MaxAppendBytes:            1 << 20,
 		MaxInflightMsgs:           256,
+		MaxInflightBytes:          8 << 20,
 		MaxUncommittedBytes:       64 << 20,
 		MaxCommittedBytesPerReady: 16 << 20,
 		PreVote:                   true,
@@ -100,6 +109,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MaxAppendBytes must be positive", ErrInvalidConfig)
 	case c.MaxInflightMsgs <= 0:
 		return fmt.Errorf("%w: MaxInflightMsgs %d must be positive", ErrInvalidConfig, c.MaxInflightMsgs)
+	case c.MaxInflightBytes != 0 && c.MaxInflightBytes < c.MaxAppendBytes:
+		return fmt.Errorf("%w: MaxInflightBytes %d must be 0 or at least MaxAppendBytes %d",
+			ErrInvalidConfig, c.MaxInflightBytes, c.MaxAppendBytes)
 	}
 	for i, p := range c.Peers {
 		if p == 0 {

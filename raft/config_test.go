@@ -30,6 +30,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{"ElectionTicks", func(c *Config) { c.ElectionTicks = c.HeartbeatTicks }},
 		{"MaxAppendBytes", func(c *Config) { c.MaxAppendBytes = 0 }},
 		{"MaxInflightMsgs", func(c *Config) { c.MaxInflightMsgs = 0 }},
+		{"MaxInflightBytes", func(c *Config) { c.MaxInflightBytes = c.MaxAppendBytes - 1 }},
 		{"Peers", func(c *Config) { c.Peers = []uint64{1, 0} }},
 	}
 	for _, tt := range tests {

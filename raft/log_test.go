@@ -106,10 +106,10 @@ func TestLimitSize(t *testing.T) {
 }
 
 func TestInflights(t *testing.T) {
-	in := newInflights(3)
-	in.add(5)
-	in.add(7)
-	in.add(9)
+	in := newInflights(3, 0)
+	in.add(5, 1)
+	in.add(7, 1)
+	in.add(9, 1)
 	if !in.full() {
 		t.Fatal("3 of 3 in flight is not full")
 	}
@@ -117,11 +117,43 @@ func TestInflights(t *testing.T) {
 	if in.count != 1 {
 		t.Errorf("after freeLE(7): %d in flight, want 1", in.count)
 	}
-	in.add(11)
-	in.add(12)
+	in.add(11, 1)
+	in.add(12, 1)
 	in.freeFirstOne()
 	in.freeLE(100)
 	if in.count != 0 {
 		t.Errorf("after freeing all: %d in flight", in.count)
+	}
+}
+
+// The bytes bound holds sends back once the bytes in flight reach it, but
+// never the first append, however large: an entry over the bound still
+// goes, alone.
+func TestInflightsBoundedInBytes(t *testing.T) {
+	in := newInflights(100, 10)
+	in.add(1, 25) // one append over the whole bound
+	if !in.full() {
+		t.Fatal("25 of 10 bytes in flight is not full")
+	}
+	in.freeLE(1)
+	if in.full() || in.bytes != 0 {
+		t.Fatalf("after freeing it: full %v, %d bytes", in.full(), in.bytes)
+	}
+	in.add(2, 4)
+	in.add(3, 5)
+	if in.full() {
+		t.Fatal("9 of 10 bytes in flight is full")
+	}
+	in.add(4, 1)
+	if !in.full() {
+		t.Fatal("10 of 10 bytes in flight is not full")
+	}
+	in.freeFirstOne()
+	if in.full() || in.bytes != 6 {
+		t.Fatalf("after freeing the oldest: full %v, %d bytes, want 6", in.full(), in.bytes)
+	}
+	in.reset()
+	if in.bytes != 0 || in.count != 0 {
+		t.Fatalf("after reset: %d appends, %d bytes", in.count, in.bytes)
 	}
 }

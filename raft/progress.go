@@ -13,7 +13,8 @@ const (
 	// ProgressProbe sends one append at a time until the follower's match
 	// is found (after an election or a rejection).
 	ProgressProbe ProgressState = iota + 1
-	// ProgressReplicate pipelines appends, up to MaxInflightMsgs in flight.
+	// ProgressReplicate pipelines appends, up to MaxInflightMsgs and
+	// MaxInflightBytes in flight.
 	ProgressReplicate
 	// ProgressSnapshot waits for the follower to install a snapshot.
 	ProgressSnapshot
@@ -71,8 +72,8 @@ type Progress struct {
 	inflights     inflights
 }
 
-func newProgress(next uint64, maxInflight int) *Progress {
-	p := &Progress{Next: next, State: ProgressProbe, inflights: newInflights(maxInflight)}
+func newProgress(next uint64, maxInflight int, maxInflightBytes uint64) *Progress {
+	p := &Progress{Next: next, State: ProgressProbe, inflights: newInflights(maxInflight, maxInflightBytes)}
 	p.check()
 	return p
 }
@@ -199,13 +200,14 @@ func (p *Progress) isPaused() bool {
 	}
 }
 
-// sentEntries records an append of entries ending at last.
-func (p *Progress) sentEntries(count int, last uint64) {
+// sentEntries records an append of count entries ending at last, holding
+// bytes of entry data.
+func (p *Progress) sentEntries(count int, last, bytes uint64) {
 	switch p.State {
 	case ProgressReplicate:
 		if count > 0 {
 			p.Next = last + 1
-			p.inflights.add(last)
+			p.inflights.add(last, bytes)
 		}
 	case ProgressProbe:
 		p.ProbeSent = true
@@ -220,15 +222,28 @@ func (p *Progress) String() string {
 	return fmt.Sprintf("%v match=%d next=%d", p.State, p.Match, p.Next)
 }
 
-// inflights is a bounded FIFO of the last indexes of appends in flight.
+// inflights is a bounded FIFO of the appends in flight: the last index of
+// each, and its bytes of entry data. It is full at maxCount appends, or
+// once the bytes in flight reach maxBytes (0: no bound on bytes). The
+// bytes bound is checked before a send, not against it, so one append
+// always goes however large (the core caps an append at MaxAppendBytes
+// but always sends at least one entry): with large entries the bytes in
+// flight stay under maxBytes plus one append, whatever the count bound.
 type inflights struct {
 	start, count int
-	buffer       []uint64
+	bytes        uint64 // entry data in flight
+	maxBytes     uint64
+	buffer       []uint64 // last index of each append
+	sizes        []uint64 // its bytes, alongside buffer
 }
 
-func newInflights(size int) inflights { return inflights{buffer: make([]uint64, size)} }
+func newInflights(maxCount int, maxBytes uint64) inflights {
+	return inflights{buffer: make([]uint64, maxCount), sizes: make([]uint64, maxCount), maxBytes: maxBytes}
+}
 
-func (in *inflights) full() bool { return in.count == len(in.buffer) }
+func (in *inflights) full() bool {
+	return in.count == len(in.buffer) || (in.maxBytes > 0 && in.bytes >= in.maxBytes)
+}
 
 // oldest and newest return the last indexes of the first and the latest
 // append in flight; count > 0.
@@ -237,19 +252,20 @@ func (in *inflights) newest() uint64 {
 	return in.buffer[(in.start+in.count-1)%len(in.buffer)]
 }
 
-func (in *inflights) add(last uint64) {
+func (in *inflights) add(last, bytes uint64) {
 	if in.full() {
-		assert.Fail("inflights full: %d of %d", in.count, len(in.buffer))
+		assert.Fail("inflights full: %d of %d, %d of %d bytes", in.count, len(in.buffer), in.bytes, in.maxBytes)
 	}
-	in.buffer[(in.start+in.count)%len(in.buffer)] = last
+	slot := (in.start + in.count) % len(in.buffer)
+	in.buffer[slot], in.sizes[slot] = last, bytes
 	in.count++
+	in.bytes += bytes
 }
 
 // freeLE frees every append whose last index is at most to.
 func (in *inflights) freeLE(to uint64) {
 	for in.count > 0 && in.buffer[in.start] <= to {
-		in.start = (in.start + 1) % len(in.buffer)
-		in.count--
+		in.freeFirstOne()
 	}
 }
 
@@ -257,9 +273,10 @@ func (in *inflights) freeLE(to uint64) {
 // lost can be probed again.
 func (in *inflights) freeFirstOne() {
 	if in.count > 0 {
+		in.bytes -= in.sizes[in.start]
 		in.start = (in.start + 1) % len(in.buffer)
 		in.count--
 	}
 }
 
-func (in *inflights) reset() { in.start, in.count = 0, 0 }
+func (in *inflights) reset() { in.start, in.count, in.bytes = 0, 0, 0 }

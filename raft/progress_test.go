@@ -36,8 +36,8 @@ func checkFails(f func()) (msg string) {
 func TestProgressInvariantsHoldUnderRandomUse(t *testing.T) {
 	for seed := uint64(1); seed <= 300; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 11))
-		last := uint64(rng.IntN(20) + 1) // the leader's last index
-		pr := newProgress(last+1, 1+rng.IntN(4))
+		last := uint64(rng.IntN(20) + 1)                                // the leader's last index
+		pr := newProgress(last+1, 1+rng.IntN(4), uint64(rng.IntN(3))*3) // 0: no bound on bytes
 		var trace []string
 		step := func(what string, f func()) {
 			trace = append(trace, what)
@@ -59,7 +59,7 @@ func TestProgressInvariantsHoldUnderRandomUse(t *testing.T) {
 					continue // the core sends empty appends only to probe
 				}
 				step(fmt.Sprintf("send %d from %d", count, pr.Next), func() {
-					pr.sentEntries(count, pr.Next-1+uint64(count))
+					pr.sentEntries(count, pr.Next-1+uint64(count), uint64(count))
 				})
 			case 2: // an acknowledgement, possibly stale or duplicated
 				n := uint64(rng.IntN(int(min(pr.Next, last+1))))
@@ -126,12 +126,12 @@ func TestProgressCheckCatchesBrokenInvariants(t *testing.T) {
 		{"snapshot state, next elsewhere", func(p *Progress) { p.State, p.PendingSnapshot = ProgressSnapshot, 9 }, "next 5 in state snapshot"},
 		{"pending snapshot while probing", func(p *Progress) { p.PendingSnapshot = 3 }, "pending snapshot 3 in state probe"},
 		{"probe sent while replicating", func(p *Progress) { p.State, p.ProbeSent = ProgressReplicate, true }, "probe sent in state replicate"},
-		{"in flight while probing", func(p *Progress) { p.inflights.add(4) }, "1 appends in flight in state probe"},
-		{"in flight at or below match", func(p *Progress) { p.State = ProgressReplicate; p.inflights.add(2) }, "outside (match 3, next 5)"},
-		{"in flight at or past next", func(p *Progress) { p.State = ProgressReplicate; p.inflights.add(5) }, "outside (match 3, next 5)"},
+		{"in flight while probing", func(p *Progress) { p.inflights.add(4, 1) }, "1 appends in flight in state probe"},
+		{"in flight at or below match", func(p *Progress) { p.State = ProgressReplicate; p.inflights.add(2, 1) }, "outside (match 3, next 5)"},
+		{"in flight at or past next", func(p *Progress) { p.State = ProgressReplicate; p.inflights.add(5, 1) }, "outside (match 3, next 5)"},
 	}
 	for _, tt := range tests {
-		p := newProgress(5, 4)
+		p := newProgress(5, 4, 0)
 		p.Match = 3
 		tt.mutate(p)
 		if msg := checkFails(p.check); !strings.Contains(msg, tt.want) {

@@ -224,7 +224,7 @@ func (r *Core) setConf(cs ConfState) {
 	}
 	for _, id := range r.members {
 		if r.progress[id] == nil {
-			r.progress[id] = newProgress(r.log.lastIndex()+1, r.cfg.MaxInflightMsgs)
+			r.progress[id] = newProgress(r.log.lastIndex()+1, r.cfg.MaxInflightMsgs, r.cfg.MaxInflightBytes)
 		}
 	}
 	for id := range r.progress {
@@ -337,7 +337,7 @@ func (r *Core) becomeLeader() {
 	r.progress = map[uint64]*Progress{}
 	last := r.log.lastIndex()
 	for _, id := range r.members {
-		pr := newProgress(last+1, r.cfg.MaxInflightMsgs)
+		pr := newProgress(last+1, r.cfg.MaxInflightMsgs, r.cfg.MaxInflightBytes)
 		if id == r.id {
 			// The leader counts towards a quorum only what it has
 			// persisted (see Advance).
@@ -971,7 +971,7 @@ func (r *Core) sendAppend(to uint64, sendIfEmpty bool) bool {
 	}
 	r.send(Message{Type: MsgAppendRequest, To: to, LogIndex: prevIndex, LogTerm: prevTerm,
 		Entries: entries, Commit: r.log.committed})
-	pr.sentEntries(len(entries), prevIndex+uint64(len(entries)))
+	pr.sentEntries(len(entries), prevIndex+uint64(len(entries)), entriesBytes(entries))
 	return true
 }
 

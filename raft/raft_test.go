@@ -294,6 +294,64 @@ func TestAppendFlowControl(t *testing.T) {
 	}
 }
 
+// The leader holds back appends to a follower once the entry data in
+// flight to it reaches MaxInflightBytes, whatever MaxInflightMsgs allows,
+// and an entry larger than MaxAppendBytes still goes, alone: large values
+// never make an append that cannot be sent, nor hundreds of MB queued on
+// one connection.
+func TestAppendFlowControlInBytes(t *testing.T) {
+	const appendBytes, inflightBytes = 10, 25
+	n := rafttest.NewNetwork()
+	n.Config = func(id uint64) raft.Config {
+		cfg := rafttest.DefaultConfig(id)
+		cfg.MaxInflightMsgs = 100
+		cfg.MaxAppendBytes = appendBytes
+		cfg.MaxInflightBytes = inflightBytes
+		return cfg
+	}
+	if err := n.Bootstrap(1, 2); err != nil {
+		t.Fatal(err)
+	}
+	leader := elect(t, n, 1)
+	sizes := []int{4, 4, 4, 50, 4, 4, 4, 4, 4, 4, 4, 4}
+	for i, size := range sizes {
+		if _, _, err := leader.Core.Propose(make([]byte, size)); err != nil {
+			t.Fatalf("proposal %d: %v", i, err)
+		}
+		if _, err := n.Process(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var appends []int // bytes of each append in flight, in order
+	for _, m := range n.Queue {
+		if m.Type != raft.MsgAppendRequest || len(m.Entries) == 0 {
+			continue
+		}
+		size := 0
+		for _, e := range m.Entries {
+			size += len(e.Data)
+		}
+		if size > appendBytes && len(m.Entries) > 1 {
+			t.Errorf("append carries %d bytes in %d entries, limit %d", size, len(m.Entries), appendBytes)
+		}
+		appends = append(appends, size)
+	}
+	total := 0
+	for i, size := range appends {
+		if total >= inflightBytes {
+			t.Errorf("append %d of %v sent with %d bytes already in flight, bound %d", i, appends, total, inflightBytes)
+		}
+		total += size
+	}
+	if total < inflightBytes {
+		t.Errorf("appends in flight %v hold %d bytes: the leader stopped before the bound %d", appends, total, inflightBytes)
+	}
+	mustStabilize(t, n)
+	if st := leader.Core.Status(); st.Commit != st.LastIndex {
+		t.Errorf("commit %d, last %d: the window did not drain", st.Commit, st.LastIndex)
+	}
+}
+
 func TestUncommittedBytesBound(t *testing.T) {
 	n := rafttest.NewNetwork()
 	n.Config = func(id uint64) raft.Config {

@@ -129,6 +129,11 @@ type Config struct {
 	Pprof bool
 }
 
+// frameHeadroomBytes is kept in a transport frame, beside a command's key
+// and value, for the rest of the command (holder, session, auth hash) and
+// the message around it.
+const frameHeadroomBytes = 64 << 10
+
 // DefaultConfig returns coord's defaults: ticks of 100 ms, elections after
 // 1 to 2 s of silence, heartbeats every 100 ms, a snapshot every 10,000
 // entries.
@@ -161,6 +166,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: want 0 < HeartbeatTicks (%d) < ElectionTicks (%d)", ErrInvalid, c.HeartbeatTicks, c.ElectionTicks)
 	case c.SnapshotEntries == 0:
 		return fmt.Errorf("%w: SnapshotEntries must be positive", ErrInvalid)
+	case c.Limits.KeyBytes+c.Limits.ValueBytes > tcp.DefaultConfig().MaxFrameBytes-frameHeadroomBytes:
+		// A command must fit in one transport frame, or the leader's
+		// append of it would be dropped at every attempt, for ever.
+		return fmt.Errorf("%w: Limits.KeyBytes %d + Limits.ValueBytes %d over the peer transport's frame of %d bytes less %d for the rest of a command",
+			ErrInvalid, c.Limits.KeyBytes, c.Limits.ValueBytes, tcp.DefaultConfig().MaxFrameBytes, frameHeadroomBytes)
 	case c.HandOverMax < 0:
 		return fmt.Errorf("%w: HandOverMax %v must not be negative", ErrInvalid, c.HandOverMax)
 	case c.LeaseSessionGrace != 0 && (c.LeaseSessionGrace < LeaseSessionGraceMin || c.LeaseSessionGrace > LeaseSessionGraceMax):
@@ -324,20 +334,38 @@ func (s *stateMachine) Restore(data []byte) error {
 	return s.RestoreFrom(bytes.NewReader(data), int64(len(data)))
 }
 
-// RestoreFrom implements node.StreamRestorer: a snapshot received from
-// the leader is decoded from its spooled file as it is read, never held
-// whole in memory. It is decoded into a new machine without the lock, so
-// that the API's reads go on (on the old state) meanwhile; the lock is
-// taken only to swap the state in. The node's loop waits for all of it
-// (it cannot apply past the snapshot before it holds it): the log line
-// says how long.
+// RestoreFrom implements node.StreamRestorer: PrepareRestore, then its
+// install at once.
 func (s *stateMachine) RestoreFrom(r io.Reader, size int64) error {
-	start := time.Now()
-	fresh := NewMachine(s.machine.limits) // the loop is the machine's only writer
-	if err := fresh.RestoreFrom(r, size); err != nil {
+	install, err := s.PrepareRestore(r, size)
+	if err != nil {
 		return err
 	}
+	install()
+	return nil
+}
+
+// PrepareRestore implements node.BackgroundRestorer: a snapshot received
+// from the leader is decoded from its spooled file as it is read, never
+// held whole in memory, into a new machine, off the node's loop and
+// without the lock, so that the loop goes on stepping messages and the
+// API's reads go on (on the old state) meanwhile. install, on the loop,
+// takes the lock only to swap the state in. The log line says how long
+// each took.
+func (s *stateMachine) PrepareRestore(r io.Reader, size int64) (install func(), err error) {
+	start := time.Now()
+	fresh := NewMachine(s.machine.limits) // limits never change: no lock needed to read them
+	if err := fresh.RestoreFrom(r, size); err != nil {
+		return nil, err
+	}
 	decoded := time.Since(start)
+	return func() { s.install(fresh, size, decoded) }, nil
+}
+
+// install makes fresh, decoded from a snapshot of size bytes, the
+// machine's state; on the node's loop.
+func (s *stateMachine) install(fresh *Machine, size int64, decoded time.Duration) {
+	start := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before := s.machine.Peers()
@@ -345,7 +373,7 @@ func (s *stateMachine) RestoreFrom(r io.Reader, size int64) error {
 	if s.log != nil {
 		keys, leases, _ := s.machine.Len()
 		s.log.Info("state machine restored from a snapshot", "bytes", size, "keys", keys, "leases", leases,
-			"decode", decoded, "total", time.Since(start))
+			"decode", decoded, "swap", time.Since(start))
 	}
 	s.routes.restored(before, s.machine.Peers())
 	// The old deadlines described another state: every held lease gets its
@@ -359,7 +387,6 @@ func (s *stateMachine) RestoreFrom(r io.Reader, size int64) error {
 	// The entries the snapshot covers were never applied here: whether a
 	// forwarded write was among them is unknown.
 	s.forwards.failAll(fmt.Errorf("%w: a snapshot from the leader covered a forwarded write's entry", ErrOutcomeUnknown))
-	return nil
 }
 
 // notify closes the channel of Changed, if anyone took it; s.mu is held.

@@ -302,7 +302,7 @@ func (m *Machine) RestoreFrom(r io.Reader, size int64) error {
 	}
 	var sum [4]byte
 	if _, err := io.ReadFull(r, sum[:]); err != nil {
-		return fmt.Errorf("%w: snapshot: checksum: %v", ErrMalformed, err)
+		return fmt.Errorf("%w: snapshot: checksum: %w", ErrMalformed, err) // the read error too: a damaged file's snapshot.ErrCorrupt
 	}
 	if binary.BigEndian.Uint32(sum[:]) != crc.Sum32() {
 		return fmt.Errorf("%w: snapshot: checksum mismatch", ErrMalformed)

@@ -135,6 +135,8 @@ type machine struct {
 	// viewFollows: SnapshotView is broken on purpose
 	// (Config.viewsFollowState).
 	viewFollows bool
+	// restores counts the background restores swapped in (Stats.Restores).
+	restores *int
 }
 
 func (m *machine) Apply(uint64, []byte) any { return nil }

@@ -29,6 +29,7 @@ type Stats struct {
 	JointChanges    int // of which through joint consensus
 	Transfers       int // leadership transfers started
 	Snapshots       int // snapshots created
+	Restores        int // snapshots from a leader decoded in the background and swapped in
 	Writes          int // client writes accepted by a leader
 	AckedWrites     int // client writes applied and acknowledged
 	Reads           int // ReadIndex reads served
@@ -379,7 +380,10 @@ func (s *Sim) boot(n *node, peers []uint64) {
 	// (Figure 8).
 	cfg.MaxAppendBytes = []uint64{4, 16, 256}[s.cfg.Seed%3]
 	cfg.MaxInflightMsgs = []int{1, 2, 8}[(s.cfg.Seed/3)%3]
-	n.machine = &machine{viewFollows: s.cfg.viewsFollowState}
+	// The bytes in flight bounded too, or not: the leader holds back
+	// appends when either bound is reached.
+	cfg.MaxInflightBytes = []uint64{0, 1, 3}[(s.cfg.Seed/9)%3] * cfg.MaxAppendBytes
+	n.machine = &machine{viewFollows: s.cfg.viewsFollowState, restores: &s.stats.Restores}
 	h, err := shell.NewHandler(shell.HandlerConfig{
 		Raft:            cfg,
 		Storage:         n.storage,

@@ -251,11 +251,13 @@ func TestViolationSaysHowToReplay(t *testing.T) {
 // points count them): with MustSync honoured, seed 1198; with snapshots
 // written in the background as well, seed 614; with reads through
 // followers too, seed 543; with followers forwarding writes to the leader
-// as well, seed 331; with the leader answering forwarded writes, seed 174
-// (the first of 1-6000).
+// as well, seed 331; with the leader answering forwarded writes, seed 174;
+// with the bytes in flight to a follower bounded too (drawn per seed), and
+// committed entries applied ahead of the write, seed 372 (the first of
+// 1-6000).
 func TestLeaderSeenLateAfterAFullDisk(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.Seed = 174
+	cfg.Seed = 372
 	cfg.Disk = true
 	// The faults of the run that found it, before kills and cuts were
 	// added: the same seed with more faults to choose from is another run.
@@ -278,11 +280,14 @@ func TestLeaderSeenLateAfterAFullDisk(t *testing.T) {
 
 // TestBackgroundSnapshots runs seeds in both storages and checks that
 // snapshots were taken in the background (each one read back and checked
-// against the state applied at its index by the checker); and that a view
-// that follows the state after it was taken is caught.
+// against the state applied at its index by the checker), and that
+// snapshots from a leader were restored in the background (the checkers
+// see the state after the swap, and nothing applied past the snapshot
+// before it); and that a view that follows the state after it was taken is
+// caught.
 func TestBackgroundSnapshots(t *testing.T) {
 	for _, disk := range []bool{false, true} {
-		snapshots := 0
+		snapshots, restores := 0, 0
 		for seed := uint64(1); seed <= 10; seed++ {
 			cfg := testConfig(seed)
 			cfg.Disk = disk
@@ -291,9 +296,13 @@ func TestBackgroundSnapshots(t *testing.T) {
 				t.Fatalf("%v", res.Err)
 			}
 			snapshots += res.Stats.Snapshots
+			restores += res.Stats.Restores
 		}
 		if snapshots == 0 {
 			t.Fatalf("disk=%v: no snapshot taken in 10 seeds", disk)
+		}
+		if restores == 0 {
+			t.Fatalf("disk=%v: no snapshot from a leader restored in the background in 10 seeds", disk)
 		}
 		caught := 0
 		for seed := uint64(1); seed <= 10; seed++ {

@@ -30,6 +30,22 @@ func (m *machine) SnapshotView() (io.WriterTo, error) {
 	return bytes.NewReader(binary.BigEndian.AppendUint64(nil, m.hash)), nil
 }
 
+// PrepareRestore implements node.BackgroundRestorer: a snapshot from the
+// leader is decoded at the background event, and swapped in when the
+// handler takes it; the node steps messages and ticks in between, and the
+// checkers see it apply nothing past the snapshot before the swap.
+func (m *machine) PrepareRestore(r io.Reader, size int64) (func(), error) {
+	data, err := io.ReadAll(io.LimitReader(r, size+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) != 8 || size != 8 {
+		return nil, fmt.Errorf("sim: snapshot of %d bytes (size %d), want 8", len(data), size)
+	}
+	hash := binary.BigEndian.Uint64(data)
+	return func() { m.hash = hash; *m.restores++ }, nil
+}
+
 // followingView is a broken view: it writes the state as of when it is
 // written, not when it was taken.
 type followingView struct{ m *machine }

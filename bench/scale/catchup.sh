@@ -23,6 +23,11 @@
 #
 #   SERVER_ARGS="--snapshot-entries 600" bench/scale/catchup.sh 1300 1000000 ...
 #
+# LOAD_ARGS are passed on to loadgen (default: --clients 256 --sessions 4,
+# a bulk load: 256 concurrent writes over 4 sessions, each with its
+# connections kept alive). The catch-up line also gives the CPU seconds the
+# new member and the leader used during the catch-up.
+#
 # CATCHUP_TIMEOUT (seconds, default 600) bounds the wait; a member that
 # has not caught up by then is reported as such (the old design refuses a
 # snapshot over 1 GiB, and retries forever).
@@ -38,6 +43,7 @@ trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; [ -n "${CAT
 (cd "$here" && go build -o "$work/loadgen" ./loadgen)
 base=${CATCHUP_PORT_BASE:-27700}
 
+cpu() { awk '{print ($14 + $15) / 100}' "/proc/$1/stat" 2>/dev/null || echo 0; } # utime+stime, USER_HZ 100
 rss() { awk -v k="$2" '$1==k":" {print int($2/1024)}' "/proc/$1/status" 2>/dev/null || echo 0; }
 status() { curl -sf "http://127.0.0.1:$((base + 10 + $1))/v1/status" || true; }
 field() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
@@ -54,7 +60,7 @@ run() { # binary
   for i in 1 2 3; do start $i; eps+=(http://127.0.0.1:$((base + 10 + i))); done
   until status 1 | grep -q '"leader":[1-9]'; do sleep 0.2; done
   "$work/loadgen" --target coord --endpoints "$(IFS=,; echo "${eps[*]}")" --keys "$keys" --value-bytes "$value" \
-    --duration 0 --pids "${pids[1]},${pids[2]},${pids[3]}" | sed "s|^coord |$(basename "$bin") |"
+    --duration 0 ${LOAD_ARGS:---clients 256 --sessions 4} --pids "${pids[1]},${pids[2]},${pids[3]}" | sed "s|^coord |$(basename "$bin") |"
   local leader
   leader=$(status 1 | field leader)
   local victim=4 commit snap_bytes
@@ -62,6 +68,8 @@ run() { # binary
   snap_bytes=$(du -cb "$work/coord-$leader"/snap/*.snap 2>/dev/null | tail -1 | cut -f1 || true)
   local t0 t1 peak=0 applied=0 now r
   t0=$(date +%s.%N)
+  local leader_cpu0
+  leader_cpu0=$(cpu "${pids[$leader]}")
   peers+=",4=127.0.0.1:$((base + 4))"
   start 4 --join
   curl -sf -m "$timeout" -X POST -d "{\"id\":4,\"peer\":\"127.0.0.1:$((base + 4))\"}" \
@@ -79,9 +87,10 @@ run() { # binary
     sleep 0.1
   done
   t1=$(date +%s.%N)
-  printf '%s catch-up: %d keys of %d B, snapshot %d MB, commit %d, %.2f s; follower peak RSS %d MB; leader RSS peak %d MB during, %d MB lifetime\n' \
+  printf '%s catch-up: %d keys of %d B, snapshot %d MB, commit %d, %.2f s; follower peak RSS %d MB; leader RSS peak %d MB during, %d MB lifetime; CPU during: follower %.1f s, leader %.1f s\n' \
     "$(basename "$bin")" "$keys" "$value" $((snap_bytes / 1000000)) "$commit" "$(echo "$t1 - $t0" | bc)" \
-    "$(rss "${pids[$victim]}" VmHWM)" "$peak" "$(rss "${pids[$leader]}" VmHWM)"
+    "$(rss "${pids[$victim]}" VmHWM)" "$peak" "$(rss "${pids[$leader]}" VmHWM)" \
+    "$(cpu "${pids[$victim]}")" "$(echo "$(cpu "${pids[$leader]}") - $leader_cpu0" | bc)"
   grep -h "restored from a snapshot" "$work/coord-$victim.log" | tail -1 || true
   kill "${pids[1]}" "${pids[2]}" "${pids[3]}" "${pids[4]}" 2>/dev/null; wait 2>/dev/null || true
   [ -n "${CATCHUP_KEEP:-}" ] || rm -rf "$work"/coord-*

@@ -133,7 +133,7 @@ func (d *Disk) CompactTo(meta raft.SnapshotMetadata) error {
 		return fmt.Errorf("raftstore: compact: %w", err)
 	}
 	d.snapMeta = raft.SnapshotMetadata{Index: meta.Index, Term: meta.Term, ConfState: cloneConfState(meta.ConfState)}
-	d.snapSum, d.snapSize, d.recovered = p.sum, p.size, raft.Snapshot{}
+	d.snapSum, d.snapSize = p.sum, p.size
 	d.ents = cloneEntries(keep) // frees the compacted prefix
 	d.dropStaleReceived()
 	if err := d.removeSnapshotsExcept(name); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -173,10 +174,34 @@ func run(d *raftstore.Disk, ops []op) (acked, attempted int, err error) {
 // read returns the state a Disk shows.
 func read(t *testing.T, d *raftstore.Disk) state {
 	t.Helper()
+	st, err := readChecked(t, d)
+	must(t, err)
+	return st
+}
+
+// readChecked is read, with the snapshot's data read from its Source (Open
+// reads only its header): a damaged file is the error returned.
+func readChecked(t *testing.T, d *raftstore.Disk) (state, error) {
+	t.Helper()
 	hs, cs, err := d.InitialState()
 	must(t, err)
 	snap, err := d.Snapshot()
 	must(t, err)
+	if snap.Source != nil {
+		r, err := snap.Open()
+		if err != nil {
+			return state{}, err
+		}
+		data, err := io.ReadAll(r)
+		r.Close()
+		if err != nil {
+			return state{}, err
+		}
+		snap.Source, snap.Data = nil, data
+		if len(data) == 0 {
+			snap.Data = nil
+		}
+	}
 	if !cs.Equal(snap.Metadata.ConfState) {
 		t.Fatalf("InitialState's ConfState %+v differs from the snapshot's %+v", cs, snap.Metadata.ConfState)
 	}
@@ -189,7 +214,7 @@ func read(t *testing.T, d *raftstore.Disk) state {
 	}
 	ents, err := d.Entries(first, last+1, 0)
 	must(t, err)
-	return state{hs: hs, snap: snap, ents: ents}
+	return state{hs: hs, snap: snap, ents: ents}, nil
 }
 
 func sameState(a, b state) bool {
@@ -405,10 +430,19 @@ func TestBitFlips(t *testing.T) {
 			detected++
 			continue
 		}
-		got := read(t, d)
+		// A flip in a snapshot's data shows when the data is read
+		// (Open reads only its header): the node's restore fails.
+		got, err := readChecked(t, d)
+		if err != nil {
+			if !errors.Is(err, snapshot.ErrCorrupt) {
+				t.Fatalf("seed %d: reading the snapshot after a bit flip: %v, want ErrCorrupt", seed, err)
+			}
+			detected++
+			continue
+		}
 		checkRecovered(t, got, states, 0, attempted, fmt.Sprintf("seed %d", seed))
 	}
 	if detected == 0 {
-		t.Fatal("no bit flip was detected at Open")
+		t.Fatal("no bit flip was detected at Open or in the snapshot's data")
 	}
 }

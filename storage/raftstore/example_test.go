@@ -2,6 +2,7 @@ package raftstore_test
 
 import (
 	"fmt"
+	"io"
 
 	"coord/raft"
 	"coord/storage/raftstore"
@@ -44,8 +45,21 @@ func Example() {
 	last, _ := disk.LastIndex()
 	ents, _ := disk.Entries(first, last+1, 0)
 	snap, _ := disk.Snapshot()
+	// The snapshot's data is read from its file as a stream, verified
+	// as it goes (Open read only its header).
+	r, err := snap.Open()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Printf("hard state %+v, voters %v\n", hs, cs.Voters)
-	fmt.Printf("snapshot at %d: %q; entries %d..%d: %q\n", snap.Metadata.Index, snap.Data, first, last, ents[0].Data)
+	fmt.Printf("snapshot at %d: %q; entries %d..%d: %q\n", snap.Metadata.Index, data, first, last, ents[0].Data)
 	// Output:
 	// hard state {Term:2 Vote:1 Commit:1}, voters [1 2 3]
 	// snapshot at 1: "state: x=1"; entries 2..2: "x=2"

@@ -87,10 +87,6 @@ type Disk struct {
 	// name of their temporary file (receive.go).
 	received map[string]*receivedSnapshot
 	spools   uint64 // received snapshots so far, to name their files
-	// recovered is the snapshot Open read to verify it, kept for the
-	// first Snapshot call (the node's restore) so that a restart reads
-	// the file once; empty after that.
-	recovered raft.Snapshot
 
 	closed bool
 }
@@ -100,7 +96,10 @@ var _ raft.Storage = (*Disk)(nil)
 // Open opens the storage in dir, creating it if needed, and recovers its
 // state: the write-ahead log is replayed (a torn tail is truncated and
 // logged), the term and vote are taken from the VOTE file where it is
-// newer, and the snapshot the log refers to is verified. Leftover files
+// newer, and the header, metadata and size of the snapshot the log refers
+// to are checked (its data and checksum are verified as the data is read:
+// Snapshot's Source fails with ErrCorrupt on a damaged file, so a node
+// restores from it once, and fails its restore). Leftover files
 // from an interrupted write are removed. A new log is started only in a
 // directory that holds no IDENTITY, VOTE or snapshot file: otherwise a
 // missing log is an error wrapping ErrLost, and nothing is removed. An
@@ -165,18 +164,20 @@ func (d *Disk) recover(dir string, opts Options) error {
 	keep := ""
 	if cp := state.Checkpoint; cp.Index > 0 {
 		keep = snapshot.FileName(cp.Index, cp.Term)
-		snap, sum, err := snapshot.Read(d.fs, filepath.Join(d.snapDir, keep))
+		// Only the header, the metadata and the size are read here: the
+		// data and the checksum (the file's own, and the one the
+		// checkpoint records) are verified as the data is read, by the
+		// Source Snapshot returns, so that a restart reads the file once,
+		// at the node's restore, which fails on a damaged file.
+		meta, size, err := snapshot.Stat(d.fs, filepath.Join(d.snapDir, keep))
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			return fmt.Errorf("%w: the log's checkpoint at index %d term %d refers to snapshot %s, which is missing",
 				ErrCorrupt, cp.Index, cp.Term, keep)
 		case err != nil:
 			return err
-		case sum != cp.SnapshotChecksum:
-			return fmt.Errorf("%w: snapshot %s has checksum %#08x, the log's checkpoint says %#08x",
-				ErrCorrupt, keep, sum, cp.SnapshotChecksum)
 		}
-		d.snapMeta, d.snapSum, d.snapSize, d.recovered = snap.Metadata, sum, int64(len(snap.Data)), snap
+		d.snapMeta, d.snapSum, d.snapSize = meta, cp.SnapshotChecksum, size
 	}
 	return d.removeSnapshotsExcept(keep)
 }
@@ -419,9 +420,8 @@ func (d *Disk) LastIndex() (uint64, error) {
 // file: the result's Source (a snapshot.Source) reads it when opened, as
 // a stream, and checks it is the file the log refers to (its checksum)
 // at the end, so that a snapshot of any size is sent to a follower
-// without being held in memory. The first call after Open returns the
-// data Open read and verified, in Data, without reading it again (the
-// node's restore at start).
+// without being held in memory, and restored at start by reading the file
+// once (Open read only its header and metadata).
 //
 // The file stays until a newer snapshot replaces it; a reader opened
 // before that goes on reading it (an open file outlives its name), and
@@ -434,10 +434,6 @@ func (d *Disk) Snapshot() (raft.Snapshot, error) {
 	}
 	if d.snapMeta.Index == 0 {
 		return raft.Snapshot{}, nil
-	}
-	if snap := d.recovered; snap.Metadata.Index == d.snapMeta.Index {
-		d.recovered = raft.Snapshot{}
-		return snap, nil
 	}
 	path := filepath.Join(d.snapDir, snapshot.FileName(d.snapMeta.Index, d.snapMeta.Term))
 	return raft.Snapshot{
@@ -678,7 +674,6 @@ func (d *Disk) checkpoint(meta raft.SnapshotMetadata, sum uint32, size int64, hs
 		return err
 	}
 	d.hs, d.snapMeta, d.snapSum, d.snapSize = hs, cloneMeta(meta), sum, size
-	d.recovered = raft.Snapshot{}
 	d.hsRewrite = false         // the checkpoint holds hs
 	d.ents = slices.Clone(keep) // frees the compacted prefix
 	d.logStarted()

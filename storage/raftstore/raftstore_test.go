@@ -187,16 +187,15 @@ func TestBadFiles(t *testing.T) {
 		{"corrupt segment", func(t *testing.T, m vfs.FS) {
 			rewrite(t, m, segment(t, m, 0), func(b []byte) []byte { b[60] ^= 2; return b })
 		}, []error{raftstore.ErrCorrupt, wal.ErrCorrupt}, "segment"},
-		{"truncated snapshot", func(t *testing.T, m vfs.FS) {
-			rewrite(t, m, snapName, func(b []byte) []byte { return b[:len(b)-3] })
+		{"snapshot truncated into its header", func(t *testing.T, m vfs.FS) {
+			rewrite(t, m, snapName, func(b []byte) []byte { return b[:20] })
 		}, []error{raftstore.ErrCorrupt, snapshot.ErrCorrupt}, "truncated"},
 		{"missing snapshot", func(t *testing.T, m vfs.FS) {
 			must(t, m.Remove(snapName))
 		}, []error{raftstore.ErrCorrupt}, "missing"},
-		{"another snapshot under the same name", func(t *testing.T, m vfs.FS) {
-			_, _, err := snapshot.Write(m, "/node/snap", raft.Snapshot{Metadata: raft.SnapshotMetadata{Index: 5, Term: 1}, Data: []byte("other")})
-			must(t, err)
-		}, []error{raftstore.ErrCorrupt}, "checksum"},
+		{"snapshot whose metadata names another index", func(t *testing.T, m vfs.FS) {
+			rewrite(t, m, snapName, func(b []byte) []byte { b[24] ^= 1; return b })
+		}, []error{raftstore.ErrCorrupt, snapshot.ErrCorrupt}, "file holds index 4"},
 		{"snapshot of a newer version", func(t *testing.T, m vfs.FS) {
 			rewrite(t, m, snapName, func(b []byte) []byte { b[8] = 3; return b })
 		}, []error{snapshot.ErrUnsupported}, "version 3"},
@@ -221,13 +220,70 @@ func TestBadFiles(t *testing.T) {
 	}
 }
 
+// Damage inside a snapshot's data is not looked for at Open, which reads
+// only the file's header and metadata (a restart reads the file once): it
+// shows when the data is read, as an error wrapping ErrCorrupt before the
+// data's end, so the node's restore fails, and the files stay as they were.
+func TestDamagedSnapshotDataFailsItsReading(t *testing.T) {
+	snapName := "/node/snap/" + snapshot.FileName(5, 1)
+	tests := []struct {
+		name   string
+		damage func(t *testing.T, m vfs.FS)
+		text   string
+	}{
+		{"a bit flipped in the data", func(t *testing.T, m vfs.FS) {
+			rewrite(t, m, snapName, func(b []byte) []byte { b[len(b)-14] ^= 4; return b })
+		}, "checksum"},
+		{"truncated data", func(t *testing.T, m vfs.FS) {
+			rewrite(t, m, snapName, func(b []byte) []byte { return b[:len(b)-3] })
+		}, "the trailer says"},
+		{"another snapshot under the same name", func(t *testing.T, m vfs.FS) {
+			_, _, err := snapshot.Write(m, "/node/snap", raft.Snapshot{Metadata: raft.SnapshotMetadata{Index: 5, Term: 1}, Data: []byte("other")})
+			must(t, err)
+		}, "the log says"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := damaged(t)
+			tt.damage(t, m)
+			before, err := vfs.ReadFile(m, snapName)
+			must(t, err)
+			d, err := raftstore.Open(m, "/node", opts)
+			must(t, err)
+			defer d.Close()
+			snap, err := d.Snapshot()
+			must(t, err)
+			r, err := snap.Open()
+			if err == nil {
+				_, err = io.ReadAll(r)
+				r.Close()
+			}
+			if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), tt.text) {
+				t.Fatalf("reading the snapshot: %v, want ErrCorrupt mentioning %q", err, tt.text)
+			}
+			after, err := vfs.ReadFile(m, snapName)
+			must(t, err)
+			if !bytes.Equal(before, after) {
+				t.Fatal("the damaged snapshot file was changed")
+			}
+		})
+	}
+}
+
 func TestSnapshotReadsTheFile(t *testing.T) {
 	m := damaged(t)
 	d := open(t, m, "/node")
 	snap, err := d.Snapshot()
 	must(t, err)
-	if string(snap.Data) != "state at 5" || snap.Metadata.Index != 5 { // what Open read
-		t.Fatalf("Snapshot() = %+v %q", snap.Metadata, snap.Data)
+	if snap.Data != nil || snap.Source == nil || snap.Metadata.Index != 5 { // Open read only the header
+		t.Fatalf("Snapshot() = %+v, Data %q, Source %v: want the file as a Source", snap.Metadata, snap.Data, snap.Source)
+	}
+	r, err := snap.Open()
+	must(t, err)
+	data, err := io.ReadAll(r)
+	r.Close()
+	if err != nil || string(data) != "state at 5" || snap.Size() != int64(len(data)) {
+		t.Fatalf("the Source read %q (size %d), %v; want %q", data, snap.Size(), err, "state at 5")
 	}
 	// Replaced under the open Disk: Snapshot notices.
 	_, _, err = snapshot.Write(m, "/node/snap", raft.Snapshot{Metadata: raft.SnapshotMetadata{Index: 5, Term: 1}, Data: []byte("evil")})
@@ -235,7 +291,7 @@ func TestSnapshotReadsTheFile(t *testing.T) {
 	// The Source's reader checks the file against the log's checksum.
 	snap, err = d.Snapshot()
 	must(t, err)
-	r, err := snap.Open()
+	r, err = snap.Open()
 	must(t, err)
 	defer r.Close()
 	if _, err := io.ReadAll(r); !errors.Is(err, snapshot.ErrCorrupt) {

@@ -87,8 +87,12 @@ type Config struct {
 	SnapshotChunkBytes int
 	// DialTimeout bounds a connection attempt and its handshake.
 	DialTimeout time.Duration
-	// WriteTimeout bounds one write: a peer that does not read (paused,
-	// partitioned) loses its connection instead of blocking the writer.
+	// WriteTimeout bounds each slice of at most WriteSliceBytes written to
+	// a peer: a peer that does not read (paused, partitioned) loses its
+	// connection instead of blocking the writer. The deadline is renewed
+	// for every slice, so a large message or batch is judged by its
+	// progress, not by a deadline meant for a small one: a peer must read
+	// at least WriteSliceBytes per WriteTimeout (128 KiB/s by default).
 	WriteTimeout time.Duration
 	// BackoffMin and BackoffMax bound the wait between dial attempts.
 	BackoffMin, BackoffMax time.Duration
@@ -746,7 +750,7 @@ func (t *Transport) write(p *peer) {
 		if cur != nil && cur != c {
 			cur.close()
 		}
-		cur, w = c, bufio.NewWriterSize(c, 64<<10)
+		cur, w = c, bufio.NewWriterSize(progressWriter{c, t.cfg.WriteTimeout}, 64<<10)
 	}
 	// connected makes sure there is an open connection to write m on,
 	// taking one that arrived since; with none, m is dropped.
@@ -802,6 +806,35 @@ func (t *Transport) write(p *peer) {
 	}
 }
 
+// WriteSliceBytes is the most written to a peer under one write deadline
+// (Config.WriteTimeout).
+const WriteSliceBytes = 256 << 10
+
+// progressWriter writes to a connection in slices of at most
+// WriteSliceBytes, each under a fresh deadline of timeout: a message of
+// many MB, or a batch of many messages, goes through as long as the peer
+// keeps reading, and a peer that stops reading is cut off one timeout
+// after it stopped, whatever the size of what was being written.
+type progressWriter struct {
+	c       *conn
+	timeout time.Duration
+}
+
+func (pw progressWriter) Write(b []byte) (int, error) {
+	written := 0
+	for len(b) > 0 {
+		n := min(len(b), WriteSliceBytes)
+		_ = pw.c.SetWriteDeadline(time.Now().Add(pw.timeout))
+		k, err := pw.c.Write(b[:n])
+		written += k
+		if err != nil {
+			return written, err
+		}
+		b = b[n:]
+	}
+	return written, nil
+}
+
 func isClosed(c *conn) bool {
 	select {
 	case <-c.closed:
@@ -814,7 +847,6 @@ func isClosed(c *conn) bool {
 // writeBatch writes m and whatever else is queued, then flushes: appends
 // are pipelined, never waiting for acknowledgements.
 func (t *Transport) writeBatch(c *conn, w *bufio.Writer, p *peer, m raft.Message) error {
-	_ = c.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
 	if err := t.writeMessage(w, m); err != nil {
 		return err
 	}
@@ -858,7 +890,6 @@ func (t *Transport) writeSnapshot(c *conn, w *bufio.Writer, p *peer, m raft.Mess
 		return fmt.Errorf("open snapshot: %w", err)
 	}
 	defer r.Close()
-	_ = c.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
 	if _, err := w.Write(appendFrame(nil, frameSnapshotBegin, marshalSnapshotBegin(m, size))); err != nil {
 		return err
 	}
@@ -877,7 +908,6 @@ func (t *Transport) writeSnapshot(c *conn, w *bufio.Writer, p *peer, m raft.Mess
 		}
 		last := chunk[0]
 		frame = appendFrame(frame[:0], frameSnapshotChunk, chunk[:1+n])
-		_ = c.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
 		if _, err := w.Write(frame); err != nil {
 			return err
 		}

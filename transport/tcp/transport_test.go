@@ -2,9 +2,11 @@ package tcp
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -520,4 +522,50 @@ func TestConformance(t *testing.T) {
 		}
 		return transporttest.Pair{A: ends[0], B: ends[1], StopB: func() { trs[1].Close() }}
 	})
+}
+
+// A write many times larger than one slice goes through to a peer that
+// reads slowly but steadily, though it takes several times WriteTimeout:
+// the deadline is renewed for every slice (a single deadline for the whole
+// write, as before, cut such a peer off mid-message; with 1 MB values a
+// leader's appends were tens of MB and the cluster re-elected). A peer that
+// stops reading is still cut off.
+func TestWriteDeadlineJudgesProgressNotSize(t *testing.T) {
+	const timeout = 2 * time.Second
+	local, remote := net.Pipe()
+	defer local.Close()
+	defer remote.Close()
+	pw := progressWriter{c: &conn{Conn: local}, timeout: timeout}
+	data := bytes.Repeat([]byte("0123456789abcdef"), (16<<20)/16) // 16 MiB: 64 slices
+	readDone := make(chan []byte)
+	stopAfter := len(data) + WriteSliceBytes // bytes to read before stalling
+	go func() {
+		var got []byte
+		buf := make([]byte, 64<<10)
+		for len(got) < stopAfter {
+			n, err := remote.Read(buf)
+			if err != nil {
+				break
+			}
+			got = append(got, buf[:n]...)
+			// Pace the reader: 64 KiB every 20 ms at most, so the 16
+			// MiB take over 5 s in all, more than twice the timeout,
+			// and a slice of 256 KiB about 80 ms, a 25th of it (room
+			// for a loaded machine and the race detector).
+			time.Sleep(20 * time.Millisecond)
+		}
+		readDone <- got
+	}()
+	if n, err := pw.Write(data); err != nil || n != len(data) {
+		t.Fatalf("write of %d bytes to a slow but steady reader: %d written, %v", len(data), n, err)
+	}
+	// The reader now stops after one more slice: the write after it times out.
+	n, err := pw.Write(bytes.Repeat([]byte{1}, 4*WriteSliceBytes))
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("write to a reader that stopped: %d written, err %v, want a deadline error", n, err)
+	}
+	remote.Close()
+	if got := <-readDone; !bytes.Equal(got[:len(data)], data) {
+		t.Fatal("the bytes read differ from those written")
+	}
 }

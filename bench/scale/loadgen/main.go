@@ -25,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -44,6 +45,7 @@ type config struct {
 	keys       int
 	valueBytes int
 	clients    int
+	sessions   int
 	duration   time.Duration
 	prefix     string
 	pids       []int
@@ -73,6 +75,7 @@ func main() {
 	flag.IntVar(&cfg.keys, "keys", 10000, "keys to write in the load phase, and to overwrite in the steady phase")
 	flag.IntVar(&cfg.valueBytes, "value-bytes", 256, "bytes per value")
 	flag.IntVar(&cfg.clients, "clients", 64, "concurrent clients")
+	flag.IntVar(&cfg.sessions, "sessions", 1, "coord client sessions the clients are spread over, each with a connection per client kept alive (bulk loads: --clients 256 --sessions 4)")
 	flag.DurationVar(&cfg.duration, "duration", 30*time.Second, "length of the steady phase (0: none)")
 	flag.StringVar(&cfg.prefix, "prefix", "bench/", "key prefix")
 	flag.StringVar(&pids, "pids", "", "comma-separated server process IDs whose peak RSS and CPU to report")
@@ -118,18 +121,30 @@ func run(cfg config) error {
 	var put, get putFunc
 	switch cfg.target {
 	case "coord":
-		ccfg := client.DefaultConfig(cfg.endpoints...)
-		ccfg.Token = cfg.token
-		cl, err := client.New(ccfg)
-		if err != nil {
-			return err
+		// One client (one session) per --sessions share of the
+		// clients, each with its own connections, one per concurrent
+		// request kept alive (the client's default keeps 64 a host:
+		// more concurrent clients than that would reconnect all the
+		// time).
+		sessions := make([]*client.Client, max(1, min(cfg.sessions, cfg.clients)))
+		for i := range sessions {
+			ccfg := client.DefaultConfig(cfg.endpoints...)
+			ccfg.Token = cfg.token
+			perSession := (cfg.clients + len(sessions) - 1) / len(sessions)
+			ccfg.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: perSession + 8, IdleConnTimeout: 30 * time.Second}}
+			cl, err := client.New(ccfg)
+			if err != nil {
+				return err
+			}
+			sessions[i] = cl
 		}
+		of := func(ctx context.Context) *client.Client { return sessions[clientOf(ctx)%len(sessions)] }
 		put = func(ctx context.Context, key string, value []byte) error {
-			_, err := cl.Put(ctx, key, value)
+			_, err := of(ctx).Put(ctx, key, value)
 			return err
 		}
 		get = func(ctx context.Context, key string, _ []byte) error {
-			_, err := cl.Get(ctx, key)
+			_, err := of(ctx).Get(ctx, key)
 			return err
 		}
 	case "etcd":
@@ -201,7 +216,7 @@ func phase(cfg config, put putFunc, name string, next func(*rand.Rand) (int, boo
 				if !ok {
 					return
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				ctx, cancel := context.WithTimeout(withClient(context.Background(), c), 10*time.Second)
 				t := time.Now()
 				err := put(ctx, fmt.Sprintf("%s%08d", cfg.prefix, i), value)
 				cancel()
@@ -229,6 +244,19 @@ func phase(cfg config, put putFunc, name string, next func(*rand.Rand) (int, boo
 		fmt.Printf("# %s: %d operations failed, the first: %v\n", name, n, firstErr.Load())
 	}
 	return nil
+}
+
+// clientKey carries the number of the loadgen client a request is from,
+// so that put and get pick that client's session.
+type clientKey struct{}
+
+func withClient(ctx context.Context, c int) context.Context {
+	return context.WithValue(ctx, clientKey{}, c)
+}
+
+func clientOf(ctx context.Context) int {
+	c, _ := ctx.Value(clientKey{}).(int)
+	return c
 }
 
 // cpuSeconds returns the user and system CPU time of the processes.

@@ -1,0 +1,89 @@
+package snapshot
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"coord/raft"
+	"coord/storage/vfs"
+)
+
+// Stat reads the header and metadata of the snapshot file at path, and
+// the file's size, without reading its data: it returns the metadata and
+// the data's length, for a Source (NewSource) whose reader verifies the
+// data and the checksum as it goes. A file whose header, metadata, name or
+// size is wrong is an error wrapping ErrCorrupt (a newer version,
+// ErrUnsupported); damage inside the data, or a file replaced by another
+// of the same size, shows only when the data is read. That is how a node
+// that restarts reads its snapshot once: at its restore, which fails on a
+// damaged file.
+func Stat(fsys vfs.FS, path string) (raft.SnapshotMetadata, int64, error) {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return raft.SnapshotMetadata{}, 0, fmt.Errorf("snapshot: %w", err)
+	}
+	defer f.Close()
+	meta, size, err := stat(f)
+	if err != nil {
+		return raft.SnapshotMetadata{}, 0, fmt.Errorf("snapshot %s: %w", path, err)
+	}
+	if index, term, ok := ParseFileName(filepath.Base(path)); ok && (index != meta.Index || term != meta.Term) {
+		return raft.SnapshotMetadata{}, 0, fmt.Errorf("snapshot %s: %w: file holds index %d term %d",
+			path, ErrCorrupt, meta.Index, meta.Term)
+	}
+	return meta, size, nil
+}
+
+func stat(f vfs.File) (raft.SnapshotMetadata, int64, error) {
+	fileSize, err := vfs.FileSize(f)
+	if err != nil {
+		return raft.SnapshotMetadata{}, 0, err
+	}
+	var head [headerSize]byte
+	if _, err := io.ReadFull(f, head[:]); err != nil {
+		return raft.SnapshotMetadata{}, 0, fmt.Errorf("%w: truncated: reading the header: %w", ErrCorrupt, err)
+	}
+	if string(head[:8]) != magic {
+		return raft.SnapshotMetadata{}, 0, fmt.Errorf("%w: bad magic %q, want %q: not a coord snapshot", ErrCorrupt, head[:8], magic)
+	}
+	version := binary.LittleEndian.Uint32(head[8:])
+	switch {
+	case version == 0:
+		return raft.SnapshotMetadata{}, 0, fmt.Errorf("%w: format version 0", ErrCorrupt)
+	case version > formatVersion:
+		return raft.SnapshotMetadata{}, 0, fmt.Errorf("%w: format version %d, this build reads versions 1 to %d",
+			ErrUnsupported, version, formatVersion)
+	}
+	metaLen := int64(binary.LittleEndian.Uint32(head[12:]))
+	lenField := binary.LittleEndian.Uint64(head[16:])
+	if metaLen > 16+3*4+3*8*maxMetadataIDs {
+		return raft.SnapshotMetadata{}, 0, fmt.Errorf("%w: metadata of %d bytes", ErrCorrupt, metaLen)
+	}
+	var size int64
+	switch version {
+	case 1:
+		// Compare without overflowing: lenField comes from the file.
+		if lenField > uint64(fileSize) || headerSize+metaLen+int64(lenField)+trailerSize != fileSize {
+			return raft.SnapshotMetadata{}, 0, fmt.Errorf("%w: truncated or padded: %d bytes, the file says %d of metadata and %d of data",
+				ErrCorrupt, fileSize, metaLen, lenField)
+		}
+		size = int64(lenField)
+	default:
+		if lenField != 0 {
+			return raft.SnapshotMetadata{}, 0, fmt.Errorf("%w: header bytes 16-23 are %#x, want 0", ErrCorrupt, lenField)
+		}
+		size = fileSize - headerSize - metaLen - trailerSizeV2
+		if size < 0 {
+			return raft.SnapshotMetadata{}, 0, fmt.Errorf("%w: truncated: %d bytes, shorter than a header, %d of metadata and a trailer",
+				ErrCorrupt, fileSize, metaLen)
+		}
+	}
+	p := make([]byte, metaLen)
+	if _, err := io.ReadFull(f, p); err != nil {
+		return raft.SnapshotMetadata{}, 0, fmt.Errorf("%w: truncated: reading the metadata: %w", ErrCorrupt, err)
+	}
+	meta, err := decodeMetadata(p)
+	return meta, size, err
+}
