@@ -146,7 +146,8 @@ func (e *ForwardRefusedError) Unwrap() error { return e.Err }
 // entry committed there, its own (the result) or another (not applied,
 // ErrNotLeader). Unknown (ErrOutcomeUnknown) is left for what truly is:
 // the leader changed before it said where the write went (after a grace
-// of one heartbeat interval for its answer to arrive), the context ended,
+// of one heartbeat interval for its answer to arrive, none when the old
+// leader's end closed the connection since), the context ended,
 // the node stopped, or a snapshot covered the index.
 func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error) {
 	// Taken before the status: a change of leader or term from this point
@@ -162,6 +163,7 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 			return Result{}, fmt.Errorf("%w: node %d to %d", ErrNoPeerRoute, n.cfg.ID, lead)
 		}
 	}
+	closes := n.peerCloses.count(lead) // taken before the write goes out
 	cmd.Origin = n.cfg.ID
 	id, outcome := n.sm.forwards.add()
 	defer n.sm.forwards.remove(id)
@@ -209,6 +211,13 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 					// The entry committed at its index will tell.
 				case unanswered:
 					return n.forwardGaveUp(outcome, where)
+				case lead != n.cfg.ID && n.peerCloses.count(lead) != closes:
+					// The old leader's end closed the connection since
+					// the write went out (its process died, as a rule:
+					// the kernel closed it): no answer can come over it,
+					// and answers are not sent again, so waiting would
+					// only hold the client back from the new leader.
+					return n.forwardGaveUp(outcome, where+" (its connection closed)")
 				default:
 					// A deposed leader answers what it received; give its
 					// answer a heartbeat interval to arrive.
@@ -223,6 +232,28 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 			return n.forwardGaveUp(outcome, "the node stopped")
 		}
 	}
+}
+
+// peerCloseCounts counts, per peer, the connections closed by the peer's
+// end. Safe for concurrent use.
+type peerCloseCounts struct {
+	mu sync.Mutex
+	n  map[uint64]uint64
+}
+
+func (c *peerCloseCounts) add(id uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = make(map[uint64]uint64)
+	}
+	c.n[id]++
+}
+
+func (c *peerCloseCounts) count(id uint64) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[id]
 }
 
 // forwardEnded answers a forwarded write from the handler's verdict:

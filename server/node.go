@@ -211,6 +211,11 @@ type Node struct {
 	// handOverSeen, while HandOver runs, watches arriving messages for a
 	// later term's leader (handover.go).
 	handOverSeen atomic.Pointer[leaderSeen]
+	// peerCloses counts, per peer, the connections the peer's end closed
+	// (the transport's PeerClosed): a forwarded write's answer cannot
+	// come over a connection closed after the write went out on it
+	// (ProposeForwarded).
+	peerCloses peerCloseCounts
 
 	stop          chan struct{}
 	watchDone     chan struct{}
@@ -562,11 +567,13 @@ func (n *Node) startTransport(shell *atomic.Pointer[node.Node]) error {
 			s.ReportSnapshot(id, failed)
 		}
 	}
-	if n.cfg.PeerCloseHint {
-		tc.PeerClosed = func(id uint64) {
-			if s := shell.Load(); s != nil {
-				s.ReportPeerGone(id)
-			}
+	tc.PeerClosed = func(id uint64) {
+		n.peerCloses.add(id)
+		if !n.cfg.PeerCloseHint {
+			return
+		}
+		if s := shell.Load(); s != nil {
+			s.ReportPeerGone(id)
 		}
 	}
 	if n.cfg.Metrics != nil {
