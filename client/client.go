@@ -234,7 +234,7 @@ type Client struct {
 	warmedAt  time.Time // when the last one started
 
 	// counts are what the client did, for tests.
-	counts struct{ attempts, lookups, hints, warmups atomic.Int64 }
+	counts struct{ attempts, lookups, hints, redirects, warmups atomic.Int64 }
 }
 
 // downFor is how long an endpoint that failed to answer is tried after
@@ -356,17 +356,22 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 	unknown := false // some attempt of this write may have applied
 	n := len(c.cfg.Endpoints)
 	tried := make([]bool, n)
+	// redirected[i]: since the last back-off, a refusal that named the
+	// node at endpoint i sent an attempt there at once. A second refusal
+	// naming it waits for the back-off, so that nodes naming each other
+	// (a candidate named by a stale follower) cannot spin.
+	redirected := make([]bool, n)
 	for {
 		clear(tried)
 		c.mu.Lock()
 		start := c.preferred
 		c.mu.Unlock()
-		for ep := c.first(start); ep >= 0; ep = c.next(tried, ep) {
+		for ep := c.first(start); ep >= 0; {
 			tried[ep] = true
 			if session {
 				k.query.Set(api.ParamAck, strconv.FormatUint(c.ack(id), 10))
 			}
-			err := c.attempt(ctx, c.cfg.Endpoints[ep], k, out)
+			named, err := c.attemptAt(ctx, c.cfg.Endpoints[ep], k, out)
 			if k.write && errors.Is(err, ErrStaleSequence) {
 				// The cluster no longer knows this session (evicted): this
 				// write's fate is unknown, and later writes need a session
@@ -394,14 +399,45 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 			if ctx.Err() != nil {
 				return c.giveUp(k, unknown, ctx.Err(), last)
 			}
+			if to := c.redirect(err, ep, named, redirected); to >= 0 {
+				// A refusal that names the leader is a redirect, not a
+				// failure: go there now, even if this round tried it
+				// already (it may have led only since).
+				redirected[to] = true
+				c.counts.redirects.Add(1)
+				ep = to
+				continue
+			}
+			ep = c.next(tried, ep)
 		}
 		select {
 		case <-ctx.Done():
 			return c.giveUp(k, unknown, ctx.Err(), last)
 		case <-time.After(backoff/2 + rand.N(backoff/2+1)):
 		}
+		clear(redirected)
 		backoff = min(2*backoff, c.cfg.BackoffMax)
 	}
+}
+
+// redirect returns the endpoint the next attempt goes to at once after
+// the attempt at endpoint ep failed with err, having named the leader at
+// endpoint named (-1: none known): named, if err is the cluster's refusal
+// (unavailable, 503), named is another endpoint that did not fail to
+// answer lately, and no refusal sent an attempt there since the last
+// back-off; else -1 (the round goes on as usual).
+func (c *Client) redirect(err error, ep, named int, redirected []bool) int {
+	var e *Error
+	if named < 0 || named == ep || redirected[named] || !errors.As(err, &e) ||
+		e.Status != http.StatusServiceUnavailable || e.Code != api.CodeUnavailable {
+		return -1
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Now().Before(c.downUntil[named]) {
+		return -1
+	}
+	return named
 }
 
 // first returns the endpoint a round starts with: the preferred one (the
@@ -470,7 +506,17 @@ func retryable(err error) bool {
 	return true // transport errors: connection refused, reset, timeout
 }
 
+// attempt sends one attempt of k to endpoint, decoding a 2xx JSON answer
+// into out.
 func (c *Client) attempt(ctx context.Context, endpoint string, k call, out any) error {
+	_, err := c.attemptAt(ctx, endpoint, k, out)
+	return err
+}
+
+// attemptAt is attempt, and also returns the index of the endpoint of the
+// leader the answer named (Coord-Leader), -1 if none or no answer.
+func (c *Client) attemptAt(ctx context.Context, endpoint string, k call, out any) (named int, err error) {
+	named = -1
 	timeout := k.timeout
 	if timeout == 0 {
 		timeout = c.cfg.AttemptTimeout
@@ -479,7 +525,7 @@ func (c *Client) attempt(ctx context.Context, endpoint string, k call, out any) 
 	defer cancel()
 	base, err := c.cfg.baseURL(endpoint)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
+		return named, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	u := base + k.path
 	if len(k.query) > 0 {
@@ -487,7 +533,7 @@ func (c *Client) attempt(ctx context.Context, endpoint string, k call, out any) 
 	}
 	req, err := http.NewRequestWithContext(actx, k.method, u, bytes.NewReader(k.body))
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
+		return named, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if c.cfg.Token != "" {
 		req.Header.Set(api.HeaderAuthorization, api.BearerPrefix+c.cfg.Token)
@@ -500,24 +546,24 @@ func (c *Client) attempt(ctx context.Context, endpoint string, k call, out any) 
 			// or at all.
 			c.noteDown(endpoint)
 		}
-		return err
+		return named, err
 	}
 	defer resp.Body.Close()
-	c.noteAnswer(endpoint, resp.Header, !k.warmUp)
+	named = c.noteAnswer(endpoint, resp.Header, !k.warmUp)
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return err
+		return named, err
 	}
 	if resp.StatusCode/100 == 2 {
 		if out == nil {
-			return nil
+			return named, nil
 		}
 		if err := json.Unmarshal(raw, out); err != nil {
-			return fmt.Errorf("client: %s: decode answer: %w", endpoint, err)
+			return named, fmt.Errorf("client: %s: decode answer: %w", endpoint, err)
 		}
-		return nil
+		return named, nil
 	}
-	return errorOf(resp.StatusCode, raw)
+	return named, errorOf(resp.StatusCode, raw)
 }
 
 // noteDown records that endpoint did not answer at all: for downFor, a
@@ -541,7 +587,9 @@ func (c *Client) noteDown(endpoint string) {
 // leader the client has an address for becomes the preferred endpoint at
 // once, whatever the answer was (a refusal of a node that no longer
 // leads names its successor); one it has none for is looked up if lookup.
-func (c *Client) noteAnswer(endpoint string, h http.Header, lookup bool) {
+// It returns the index of the leader's endpoint, -1 if none is named or
+// its address is unknown.
+func (c *Client) noteAnswer(endpoint string, h http.Header, lookup bool) int {
 	node, _ := strconv.ParseUint(h.Get(api.HeaderNode), 10, 64)
 	leader, _ := strconv.ParseUint(h.Get(api.HeaderLeader), 10, 64)
 	i, known := c.index[endpoint]
@@ -555,7 +603,7 @@ func (c *Client) noteAnswer(endpoint string, h http.Header, lookup bool) {
 	if leader == 0 {
 		c.leaderAt = -1
 		c.mu.Unlock()
-		return
+		return -1
 	}
 	at := slices.Index(c.nodes, leader)
 	c.leaderAt = at
@@ -572,6 +620,7 @@ func (c *Client) noteAnswer(endpoint string, h http.Header, lookup bool) {
 		// client has no address for: look it up.
 		c.learnLeader(endpoint)
 	}
+	return at
 }
 
 // learnLeader asks endpoint, in the background and at most once a second,

@@ -1,11 +1,17 @@
 package client
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"coord/api"
 )
 
 // endpointOf returns the index of the client's endpoint at addr.
@@ -146,5 +152,114 @@ func TestRefusalHintIsFollowedNext(t *testing.T) {
 	}
 	if cl.counts.hints.Load() == 0 {
 		t.Fatal("no hint followed")
+	}
+}
+
+// refusal answers as a node that cannot serve a write does: 503
+// unavailable, naming itself (Coord-Node) and the leader it knows
+// (Coord-Leader; 0: none).
+func refusal(node, leader uint64) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(api.HeaderNode, strconv.FormatUint(node, 10))
+		if leader != 0 {
+			w.Header().Set(api.HeaderLeader, strconv.FormatUint(leader, 10))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(`{"error":"not the leader","code":"unavailable"}`))
+	}
+}
+
+// TestNamedLeaderIsRetriedWithoutBackoff: a refusal that names the leader
+// is a redirect, not a failure. The leader refuses a write once (as a node
+// does while it is still becoming leader), then a follower refuses it
+// naming that leader (as one whose forward failed does): the round has
+// tried both, yet the next attempt goes to the named leader at once, not
+// after the back-off. The back-off here outlasts the write's context, so
+// a write that waited for it would fail.
+func TestNamedLeaderIsRetriedWithoutBackoff(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.leader()
+	follower := c.follower()
+	var followerID uint64
+	for id, ep := range c.https {
+		if ep == follower {
+			followerID = id
+		}
+	}
+	cfg := DefaultConfig(c.https[leader], follower)
+	cfg.WarmInterval = 0
+	cfg.BackoffMin, cfg.BackoffMax = time.Hour, time.Hour
+	cl, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.warmUp(testContext(t))
+	c.intercept(c.https[leader], "/v1/kv/redirect", refusal(leader, 0))
+	c.intercept(follower, "/v1/kv/redirect", refusal(followerID, leader))
+	reached := c.awaitLeader("/v1/kv/redirect")
+	attempts := cl.counts.attempts.Load() // the warm-up's
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := cl.Put(ctx, "redirect", []byte("v")); err != nil {
+		t.Fatalf("put: %v (a back-off after the named refusal outlasts the context)", err)
+	}
+	within(t, reached, "the write at the leader")
+	if n := cl.counts.attempts.Load() - attempts; n != 3 {
+		t.Fatalf("%d attempts, want 3: the leader's refusal, the follower's, the leader's answer", n)
+	}
+	if n := cl.counts.redirects.Load(); n != 1 {
+		t.Fatalf("%d redirects, want 1", n)
+	}
+	mustGet(t, testContext(t), cl, "redirect", "v", mustRevision(t, cl, "redirect"))
+}
+
+// mustRevision returns key's revision.
+func mustRevision(t *testing.T, c *Client, key string) uint64 {
+	t.Helper()
+	kv, err := c.Get(testContext(t), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv.Revision
+}
+
+// TestNodesNamingEachOtherBackOff: two nodes that refuse every write, each
+// naming the other (a candidate named by a stale follower), get one
+// immediate redirect each, then the client backs off: no spin.
+func TestNodesNamingEachOtherBackOff(t *testing.T) {
+	var attempts [2]atomic.Int64
+	var servers [2]*httptest.Server
+	for i := range servers {
+		refuse := refusal(uint64(i+1), uint64(2-i))
+		servers[i] = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/healthz" {
+				w.Header().Set(api.HeaderNode, strconv.Itoa(i+1))
+				w.Write([]byte("ok\n"))
+				return
+			}
+			attempts[i].Add(1)
+			refuse(w, r)
+		}))
+		defer servers[i].Close()
+	}
+	cfg := DefaultConfig(strings.TrimPrefix(servers[0].URL, "http://"), strings.TrimPrefix(servers[1].URL, "http://"))
+	cfg.WarmInterval = 0
+	cfg.BackoffMin, cfg.BackoffMax = time.Hour, time.Hour
+	cl, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.warmUp(testContext(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := cl.Put(ctx, "k", nil); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrUnknown) {
+		t.Fatalf("put: %v, want unavailable (and known: every answer was a refusal)", err)
+	}
+	if got := attempts[0].Load() + attempts[1].Load(); got > 4 {
+		t.Fatalf("%d attempts before the back-off, want at most 4 (one redirect per node)", got)
+	}
+	if n := cl.counts.redirects.Load(); n == 0 || n > 2 {
+		t.Fatalf("%d redirects, want 1 or 2", n)
 	}
 }
