@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strconv"
@@ -234,7 +235,7 @@ type Client struct {
 	warmedAt  time.Time // when the last one started
 
 	// counts are what the client did, for tests.
-	counts struct{ attempts, lookups, hints, redirects, warmups atomic.Int64 }
+	counts struct{ attempts, lookups, hints, redirects, warmups, probes, awaited atomic.Int64 }
 }
 
 // downFor is how long an endpoint that failed to answer is tried after
@@ -521,8 +522,8 @@ func (c *Client) attemptAt(ctx context.Context, endpoint string, k call, out any
 	if timeout == 0 {
 		timeout = c.cfg.AttemptTimeout
 	}
-	actx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	base, err := c.cfg.baseURL(endpoint)
 	if err != nil {
 		return named, fmt.Errorf("%w: %v", ErrInvalid, err)
@@ -538,18 +539,42 @@ func (c *Client) attemptAt(ctx context.Context, endpoint string, k call, out any
 	if c.cfg.Token != "" {
 		req.Header.Set(api.HeaderAuthorization, api.BearerPrefix+c.cfg.Token)
 	}
+	var sent atomic.Bool // the whole request was written to a connection
+	req = req.WithContext(httptrace.WithClientTrace(actx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { sent.Store(true) },
+	}))
+	answered := make(chan struct{})
+	if k.warmUp {
+		// The warm-up's own context bounds it; a probe of a probe is
+		// pointless.
+		close(answered)
+	} else {
+		go c.watchAttempt(actx, cancel, endpoint, timeout, &sent, answered)
+	}
 	c.counts.attempts.Add(1)
 	resp, err := c.http.Do(req)
+	if !k.warmUp {
+		close(answered)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
-			// Not the caller's own end: the node did not answer in time,
-			// or at all.
+			// Not the caller's own end: the node did not answer at all,
+			// or was abandoned (watchAttempt).
 			c.noteDown(endpoint)
+			if cause := context.Cause(actx); cause != nil && !errors.Is(cause, context.Canceled) {
+				err = fmt.Errorf("%w (%w)", cause, err)
+			}
 		}
 		return named, err
 	}
 	defer resp.Body.Close()
 	named = c.noteAnswer(endpoint, resp.Header, !k.warmUp)
+	// The answer has begun: its body is bounded by the attempt timeout,
+	// so that a node that stops halfway does not hold the call.
+	stopBody := time.AfterFunc(timeout, func() {
+		cancel(fmt.Errorf("client: %s: answer's body not read within %v", endpoint, timeout))
+	})
+	defer stopBody.Stop()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return named, err
@@ -564,6 +589,82 @@ func (c *Client) attemptAt(ctx context.Context, endpoint string, k call, out any
 		return named, nil
 	}
 	return named, errorOf(resp.StatusCode, raw)
+}
+
+// watchAttempt decides when an attempt at endpoint that has no answer yet
+// is abandoned (actx cancelled, the connection closed), and when it is
+// awaited. The attempt's timeout (AttemptTimeout, or the call's own)
+// bounds what shows a node is unreachable, not how long a live node may
+// take:
+//   - a request not even written by then (the dial, the TLS handshake or
+//     the write is stuck) is abandoned;
+//   - a written one is checked by the node's readiness probe (GET
+//     /readyz, on another connection), sent early enough that its answer
+//     is due by the timeout: bound is min(timeout, AttemptTimeout)/2. A
+//     node that answers "ok" is alive, in touch with a leader and caught
+//     up: it is slow, not gone, and the attempt is awaited, checked again
+//     every AttemptTimeout, up to the caller's deadline. Retrying it
+//     elsewhere would only add a second copy of the request to a loaded
+//     cluster (the first still in flight) and a new connection. A node
+//     that does not answer the probe in time, or is not ready (no leader
+//     known, cut off from it, far behind), is abandoned, and the call
+//     tried elsewhere.
+//
+// It returns when answered is closed or actx ends.
+func (c *Client) watchAttempt(actx context.Context, cancel context.CancelCauseFunc, endpoint string, timeout time.Duration, sent *atomic.Bool, answered <-chan struct{}) {
+	bound := min(timeout, c.cfg.AttemptTimeout) / 2
+	start := time.Now()
+	timer := time.NewTimer(timeout - bound)
+	defer timer.Stop()
+	for {
+		select {
+		case <-answered:
+			return
+		case <-actx.Done():
+			return
+		case <-timer.C:
+		}
+		if !sent.Load() {
+			if left := timeout - time.Since(start); left > 0 {
+				timer.Reset(left)
+				continue
+			}
+			cancel(fmt.Errorf("client: %s: request not sent within %v", endpoint, timeout))
+			return
+		}
+		if err := c.probe(actx, endpoint, bound); err != nil {
+			cancel(fmt.Errorf("client: %s: no answer within %v, and %w", endpoint, timeout, err))
+			return
+		}
+		c.counts.awaited.Add(1)
+		timer.Reset(c.cfg.AttemptTimeout)
+	}
+}
+
+// probe asks endpoint's readiness probe (GET /readyz), bounded by bound:
+// nil if the node answers that it is ready.
+func (c *Client) probe(ctx context.Context, endpoint string, bound time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	base, err := c.cfg.baseURL(endpoint)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	c.counts.probes.Add(1)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("its readiness probe failed: %w", err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("its readiness probe answered %s", resp.Status)
+	}
+	return nil
 }
 
 // noteDown records that endpoint did not answer at all: for downFor, a

@@ -263,3 +263,97 @@ func TestNodesNamingEachOtherBackOff(t *testing.T) {
 		t.Fatalf("%d redirects, want 1 or 2", n)
 	}
 }
+
+// TestSlowLeaderIsAwaited: a leader that is alive but slow (its answer
+// to a write takes many attempt timeouts, as under overload) is awaited:
+// its readiness probe answers, so the write is neither abandoned nor
+// retried through another node, and it applies once, on its one attempt.
+func TestSlowLeaderIsAwaited(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.leader()
+	cfg := DefaultConfig(c.endpoints()...)
+	cfg.WarmInterval = 0
+	cfg.AttemptTimeout = 100 * time.Millisecond // the write outlasts it many times over
+	cl, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t)
+	cl.warmUp(ctx)
+	release := make(chan struct{})
+	api := c.servers[leader].Handler
+	c.intercept(c.https[leader], "/v1/kv/slow", func(w http.ResponseWriter, r *http.Request) {
+		<-release // a slow leader: answers once the test has seen it probed
+		api.ServeHTTP(w, r)
+	})
+	attempts := cl.counts.attempts.Load()
+	put := async(func() (uint64, error) { return cl.Put(ctx, "slow", []byte("v")) })
+	// Two probes of the leader while it holds the write: the attempt
+	// outlived its timeout at least twice and was kept.
+	for range 2 {
+		within(t, c.awaitAt(c.https[leader], "/readyz"), "a readiness probe of the slow leader")
+	}
+	close(release)
+	r := within(t, put, "the slow write")
+	if r.err != nil {
+		t.Fatalf("slow write: %v", r.err)
+	}
+	if n := cl.counts.attempts.Load() - attempts; n != 1 {
+		t.Fatalf("the slow write took %d attempts, want 1: a live leader's slow answer is awaited, not retried elsewhere", n)
+	}
+	if cl.counts.awaited.Load() == 0 {
+		t.Fatal("no attempt was awaited past its timeout")
+	}
+	kv, err := cl.Get(ctx, "slow")
+	if err != nil || string(kv.Value) != "v" || kv.Revision != r.v || kv.Version != 1 {
+		t.Fatalf("get: %+v %v, want v at revision %d, version 1 (applied once)", kv, err, r.v)
+	}
+}
+
+// TestUnresponsiveNodeIsAbandoned: a node that holds a write past the
+// attempt timeout and fails its readiness probe (does not answer it, or
+// answers that it is not ready) is abandoned, and the write goes to the
+// next node.
+func TestUnresponsiveNodeIsAbandoned(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		ready http.HandlerFunc
+	}{
+		{"probe unanswered", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }},
+		{"not ready", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/readyz" {
+					tt.ready(w, r)
+					return
+				}
+				<-r.Context().Done()
+			}))
+			defer stuck.Close()
+			var served atomic.Int64
+			good := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				served.Add(1)
+				w.Header().Set("Content-Type", "application/json")
+				w.Write([]byte(`{"revision":4}`))
+			}))
+			defer good.Close()
+			cfg := DefaultConfig(strings.TrimPrefix(stuck.URL, "http://"), strings.TrimPrefix(good.URL, "http://"))
+			cfg.WarmInterval = 0
+			cfg.AttemptTimeout = 200 * time.Millisecond
+			cl, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rev, err := cl.Put(testContext(t), "k", nil); err != nil || rev != 4 {
+				t.Fatalf("put: %d %v, want revision 4 from the second node", rev, err)
+			}
+			if n := cl.counts.attempts.Load(); n != 2 {
+				t.Fatalf("%d attempts, want 2: the stuck node's, abandoned, then the good node's", n)
+			}
+			if cl.counts.probes.Load() != 1 || cl.counts.awaited.Load() != 0 || served.Load() != 1 {
+				t.Fatalf("probes %d, awaited %d, served %d: want 1, 0, 1", cl.counts.probes.Load(), cl.counts.awaited.Load(), served.Load())
+			}
+		})
+	}
+}
