@@ -229,10 +229,11 @@ type Client struct {
 	// timed out); until then a hint naming it is not followed, and a
 	// round tries it last.
 	downUntil []time.Time
-	learning  bool      // a lookup of the leader's address is in flight
-	learnedAt time.Time // when the last one started
-	warming   bool      // a warm-up is in flight
-	warmedAt  time.Time // when the last one started
+	learning  bool         // a lookup of the leader's address is in flight
+	learnedAt time.Time    // when the last one started
+	ready     []*readiness // ready[i]: the last readiness probe of endpoint i
+	warming   bool         // a warm-up is in flight
+	warmedAt  time.Time    // when the last one started
 
 	// counts are what the client did, for tests.
 	counts struct{ attempts, lookups, hints, redirects, warmups, probes, awaited atomic.Int64 }
@@ -258,7 +259,7 @@ func New(cfg Config) (*Client, error) {
 	id := binary.BigEndian.Uint64(b[:]) | 1 // never 0: 0 means no session
 	n := len(cfg.Endpoints)
 	c := &Client{cfg: cfg, http: hc, id: id, nextSeq: 1, pending: map[uint64]bool{},
-		leaderAt: -1, index: make(map[string]int, n), nodes: make([]uint64, n), downUntil: make([]time.Time, n)}
+		leaderAt: -1, index: make(map[string]int, n), nodes: make([]uint64, n), downUntil: make([]time.Time, n), ready: make([]*readiness, n)}
 	for i, ep := range cfg.Endpoints {
 		if _, dup := c.index[ep]; !dup {
 			c.index[ep] = i
@@ -641,10 +642,49 @@ func (c *Client) watchAttempt(actx context.Context, cancel context.CancelCauseFu
 	}
 }
 
-// probe asks endpoint's readiness probe (GET /readyz), bounded by bound:
-// nil if the node answers that it is ready.
+// readiness is one readiness probe of an endpoint, shared by every
+// attempt there that asks while it is in flight or fresh: 1,024 slow
+// writes in flight to one node make one probe, not 1,024 (each on a new
+// connection, the pool's being busy).
+type readiness struct {
+	done  chan struct{} // closed when the probe has ended
+	err   error         // nil: ready; set before done is closed
+	ended time.Time     // when it ended; zero while in flight (c.mu)
+}
+
+// probe returns whether endpoint's node is ready, by its readiness probe
+// (GET /readyz) bounded by bound: nil if it answered that it is. A probe
+// in flight, or one that ended less than bound ago, is shared.
 func (c *Client) probe(ctx context.Context, endpoint string, bound time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, bound)
+	i, ok := c.index[endpoint]
+	if !ok {
+		return fmt.Errorf("client: %s: not an endpoint", endpoint)
+	}
+	c.mu.Lock()
+	r := c.ready[i]
+	if r == nil || (!r.ended.IsZero() && time.Since(r.ended) >= bound) {
+		r = &readiness{done: make(chan struct{})}
+		c.ready[i] = r
+		go func() {
+			err := c.probeOnce(endpoint, bound)
+			c.mu.Lock()
+			r.err, r.ended = err, time.Now()
+			c.mu.Unlock()
+			close(r.done)
+		}()
+	}
+	c.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// probeOnce sends one GET /readyz to endpoint, bounded by bound.
+func (c *Client) probeOnce(endpoint string, bound time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	base, err := c.cfg.baseURL(endpoint)
 	if err != nil {

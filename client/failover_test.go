@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -355,5 +356,59 @@ func TestUnresponsiveNodeIsAbandoned(t *testing.T) {
 				t.Fatalf("probes %d, awaited %d, served %d: want 1, 0, 1", cl.counts.probes.Load(), cl.counts.awaited.Load(), served.Load())
 			}
 		})
+	}
+}
+
+// TestSlowWritesShareAProbe: many writes held by one slow node share its
+// readiness probes (one in flight at a time per node, its answer reused
+// while fresh), rather than each sending its own on a new connection.
+func TestSlowWritesShareAProbe(t *testing.T) {
+	const writes = 16
+	var mu sync.Mutex
+	arrived, probes := 0, 0
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if r.URL.Path == "/readyz" {
+			// Once every write is held, three probes: each write outlived
+			// its attempt timeout at least once while held.
+			if arrived == writes {
+				if probes++; probes == 3 {
+					close(release)
+				}
+			}
+			mu.Unlock()
+			w.Write([]byte("ok\n"))
+			return
+		}
+		arrived++
+		mu.Unlock()
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"revision":1}`))
+	}))
+	defer srv.Close()
+	cfg := DefaultConfig(strings.TrimPrefix(srv.URL, "http://"))
+	cfg.WarmInterval = 0
+	cfg.AttemptTimeout = 400 * time.Millisecond
+	cl, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t)
+	var results []<-chan result[uint64]
+	for range writes {
+		results = append(results, async(func() (uint64, error) { return cl.Put(ctx, "k", nil) }))
+	}
+	for _, r := range results {
+		if r := within(t, r, "a slow write"); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	attempts, sent, awaited := cl.counts.attempts.Load(), cl.counts.probes.Load(), cl.counts.awaited.Load()
+	// Without sharing, every await would have had a probe of its own.
+	if attempts != writes || sent == 0 || sent*2 > awaited {
+		t.Fatalf("attempts %d, probes %d, attempts awaited past a probe %d: want %d attempts (none retried), at least 2 awaits per probe",
+			attempts, sent, awaited, writes)
 	}
 }
