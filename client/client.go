@@ -238,8 +238,11 @@ type Client struct {
 	learning  bool         // a lookup of the leader's address is in flight
 	learnedAt time.Time    // when the last one started
 	ready     []*readiness // ready[i]: the last readiness probe of endpoint i
-	warming   bool         // a warm-up is in flight
-	warmedAt  time.Time    // when the last one started
+	// answeredAt[i]: when endpoint i last answered a request (warm-ups
+	// and probes aside) with a status below 500: it is making progress.
+	answeredAt []time.Time
+	warming    bool      // a warm-up is in flight
+	warmedAt   time.Time // when the last one started
 
 	// counts are what the client did, for tests.
 	counts struct{ attempts, lookups, hints, redirects, warmups, probes, awaited atomic.Int64 }
@@ -265,7 +268,7 @@ func New(cfg Config) (*Client, error) {
 	id := binary.BigEndian.Uint64(b[:]) | 1 // never 0: 0 means no session
 	n := len(cfg.Endpoints)
 	c := &Client{cfg: cfg, http: hc, id: id, nextSeq: 1, pending: map[uint64]bool{},
-		leaderAt: -1, index: make(map[string]int, n), nodes: make([]uint64, n), downUntil: make([]time.Time, n), ready: make([]*readiness, n)}
+		leaderAt: -1, index: make(map[string]int, n), nodes: make([]uint64, n), downUntil: make([]time.Time, n), ready: make([]*readiness, n), answeredAt: make([]time.Time, n)}
 	for i, ep := range cfg.Endpoints {
 		if _, dup := c.index[ep]; !dup {
 			c.index[ep] = i
@@ -576,6 +579,9 @@ func (c *Client) attemptAt(ctx context.Context, endpoint string, k call, out any
 	}
 	defer resp.Body.Close()
 	named = c.noteAnswer(endpoint, resp.Header, !k.warmUp)
+	if !k.warmUp && resp.StatusCode < 500 {
+		c.noteProgress(endpoint)
+	}
 	// The answer has begun: its body is bounded by the attempt timeout,
 	// so that a node that stops halfway does not hold the call.
 	stopBody := time.AfterFunc(timeout, func() {
@@ -603,8 +609,12 @@ func (c *Client) attemptAt(ctx context.Context, endpoint string, k call, out any
 // awaited. The attempt's timeout (AttemptTimeout, or the call's own)
 // bounds what shows a node is unreachable, not how long a live node may
 // take:
-//   - a request not even written by then (the dial, the TLS handshake or
-//     the write is stuck) is abandoned;
+//   - a node that answered another request of this client (below 500)
+//     within the last AttemptTimeout is making progress: the attempt is
+//     awaited, with no probe (under overload, hundreds of slow requests
+//     in flight to one node see answers all the time);
+//   - else a request not even written by then (the dial, the TLS
+//     handshake or the write is stuck) is abandoned;
 //   - a written one is checked by the node's readiness probe (GET
 //     /readyz, on another connection), sent early enough that its answer
 //     is due by the timeout: bound is min(timeout, AttemptTimeout)/2. A
@@ -631,6 +641,13 @@ func (c *Client) watchAttempt(actx context.Context, cancel context.CancelCauseFu
 			return
 		case <-timer.C:
 		}
+		if c.answeredWithin(endpoint, c.cfg.AttemptTimeout) {
+			// The node answers this client's other requests: it is making
+			// progress, only not on this one yet. Nothing to ask it.
+			c.counts.awaited.Add(1)
+			timer.Reset(c.cfg.AttemptTimeout)
+			continue
+		}
 		if !sent.Load() {
 			if left := timeout - time.Since(start); left > 0 {
 				timer.Reset(left)
@@ -646,6 +663,18 @@ func (c *Client) watchAttempt(actx context.Context, cancel context.CancelCauseFu
 		c.counts.awaited.Add(1)
 		timer.Reset(c.cfg.AttemptTimeout)
 	}
+}
+
+// answeredWithin reports whether endpoint gave this client an answer
+// below 500 within the last d.
+func (c *Client) answeredWithin(endpoint string, d time.Duration) bool {
+	i, ok := c.index[endpoint]
+	if !ok {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Since(c.answeredAt[i]) < d
 }
 
 // readiness is one readiness probe of an endpoint, shared by every
@@ -711,6 +740,15 @@ func (c *Client) probeOnce(endpoint string, bound time.Duration) error {
 		return fmt.Errorf("its readiness probe answered %s", resp.Status)
 	}
 	return nil
+}
+
+// noteProgress records that endpoint answered a request now.
+func (c *Client) noteProgress(endpoint string) {
+	if i, ok := c.index[endpoint]; ok {
+		c.mu.Lock()
+		c.answeredAt[i] = time.Now()
+		c.mu.Unlock()
+	}
 }
 
 // noteDown records that endpoint did not answer at all: for downFor, a

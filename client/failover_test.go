@@ -412,3 +412,50 @@ func TestSlowWritesShareAProbe(t *testing.T) {
 			attempts, sent, awaited, writes)
 	}
 }
+
+// TestNodeAnsweringOthersIsAwaited: a node that keeps answering the
+// client's other requests is making progress, so a slow request there is
+// awaited without a probe, even though its probe would say "not ready".
+func TestNodeAnsweringOthersIsAwaited(t *testing.T) {
+	release := make(chan struct{})
+	var readyz atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/readyz":
+			readyz.Add(1)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		case "/v1/kv/slow":
+			<-release
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"revision":1}`))
+	}))
+	defer srv.Close()
+	cfg := DefaultConfig(strings.TrimPrefix(srv.URL, "http://"), deadEndpoint(t))
+	cfg.WarmInterval = 0
+	cfg.AttemptTimeout = 100 * time.Millisecond
+	cl, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t)
+	slow := async(func() (uint64, error) { return cl.Put(ctx, "slow", nil) })
+	// Other writes, answered at once, until the slow one was awaited
+	// past its timeout twice.
+	for i := 0; cl.counts.awaited.Load() < 2; i++ {
+		if i == 20000 || ctx.Err() != nil {
+			t.Fatalf("the slow write was awaited %d times in %d other writes", cl.counts.awaited.Load(), i)
+		}
+		if _, err := cl.Put(ctx, "fast", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	if r := within(t, slow, "the slow write"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if n := readyz.Load(); n != 0 {
+		t.Fatalf("%d readiness probes, want none: the node was answering", n)
+	}
+}
