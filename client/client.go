@@ -125,11 +125,13 @@ type Config struct {
 	// AttemptTimeout is how long an attempt against one node may go
 	// unanswered before the client checks that the node is still there, so
 	// that a paused, partitioned or unreachable node does not hold a
-	// request for its whole context: an attempt not yet written by then is
-	// abandoned, and a written one is abandoned unless the node answers
-	// its readiness probe (GET /readyz) within half of it. A node that
-	// does is slow, not gone, and its answer is awaited (checked again
-	// every AttemptTimeout) up to the caller's deadline.
+	// request for its whole context. Past it, an attempt at a node that
+	// answered another request of the client in the last AttemptTimeout
+	// is awaited; else one not yet written is abandoned, and a written one
+	// is abandoned unless the node answers its readiness probe (GET
+	// /readyz) within half of it. A node that does is slow, not gone, and
+	// its answer is awaited (checked again every AttemptTimeout) up to the
+	// caller's deadline.
 	AttemptTimeout time.Duration
 	// BackoffMin and BackoffMax bound the wait between rounds of attempts
 	// (a round tries every endpoint once, a leader's first). The wait

@@ -19,9 +19,12 @@
 // naming each other cannot spin).
 //
 // Config.AttemptTimeout says when a node is unreachable, not how long a
-// live one may take to answer. An attempt whose request is not even
-// written by then (the dial or the TLS handshake is stuck) is abandoned.
-// One that is written but not answered is checked with the node's
+// live one may take to answer. An attempt past it at a node that answered
+// another of the client's requests within the last AttemptTimeout is
+// awaited: the node is making progress. Otherwise an attempt whose request
+// is not even written (the dial or the TLS handshake is stuck) is
+// abandoned, and one that is written but not answered is checked with the
+// node's
 // readiness probe (GET /readyz, one at a time per node, shared by its
 // attempts): while the node answers that it is ready, the attempt is
 // awaited, up to the caller's deadline, rather than abandoned and sent
