@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strconv"
@@ -121,8 +122,16 @@ type Config struct {
 	// Token, if set, is sent with every request as a bearer token: a
 	// secure cluster refuses requests without one (ErrUnauthenticated).
 	Token string
-	// AttemptTimeout bounds one attempt against one node, so that a paused
-	// or partitioned node does not hold a request for its whole context.
+	// AttemptTimeout is how long an attempt against one node may go
+	// unanswered before the client checks that the node is still there, so
+	// that a paused, partitioned or unreachable node does not hold a
+	// request for its whole context. Past it, an attempt at a node that
+	// answered another request of the client in the last AttemptTimeout
+	// is awaited; else one not yet written is abandoned, and a written one
+	// is abandoned unless the node answers its readiness probe (GET
+	// /readyz) within half of it. A node that does is slow, not gone, and
+	// its answer is awaited (checked again every AttemptTimeout) up to the
+	// caller's deadline.
 	AttemptTimeout time.Duration
 	// BackoffMin and BackoffMax bound the wait between rounds of attempts
 	// (a round tries every endpoint once, a leader's first). The wait
@@ -228,13 +237,17 @@ type Client struct {
 	// timed out); until then a hint naming it is not followed, and a
 	// round tries it last.
 	downUntil []time.Time
-	learning  bool      // a lookup of the leader's address is in flight
-	learnedAt time.Time // when the last one started
-	warming   bool      // a warm-up is in flight
-	warmedAt  time.Time // when the last one started
+	learning  bool         // a lookup of the leader's address is in flight
+	learnedAt time.Time    // when the last one started
+	ready     []*readiness // ready[i]: the last readiness probe of endpoint i
+	// answeredAt[i]: when endpoint i last answered a request (warm-ups
+	// and probes aside) with a status below 500: it is making progress.
+	answeredAt []time.Time
+	warming    bool      // a warm-up is in flight
+	warmedAt   time.Time // when the last one started
 
 	// counts are what the client did, for tests.
-	counts struct{ attempts, lookups, hints, warmups atomic.Int64 }
+	counts struct{ attempts, lookups, hints, redirects, warmups, probes, awaited atomic.Int64 }
 }
 
 // downFor is how long an endpoint that failed to answer is tried after
@@ -257,7 +270,7 @@ func New(cfg Config) (*Client, error) {
 	id := binary.BigEndian.Uint64(b[:]) | 1 // never 0: 0 means no session
 	n := len(cfg.Endpoints)
 	c := &Client{cfg: cfg, http: hc, id: id, nextSeq: 1, pending: map[uint64]bool{},
-		leaderAt: -1, index: make(map[string]int, n), nodes: make([]uint64, n), downUntil: make([]time.Time, n)}
+		leaderAt: -1, index: make(map[string]int, n), nodes: make([]uint64, n), downUntil: make([]time.Time, n), ready: make([]*readiness, n), answeredAt: make([]time.Time, n)}
 	for i, ep := range cfg.Endpoints {
 		if _, dup := c.index[ep]; !dup {
 			c.index[ep] = i
@@ -356,17 +369,22 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 	unknown := false // some attempt of this write may have applied
 	n := len(c.cfg.Endpoints)
 	tried := make([]bool, n)
+	// redirected[i]: since the last back-off, a refusal that named the
+	// node at endpoint i sent an attempt there at once. A second refusal
+	// naming it waits for the back-off, so that nodes naming each other
+	// (a candidate named by a stale follower) cannot spin.
+	redirected := make([]bool, n)
 	for {
 		clear(tried)
 		c.mu.Lock()
 		start := c.preferred
 		c.mu.Unlock()
-		for ep := c.first(start); ep >= 0; ep = c.next(tried, ep) {
+		for ep := c.first(start); ep >= 0; {
 			tried[ep] = true
 			if session {
 				k.query.Set(api.ParamAck, strconv.FormatUint(c.ack(id), 10))
 			}
-			err := c.attempt(ctx, c.cfg.Endpoints[ep], k, out)
+			named, err := c.attemptAt(ctx, c.cfg.Endpoints[ep], k, out)
 			if k.write && errors.Is(err, ErrStaleSequence) {
 				// The cluster no longer knows this session (evicted): this
 				// write's fate is unknown, and later writes need a session
@@ -394,14 +412,45 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 			if ctx.Err() != nil {
 				return c.giveUp(k, unknown, ctx.Err(), last)
 			}
+			if to := c.redirect(err, ep, named, redirected); to >= 0 {
+				// A refusal that names the leader is a redirect, not a
+				// failure: go there now, even if this round tried it
+				// already (it may have led only since).
+				redirected[to] = true
+				c.counts.redirects.Add(1)
+				ep = to
+				continue
+			}
+			ep = c.next(tried, ep)
 		}
 		select {
 		case <-ctx.Done():
 			return c.giveUp(k, unknown, ctx.Err(), last)
 		case <-time.After(backoff/2 + rand.N(backoff/2+1)):
 		}
+		clear(redirected)
 		backoff = min(2*backoff, c.cfg.BackoffMax)
 	}
+}
+
+// redirect returns the endpoint the next attempt goes to at once after
+// the attempt at endpoint ep failed with err, having named the leader at
+// endpoint named (-1: none known): named, if err is the cluster's refusal
+// (unavailable, 503), named is another endpoint that did not fail to
+// answer lately, and no refusal sent an attempt there since the last
+// back-off; else -1 (the round goes on as usual).
+func (c *Client) redirect(err error, ep, named int, redirected []bool) int {
+	var e *Error
+	if named < 0 || named == ep || redirected[named] || !errors.As(err, &e) ||
+		e.Status != http.StatusServiceUnavailable || e.Code != api.CodeUnavailable {
+		return -1
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Now().Before(c.downUntil[named]) {
+		return -1
+	}
+	return named
 }
 
 // first returns the endpoint a round starts with: the preferred one (the
@@ -470,16 +519,26 @@ func retryable(err error) bool {
 	return true // transport errors: connection refused, reset, timeout
 }
 
+// attempt sends one attempt of k to endpoint, decoding a 2xx JSON answer
+// into out.
 func (c *Client) attempt(ctx context.Context, endpoint string, k call, out any) error {
+	_, err := c.attemptAt(ctx, endpoint, k, out)
+	return err
+}
+
+// attemptAt is attempt, and also returns the index of the endpoint of the
+// leader the answer named (Coord-Leader), -1 if none or no answer.
+func (c *Client) attemptAt(ctx context.Context, endpoint string, k call, out any) (named int, err error) {
+	named = -1
 	timeout := k.timeout
 	if timeout == 0 {
 		timeout = c.cfg.AttemptTimeout
 	}
-	actx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	base, err := c.cfg.baseURL(endpoint)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
+		return named, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	u := base + k.path
 	if len(k.query) > 0 {
@@ -487,37 +546,211 @@ func (c *Client) attempt(ctx context.Context, endpoint string, k call, out any) 
 	}
 	req, err := http.NewRequestWithContext(actx, k.method, u, bytes.NewReader(k.body))
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
+		return named, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if c.cfg.Token != "" {
 		req.Header.Set(api.HeaderAuthorization, api.BearerPrefix+c.cfg.Token)
 	}
+	var sent atomic.Bool // the whole request was written to a connection
+	req = req.WithContext(httptrace.WithClientTrace(actx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { sent.Store(true) },
+	}))
+	answered := make(chan struct{})
+	if k.warmUp {
+		// The warm-up's own context bounds it; a probe of a probe is
+		// pointless.
+		close(answered)
+	} else {
+		go c.watchAttempt(actx, cancel, endpoint, timeout, &sent, answered)
+	}
 	c.counts.attempts.Add(1)
 	resp, err := c.http.Do(req)
+	if !k.warmUp {
+		close(answered)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
-			// Not the caller's own end: the node did not answer in time,
-			// or at all.
+			// Not the caller's own end: the node did not answer at all,
+			// or was abandoned (watchAttempt).
 			c.noteDown(endpoint)
+			if cause := context.Cause(actx); cause != nil && !errors.Is(cause, context.Canceled) {
+				err = fmt.Errorf("%w (%w)", cause, err)
+			}
 		}
-		return err
+		return named, err
 	}
 	defer resp.Body.Close()
-	c.noteAnswer(endpoint, resp.Header, !k.warmUp)
+	named = c.noteAnswer(endpoint, resp.Header, !k.warmUp)
+	if !k.warmUp && resp.StatusCode < 500 {
+		c.noteProgress(endpoint)
+	}
+	// The answer has begun: its body is bounded by the attempt timeout,
+	// so that a node that stops halfway does not hold the call.
+	stopBody := time.AfterFunc(timeout, func() {
+		cancel(fmt.Errorf("client: %s: answer's body not read within %v", endpoint, timeout))
+	})
+	defer stopBody.Stop()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return err
+		return named, err
 	}
 	if resp.StatusCode/100 == 2 {
 		if out == nil {
-			return nil
+			return named, nil
 		}
 		if err := json.Unmarshal(raw, out); err != nil {
-			return fmt.Errorf("client: %s: decode answer: %w", endpoint, err)
+			return named, fmt.Errorf("client: %s: decode answer: %w", endpoint, err)
 		}
-		return nil
+		return named, nil
 	}
-	return errorOf(resp.StatusCode, raw)
+	return named, errorOf(resp.StatusCode, raw)
+}
+
+// watchAttempt decides when an attempt at endpoint that has no answer yet
+// is abandoned (actx cancelled, the connection closed), and when it is
+// awaited. The attempt's timeout (AttemptTimeout, or the call's own)
+// bounds what shows a node is unreachable, not how long a live node may
+// take:
+//   - a node that answered another request of this client (below 500)
+//     within the last AttemptTimeout is making progress: the attempt is
+//     awaited, with no probe (under overload, hundreds of slow requests
+//     in flight to one node see answers all the time);
+//   - else a request not even written by then (the dial, the TLS
+//     handshake or the write is stuck) is abandoned;
+//   - a written one is checked by the node's readiness probe (GET
+//     /readyz, on another connection), sent early enough that its answer
+//     is due by the timeout: bound is min(timeout, AttemptTimeout)/2. A
+//     node that answers "ok" is alive, in touch with a leader and caught
+//     up: it is slow, not gone, and the attempt is awaited, checked again
+//     every AttemptTimeout, up to the caller's deadline. Retrying it
+//     elsewhere would only add a second copy of the request to a loaded
+//     cluster (the first still in flight) and a new connection. A node
+//     that does not answer the probe in time, or is not ready (no leader
+//     known, cut off from it, far behind), is abandoned, and the call
+//     tried elsewhere.
+//
+// It returns when answered is closed or actx ends.
+func (c *Client) watchAttempt(actx context.Context, cancel context.CancelCauseFunc, endpoint string, timeout time.Duration, sent *atomic.Bool, answered <-chan struct{}) {
+	bound := min(timeout, c.cfg.AttemptTimeout) / 2
+	start := time.Now()
+	timer := time.NewTimer(timeout - bound)
+	defer timer.Stop()
+	for {
+		select {
+		case <-answered:
+			return
+		case <-actx.Done():
+			return
+		case <-timer.C:
+		}
+		if c.answeredWithin(endpoint, c.cfg.AttemptTimeout) {
+			// The node answers this client's other requests: it is making
+			// progress, only not on this one yet. Nothing to ask it.
+			c.counts.awaited.Add(1)
+			timer.Reset(c.cfg.AttemptTimeout)
+			continue
+		}
+		if !sent.Load() {
+			if left := timeout - time.Since(start); left > 0 {
+				timer.Reset(left)
+				continue
+			}
+			cancel(fmt.Errorf("client: %s: request not sent within %v", endpoint, timeout))
+			return
+		}
+		if err := c.probe(actx, endpoint, bound); err != nil {
+			cancel(fmt.Errorf("client: %s: no answer within %v, and %w", endpoint, timeout, err))
+			return
+		}
+		c.counts.awaited.Add(1)
+		timer.Reset(c.cfg.AttemptTimeout)
+	}
+}
+
+// answeredWithin reports whether endpoint gave this client an answer
+// below 500 within the last d.
+func (c *Client) answeredWithin(endpoint string, d time.Duration) bool {
+	i, ok := c.index[endpoint]
+	if !ok {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Since(c.answeredAt[i]) < d
+}
+
+// readiness is one readiness probe of an endpoint, shared by every
+// attempt there that asks while it is in flight or fresh: 1,024 slow
+// writes in flight to one node make one probe, not 1,024 (each on a new
+// connection, the pool's being busy).
+type readiness struct {
+	done  chan struct{} // closed when the probe has ended
+	err   error         // nil: ready; set before done is closed
+	ended time.Time     // when it ended; zero while in flight (c.mu)
+}
+
+// probe returns whether endpoint's node is ready, by its readiness probe
+// (GET /readyz) bounded by bound: nil if it answered that it is. A probe
+// in flight, or one that ended less than bound ago, is shared.
+func (c *Client) probe(ctx context.Context, endpoint string, bound time.Duration) error {
+	i, ok := c.index[endpoint]
+	if !ok {
+		return fmt.Errorf("client: %s: not an endpoint", endpoint)
+	}
+	c.mu.Lock()
+	r := c.ready[i]
+	if r == nil || (!r.ended.IsZero() && time.Since(r.ended) >= bound) {
+		r = &readiness{done: make(chan struct{})}
+		c.ready[i] = r
+		go func() {
+			err := c.probeOnce(endpoint, bound)
+			c.mu.Lock()
+			r.err, r.ended = err, time.Now()
+			c.mu.Unlock()
+			close(r.done)
+		}()
+	}
+	c.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// probeOnce sends one GET /readyz to endpoint, bounded by bound.
+func (c *Client) probeOnce(endpoint string, bound time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	base, err := c.cfg.baseURL(endpoint)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	c.counts.probes.Add(1)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("its readiness probe failed: %w", err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("its readiness probe answered %s", resp.Status)
+	}
+	return nil
+}
+
+// noteProgress records that endpoint answered a request now.
+func (c *Client) noteProgress(endpoint string) {
+	if i, ok := c.index[endpoint]; ok {
+		c.mu.Lock()
+		c.answeredAt[i] = time.Now()
+		c.mu.Unlock()
+	}
 }
 
 // noteDown records that endpoint did not answer at all: for downFor, a
@@ -541,7 +774,9 @@ func (c *Client) noteDown(endpoint string) {
 // leader the client has an address for becomes the preferred endpoint at
 // once, whatever the answer was (a refusal of a node that no longer
 // leads names its successor); one it has none for is looked up if lookup.
-func (c *Client) noteAnswer(endpoint string, h http.Header, lookup bool) {
+// It returns the index of the leader's endpoint, -1 if none is named or
+// its address is unknown.
+func (c *Client) noteAnswer(endpoint string, h http.Header, lookup bool) int {
 	node, _ := strconv.ParseUint(h.Get(api.HeaderNode), 10, 64)
 	leader, _ := strconv.ParseUint(h.Get(api.HeaderLeader), 10, 64)
 	i, known := c.index[endpoint]
@@ -555,7 +790,7 @@ func (c *Client) noteAnswer(endpoint string, h http.Header, lookup bool) {
 	if leader == 0 {
 		c.leaderAt = -1
 		c.mu.Unlock()
-		return
+		return -1
 	}
 	at := slices.Index(c.nodes, leader)
 	c.leaderAt = at
@@ -572,6 +807,7 @@ func (c *Client) noteAnswer(endpoint string, h http.Header, lookup bool) {
 		// client has no address for: look it up.
 		c.learnLeader(endpoint)
 	}
+	return at
 }
 
 // learnLeader asks endpoint, in the background and at most once a second,

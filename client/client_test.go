@@ -345,15 +345,25 @@ func TestLearnedLeaderSticks(t *testing.T) {
 	defer leader.Close()
 	leaderAddr := strings.TrimPrefix(leader.URL, "http://")
 	var cp atomic.Pointer[Client]
+	second := make(chan struct{}) // closed when the second write reaches the follower
 	follower := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Coord-Node", "2")
 		w.Header().Set("Coord-Leader", "1")
 		w.Header().Set("Content-Type", "application/json")
 		if r.URL.Path == "/v1/status" {
+			// The lookup's answer comes while the second write is in
+			// flight, as the test means: were it to come first, the second
+			// write would go to the leader, and the test check nothing.
+			select {
+			case <-second:
+			case <-r.Context().Done():
+				return
+			}
 			fmt.Fprintf(w, `{"id":2,"leader":1,"members":[{"id":1,"http":%q,"voter":true},{"id":2,"voter":true}]}`, leaderAddr)
 			return
 		}
 		if followerPuts.Add(1) == 2 {
+			close(second)
 			// The write after the one that started the lookup: answer it
 			// only once the client has taken the lookup's answer in (it
 			// prefers the leader, endpoint 1), as a slower forward would.

@@ -27,11 +27,15 @@ type testCluster struct {
 
 	mu      sync.Mutex
 	arrived map[string]chan struct{} // URL path → closed when it reaches the leader
+	// intercepts: HTTP address + URL path → a handler that serves the next
+	// request for it instead of the node's API (once).
+	intercepts map[string]http.HandlerFunc
 }
 
 func startCluster(t *testing.T, size int) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, nodes: map[uint64]*server.Node{}, https: map[uint64]string{}, servers: map[uint64]*http.Server{}, arrived: map[string]chan struct{}{}}
+	c := &testCluster{t: t, nodes: map[uint64]*server.Node{}, https: map[uint64]string{}, servers: map[uint64]*http.Server{}, arrived: map[string]chan struct{}{},
+		intercepts: map[string]http.HandlerFunc{}}
 	peers := map[uint64]string{}
 	raftListeners := map[uint64]net.Listener{}
 	httpListeners := map[uint64]net.Listener{}
@@ -57,6 +61,10 @@ func startCluster(t *testing.T, size int) *testCluster {
 				c.reached(r.URL.Path)
 			}
 			c.reached(c.https[id] + r.URL.Path)
+			if h := c.intercepted(c.https[id] + r.URL.Path); h != nil {
+				h(w, r)
+				return
+			}
 			api.ServeHTTP(w, r)
 		})}
 		c.servers[id] = srv
@@ -152,6 +160,23 @@ func (c *testCluster) awaitLeader(path string) <-chan struct{} {
 // the node at HTTP address ep, whether it leads or not.
 func (c *testCluster) awaitAt(ep, path string) <-chan struct{} {
 	return c.awaitLeader(ep + path)
+}
+
+// intercept makes h serve the next request for path at the node at HTTP
+// address ep, in place of the node's API.
+func (c *testCluster) intercept(ep, path string, h http.HandlerFunc) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.intercepts[ep+path] = h
+}
+
+// intercepted returns (and forgets) the handler intercept set for path.
+func (c *testCluster) intercepted(path string) http.HandlerFunc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.intercepts[path]
+	delete(c.intercepts, path)
+	return h
 }
 
 func (c *testCluster) reached(path string) {

@@ -14,6 +14,25 @@
 // leader, the client tries the others at once, then again after a short,
 // jittered, growing wait (Config.BackoffMin to BackoffMax), until its
 // context is done; a node that did not answer is tried last for a second.
+// A 503 that names the leader is a redirect: the next attempt goes there at
+// once, without the wait (once per named node between waits, so that nodes
+// naming each other cannot spin).
+//
+// Config.AttemptTimeout says when a node is unreachable, not how long a
+// live one may take to answer. An attempt past it at a node that answered
+// another of the client's requests within the last AttemptTimeout is
+// awaited: the node is making progress. Otherwise an attempt whose request
+// is not even written (the dial or the TLS handshake is stuck) is
+// abandoned, and one that is written but not answered is checked with the
+// node's
+// readiness probe (GET /readyz, one at a time per node, shared by its
+// attempts): while the node answers that it is ready, the attempt is
+// awaited, up to the caller's deadline, rather than abandoned and sent
+// again through another node (which under overload only adds load and
+// connections); when it does not answer, or is not ready, the attempt is
+// abandoned and the call goes on to the next node. A killed node's
+// connections are reset, so failover from it does not wait for any of
+// this.
 //
 // Writes are exactly-once: every Client has a random client id, every write
 // a sequence number, and a retry resends the same pair, so the cluster

@@ -1,11 +1,18 @@
 package client
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"coord/api"
 )
 
 // endpointOf returns the index of the client's endpoint at addr.
@@ -146,5 +153,309 @@ func TestRefusalHintIsFollowedNext(t *testing.T) {
 	}
 	if cl.counts.hints.Load() == 0 {
 		t.Fatal("no hint followed")
+	}
+}
+
+// refusal answers as a node that cannot serve a write does: 503
+// unavailable, naming itself (Coord-Node) and the leader it knows
+// (Coord-Leader; 0: none).
+func refusal(node, leader uint64) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(api.HeaderNode, strconv.FormatUint(node, 10))
+		if leader != 0 {
+			w.Header().Set(api.HeaderLeader, strconv.FormatUint(leader, 10))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(`{"error":"not the leader","code":"unavailable"}`))
+	}
+}
+
+// TestNamedLeaderIsRetriedWithoutBackoff: a refusal that names the leader
+// is a redirect, not a failure. The leader refuses a write once (as a node
+// does while it is still becoming leader), then a follower refuses it
+// naming that leader (as one whose forward failed does): the round has
+// tried both, yet the next attempt goes to the named leader at once, not
+// after the back-off. The back-off here outlasts the write's context, so
+// a write that waited for it would fail.
+func TestNamedLeaderIsRetriedWithoutBackoff(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.leader()
+	follower := c.follower()
+	var followerID uint64
+	for id, ep := range c.https {
+		if ep == follower {
+			followerID = id
+		}
+	}
+	cfg := DefaultConfig(c.https[leader], follower)
+	cfg.WarmInterval = 0
+	cfg.BackoffMin, cfg.BackoffMax = time.Hour, time.Hour
+	cl, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.warmUp(testContext(t))
+	c.intercept(c.https[leader], "/v1/kv/redirect", refusal(leader, 0))
+	c.intercept(follower, "/v1/kv/redirect", refusal(followerID, leader))
+	reached := c.awaitLeader("/v1/kv/redirect")
+	attempts := cl.counts.attempts.Load() // the warm-up's
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := cl.Put(ctx, "redirect", []byte("v")); err != nil {
+		t.Fatalf("put: %v (a back-off after the named refusal outlasts the context)", err)
+	}
+	within(t, reached, "the write at the leader")
+	if n := cl.counts.attempts.Load() - attempts; n != 3 {
+		t.Fatalf("%d attempts, want 3: the leader's refusal, the follower's, the leader's answer", n)
+	}
+	if n := cl.counts.redirects.Load(); n != 1 {
+		t.Fatalf("%d redirects, want 1", n)
+	}
+	mustGet(t, testContext(t), cl, "redirect", "v", mustRevision(t, cl, "redirect"))
+}
+
+// mustRevision returns key's revision.
+func mustRevision(t *testing.T, c *Client, key string) uint64 {
+	t.Helper()
+	kv, err := c.Get(testContext(t), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv.Revision
+}
+
+// TestNodesNamingEachOtherBackOff: two nodes that refuse every write, each
+// naming the other (a candidate named by a stale follower), get one
+// immediate redirect each, then the client backs off: no spin.
+func TestNodesNamingEachOtherBackOff(t *testing.T) {
+	var attempts [2]atomic.Int64
+	var servers [2]*httptest.Server
+	for i := range servers {
+		refuse := refusal(uint64(i+1), uint64(2-i))
+		servers[i] = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/healthz" {
+				w.Header().Set(api.HeaderNode, strconv.Itoa(i+1))
+				w.Write([]byte("ok\n"))
+				return
+			}
+			attempts[i].Add(1)
+			refuse(w, r)
+		}))
+		defer servers[i].Close()
+	}
+	cfg := DefaultConfig(strings.TrimPrefix(servers[0].URL, "http://"), strings.TrimPrefix(servers[1].URL, "http://"))
+	cfg.WarmInterval = 0
+	cfg.BackoffMin, cfg.BackoffMax = time.Hour, time.Hour
+	cl, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.warmUp(testContext(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := cl.Put(ctx, "k", nil); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrUnknown) {
+		t.Fatalf("put: %v, want unavailable (and known: every answer was a refusal)", err)
+	}
+	if got := attempts[0].Load() + attempts[1].Load(); got > 4 {
+		t.Fatalf("%d attempts before the back-off, want at most 4 (one redirect per node)", got)
+	}
+	if n := cl.counts.redirects.Load(); n == 0 || n > 2 {
+		t.Fatalf("%d redirects, want 1 or 2", n)
+	}
+}
+
+// TestSlowLeaderIsAwaited: a leader that is alive but slow (its answer
+// to a write takes many attempt timeouts, as under overload) is awaited:
+// its readiness probe answers, so the write is neither abandoned nor
+// retried through another node, and it applies once, on its one attempt.
+func TestSlowLeaderIsAwaited(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.leader()
+	cfg := DefaultConfig(c.endpoints()...)
+	cfg.WarmInterval = 0
+	cfg.AttemptTimeout = 100 * time.Millisecond // the write outlasts it many times over
+	cl, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t)
+	cl.warmUp(ctx)
+	release := make(chan struct{})
+	api := c.servers[leader].Handler
+	c.intercept(c.https[leader], "/v1/kv/slow", func(w http.ResponseWriter, r *http.Request) {
+		<-release // a slow leader: answers once the test has seen it probed
+		api.ServeHTTP(w, r)
+	})
+	attempts := cl.counts.attempts.Load()
+	put := async(func() (uint64, error) { return cl.Put(ctx, "slow", []byte("v")) })
+	// Two probes of the leader while it holds the write: the attempt
+	// outlived its timeout at least twice and was kept.
+	for range 2 {
+		within(t, c.awaitAt(c.https[leader], "/readyz"), "a readiness probe of the slow leader")
+	}
+	close(release)
+	r := within(t, put, "the slow write")
+	if r.err != nil {
+		t.Fatalf("slow write: %v", r.err)
+	}
+	if n := cl.counts.attempts.Load() - attempts; n != 1 {
+		t.Fatalf("the slow write took %d attempts, want 1: a live leader's slow answer is awaited, not retried elsewhere", n)
+	}
+	if cl.counts.awaited.Load() == 0 {
+		t.Fatal("no attempt was awaited past its timeout")
+	}
+	kv, err := cl.Get(ctx, "slow")
+	if err != nil || string(kv.Value) != "v" || kv.Revision != r.v || kv.Version != 1 {
+		t.Fatalf("get: %+v %v, want v at revision %d, version 1 (applied once)", kv, err, r.v)
+	}
+}
+
+// TestUnresponsiveNodeIsAbandoned: a node that holds a write past the
+// attempt timeout and fails its readiness probe (does not answer it, or
+// answers that it is not ready) is abandoned, and the write goes to the
+// next node.
+func TestUnresponsiveNodeIsAbandoned(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		ready http.HandlerFunc
+	}{
+		{"probe unanswered", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }},
+		{"not ready", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/readyz" {
+					tt.ready(w, r)
+					return
+				}
+				<-r.Context().Done()
+			}))
+			defer stuck.Close()
+			var served atomic.Int64
+			good := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				served.Add(1)
+				w.Header().Set("Content-Type", "application/json")
+				w.Write([]byte(`{"revision":4}`))
+			}))
+			defer good.Close()
+			cfg := DefaultConfig(strings.TrimPrefix(stuck.URL, "http://"), strings.TrimPrefix(good.URL, "http://"))
+			cfg.WarmInterval = 0
+			cfg.AttemptTimeout = 200 * time.Millisecond
+			cl, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rev, err := cl.Put(testContext(t), "k", nil); err != nil || rev != 4 {
+				t.Fatalf("put: %d %v, want revision 4 from the second node", rev, err)
+			}
+			if n := cl.counts.attempts.Load(); n != 2 {
+				t.Fatalf("%d attempts, want 2: the stuck node's, abandoned, then the good node's", n)
+			}
+			if cl.counts.probes.Load() != 1 || cl.counts.awaited.Load() != 0 || served.Load() != 1 {
+				t.Fatalf("probes %d, awaited %d, served %d: want 1, 0, 1", cl.counts.probes.Load(), cl.counts.awaited.Load(), served.Load())
+			}
+		})
+	}
+}
+
+// TestSlowWritesShareAProbe: many writes held by one slow node share its
+// readiness probes (one in flight at a time per node, its answer reused
+// while fresh), rather than each sending its own on a new connection.
+func TestSlowWritesShareAProbe(t *testing.T) {
+	const writes = 16
+	var mu sync.Mutex
+	arrived, probes := 0, 0
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if r.URL.Path == "/readyz" {
+			// Once every write is held, three probes: each write outlived
+			// its attempt timeout at least once while held.
+			if arrived == writes {
+				if probes++; probes == 3 {
+					close(release)
+				}
+			}
+			mu.Unlock()
+			w.Write([]byte("ok\n"))
+			return
+		}
+		arrived++
+		mu.Unlock()
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"revision":1}`))
+	}))
+	defer srv.Close()
+	cfg := DefaultConfig(strings.TrimPrefix(srv.URL, "http://"))
+	cfg.WarmInterval = 0
+	cfg.AttemptTimeout = 400 * time.Millisecond
+	cl, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t)
+	var results []<-chan result[uint64]
+	for range writes {
+		results = append(results, async(func() (uint64, error) { return cl.Put(ctx, "k", nil) }))
+	}
+	for _, r := range results {
+		if r := within(t, r, "a slow write"); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	attempts, sent, awaited := cl.counts.attempts.Load(), cl.counts.probes.Load(), cl.counts.awaited.Load()
+	// Without sharing, every await would have had a probe of its own.
+	if attempts != writes || sent == 0 || sent*2 > awaited {
+		t.Fatalf("attempts %d, probes %d, attempts awaited past a probe %d: want %d attempts (none retried), at least 2 awaits per probe",
+			attempts, sent, awaited, writes)
+	}
+}
+
+// TestNodeAnsweringOthersIsAwaited: a node that keeps answering the
+// client's other requests is making progress, so a slow request there is
+// awaited without a probe, even though its probe would say "not ready".
+func TestNodeAnsweringOthersIsAwaited(t *testing.T) {
+	release := make(chan struct{})
+	var readyz atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/readyz":
+			readyz.Add(1)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		case "/v1/kv/slow":
+			<-release
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"revision":1}`))
+	}))
+	defer srv.Close()
+	cfg := DefaultConfig(strings.TrimPrefix(srv.URL, "http://"), deadEndpoint(t))
+	cfg.WarmInterval = 0
+	cfg.AttemptTimeout = 100 * time.Millisecond
+	cl, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t)
+	slow := async(func() (uint64, error) { return cl.Put(ctx, "slow", nil) })
+	// Other writes, answered at once, until the slow one was awaited
+	// past its timeout twice.
+	for i := 0; cl.counts.awaited.Load() < 2; i++ {
+		if i == 20000 || ctx.Err() != nil {
+			t.Fatalf("the slow write was awaited %d times in %d other writes", cl.counts.awaited.Load(), i)
+		}
+		if _, err := cl.Put(ctx, "fast", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	if r := within(t, slow, "the slow write"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if n := readyz.Load(); n != 0 {
+		t.Fatalf("%d readiness probes, want none: the node was answering", n)
 	}
 }

@@ -88,7 +88,7 @@ func main() {
 	flag.DurationVar(&cfg.watchEvery, "watch-every", 100*time.Millisecond, "how often the watched key is put, in --mode watch")
 	flag.IntVar(&cfg.rate, "rate", 5000, "background writes a second to other keys, open loop, in --mode watch")
 	flag.IntVar(&cfg.maxInflight, "max-inflight", 1024, "most background writes in flight at once, in --mode watch (a write due beyond it is counted as not sent)")
-	flag.DurationVar(&cfg.attemptTimeout, "attempt-timeout", 0, "coord client's bound on one attempt of a write, in --mode watch (0: the client's default, 2 s; etcd's client has none, only the write's 10 s deadline)")
+	flag.DurationVar(&cfg.attemptTimeout, "attempt-timeout", 0, "coord client's AttemptTimeout in --mode watch: how long an attempt of a write goes unanswered before the client probes the node (GET /readyz) and abandons it unless it is ready (0: the client's default, 2 s; etcd's client has none, only the write's 10 s deadline)")
 	flag.Parse()
 	cfg.endpoints = strings.Split(endpoints, ",")
 	for _, p := range strings.Split(pids, ",") {
