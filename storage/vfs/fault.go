@@ -212,7 +212,7 @@ func (f *FaultFS) openWriteAt(kind OpKind, name string, open func(string) (Write
 	if err != nil {
 		return nil, err
 	}
-	return &faultWriteAtFile{fs: f, inner: file, name: name}, nil
+	return &faultWriteAtFile{faultSyncCloser: faultSyncCloser{fs: f, name: name, inner: file}, inner: file}, nil
 }
 
 // Open implements FS.
@@ -228,7 +228,7 @@ func (f *FaultFS) open(kind OpKind, name string, open func(string) (File, error)
 	if err != nil {
 		return nil, err
 	}
-	return &faultFile{fs: f, inner: file, name: name}, nil
+	return &faultFile{faultSyncCloser: faultSyncCloser{fs: f, name: name, inner: file}, inner: file}, nil
 }
 
 // Remove implements FS.
@@ -272,9 +272,8 @@ func (f *FaultFS) SyncDir(dir string) error {
 }
 
 type faultFile struct {
-	fs    *FaultFS
-	inner File
-	name  string
+	faultSyncCloser // fs and name, and Sync, Truncate and Close
+	inner           File
 }
 
 func (f *faultFile) Read(p []byte) (int, error) {
@@ -321,21 +320,34 @@ func (f *faultFile) Write(p []byte) (int, error) {
 	return f.inner.Write(p)
 }
 
-func (f *faultFile) Sync() error {
+// faultSyncCloser is the Sync, Truncate and Close that faultFile and
+// faultWriteAtFile share: each fails as the FaultFS decides, else goes to
+// the inner file.
+type faultSyncCloser struct {
+	fs    *FaultFS
+	name  string
+	inner interface {
+		Sync() error
+		Truncate(size int64) error
+		Close() error
+	}
+}
+
+func (f *faultSyncCloser) Sync() error {
 	if fails(f.fs.decide(OpSync, f.name)) {
 		return injected(OpSync, f.name)
 	}
 	return f.inner.Sync()
 }
 
-func (f *faultFile) Truncate(size int64) error {
+func (f *faultSyncCloser) Truncate(size int64) error {
 	if fails(f.fs.decide(OpTruncate, f.name)) {
 		return injected(OpTruncate, f.name)
 	}
 	return f.inner.Truncate(size)
 }
 
-func (f *faultFile) Close() error {
+func (f *faultSyncCloser) Close() error {
 	if fails(f.fs.decide(OpClose, f.name)) {
 		// The descriptor is released anyway, as close(2) does on error.
 		_ = f.inner.Close()
@@ -344,11 +356,9 @@ func (f *faultFile) Close() error {
 	return f.inner.Close()
 }
 
-// faultWriteAtFile is a WriteAtFile of a FaultFS.
 type faultWriteAtFile struct {
-	fs    *FaultFS
-	inner WriteAtFile
-	name  string
+	faultSyncCloser // fs and name, and Sync, Truncate and Close
+	inner           WriteAtFile
 }
 
 func (f *faultWriteAtFile) WriteAt(p []byte, off int64) (int, error) {
@@ -392,33 +402,11 @@ func (f *faultWriteAtFile) Allocate(size int64) error {
 	return f.inner.Allocate(size)
 }
 
-func (f *faultWriteAtFile) Sync() error {
-	if fails(f.fs.decide(OpSync, f.name)) {
-		return injected(OpSync, f.name)
-	}
-	return f.inner.Sync()
-}
-
 func (f *faultWriteAtFile) SyncData() error {
 	if fails(f.fs.decide(OpSync, f.name)) {
 		return injected(OpSync, f.name)
 	}
 	return f.inner.SyncData()
-}
-
-func (f *faultWriteAtFile) Truncate(size int64) error {
-	if fails(f.fs.decide(OpTruncate, f.name)) {
-		return injected(OpTruncate, f.name)
-	}
-	return f.inner.Truncate(size)
-}
-
-func (f *faultWriteAtFile) Close() error {
-	if fails(f.fs.decide(OpClose, f.name)) {
-		_ = f.inner.Close() // the descriptor is released anyway
-		return injected(OpClose, f.name)
-	}
-	return f.inner.Close()
 }
 
 // Lock implements FS. Faults are not injected into locks: a lock either is
