@@ -290,6 +290,13 @@ func (f *faultFile) Read(p []byte) (int, error) {
 }
 
 func (f *faultFile) Write(p []byte) (int, error) {
+	return f.faultyWrite(p, f.inner.Write)
+}
+
+// faultyWrite writes p with write, or fails as the FaultFS decides: an
+// error, a short write, a full disk after part of p, or p with one bit
+// flipped. faultFile's Write and faultWriteAtFile's WriteAt share it.
+func (f *faultSyncCloser) faultyWrite(p []byte, write func([]byte) (int, error)) (int, error) {
 	switch f.fs.decide(OpWrite, f.name) {
 	case FaultError:
 		return 0, injected(OpWrite, f.name)
@@ -297,13 +304,13 @@ func (f *faultFile) Write(p []byte) (int, error) {
 		if len(p) == 0 {
 			return 0, injected(OpWrite, f.name)
 		}
-		n, err := f.inner.Write(p[:f.fs.intN(len(p))])
+		n, err := write(p[:f.fs.intN(len(p))])
 		if err != nil {
 			return n, err
 		}
 		return n, injected(OpWrite, f.name)
 	case FaultNoSpace:
-		n, err := f.inner.Write(p[:f.fs.intN(len(p)+1)])
+		n, err := write(p[:f.fs.intN(len(p)+1)])
 		if err != nil {
 			return n, err
 		}
@@ -315,9 +322,9 @@ func (f *faultFile) Write(p []byte) (int, error) {
 		flipped := slices.Clone(p) // never modify the caller's buffer
 		i := f.fs.intN(len(p) * 8)
 		flipped[i/8] ^= 1 << (i % 8)
-		return f.inner.Write(flipped)
+		return write(flipped)
 	}
-	return f.inner.Write(p)
+	return write(p)
 }
 
 // faultSyncCloser is the Sync, Truncate and Close that faultFile and
@@ -362,34 +369,7 @@ type faultWriteAtFile struct {
 }
 
 func (f *faultWriteAtFile) WriteAt(p []byte, off int64) (int, error) {
-	switch f.fs.decide(OpWrite, f.name) {
-	case FaultError:
-		return 0, injected(OpWrite, f.name)
-	case FaultShortWrite:
-		if len(p) == 0 {
-			return 0, injected(OpWrite, f.name)
-		}
-		n, err := f.inner.WriteAt(p[:f.fs.intN(len(p))], off)
-		if err != nil {
-			return n, err
-		}
-		return n, injected(OpWrite, f.name)
-	case FaultNoSpace:
-		n, err := f.inner.WriteAt(p[:f.fs.intN(len(p)+1)], off)
-		if err != nil {
-			return n, err
-		}
-		return n, fmt.Errorf("%s %s: %w: %w", OpWrite, f.name, ErrInjected, syscall.ENOSPC)
-	case FaultBitFlip:
-		if len(p) == 0 {
-			break
-		}
-		flipped := slices.Clone(p) // never modify the caller's buffer
-		i := f.fs.intN(len(p) * 8)
-		flipped[i/8] ^= 1 << (i % 8)
-		return f.inner.WriteAt(flipped, off)
-	}
-	return f.inner.WriteAt(p, off)
+	return f.faultyWrite(p, func(b []byte) (int, error) { return f.inner.WriteAt(b, off) })
 }
 
 func (f *faultWriteAtFile) Allocate(size int64) error {
