@@ -175,19 +175,13 @@ func TestForwardedWriteRefusedByATokenRevokedBeforeIt(t *testing.T) {
 	if res, err := f.ProposeForwarded(ctx(t), cmd); err != nil || res.Status != StatusForbidden {
 		t.Fatalf("forwarded write outside the token's prefix: %+v, %v; want %v", res, err, StatusForbidden)
 	}
-	// Not inside View (it holds the state machine's read lock, which
-	// Status takes too): wait for the leader to apply what the follower has.
-	target, deadline := f.Status().Applied, time.After(30*time.Second)
-	for {
-		changed := l.Changed()
-		if l.Status().Applied >= target {
-			break
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("the leader did not apply through %d", target)
-		}
+	// Everything the follower applied is committed: a read barrier on
+	// the leader returns once the leader applied it too. (Not a wait on
+	// Changed and Status().Applied: the state machine signals a change
+	// before the handler counts the entry applied, so that wait can miss
+	// its wake-up.)
+	if err := l.ReadBarrier(ctx(t)); err != nil {
+		t.Fatalf("read barrier on the leader: %v", err)
 	}
 	l.View(func(v View) {
 		if kv, _ := v.Get("a"); string(kv.Value) != "1" || kv.Version != 1 {
