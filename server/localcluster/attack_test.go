@@ -18,6 +18,7 @@ import (
 	"coord/internal/wire"
 	"coord/raft"
 	"coord/server"
+	"coord/transport/tcp"
 )
 
 // The outsider's attacks on the peer port, against real coord server
@@ -36,7 +37,7 @@ func frame(typ byte, payload []byte) []byte {
 func helloFrame(from, to uint64) []byte {
 	e := wire.Encoder{}
 	e.Buf = append(e.Buf, "coordtp"...)
-	e.Uvarint(2) // the protocol version
+	e.Uvarint(tcp.ProtocolVersion) // the version the nodes speak: the attacks are on what follows
 	e.Uvarint(from)
 	e.Uvarint(to)
 	e.String("")
@@ -55,6 +56,7 @@ func messageFrame(m raft.Message) []byte {
 	e.Uvarint(m.HintTerm)
 	e.Uvarint(m.ReadRound)
 	e.Bool(m.Transfer)
+	e.Uvarint(m.Lead) // since protocol version 3
 	e.Uvarint(uint64(len(m.Entries)))
 	for _, ent := range m.Entries {
 		e.Uvarint(ent.Term)

@@ -79,7 +79,7 @@ type hello struct {
 	Meta string
 }
 
-// protocolVersion is the transport protocol a hello announces; a peer
+// ProtocolVersion is the peer protocol version a hello announces; a peer
 // announcing another is refused, with a log line naming both. Version 2
 // added the message types 12 to 14 (a follower's read index request and
 // its answer, forwarded proposals, which carry commands an older node
@@ -89,7 +89,7 @@ type hello struct {
 // message type 15 (the leader's answer to forwarded proposals) and the
 // message field Lead after Transfer: a version 2 node would refuse the
 // type and misread every message.
-const protocolVersion = 3
+const ProtocolVersion = 3
 
 // helloMagic opens every hello, so that a stray client (an HTTP request to
 // the wrong port) is refused on its first bytes with a clear reason.

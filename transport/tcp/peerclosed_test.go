@@ -135,7 +135,7 @@ func TestPeerClosedNotOnTimeoutsOrRefusedFrames(t *testing.T) {
 	l3 := listen(t)
 	r3 := newCloseReports()
 	c := start(t, 3, l3, map[uint64]string{4: "127.0.0.1:1"}, func(c *Config) { c.PeerClosed = r3.record })
-	conn := rawHello(t, l3.Addr().String(), hello{Version: protocolVersion, From: 4, To: 3})
+	conn := rawHello(t, l3.Addr().String(), hello{Version: ProtocolVersion, From: 4, To: 3})
 	defer conn.Close()
 	if _, _, err := readFrame(conn, 4096); err != nil {
 		t.Fatalf("no hello ack: %v", err)

@@ -250,7 +250,7 @@ func TestBadSnapshotStreamsLeaveNothing(t *testing.T) {
 		return appendFrame(nil, frameSnapshotChunk, append([]byte{last}, bytes.Repeat([]byte{'x'}, n)...))
 	}
 	connect := func() net.Conn {
-		c := rawHello(t, l.Addr().String(), hello{Version: protocolVersion, From: 2, To: 1})
+		c := rawHello(t, l.Addr().String(), hello{Version: ProtocolVersion, From: 2, To: 1})
 		if _, _, err := readFrame(c, 4096); err != nil {
 			t.Fatalf("no hello ack: %v", err)
 		}

@@ -96,7 +96,7 @@ func TestTLSMessagesArriveIntact(t *testing.T) {
 // claimed, then a heartbeat and an append from that node at a high term:
 // the outsider's attack on an insecure cluster.
 func forge(c net.Conn, claimed, to uint64) {
-	h := hello{Version: protocolVersion, From: claimed, To: to}
+	h := hello{Version: ProtocolVersion, From: claimed, To: to}
 	_, _ = c.Write(appendFrame(nil, frameHello, h.marshal()))
 	for _, m := range []raft.Message{
 		{Type: raft.MsgHeartbeatRequest, From: claimed, To: to, Term: 1000, Commit: 5},

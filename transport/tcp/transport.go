@@ -460,8 +460,8 @@ func (t *Transport) handshakeIncoming(raw net.Conn) {
 	case err != nil:
 		reject("malformed hello", "err", err)
 		return
-	case h.Version != protocolVersion:
-		reject("protocol version", "version", h.Version, "want", protocolVersion)
+	case h.Version != ProtocolVersion:
+		reject("protocol version", "version", h.Version, "want", ProtocolVersion)
 		return
 	case h.To != t.cfg.ID:
 		reject("hello addressed to another node", "to", h.To)
@@ -475,7 +475,7 @@ func (t *Transport) handshakeIncoming(raw net.Conn) {
 		reject("unknown or removed node", "from", h.From)
 		return
 	}
-	ack := hello{Version: protocolVersion, From: t.cfg.ID, To: h.From, Meta: t.cfg.Meta}
+	ack := hello{Version: ProtocolVersion, From: t.cfg.ID, To: h.From, Meta: t.cfg.Meta}
 	if _, err := nc.Write(appendFrame(nil, frameHelloAck, ack.marshal())); err != nil {
 		reject("writing hello ack", "err", err)
 		return
@@ -575,7 +575,7 @@ func (t *Transport) dialOnce(p *peer, addr string) (*conn, error) {
 		t.log.Warn("rejected connection", "peer", p.id, "addr", addr, "reason", err)
 		return nil, err
 	}
-	h := hello{Version: protocolVersion, From: t.cfg.ID, To: p.id, Meta: t.cfg.Meta}
+	h := hello{Version: ProtocolVersion, From: t.cfg.ID, To: p.id, Meta: t.cfg.Meta}
 	if _, err := nc.Write(appendFrame(nil, frameHello, h.marshal())); err != nil {
 		raw.Close()
 		return nil, fmt.Errorf("write hello: %w", err)

@@ -380,11 +380,11 @@ func TestRejectsUnknownNodesAndMalformedFrames(t *testing.T) {
 	a := start(t, 1, l1, map[uint64]string{2: "127.0.0.1:1"}, nil)
 	addr := l1.Addr().String()
 
-	c := rawHello(t, addr, hello{Version: protocolVersion, From: 7, To: 1})
+	c := rawHello(t, addr, hello{Version: ProtocolVersion, From: 7, To: 1})
 	expectClosed(t, c)
 	a.log.waitFor(t, "unknown or removed node")
 
-	c = rawHello(t, addr, hello{Version: protocolVersion, From: 2, To: 5})
+	c = rawHello(t, addr, hello{Version: ProtocolVersion, From: 2, To: 5})
 	expectClosed(t, c)
 	a.log.waitFor(t, "hello addressed to another node")
 
@@ -408,7 +408,7 @@ func TestRejectsUnknownNodesAndMalformedFrames(t *testing.T) {
 	a.log.waitFor(t, "reading hello")
 
 	// A known peer whose message claims another sender: dropped, logged.
-	c = rawHello(t, addr, hello{Version: protocolVersion, From: 2, To: 1})
+	c = rawHello(t, addr, hello{Version: ProtocolVersion, From: 2, To: 1})
 	if _, _, err := readFrame(c, 4096); err != nil {
 		t.Fatalf("no hello ack: %v", err)
 	}
