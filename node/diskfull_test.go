@@ -69,6 +69,10 @@ func TestDiskFullThenSpaceReturns(t *testing.T) {
 			}
 		}
 
+		// The last write is answered once applied, which may be before its
+		// Ready's write of the commit index: let the loop finish that write
+		// (go idle) so that the disk fills with the next write, not this one.
+		synctest.Wait()
 		d.fault.SetInjector(vfs.NoSpace())
 		wctx, cancel := context.WithTimeout(ctx, time.Second)
 		_, err := m.node.Propose(wctx, []byte("inflight=1"))
