@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -153,22 +154,38 @@ type request struct {
 	// tell its outcome: a failure to forward it after that is of unknown
 	// outcome too, never "unavailable".
 	proposed bool
+	// params is the query, parsed at its first use (param).
+	params       url.Values
+	paramsParsed bool
+}
+
+// param returns the query parameter name. The query is parsed once per
+// request (a write asks for three parameters, a watch for four), and not
+// at all when there is none, the common case.
+func (r *request) param(name string) string {
+	if r.URL.RawQuery == "" {
+		return ""
+	}
+	if !r.paramsParsed {
+		r.params, r.paramsParsed = r.URL.Query(), true
+	}
+	return r.params.Get(name)
 }
 
 func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request) error) {
 	checkRoute(route)
+	observe := a.cfg.Metrics.routeObserver(route)
 	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-		self, leader := a.replica.Leader()
-		rec.Header().Set(api.HeaderNode, strconv.FormatUint(self, 10))
-		if leader != 0 {
-			rec.Header().Set(api.HeaderLeader, strconv.FormatUint(leader, 10))
-		}
+		call := &handlerCall{statusRecorder: statusRecorder{ResponseWriter: w, code: http.StatusOK}}
+		call.request = request{Request: r, route: route}
+		rec := &call.statusRecorder
+		setNodeHeaders(rec.Header(), a.replica)
 		if !a.guard(rec, r, route) {
-			body, err := io.ReadAll(http.MaxBytesReader(rec, r.Body, int64(a.cfg.Limits.ValueBytes)+4096))
+			body, err := readBody(rec, r, int64(a.cfg.Limits.ValueBytes)+4096)
 			if err == nil {
-				err = h(rec, &request{Request: r, body: body, route: route})
+				call.request.body = body
+				err = h(rec, &call.request)
 			} else {
 				err = fmt.Errorf("%w: body: %v", ErrInvalid, err)
 			}
@@ -176,10 +193,47 @@ func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request
 				a.writeError(rec, err)
 			}
 		}
-		if a.cfg.Metrics != nil {
-			a.cfg.Metrics.observeRequest(route, rec.code, time.Since(start))
-		}
+		observe(rec.code, time.Since(start))
 	})
+}
+
+// handlerCall is what one request's handling allocates, in one
+// allocation: the recorder of its status and its request.
+type handlerCall struct {
+	statusRecorder
+	request request
+}
+
+// setNodeHeaders sets Coord-Node and, if a leader is known, Coord-Leader
+// on h. Their keys are canonical already, and their values share one
+// allocation: this runs for every request.
+func setNodeHeaders(h http.Header, replica Replica) {
+	self, leader := replica.Leader()
+	values := make([]string, 2)
+	values[0] = strconv.FormatUint(self, 10)
+	h[api.HeaderNode] = values[0:1:1]
+	if leader != 0 {
+		values[1] = strconv.FormatUint(leader, 10)
+		h[api.HeaderLeader] = values[1:2:2]
+	}
+}
+
+// readBody reads the request's body, at most limit bytes. A body whose
+// length is declared is read into a buffer of that size (net/http stops
+// it there): io.ReadAll would start at 512 bytes and grow, copying.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body := http.MaxBytesReader(w, r.Body, limit)
+	switch n := r.ContentLength; {
+	case n == 0:
+		return []byte{}, nil
+	case n > 0 && n <= limit:
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(body, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	return io.ReadAll(body)
 }
 
 type statusRecorder struct {
@@ -245,10 +299,29 @@ func (a *API) writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, ae.body.Code.Status(), ae.body)
 }
 
+// contentTypeJSON is the Content-Type of every JSON answer, shared: net/http
+// only reads a response's header values.
+var contentTypeJSON = []string{"application/json"}
+
 func writeJSON(w http.ResponseWriter, status int, v any) error {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = contentTypeJSON
 	w.WriteHeader(status)
+	if wr, ok := v.(api.WriteResponse); ok {
+		// The answer to every write: encoded by hand, as encoding/json
+		// would (the test TestWriteResponseEncoding checks), without
+		// its encoder's allocations and reflection.
+		var buf [40]byte
+		_, err := w.Write(appendWriteResponse(buf[:0], wr))
+		return err
+	}
 	return json.NewEncoder(w).Encode(v)
+}
+
+// appendWriteResponse appends wr as json.Encoder.Encode writes it.
+func appendWriteResponse(b []byte, wr api.WriteResponse) []byte {
+	b = append(b, `{"revision":`...)
+	b = strconv.AppendUint(b, wr.Revision, 10)
+	return append(b, "}\n"...)
 }
 
 // leading reports whether this node is the leader; if not, the request
@@ -367,9 +440,8 @@ func copyFlushing(w http.ResponseWriter, r io.Reader) {
 
 // sessionParams reads the exactly-once parameters client_id, seq and ack.
 func sessionParams(r *request) (client, seq, ack uint64, err error) {
-	q := r.URL.Query()
 	parse := func(name string) uint64 {
-		s := q.Get(name)
+		s := r.param(name)
 		if s == "" || err != nil {
 			return 0
 		}
@@ -587,7 +659,7 @@ func (a *API) countRead(served string) {
 }
 
 func boolParam(r *request, name string) (bool, error) {
-	s := r.URL.Query().Get(name)
+	s := r.param(name)
 	if s == "" {
 		return false, nil
 	}
@@ -599,7 +671,7 @@ func boolParam(r *request, name string) (bool, error) {
 }
 
 func uintParam(r *request, name string) (uint64, bool, error) {
-	s := r.URL.Query().Get(name)
+	s := r.param(name)
 	if s == "" {
 		return 0, false, nil
 	}

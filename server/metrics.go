@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -111,9 +112,35 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
 
-func (m *Metrics) observeRequest(route string, code int, d time.Duration) {
-	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
-	m.requestSeconds.WithLabelValues(route).Observe(d.Seconds())
+// routeObserver returns what counts one route's requests (by route and
+// status code, and their latency), with the route's latency histogram and its count of
+// 200 answers each looked up once, when first used (a route never asked
+// shows no series, as before), rather than by label on every request. A
+// nil Metrics counts nothing.
+func (m *Metrics) routeObserver(route string) func(code int, d time.Duration) {
+	if m == nil {
+		return func(int, time.Duration) {}
+	}
+	var seconds atomic.Pointer[prometheus.Observer]
+	var ok atomic.Pointer[prometheus.Counter]
+	return func(code int, d time.Duration) {
+		if code == http.StatusOK {
+			c := ok.Load()
+			if c == nil {
+				c = new(m.requests.WithLabelValues(route, "200"))
+				ok.Store(c)
+			}
+			(*c).Inc()
+		} else {
+			m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+		}
+		o := seconds.Load()
+		if o == nil {
+			o = new(m.requestSeconds.WithLabelValues(route))
+			seconds.Store(o)
+		}
+		(*o).Observe(d.Seconds())
+	}
 }
 
 // setState records the node's term, role and indexes.
