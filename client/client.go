@@ -152,6 +152,12 @@ type Config struct {
 	WarmInterval time.Duration
 	// HTTPClient sends the requests. Nil: a client of its own.
 	HTTPClient *http.Client
+	// HTTP2 makes the client's own HTTP client (when HTTPClient is nil)
+	// speak HTTP/2, its requests sharing one connection per node: over
+	// TLS it offers "h2" in ALPN and falls back to HTTP/1.1 with a node
+	// that does not; in plain mode (TLS nil) it speaks h2c with prior
+	// knowledge, which only nodes run with --http2 understand.
+	HTTP2 bool
 }
 
 // DefaultConfig returns a Config for the given endpoints.
@@ -262,8 +268,12 @@ func New(cfg Config) (*Client, error) {
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second,
-			TLSClientConfig: cfg.TLS, TLSHandshakeTimeout: cfg.AttemptTimeout}}
+		tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second,
+			TLSClientConfig: cfg.TLS, TLSHandshakeTimeout: cfg.AttemptTimeout}
+		if cfg.HTTP2 {
+			tr.Protocols = HTTP2Protocols(cfg.TLS != nil)
+		}
+		hc = &http.Client{Transport: tr}
 	}
 	var b [8]byte
 	_, _ = crand.Read(b[:])
@@ -277,6 +287,22 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 	return c, nil
+}
+
+// HTTP2Protocols returns the protocols of an http.Transport that speaks
+// HTTP/2 to coord nodes (Config.HTTP2): over TLS, HTTP/2 where ALPN
+// agrees on it and HTTP/1.1 elsewhere; in plain mode, h2c with prior
+// knowledge only (net/http uses it for http:// URLs only when HTTP/1.1 is
+// left out).
+func HTTP2Protocols(tls bool) *http.Protocols {
+	p := new(http.Protocols)
+	if tls {
+		p.SetHTTP1(true)
+		p.SetHTTP2(true)
+	} else {
+		p.SetUnencryptedHTTP2(true)
+	}
+	return p
 }
 
 // ID returns the client's session id.

@@ -280,5 +280,20 @@ func newServeHTTP(node *Node, cfg Config) *http.Server {
 		SessionGrace: cfg.LeaseSessionGrace}
 	apiSecurity(&apiCfg, cfg.Security)
 	go node.warmForwarding(apiCfg.Client, apiCfg.ForwardScheme)
-	return newHTTPServer(NewAPI(node, apiCfg), limits, logger, cfg.Metrics)
+	srv := newHTTPServer(NewAPI(node, apiCfg), limits, logger, cfg.Metrics)
+	srv.Protocols = apiProtocols(cfg.HTTP2)
+	return srv
+}
+
+// apiProtocols returns the protocols the API's http.Server speaks:
+// HTTP/1.1, and with http2 HTTP/2 both over TLS (the connections whose
+// ALPN chose "h2": offerHTTP2) and in clear (h2c, to clients that open
+// with HTTP/2's preface; one port serves both). Without http2 a client
+// that offers only HTTP/2 is refused, as before.
+func apiProtocols(http2 bool) *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetHTTP2(http2)
+	p.SetUnencryptedHTTP2(http2)
+	return p
 }

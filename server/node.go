@@ -127,6 +127,11 @@ type Config struct {
 	// Pprof serves the Go profiler on the API at /debug/pprof/, for admin
 	// tokens (Serve).
 	Pprof bool
+	// HTTP2 serves the API over HTTP/2 as well as HTTP/1.1 (Serve,
+	// --http2): over TLS to clients that offer "h2" in ALPN, in plain mode
+	// to clients that open with HTTP/2's preface (h2c with prior
+	// knowledge). HTTP/1.1 clients are served as before either way.
+	HTTP2 bool
 }
 
 // frameHeadroomBytes is kept in a transport frame, beside a command's key

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -216,16 +217,39 @@ func (o SecurityOptions) Load(id uint64, logger *slog.Logger) (*Security, error)
 	return &s, nil
 }
 
-// listenHTTP listens for the API: over TLS when the node is secure.
-func listenHTTP(addr string, sec *Security) (net.Listener, error) {
+// listenHTTP listens for the API: over TLS when the node is secure,
+// offering HTTP/2 in ALPN if http2.
+func listenHTTP(addr string, sec *Security, http2 bool) (net.Listener, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("server: listen http %s: %w", addr, err)
 	}
 	if sec == nil {
+		if http2 {
+			return bufferedListener{l}, nil
+		}
 		return l, nil
 	}
-	return tls.NewListener(l, pki.ServerConfig(sec.HTTP, sec.ClientCAs)), nil
+	return tls.NewListener(l, offerHTTP2(pki.ServerConfig(sec.HTTP, sec.ClientCAs), http2)), nil
+}
+
+// offerHTTP2 makes c, a configuration whose GetConfigForClient returns
+// the one each handshake uses (pki.ServerConfig), offer "h2" before
+// "http/1.1" in ALPN if http2; the http.Server serves the connections
+// that choose it over HTTP/2 (apiProtocols).
+func offerHTTP2(c *tls.Config, http2 bool) *tls.Config {
+	if !http2 {
+		return c
+	}
+	inner := c.GetConfigForClient
+	c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		hc, err := inner(hello)
+		if hc != nil {
+			hc.NextProtos = []string{"h2", "http/1.1"}
+		}
+		return hc, err
+	}
+	return c
 }
 
 // forwardIdleConns bounds the idle connections a follower keeps to the
@@ -278,3 +302,31 @@ func (n *Node) bootstrapTokens() {
 		n.log.Info("initial admin token proposed")
 	}()
 }
+
+// bufferedListener hands out connections whose reads go through a buffer.
+// net/http's HTTP/2 server reads each frame's 9-byte header and then its
+// payload straight from the connection: over TLS those reads come from the
+// record already decrypted, but in clear (h2c) each is a read system call,
+// two or more per request. A buffer makes it one read for everything the
+// client has sent. HTTP/1.1 connections read through a buffer of their own
+// already; this one costs them a copy.
+type bufferedListener struct{ net.Listener }
+
+func (l bufferedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, 16<<10)}, nil
+}
+
+// bufferedConn is a connection read through r.
+//
+// bufferedConn is safe for one reader and one writer at a time, as
+// net.Conn is.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }

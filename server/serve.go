@@ -39,6 +39,8 @@ type Options struct {
 	HTTPLimits HTTPLimits
 	// Pprof serves /debug/pprof/ on the API (--pprof).
 	Pprof bool
+	// HTTP2 serves the API over HTTP/2 too (--http2, Config.HTTP2).
+	HTTP2 bool
 }
 
 // Register defines the flags of Options on fs.
@@ -63,6 +65,7 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	o.HTTPLimits = d.HTTP
 	o.HTTPLimits.Register(fs)
 	fs.BoolVar(&o.Pprof, "pprof", false, "serve the Go profiler at /debug/pprof/ on the API (admin tokens only)")
+	fs.BoolVar(&o.HTTP2, "http2", false, "serve the API over HTTP/2 as well as HTTP/1.1: by TLS ALPN (h2), or in plain mode (--insecure) to clients that speak h2c with prior knowledge (coord/client Config.HTTP2)")
 }
 
 // ParsePeers parses "1=HOST:PORT,2=HOST:PORT". Errors wrap ErrInvalid.
@@ -141,6 +144,7 @@ func (o Options) Config() (Config, error) {
 	cfg.LeaseSessionGrace = o.LeaseSessionGrace
 	cfg.HTTP = o.HTTPLimits
 	cfg.Pprof = o.Pprof
+	cfg.HTTP2 = o.HTTP2
 	if err := cfg.HTTP.Validate(); err != nil {
 		return cfg, fmt.Errorf("--http-max-*, --http-*-timeout: %w", err)
 	}
@@ -178,7 +182,7 @@ func handOver(node *Node, cfg Config) uint64 {
 // tokens, and the certificates are reloaded on SIGHUP and when their
 // files change; without, Serve logs a warning.
 func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, http string)) error {
-	hl, err := listenHTTP(httpAddr, cfg.Security)
+	hl, err := listenHTTP(httpAddr, cfg.Security, cfg.HTTP2)
 	if err != nil {
 		return err
 	}

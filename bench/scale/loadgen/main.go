@@ -65,6 +65,8 @@ type config struct {
 	// attemptTimeout, if positive, replaces the coord client's
 	// AttemptTimeout in --mode watch.
 	attemptTimeout time.Duration
+	// http2: coord clients speak h2c (--http2).
+	http2 bool
 }
 
 func main() {
@@ -89,6 +91,7 @@ func main() {
 	flag.IntVar(&cfg.rate, "rate", 5000, "background writes a second to other keys, open loop, in --mode watch")
 	flag.IntVar(&cfg.maxInflight, "max-inflight", 1024, "most background writes in flight at once, in --mode watch (a write due beyond it is counted as not sent)")
 	flag.DurationVar(&cfg.attemptTimeout, "attempt-timeout", 0, "coord client's AttemptTimeout in --mode watch: how long an attempt of a write goes unanswered before the client probes the node (GET /readyz) and abandons it unless it is ready (0: the client's default, 2 s; etcd's client has none, only the write's 10 s deadline)")
+	flag.BoolVar(&cfg.http2, "http2", false, "coord clients speak h2c (HTTP/2 in clear, one connection per session and node) instead of HTTP/1.1: the servers must run with --http2")
 	flag.Parse()
 	cfg.endpoints = strings.Split(endpoints, ",")
 	for _, p := range strings.Split(pids, ",") {
@@ -131,7 +134,11 @@ func run(cfg config) error {
 			ccfg := client.DefaultConfig(cfg.endpoints...)
 			ccfg.Token = cfg.token
 			perSession := (cfg.clients + len(sessions) - 1) / len(sessions)
-			ccfg.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: perSession + 8, IdleConnTimeout: 30 * time.Second}}
+			tr := &http.Transport{MaxIdleConnsPerHost: perSession + 8, IdleConnTimeout: 30 * time.Second}
+			if cfg.http2 {
+				tr.Protocols = client.HTTP2Protocols(false)
+			}
+			ccfg.HTTPClient = &http.Client{Transport: tr}
 			cl, err := client.New(ccfg)
 			if err != nil {
 				return err

@@ -291,13 +291,22 @@ func coordWatchTarget(cfg config) watchTarget {
 				dials.Add(1)
 				return dialer.DialContext(ctx, network, addr)
 			}}
+		if cfg.http2 {
+			tr.Protocols = client.HTTP2Protocols(false)
+		}
 		ccfg.HTTPClient = &http.Client{Transport: countingTransport{next: tr, attempts: &attempts, failed: &failed, dials: &dials}}
 		if pool[i], err = client.New(ccfg); err != nil {
 			break
 		}
 	}
 	var next atomic.Uint64
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	watchTransport := &http.Transport{MaxIdleConnsPerHost: 16}
+	if cfg.http2 {
+		// The watchers share a few connections per node (up to the
+		// server's 250 streams each) instead of one each.
+		watchTransport.Protocols = client.HTTP2Protocols(false)
+	}
+	hc := &http.Client{Transport: watchTransport}
 	base := make([]string, len(cfg.endpoints))
 	for i, ep := range cfg.endpoints {
 		if !strings.Contains(ep, "://") {
