@@ -309,7 +309,8 @@ func (n *Node) bootstrapTokens() {
 // record already decrypted, but in clear (h2c) each is a read system call,
 // two or more per request. A buffer makes it one read for everything the
 // client has sent. HTTP/1.1 connections read through a buffer of their own
-// already; this one costs them a copy.
+// already; this one costs them a copy, and every connection 4 KiB more
+// (a watch's connection costs about 24 KiB: docs/API.md).
 type bufferedListener struct{ net.Listener }
 
 func (l bufferedListener) Accept() (net.Conn, error) {
@@ -317,7 +318,7 @@ func (l bufferedListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, 16<<10)}, nil
+	return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, 4<<10)}, nil
 }
 
 // bufferedConn is a connection read through r.
