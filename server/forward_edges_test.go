@@ -1,0 +1,181 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"coord/storage/vfs"
+)
+
+// The follower path's edge cases over real TCP on loopback: what a
+// follower answers when its leader's connection closes under a forwarded
+// write, when a deposed leader held its reads, and when a write the leader
+// had placed meets a leader change. Each test stops a node's loop by
+// blocking its disk (freezer), so that what the node has and has not done
+// is fixed by the test, not by timing.
+
+// freezer blocks every write of the nodes it was told to freeze, until
+// release: a node whose loop writes its log then stops there, takes no
+// message and sends none of the answers that wait for its disk, while its
+// connections stay open, as a process stopped (SIGSTOP) would. Safe for
+// concurrent use.
+type freezer struct {
+	mu      sync.Mutex
+	blocked map[uint64]chan struct{} // per frozen node, closed at its first blocked write
+	release chan struct{}
+	once    sync.Once
+}
+
+func newFreezer() *freezer {
+	return &freezer{blocked: map[uint64]chan struct{}{}, release: make(chan struct{})}
+}
+
+// fs is node id's file system (testCluster.fsFor).
+func (z *freezer) fs(id uint64) vfs.FS {
+	var first sync.Once
+	return vfs.NewFaultFS(vfs.OS, id, func(op vfs.Op) vfs.Fault {
+		if op.Kind != vfs.OpWrite {
+			return vfs.NoFault
+		}
+		z.mu.Lock()
+		blocked, frozen := z.blocked[id]
+		z.mu.Unlock()
+		if frozen {
+			first.Do(func() { close(blocked) })
+			<-z.release
+		}
+		return vfs.NoFault
+	})
+}
+
+// freeze blocks node id's writes from now on.
+func (z *freezer) freeze(id uint64) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.blocked[id] = make(chan struct{})
+}
+
+// waitBlocked waits until frozen node id blocks in a write.
+func (z *freezer) waitBlocked(t *testing.T, id uint64) {
+	t.Helper()
+	z.mu.Lock()
+	blocked := z.blocked[id]
+	z.mu.Unlock()
+	select {
+	case <-blocked:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("node %d never wrote to its disk after it was frozen", id)
+	}
+}
+
+// releaseAll lets every blocked write go on, and every later one.
+func (z *freezer) releaseAll() { z.once.Do(func() { close(z.release) }) }
+
+// newFrozenCluster starts a cluster of size nodes on z's file systems,
+// each configured by configFor (nil: the defaults). It releases z before
+// the nodes stop when the test ends (a frozen node could not stop).
+func newFrozenCluster(t *testing.T, size int, z *freezer, configFor func(id uint64, cfg *Config)) *testCluster {
+	c := &testCluster{t: t, peers: map[uint64]string{}, https: map[uint64]net.Listener{}, nodes: map[uint64]*testNode{},
+		fsFor: z.fs, configFor: configFor}
+	c.startNodes(size)
+	t.Cleanup(z.releaseAll) // registered after startNodes' cleanup, so run before it
+	return c
+}
+
+// patient gives a node timers that outlast any test: an election timeout
+// of hours, so that it never campaigns or forgets its leader on its own,
+// and a heartbeat interval of hours, the grace a forwarded write it holds
+// gives a deposed leader's answer (ProposeForwarded). What it does within
+// a test it does on an event, not a timer.
+func patient(cfg *Config) {
+	cfg.HeartbeatTicks = 1 << 20 // × 20 ms: 5.8 hours
+	cfg.ElectionTicks = 1 << 21
+}
+
+// writeEverywhere proposes a write and waits until every running node of c
+// applied it.
+func writeEverywhere(t *testing.T, c *testCluster, key string) {
+	t.Helper()
+	propose(t, c, Command{Op: OpPut, Key: key, Value: []byte("x")})
+	for _, n := range c.nodes {
+		waitApplied(t, n, 30*time.Second, key, func(v View) bool { _, ok := v.Get(key); return ok })
+	}
+}
+
+// waitCount waits until count() reaches want.
+func waitCount(t *testing.T, what string, count func() uint64, want uint64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for count() < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d, never %d", what, count(), want)
+		}
+		time.Sleep(time.Millisecond) // no event to wait on: the counters move on other goroutines
+	}
+}
+
+// A forwarded write whose leader's end closed the connection after the
+// write went out gives up as soon as the follower's view of the leader
+// changes (server.peerCloseCounts), with unknown_outcome: no answer can
+// come over a closed connection, and answers are not sent again. The
+// follower is patient, so the heartbeat interval's grace it would give an
+// answer otherwise lasts hours: an answer within the test's minute is the
+// close's doing. The leader is frozen before the write reaches it, so it
+// never appends it, and the survivors agree it never applied.
+func TestForwardedWriteGivesUpAtOnceWhenTheLeadersConnectionCloses(t *testing.T) {
+	const followerID = 3 // the patient follower; it never campaigns, so another node leads
+	z := newFreezer()
+	c := newFrozenCluster(t, 3, z, func(id uint64, cfg *Config) {
+		if id == followerID {
+			patient(cfg)
+		}
+	})
+	leader := c.waitLeader()
+	l, f := c.nodes[leader], c.nodes[followerID]
+	waitPeerConnected(t, f, leader)
+	writeEverywhere(t, c, "warm")
+
+	// The leader's loop stops in the write of an entry of its own: it will
+	// never step the forwarded write, so it neither places nor answers it.
+	z.freeze(leader)
+	go func() { _, _ = l.Propose(context.Background(), Command{Op: OpPut, Key: "stuck", Value: []byte("x")}) }()
+	z.waitBlocked(t, leader)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	answer := make(chan error, 1)
+	go func() {
+		_, err := f.ProposeForwarded(ctx, Command{Op: OpPut, Key: "gone", Value: []byte("1")})
+		answer <- err
+	}()
+	// The write went out once the follower's loop handled the Ready that
+	// sends it; a request through the loop after it (a leadership
+	// transfer, refused at once on a follower) returns after that.
+	waitCount(t, "writes handed to the follower's loop", f.sm.forwards.handed.Load, 1)
+	_ = f.shell.TransferLeadership(context.Background(), f.id)
+
+	// The leader's process dies: the kernel closes its connections.
+	if err := l.tr.Close(); err != nil {
+		t.Fatalf("closing the leader's transport: %v", err)
+	}
+	err := <-answer
+	if !errors.Is(err, ErrOutcomeUnknown) || !strings.Contains(err.Error(), "its connection closed") {
+		t.Fatalf("forwarded write whose leader's connection closed: %v; want ErrOutcomeUnknown at once, for the closed connection", err)
+	}
+
+	z.releaseAll()
+	c.crash(leader)
+	writeEverywhere(t, c, "after")
+	for id, n := range c.nodes {
+		n.View(func(v View) {
+			if _, ok := v.Get("gone"); ok {
+				t.Errorf("node %d applied the write its frozen leader never stepped", id)
+			}
+		})
+	}
+}
