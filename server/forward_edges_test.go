@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"coord/raft"
 	"coord/storage/vfs"
 )
 
@@ -177,5 +178,58 @@ func TestForwardedWriteGivesUpAtOnceWhenTheLeadersConnectionCloses(t *testing.T)
 				t.Errorf("node %d applied the write its frozen leader never stepped", id)
 			}
 		})
+	}
+}
+
+// A deposed leader refuses the read-index requests it held for its
+// followers (raft.Core.dropReads), so that a follower's read fails at once
+// and its caller retries elsewhere, instead of waiting for an answer that
+// will never come. Three of five nodes are frozen, so the leader can
+// confirm no read round and steps down at its check-quorum timeout; the
+// patient follower still takes it for its leader then, so only the
+// refusal can end its read within the test's minute.
+func TestDeposedLeaderRefusesTheFollowerReadsItHolds(t *testing.T) {
+	const followerID = 5 // the patient follower; it never campaigns, so another node leads
+	z := newFreezer()
+	c := newFrozenCluster(t, 5, z, func(id uint64, cfg *Config) {
+		if id == followerID {
+			patient(cfg)
+			return
+		}
+		// A check-quorum timeout of 1 to 2 s: the follower's read reaches
+		// the leader well before it steps down.
+		cfg.ElectionTicks = 50
+	})
+	leader := c.waitLeader()
+	l, f := c.nodes[leader], c.nodes[followerID]
+	waitPeerConnected(t, f, leader)
+	writeEverywhere(t, c, "warm")
+
+	// The other three followers stop in the write of the leader's next
+	// entry: from then on they answer no heartbeat, and the leader and f,
+	// two of five, confirm no read round.
+	var others []uint64
+	for id := range c.nodes {
+		if id != leader && id != followerID {
+			others = append(others, id)
+			z.freeze(id)
+		}
+	}
+	go func() { _, _ = l.Propose(context.Background(), Command{Op: OpPut, Key: "stuck", Value: []byte("x")}) }()
+	for _, id := range others {
+		z.waitBlocked(t, id)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := f.shell.ReadIndex(ctx)
+	if !errors.Is(err, raft.ErrNotLeader) || !strings.Contains(err.Error(), "dropped") {
+		t.Fatalf("read on a follower whose leader held it and stepped down: %v; want it dropped at once (raft.ErrNotLeader)", err)
+	}
+	if st := f.Status(); st.Leader != leader {
+		t.Fatalf("the follower's leader is %d, want still %d: the read must have ended by the leader's refusal, not by the follower's own leader change", st.Leader, leader)
+	}
+	if st := l.Status(); st.Leader == leader {
+		t.Fatalf("node %d still leads with three of five nodes frozen", leader)
 	}
 }
