@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -231,5 +232,49 @@ func TestDeposedLeaderRefusesTheFollowerReadsItHolds(t *testing.T) {
 	}
 	if st := l.Status(); st.Leader == leader {
 		t.Fatalf("node %d still leads with three of five nodes frozen", leader)
+	}
+}
+
+// A forwarded write the leader placed (it said at which index) has a
+// certain outcome even if the leader dies before it commits: the follower
+// waits for the entry committed at that index under the next leader, and
+// answers from it (ProposeForwarded). Three of five nodes are frozen, so
+// the write cannot commit under the leader that placed it; the leader then
+// dies, the three thaw, and the next leader commits the write. The client,
+// through the follower's API, gets 200 with the revision the write has on
+// every node, where it was written once.
+func TestPlacedForwardedWriteIsCertainAcrossALeaderChange(t *testing.T) {
+	z := newFreezer()
+	c := newFrozenCluster(t, 5, z, nil)
+	leader := c.waitLeader()
+	f := c.follower(leader)
+	waitPeerConnected(t, f, leader)
+	writeEverywhere(t, c, "warm")
+
+	for id := range c.nodes {
+		if id != leader && id != f.id {
+			z.freeze(id)
+		}
+	}
+	answer := make(chan reply, 1)
+	go func() { answer <- callAs(t, "PUT", f.httpURL+"/v1/kv/placed", "", "1") }()
+	waitCount(t, "writes the leader placed", f.sm.forwards.placed.Load, 1)
+
+	// Placed, not committed: the leader and f are two of five. The leader
+	// dies; the frozen three thaw and elect the next leader.
+	c.crash(leader)
+	z.releaseAll()
+	r := <-answer
+	if r.code != http.StatusOK {
+		t.Fatalf("a placed forwarded write across a leader change: %d %v, want 200 (its outcome is certain)", r.code, r.body)
+	}
+	revision := uint64(r.body["revision"].(float64))
+	writeEverywhere(t, c, "after")
+	for id, n := range c.nodes {
+		n.View(func(v View) {
+			if kv, ok := v.Get("placed"); !ok || kv.Version != 1 || kv.Revision != revision {
+				t.Errorf("node %d: placed = %+v (present %v), want written once at revision %d, as the client was told", id, kv, ok, revision)
+			}
+		})
 	}
 }
