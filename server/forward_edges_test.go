@@ -99,6 +99,29 @@ func patient(cfg *Config) {
 	cfg.ElectionTicks = 1 << 21
 }
 
+// startWithPatientFollower starts size nodes on z's file systems: the
+// last one patient, the others configured by others (nil: the defaults).
+// It waits for a leader (not the patient node, which never campaigns) and
+// for the patient follower's connection to it, writes a first entry on
+// every node, and returns the cluster, its leader and the patient follower.
+func startWithPatientFollower(t *testing.T, size int, z *freezer, others func(cfg *Config)) (c *testCluster, l, f *testNode) {
+	t.Helper()
+	followerID := uint64(size)
+	c = newFrozenCluster(t, size, z, func(id uint64, cfg *Config) {
+		switch {
+		case id == followerID:
+			patient(cfg)
+		case others != nil:
+			others(cfg)
+		}
+	})
+	leader := c.waitLeader()
+	l, f = c.nodes[leader], c.nodes[followerID]
+	waitPeerConnected(t, f, leader)
+	writeEverywhere(t, c, "warm")
+	return c, l, f
+}
+
 // writeEverywhere proposes a write and waits until every running node of c
 // applied it.
 func writeEverywhere(t *testing.T, c *testCluster, key string) {
@@ -130,17 +153,9 @@ func waitCount(t *testing.T, what string, count func() uint64, want uint64) {
 // close's doing. The leader is frozen before the write reaches it, so it
 // never appends it, and the survivors agree it never applied.
 func TestForwardedWriteGivesUpAtOnceWhenTheLeadersConnectionCloses(t *testing.T) {
-	const followerID = 3 // the patient follower; it never campaigns, so another node leads
 	z := newFreezer()
-	c := newFrozenCluster(t, 3, z, func(id uint64, cfg *Config) {
-		if id == followerID {
-			patient(cfg)
-		}
-	})
-	leader := c.waitLeader()
-	l, f := c.nodes[leader], c.nodes[followerID]
-	waitPeerConnected(t, f, leader)
-	writeEverywhere(t, c, "warm")
+	c, l, f := startWithPatientFollower(t, 3, z, nil)
+	leader := l.id
 
 	// The leader's loop stops in the write of an entry of its own: it will
 	// never step the forwarded write, so it neither places nor answers it.
@@ -190,28 +205,20 @@ func TestForwardedWriteGivesUpAtOnceWhenTheLeadersConnectionCloses(t *testing.T)
 // patient follower still takes it for its leader then, so only the
 // refusal can end its read within the test's minute.
 func TestDeposedLeaderRefusesTheFollowerReadsItHolds(t *testing.T) {
-	const followerID = 5 // the patient follower; it never campaigns, so another node leads
 	z := newFreezer()
-	c := newFrozenCluster(t, 5, z, func(id uint64, cfg *Config) {
-		if id == followerID {
-			patient(cfg)
-			return
-		}
+	c, l, f := startWithPatientFollower(t, 5, z, func(cfg *Config) {
 		// A check-quorum timeout of 1 to 2 s: the follower's read reaches
 		// the leader well before it steps down.
 		cfg.ElectionTicks = 50
 	})
-	leader := c.waitLeader()
-	l, f := c.nodes[leader], c.nodes[followerID]
-	waitPeerConnected(t, f, leader)
-	writeEverywhere(t, c, "warm")
+	leader := l.id
 
 	// The other three followers stop in the write of the leader's next
 	// entry: from then on they answer no heartbeat, and the leader and f,
 	// two of five, confirm no read round.
 	var others []uint64
 	for id := range c.nodes {
-		if id != leader && id != followerID {
+		if id != leader && id != f.id {
 			others = append(others, id)
 			z.freeze(id)
 		}
