@@ -245,9 +245,7 @@ func TestDeposedLeaderRefusesTheFollowerReadsItHolds(t *testing.T) {
 		if l.Status().Leader != leader {
 			break
 		}
-		select {
-		case <-changed:
-		case <-deadline:
+		if !waitAny([]<-chan struct{}{changed}, deadline) {
 			t.Fatalf("node %d still leads with three of five nodes frozen", leader)
 		}
 	}
