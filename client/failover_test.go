@@ -188,14 +188,7 @@ func TestNamedLeaderIsRetriedWithoutBackoff(t *testing.T) {
 			followerID = id
 		}
 	}
-	cfg := DefaultConfig(c.https[leader], follower)
-	cfg.WarmInterval = 0
-	cfg.BackoffMin, cfg.BackoffMax = time.Hour, time.Hour
-	cl, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl.warmUp(testContext(t))
+	cl := warmClientNoBackoff(t, c.https[leader], follower)
 	c.intercept(c.https[leader], "/v1/kv/redirect", refusal(leader, 0))
 	c.intercept(follower, "/v1/kv/redirect", refusal(followerID, leader))
 	reached := c.awaitLeader("/v1/kv/redirect")
@@ -213,6 +206,22 @@ func TestNamedLeaderIsRetriedWithoutBackoff(t *testing.T) {
 		t.Fatalf("%d redirects, want 1", n)
 	}
 	mustGet(t, testContext(t), cl, "redirect", "v", mustRevision(t, cl, "redirect"))
+}
+
+// warmClientNoBackoff is a client of endpoints, warmed up once and never
+// again, whose back-off lasts an hour: a test that sees its write answered
+// in time knows no back-off came before it.
+func warmClientNoBackoff(t *testing.T, endpoints ...string) *Client {
+	t.Helper()
+	cfg := DefaultConfig(endpoints...)
+	cfg.WarmInterval = 0
+	cfg.BackoffMin, cfg.BackoffMax = time.Hour, time.Hour
+	cl, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.warmUp(testContext(t))
+	return cl
 }
 
 // mustRevision returns key's revision.
@@ -244,14 +253,7 @@ func TestNodesNamingEachOtherBackOff(t *testing.T) {
 		}))
 		defer servers[i].Close()
 	}
-	cfg := DefaultConfig(strings.TrimPrefix(servers[0].URL, "http://"), strings.TrimPrefix(servers[1].URL, "http://"))
-	cfg.WarmInterval = 0
-	cfg.BackoffMin, cfg.BackoffMax = time.Hour, time.Hour
-	cl, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl.warmUp(testContext(t))
+	cl := warmClientNoBackoff(t, strings.TrimPrefix(servers[0].URL, "http://"), strings.TrimPrefix(servers[1].URL, "http://"))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if _, err := cl.Put(ctx, "k", nil); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrUnknown) {

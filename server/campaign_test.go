@@ -35,18 +35,7 @@ func TestWriteToACandidateWaitsForTheOutcome(t *testing.T) {
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	status := make(chan int, 1)
-	go func() {
-		req, _ := http.NewRequestWithContext(ctx, "PUT", srv.URL+"/v1/kv/campaign", strings.NewReader("v"))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Error(err)
-			status <- 0
-			return
-		}
-		resp.Body.Close()
-		status <- resp.StatusCode
-	}()
+	status := putAsync(ctx, t, srv.URL+"/v1/kv/campaign", "v")
 	select {
 	case <-f.awaiting:
 	case <-ctx.Done():
@@ -62,4 +51,28 @@ func TestWriteToACandidateWaitsForTheOutcome(t *testing.T) {
 	if kv, ok := f.m.Get("campaign"); !ok || string(kv.Value) != "v" {
 		t.Fatalf("campaign = %+v, %v; want v applied", kv, ok)
 	}
+}
+
+// putAsync sends a PUT of value to url on its own goroutine and returns
+// the channel its status code arrives on (0 if the request failed, which
+// also fails the test).
+func putAsync(ctx context.Context, t *testing.T, url, value string) <-chan int {
+	status := make(chan int, 1)
+	go func() {
+		req, err := http.NewRequestWithContext(ctx, "PUT", url, strings.NewReader(value))
+		if err != nil {
+			t.Error(err)
+			status <- 0
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			status <- 0
+			return
+		}
+		resp.Body.Close()
+		status <- resp.StatusCode
+	}()
+	return status
 }

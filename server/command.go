@@ -64,6 +64,13 @@ func (o Op) valid() bool { return o >= OpPut && o <= OpPeerForget }
 
 // Limits bound what one command and the whole machine may hold. Commands
 // over a limit are refused with StatusInvalid before they change anything.
+//
+// They are the cluster's, not a node's: Apply checks them, so every node
+// must have the same Limits, or two nodes would apply one entry
+// differently (a value over one node's limit and under another's would be
+// stored on one and refused on the other). That is why no `coord server`
+// flag sets them; changing one safely needs a value every node takes from
+// the log, not a per-node setting.
 type Limits struct {
 	// KeyBytes bounds a key or lease name, and a holder.
 	KeyBytes int

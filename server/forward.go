@@ -55,6 +55,8 @@ type forwardWaiters struct {
 	// handed counts the writes handed to the node's loop, which sends
 	// them to the leader in the Ready that follows.
 	handed atomic.Uint64
+	// placed counts the writes whose leader said where it appended them.
+	placed atomic.Uint64
 	mu     sync.Mutex
 	wait   map[uint64]chan forwardOutcome
 }
@@ -170,7 +172,7 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 	cmd.Request = id
 	placed, verdict := make(chan struct{}), make(chan node.Result, 1)
 	w := node.ForwardWaiter{
-		Placed: func(uint64, uint64) { close(placed) },
+		Placed: func(uint64, uint64) { n.sm.forwards.placed.Add(1); close(placed) },
 		Done:   func(r node.Result) { verdict <- r },
 	}
 	if err := n.shell.Forward(ctx, cmd.Marshal(), w); err != nil {

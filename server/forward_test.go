@@ -262,12 +262,17 @@ func TestFollowerWithoutLeaderRefusesWrites(t *testing.T) {
 			c.crash(id)
 		}
 	}
-	// Wait until the follower no longer believes in a leader.
+	// Wait until the follower no longer believes in a leader. The change
+	// channel is taken before the status is read, so that a change in
+	// between is not missed (a pre-candidate's failed rounds change
+	// nothing more to wake on).
 	deadline := time.After(30 * time.Second)
-	for f.Status().Leader != 0 {
-		select {
-		case <-f.StatusChanged():
-		case <-deadline:
+	for {
+		changed := f.StatusChanged()
+		if f.Status().Leader == 0 {
+			break
+		}
+		if !waitAny([]<-chan struct{}{changed}, deadline) {
 			t.Fatal("the follower kept its leader")
 		}
 	}

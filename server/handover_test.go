@@ -278,18 +278,7 @@ func TestFailedHandOverPassesHeldWritesOn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	drain.begin()
-	status := make(chan int, 1)
-	go func() {
-		req, _ := http.NewRequestWithContext(ctx, "PUT", srv.URL+"/v1/kv/held", strings.NewReader("v"))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Error(err)
-			status <- 0
-			return
-		}
-		resp.Body.Close()
-		status <- resp.StatusCode
-	}()
+	status := putAsync(ctx, t, srv.URL+"/v1/kv/held", "v")
 	select {
 	case <-held:
 	case <-ctx.Done():

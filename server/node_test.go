@@ -38,6 +38,9 @@ type testCluster struct {
 	fsFor func(id uint64) vfs.FS
 	// apiConfig configures the API of each node started from now on.
 	apiConfig APIConfig
+	// configFor, if set, changes the configuration of each node started
+	// from now on (before start's opts).
+	configFor func(id uint64, cfg *Config)
 }
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -103,6 +106,9 @@ func (c *testCluster) start(id uint64, raftL net.Listener, dir string, opts ...f
 	}
 	if c.withMetrics {
 		cfg.Metrics = NewMetrics()
+	}
+	if c.configFor != nil {
+		c.configFor(id, &cfg)
 	}
 	for _, o := range opts {
 		o(&cfg)

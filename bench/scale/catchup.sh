@@ -42,6 +42,8 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; [ -n "${CATCHUP_KEEP:-}" ] || rm -rf "$work"' EXIT
 (cd "$here" && go build -o "$work/loadgen" ./loadgen)
 base=${CATCHUP_PORT_BASE:-27700}
+. "$here/ports.sh"
+check_port_base CATCHUP_PORT_BASE "$base" 14
 
 cpu() { awk '{print ($14 + $15) / 100}' "/proc/$1/stat" 2>/dev/null || echo 0; } # utime+stime, USER_HZ 100
 rss() { awk -v k="$2" '$1==k":" {print int($2/1024)}' "/proc/$1/status" 2>/dev/null || echo 0; }

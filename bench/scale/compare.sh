@@ -28,6 +28,8 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 (cd "$here" && go build -o "$work/loadgen" ./loadgen)
 base=${COMPARE_PORT_BASE:-27100}
+. "$here/ports.sh"
+check_port_base COMPARE_PORT_BASE "$base" 33
 
 run_coord() { # binary
   local bin=$1 peers="" pids=() eps=()

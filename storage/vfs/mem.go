@@ -542,19 +542,26 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 }
 
 func (f *memFile) Allocate(size int64) error {
+	return f.resize("allocate", size, func(n *memNode) { n.size = max(n.size, size) })
+}
+
+// resize runs a size change (Allocate, Truncate) the way every mutating
+// call runs: under the lock, counted towards a planned crash, on an open
+// writable file, with a size that is not negative.
+func (f *memFile) resize(op string, size int64, change func(n *memNode)) error {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
 	crashNow, err := f.fs.begin(true)
 	if err != nil {
 		return err
 	}
-	if err := f.check("allocate", true); err != nil {
+	if err := f.check(op, true); err != nil {
 		return finish(crashNow, err)
 	}
 	if size < 0 {
-		return finish(crashNow, pathError("allocate", f.name, fs.ErrInvalid))
+		return finish(crashNow, pathError(op, f.name, fs.ErrInvalid))
 	}
-	f.node.size = max(f.node.size, size)
+	change(f.node)
 	return finish(crashNow, nil)
 }
 
@@ -583,24 +590,12 @@ func (f *memFile) Sync() error {
 }
 
 func (f *memFile) Truncate(size int64) error {
-	f.fs.mu.Lock()
-	defer f.fs.mu.Unlock()
-	crashNow, err := f.fs.begin(true)
-	if err != nil {
-		return err
-	}
-	if err := f.check("truncate", true); err != nil {
-		return finish(crashNow, err)
-	}
-	if size < 0 {
-		return finish(crashNow, pathError("truncate", f.name, fs.ErrInvalid))
-	}
-	n := f.node
-	if int(size) <= len(n.data) {
-		n.data = n.data[:size]
-	}
-	n.size = size
-	return finish(crashNow, nil)
+	return f.resize("truncate", size, func(n *memNode) {
+		if int(size) <= len(n.data) {
+			n.data = n.data[:size]
+		}
+		n.size = size
+	})
 }
 
 func (f *memFile) Close() error {

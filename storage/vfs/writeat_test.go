@@ -3,6 +3,7 @@ package vfs_test
 import (
 	"bytes"
 	"errors"
+	"io/fs"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
@@ -132,5 +133,32 @@ func TestFaultFSAllocateNoSpace(t *testing.T) {
 	must(t, f.SyncData())
 	if got := readFile(t, m, "/seg"); len(got) != 10 {
 		t.Fatalf("after space returned, %d bytes, want 10", len(got))
+	}
+}
+
+// A MemFS refuses a negative size and a closed file in Allocate and
+// Truncate alike (their shared preamble, resize), and leaves the file as
+// it was.
+func TestMemFSResizeRefusals(t *testing.T) {
+	fsys := vfs.NewMemFS()
+	f, err := fsys.CreateWriteAt("/seg")
+	must(t, err)
+	_, err = f.WriteAt([]byte("kept"), 0)
+	must(t, err)
+	resizes := map[string]func(int64) error{"Allocate": f.Allocate, "Truncate": f.Truncate}
+	for name, resize := range resizes {
+		if err := resize(-1); !errors.Is(err, fs.ErrInvalid) {
+			t.Errorf("%s(-1): %v, want fs.ErrInvalid", name, err)
+		}
+	}
+	must(t, f.Sync())
+	must(t, f.Close())
+	for name, resize := range resizes {
+		if err := resize(1); !errors.Is(err, fs.ErrClosed) {
+			t.Errorf("%s on a closed file: %v, want fs.ErrClosed", name, err)
+		}
+	}
+	if got := readFile(t, fsys, "/seg"); got != "kept" {
+		t.Fatalf("after refused resizes: %q, want %q", got, "kept")
 	}
 }
