@@ -100,8 +100,10 @@ func (s state) apply(o op) state {
 }
 
 // workload returns n seeded calls and the model's states: states[i] is the
-// state after the first i calls.
-func workload(seed uint64, n int) ([]op, []state) {
+// state after the first i calls. With elections, one call in twelve is a
+// Save of a new term and vote alone (a candidate's or a voter's), which
+// the VOTE file makes durable without a sync of the log.
+func workload(seed uint64, n int, elections bool) ([]op, []state) {
 	rng := rand.New(rand.NewPCG(seed, 17))
 	states := []state{{}}
 	var ops []op
@@ -118,6 +120,11 @@ func workload(seed uint64, n int) ([]op, []state) {
 					ConfState: raft.ConfState{Voters: []uint64{1, 2, 3}, Learners: []uint64{uint64(len(ops))}}},
 				Data: []byte(fmt.Sprintf("installed at call %d", len(ops))),
 			}}
+		case r == 3 && elections:
+			// An election: a new term and a vote, no entries (a
+			// candidate's or a voter's Save).
+			term, vote = term+1, 1+rng.Uint64N(3)
+			o.hs = raft.HardState{Term: term, Vote: vote, Commit: max(s.hs.Commit, snapIndex)}
 		case r <= 2 && s.last() > snapIndex:
 			o = op{kind: opCompact, snap: raft.Snapshot{
 				Metadata: raft.SnapshotMetadata{Index: snapIndex + 1 + rng.Uint64N(s.last()-snapIndex),
@@ -258,8 +265,8 @@ func crash(m *vfs.MemFS, mode int, seed uint64) {
 func TestCrashAtEveryStep(t *testing.T) {
 	points := 0
 	kinds := map[opKind]int{}
-	for seed := range uint64(4) {
-		ops, states := workload(seed, 30)
+	for seed := range uint64(6) {
+		ops, states := workload(seed, 30, seed >= 4)
 		dry := vfs.NewMemFS()
 		d := open(t, dry, "/node")
 		base := dry.Ops()
@@ -344,7 +351,7 @@ func TestInjectedFaults(t *testing.T) {
 	kinds := []vfs.OpKind{vfs.OpCreate, vfs.OpWrite, vfs.OpSync, vfs.OpRename, vfs.OpSyncDir, vfs.OpRemove, vfs.OpTruncate}
 	failures := 0
 	for seed := range uint64(60) {
-		ops, states := workload(seed, 40)
+		ops, states := workload(seed, 40, seed%4 == 3)
 		m := vfs.NewMemFS()
 		fault := vfs.FaultError
 		if seed%2 == 1 {
@@ -385,7 +392,7 @@ func TestInjectedFaults(t *testing.T) {
 // reached the page cache may be recovered, and that is allowed.
 func TestRestartWithoutCrash(t *testing.T) {
 	for seed := range uint64(20) {
-		ops, states := workload(seed, 40)
+		ops, states := workload(seed, 40, seed%2 == 1)
 		m := vfs.NewMemFS()
 		f := vfs.NewFaultFS(m, seed, vfs.Probabilistic(seed, 0.05, vfs.FaultError, vfs.OpSync, vfs.OpSyncDir))
 		d, err := raftstore.Open(f, "/node", opts)
@@ -411,7 +418,7 @@ func TestRestartWithoutCrash(t *testing.T) {
 func TestBitFlips(t *testing.T) {
 	detected := 0
 	for seed := range uint64(40) {
-		ops, states := workload(seed, 30)
+		ops, states := workload(seed, 30, false)
 		m := vfs.NewMemFS()
 		nth := 1 + int(seed*7)%40
 		f := vfs.NewFaultFS(m, seed, vfs.FailNth(nth, vfs.FaultBitFlip, vfs.OpWrite))

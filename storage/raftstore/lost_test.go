@@ -84,8 +84,12 @@ func TestLostFilesAreRefused(t *testing.T) {
 		}, raftstore.ErrLost, "VOTE is missing"},
 		{"vote file with unknown flags", func(t *testing.T, m *vfs.MemFS) {
 			rewrite(t, m, "/node/VOTE", func(b []byte) []byte {
-				binary.LittleEndian.PutUint32(b[12:], 2)
-				binary.LittleEndian.PutUint32(b[32:], crc32.Checksum(b[:32], crc32.MakeTable(crc32.Castagnoli)))
+				// Both slots, re-checksummed: a record with flags this
+				// build does not know, not a torn one.
+				for _, slot := range []int{0, 4096} {
+					binary.LittleEndian.PutUint32(b[slot+12:], 2)
+					binary.LittleEndian.PutUint32(b[slot+40:], crc32.Checksum(b[slot:slot+40], crc32.MakeTable(crc32.Castagnoli)))
+				}
 				return b
 			})
 		}, raftstore.ErrCorrupt, "unknown flags 0x2"},

@@ -66,11 +66,15 @@ type Disk struct {
 	lock    io.Closer // the directory's LOCK file, held while open
 
 	identity *Identity // nil: none written yet
-	vote     vote      // what the VOTE file holds (zero: no file)
-	// voteBeforeLog says the VOTE file carries that flag: it was written
-	// before the log held anything durable (see voteBeforeLog).
-	voteBeforeLog bool
-	hs            raft.HardState
+	// voteFile is what the VOTE file holds (zero: no file), and where.
+	voteFile voteFileState
+	hs       raft.HardState
+	// logDurable says the log holds something durable (a hard state, an
+	// entry or a checkpoint), synced by this Disk or found at Open.
+	logDurable bool
+	// commitDurable is the commit index of the log's last sync by this
+	// Disk (0 before the first): recovery finds at least that one.
+	commitDurable uint64
 	// hsRewrite says a Repair took the log back to its last sync, which
 	// may lack hs (a commit index saved without sync): the next Save
 	// writes it again.
@@ -145,16 +149,17 @@ func (d *Disk) recover(dir string, opts Options) error {
 	if hasID {
 		d.identity = &id
 	}
-	v, flags, hasVote, err := readVote(d.fs, dir)
+	vf, hasVote, err := readVote(d.fs, dir)
 	if err != nil {
 		return err
 	}
-	d.vote, d.voteBeforeLog = v, flags&voteBeforeLog != 0
+	d.voteFile = vf
 	w, state, err := d.openLog(dir, opts, hasVote)
 	if err != nil {
 		return err
 	}
 	d.wal, d.hs, d.ents = w, state.HardState, state.Entries
+	d.logDurable = !state.HardState.IsEmpty() || len(state.Entries) > 0 || state.Checkpoint.Index > 0
 	if err := d.checkLog(state, hasVote); err != nil {
 		return err
 	}
@@ -199,7 +204,7 @@ func (d *Disk) openLog(dir string, opts Options, hasVote bool) (*wal.WAL, wal.St
 			ErrLost, filepath.Join(dir, "wal"), err, identityFile, *d.identity)
 	case hasVote:
 		return nil, wal.State{}, fmt.Errorf("%w: the write-ahead log %s is missing (%v), but %s says the node voted in term %d",
-			ErrLost, filepath.Join(dir, "wal"), err, voteFile, d.vote.term)
+			ErrLost, filepath.Join(dir, "wal"), err, voteFile, d.voteFile.vote.term)
 	case len(snaps) > 0:
 		return nil, wal.State{}, fmt.Errorf("%w: the write-ahead log %s is missing (%v), but %s holds snapshot %s; it was not removed",
 			ErrLost, filepath.Join(dir, "wal"), err, d.snapDir, snaps[len(snaps)-1].Name)
@@ -214,15 +219,15 @@ func (d *Disk) openLog(dir string, opts Options, hasVote bool) (*wal.WAL, wal.St
 func (d *Disk) checkLog(state wal.State, hasVote bool) error {
 	empty := state.HardState.IsEmpty() && len(state.Entries) == 0 && state.Checkpoint.Index == 0
 	switch {
-	case d.identity != nil && empty && d.vote.term > 0 && !d.voteBeforeLog:
+	case d.identity != nil && empty && d.voteFile.vote.term > 0 && d.voteFile.flags&voteBeforeLog == 0:
 		return fmt.Errorf("%w: the write-ahead log is empty, but %s says the node voted in term %d (%v)",
-			ErrLost, voteFile, d.vote.term, *d.identity)
+			ErrLost, voteFile, d.voteFile.vote.term, *d.identity)
 	case d.identity != nil && !hasVote && state.HardState.Term > 0:
 		return fmt.Errorf("%w: %s is missing, but the log is at term %d (%v)",
 			ErrLost, filepath.Join(d.dir, voteFile), state.HardState.Term, *d.identity)
 	}
 	hs := state.HardState
-	switch v := d.vote; {
+	switch v := d.voteFile.vote; {
 	case v.term > hs.Term:
 		// The log lost the record of the newest term (a torn or damaged
 		// tail): the VOTE file, written first, still has it.
@@ -486,20 +491,19 @@ func (d *Disk) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 	if len(ents) == 0 && !writeHS {
 		return nil
 	}
-	if writeHS && (vote{hs.Term, hs.Vote} != d.vote) {
+	if writeHS && (vote{hs.Term, hs.Vote} != d.voteFile.vote) {
 		// The term and vote go to their own file first: a log that loses
 		// its tail must not take a vote with it (Raft Figure 2: one vote
 		// per term, on stable storage before the response). Before the
 		// log holds anything durable the file says so, so that a crash
 		// before the log's first sync is not taken for a lost log.
 		var flags uint32
-		if d.logEmpty() {
+		if !d.logDurable {
 			flags = voteBeforeLog
 		}
-		if err := writeAtomic(d.fs, d.dir, voteFile, encodeVote(vote{hs.Term, hs.Vote}, flags)); err != nil {
+		if err := d.writeVote(vote{hs.Term, hs.Vote}, flags); err != nil {
 			return fmt.Errorf("raftstore: save: vote: %w", err)
 		}
-		d.vote, d.voteBeforeLog = vote{hs.Term, hs.Vote}, flags != 0
 	}
 	var record raft.HardState
 	switch {
@@ -511,10 +515,18 @@ func (d *Disk) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 	// Only a commit index may wait for the next sync: a vote or an entry
 	// the node has promised must not be lost.
 	commitOnly := len(ents) == 0 && hs.Term == d.hs.Term && hs.Vote == d.hs.Vote
+	// A new term or vote without entries is durable already, in the VOTE
+	// file, which Open prefers to an older log record (checkLog): its log
+	// record need not be synced, as long as the commit index it carries
+	// is durable too (no higher than the last sync's, and no Repair lost
+	// that sync's record since). It becomes durable with the next sync.
+	// This saves an election one fsync on the candidate and each voter.
+	voteOnly := len(ents) == 0 && !commitOnly && hs.Commit <= d.commitDurable && !d.hsRewrite
 	if err := d.wal.Append(record, ents); err != nil {
 		return fmt.Errorf("raftstore: save: %w", err)
 	}
-	if sync || !commitOnly {
+	synced := (sync || !commitOnly) && !voteOnly
+	if synced {
 		if err := d.wal.Sync(); err != nil {
 			return fmt.Errorf("raftstore: save: %w", err)
 		}
@@ -528,16 +540,21 @@ func (d *Disk) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 	if len(ents) > 0 {
 		d.ents = append(d.ents[:ents[0].Index-d.firstIndex()], cloneEntries(ents)...)
 	}
-	if sync || !commitOnly {
-		d.logStarted()
+	if synced {
+		d.logSynced()
 	}
 	return nil
 }
 
-// logEmpty reports whether the log holds nothing durable: no hard state,
-// entry or checkpoint (a new node before its first Save).
-func (d *Disk) logEmpty() bool {
-	return d.hs.IsEmpty() && len(d.ents) == 0 && d.snapMeta.Index == 0
+// logSynced notes that the log's records so far are durable, d.hs
+// included, and clears the VOTE file's voteBeforeLog flag if the log holds
+// something durable now.
+func (d *Disk) logSynced() {
+	d.commitDurable = d.hs.Commit
+	if !d.hs.IsEmpty() || len(d.ents) > 0 || d.snapMeta.Index > 0 {
+		d.logDurable = true
+	}
+	d.logStarted()
 }
 
 // logStarted clears the VOTE file's voteBeforeLog flag once the log holds
@@ -545,14 +562,12 @@ func (d *Disk) logEmpty() bool {
 // file is a lost one. A failure is logged and retried at the next sync:
 // the flag only weakens that check meanwhile.
 func (d *Disk) logStarted() {
-	if !d.voteBeforeLog || d.logEmpty() {
+	if d.voteFile.flags&voteBeforeLog == 0 || !d.logDurable {
 		return
 	}
-	if err := writeAtomic(d.fs, d.dir, voteFile, encodeVote(d.vote, 0)); err != nil {
+	if err := d.writeVote(d.voteFile.vote, 0); err != nil {
 		d.logger.Warn("raftstore: rewrite the vote file once the log started", "dir", d.dir, "err", err)
-		return
 	}
-	d.voteBeforeLog = false
 }
 
 func firstOf(ents []raft.Entry) uint64 {
@@ -676,7 +691,7 @@ func (d *Disk) checkpoint(meta raft.SnapshotMetadata, sum uint32, size int64, hs
 	d.hs, d.snapMeta, d.snapSum, d.snapSize = hs, cloneMeta(meta), sum, size
 	d.hsRewrite = false         // the checkpoint holds hs
 	d.ents = slices.Clone(keep) // frees the compacted prefix
-	d.logStarted()
+	d.logSynced()
 	d.dropStaleReceived()
 	// The checkpoint holds; a file left behind is removed by the next Open.
 	if err := d.removeSnapshotsExcept(name); err != nil {
@@ -697,7 +712,7 @@ func (d *Disk) Close() error {
 		return nil
 	}
 	d.closed = true
-	err := d.wal.Close()
+	err := errors.Join(d.wal.Close(), d.closeVoteFile())
 	if lerr := d.lock.Close(); err == nil {
 		err = lerr
 	}
