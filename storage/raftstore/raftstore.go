@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"coord/internal/assert"
 	"coord/raft"
@@ -65,7 +66,10 @@ type Disk struct {
 	wal     *wal.WAL
 	lock    io.Closer // the directory's LOCK file, held while open
 
-	identity *Identity // nil: none written yet
+	// identity is nil until one is written. It is written once, so
+	// Identity reads it without the lock, never waiting behind a Save's
+	// fsync (a node's status and every forwarded request ask for it).
+	identity atomic.Pointer[Identity]
 	// voteFile is what the VOTE file holds (zero: no file), and where.
 	voteFile voteFileState
 	hs       raft.HardState
@@ -147,7 +151,7 @@ func (d *Disk) recover(dir string, opts Options) error {
 		return err
 	}
 	if hasID {
-		d.identity = &id
+		d.identity.Store(&id)
 	}
 	vf, hasVote, err := readVote(d.fs, dir)
 	if err != nil {
@@ -199,9 +203,9 @@ func (d *Disk) openLog(dir string, opts Options, hasVote bool) (*wal.WAL, wal.St
 	switch {
 	case lerr != nil:
 		return nil, wal.State{}, lerr
-	case d.identity != nil:
+	case d.identity.Load() != nil:
 		return nil, wal.State{}, fmt.Errorf("%w: the write-ahead log %s is missing (%v), but %s says this directory belongs to %v",
-			ErrLost, filepath.Join(dir, "wal"), err, identityFile, *d.identity)
+			ErrLost, filepath.Join(dir, "wal"), err, identityFile, *d.identity.Load())
 	case hasVote:
 		return nil, wal.State{}, fmt.Errorf("%w: the write-ahead log %s is missing (%v), but %s says the node voted in term %d",
 			ErrLost, filepath.Join(dir, "wal"), err, voteFile, d.voteFile.vote.term)
@@ -218,13 +222,14 @@ func (d *Disk) openLog(dir string, opts Options, hasVote bool) (*wal.WAL, wal.St
 // that a directory with an identity did not lose its log's contents.
 func (d *Disk) checkLog(state wal.State, hasVote bool) error {
 	empty := state.HardState.IsEmpty() && len(state.Entries) == 0 && state.Checkpoint.Index == 0
+	id := d.identity.Load()
 	switch {
-	case d.identity != nil && empty && d.voteFile.vote.term > 0 && d.voteFile.flags&voteBeforeLog == 0:
+	case id != nil && empty && d.voteFile.vote.term > 0 && d.voteFile.flags&voteBeforeLog == 0:
 		return fmt.Errorf("%w: the write-ahead log is empty, but %s says the node voted in term %d (%v)",
-			ErrLost, voteFile, d.voteFile.vote.term, *d.identity)
-	case d.identity != nil && !hasVote && state.HardState.Term > 0:
+			ErrLost, voteFile, d.voteFile.vote.term, *id)
+	case id != nil && !hasVote && state.HardState.Term > 0:
 		return fmt.Errorf("%w: %s is missing, but the log is at term %d (%v)",
-			ErrLost, filepath.Join(d.dir, voteFile), state.HardState.Term, *d.identity)
+			ErrLost, filepath.Join(d.dir, voteFile), state.HardState.Term, *id)
 	}
 	hs := state.HardState
 	switch v := d.voteFile.vote; {
@@ -244,14 +249,14 @@ func (d *Disk) checkLog(state wal.State, hasVote bool) error {
 	return nil
 }
 
-// Identity returns the directory's identity, if one was written.
+// Identity returns the directory's identity, if one was written. It takes
+// no lock: it never waits for a write in progress.
 func (d *Disk) Identity() (Identity, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.identity == nil {
+	id := d.identity.Load()
+	if id == nil {
 		return Identity{}, false
 	}
-	return *d.identity, true
+	return *id, true
 }
 
 // SetIdentity records, durably, whose directory this is: from then on,
@@ -268,7 +273,7 @@ func (d *Disk) SetIdentity(id Identity) error {
 	if id.NodeID == 0 {
 		return fmt.Errorf("raftstore: set identity: node id 0")
 	}
-	if have := d.identity; have != nil {
+	if have := d.identity.Load(); have != nil {
 		if have.ClusterID != id.ClusterID || have.NodeID != id.NodeID {
 			return fmt.Errorf("%w: it is %v, not %v", ErrIdentity, *have, id)
 		}
@@ -277,7 +282,7 @@ func (d *Disk) SetIdentity(id Identity) error {
 	if err := writeAtomic(d.fs, d.dir, identityFile, encodeIdentity(id)); err != nil {
 		return fmt.Errorf("raftstore: set identity: %w", err)
 	}
-	d.identity = &id
+	d.identity.Store(&id)
 	return nil
 }
 
