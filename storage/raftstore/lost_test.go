@@ -89,7 +89,7 @@ func TestLostFilesAreRefused(t *testing.T) {
 				// build does not know, not a torn one.
 				for _, slot := range []int{0, 4096} {
 					binary.LittleEndian.PutUint32(b[slot+12:], 2)
-					binary.LittleEndian.PutUint32(b[slot+40:], crc32.Checksum(b[slot:slot+40], crc32.MakeTable(crc32.Castagnoli)))
+					binary.LittleEndian.PutUint32(b[slot+48:], crc32.Checksum(b[slot:slot+48], crc32.MakeTable(crc32.Castagnoli)))
 				}
 				return b
 			})

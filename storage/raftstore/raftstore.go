@@ -76,9 +76,6 @@ type Disk struct {
 	// logDurable says the log holds something durable (a hard state, an
 	// entry or a checkpoint), synced by this Disk or found at Open.
 	logDurable bool
-	// commitDurable is the commit index of the log's last sync by this
-	// Disk (0 before the first): recovery finds at least that one.
-	commitDurable uint64
 	// hsRewrite says a Repair took the log back to its last sync, which
 	// may lack hs (a commit index saved without sync): the next Save
 	// writes it again.
@@ -244,6 +241,20 @@ func (d *Disk) checkLog(state wal.State, hasVote bool) error {
 	case v.term == hs.Term && v.vote != 0 && v.vote != hs.Vote:
 		return fmt.Errorf("%w: in term %d the log says the vote went to %d, %s says to %d",
 			ErrCorrupt, hs.Term, hs.Vote, voteFile, v.vote)
+	}
+	// The VOTE file's commit index was durable in the log when written,
+	// and committed entries are never truncated: it is newer than the
+	// log's when the log's record of a vote-only Save was not synced.
+	last := state.Checkpoint.Index + uint64(len(state.Entries))
+	switch c := d.voteFile.commit; {
+	case c > last:
+		// The log lost entries it had synced (a disk that lied): the
+		// leader tells the node (raft.LogLost); the commit index must
+		// not point past the log.
+		d.logger.Warn("raftstore: the vote file's commit index is past the log's last index; ignoring it",
+			"dir", d.dir, "commit", c, "last_index", last)
+	case c > hs.Commit:
+		hs.Commit = c
 	}
 	d.hs = hs
 	return nil
@@ -506,7 +517,14 @@ func (d *Disk) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 		if !d.logDurable {
 			flags = voteBeforeLog
 		}
-		if err := d.writeVote(vote{hs.Term, hs.Vote}, flags); err != nil {
+		// The commit index goes with them when it is one the log holds
+		// durably (a Save without entries: d's entries are durable), so
+		// that such a Save is durable whole without the log's sync.
+		var commit uint64
+		if len(ents) == 0 && hs.Commit <= d.lastIndex() {
+			commit = hs.Commit
+		}
+		if err := d.writeVote(vote{hs.Term, hs.Vote}, flags, commit); err != nil {
 			return fmt.Errorf("raftstore: save: vote: %w", err)
 		}
 	}
@@ -520,13 +538,14 @@ func (d *Disk) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 	// Only a commit index may wait for the next sync: a vote or an entry
 	// the node has promised must not be lost.
 	commitOnly := len(ents) == 0 && hs.Term == d.hs.Term && hs.Vote == d.hs.Vote
-	// A new term or vote without entries is durable already, in the VOTE
-	// file, which Open prefers to an older log record (checkLog): its log
-	// record need not be synced, as long as the commit index it carries
-	// is durable too (no higher than the last sync's, and no Repair lost
-	// that sync's record since). It becomes durable with the next sync.
-	// This saves an election one fsync on the candidate and each voter.
-	voteOnly := len(ents) == 0 && !commitOnly && hs.Commit <= d.commitDurable && !d.hsRewrite
+	// A new term or vote without entries is durable already, with its
+	// commit index, in the VOTE file, which Open prefers to an older log
+	// record (checkLog): its log record need not be synced (unless a
+	// Repair lost the records since the last sync, which the next sync
+	// must bring back). It becomes durable with the next sync. This saves
+	// an election one fsync on the candidate and each voter.
+	voteOnly := len(ents) == 0 && !commitOnly && !d.hsRewrite &&
+		d.voteFile.vote == (vote{hs.Term, hs.Vote}) && d.voteFile.commit == hs.Commit
 	if err := d.wal.Append(record, ents); err != nil {
 		return fmt.Errorf("raftstore: save: %w", err)
 	}
@@ -555,7 +574,6 @@ func (d *Disk) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 // included, and clears the VOTE file's voteBeforeLog flag if the log holds
 // something durable now.
 func (d *Disk) logSynced() {
-	d.commitDurable = d.hs.Commit
 	if !d.hs.IsEmpty() || len(d.ents) > 0 || d.snapMeta.Index > 0 {
 		d.logDurable = true
 	}
@@ -570,7 +588,7 @@ func (d *Disk) logStarted() {
 	if d.voteFile.flags&voteBeforeLog == 0 || !d.logDurable {
 		return
 	}
-	if err := d.writeVote(d.voteFile.vote, 0); err != nil {
+	if err := d.writeVote(d.voteFile.vote, 0, d.voteFile.commit); err != nil {
 		d.logger.Warn("raftstore: rewrite the vote file once the log started", "dir", d.dir, "err", err)
 	}
 }

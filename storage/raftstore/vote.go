@@ -17,10 +17,16 @@ import (
 //
 // Version 2 (written by this build), 8192 bytes: two slots, at offsets 0
 // and 4096 (voteSlotOffset), so that each lies in its own 4 KiB block; each
-// slot is a 48-byte record followed by zeros:
+// slot is a 56-byte record followed by zeros:
 //
 //	"coordVOT", version 2 (4), flags (4), sequence (8), term (8), vote (8),
-//	CRC-32C of the 40 bytes before it (4), zero (4)
+//	commit (8), CRC-32C of the 48 bytes before it (4), zero (4)
+//
+// The commit index is a committed index the log held durably when the
+// record was written (so at most the log's last durable index, and never
+// truncated since: committed entries never are); Open takes the higher of
+// it and the log's. It lets a Save of a term and vote alone skip the log's
+// sync even when its commit index is newer than the log's last sync.
 //
 // The valid slot with the higher sequence is the file's content; the other
 // holds the record before it, or nothing (zeros) in a new file. A write
@@ -48,7 +54,7 @@ const (
 	voteVersion1    = 1
 	voteVersion2    = 2
 	voteSize1       = 40
-	voteSlotSize    = 48
+	voteSlotSize    = 56
 	voteSlotOffset  = 4096
 	voteFileSize    = 2 * voteSlotOffset
 	voteSlotsLegacy = -1 // voteFile.slot of a version 1 file, or of none
@@ -68,6 +74,9 @@ const voteBeforeLog uint32 = 1
 type voteRecord struct {
 	vote  vote
 	flags uint32
+	// commit is a commit index durable in the log with it (version 2;
+	// 0 in a version 1 file).
+	commit uint64
 	// sequence orders the records of a version 2 file: each write's is one
 	// more than the last. 0 in a version 1 file.
 	sequence uint64
@@ -93,6 +102,7 @@ func encodeVoteSlot(r voteRecord) []byte {
 	b = binary.LittleEndian.AppendUint64(b, r.sequence)
 	b = binary.LittleEndian.AppendUint64(b, r.vote.term)
 	b = binary.LittleEndian.AppendUint64(b, r.vote.vote)
+	b = binary.LittleEndian.AppendUint64(b, r.commit)
 	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 	return binary.LittleEndian.AppendUint32(b, 0)
 }
@@ -106,6 +116,7 @@ func decodeVoteSlot(data []byte) (voteRecord, error) {
 		flags:    binary.LittleEndian.Uint32(data[12:]),
 		sequence: binary.LittleEndian.Uint64(data[16:]),
 		vote:     vote{term: binary.LittleEndian.Uint64(data[24:]), vote: binary.LittleEndian.Uint64(data[32:])},
+		commit:   binary.LittleEndian.Uint64(data[40:]),
 	}
 	return r, checkVoteFlags(r.flags)
 }
@@ -191,15 +202,15 @@ func readVote(fsys vfs.FS, dir string) (st voteFileState, ok bool, err error) {
 	return voteFileState{voteRecord: r, slot: slot}, true, nil
 }
 
-// writeVote makes v, with flags, the VOTE file's content, durably: one
+// writeVote makes v, with flags and commit, the VOTE file's content, durably: one
 // write in place and one fdatasync, into the slot that does not hold the
 // current content. A version 1 file, or none, is replaced by a version 2
 // file atomically (the record in slot 0). On error the file's content is
 // what it was, or the new record if the sync made it durable after all;
 // the next write goes to the same slot.
-func (d *Disk) writeVote(v vote, flags uint32) error {
+func (d *Disk) writeVote(v vote, flags uint32, commit uint64) error {
 	st := &d.voteFile
-	r := voteRecord{vote: v, flags: flags, sequence: st.sequence + 1}
+	r := voteRecord{vote: v, flags: flags, commit: commit, sequence: st.sequence + 1}
 	if st.slot == voteSlotsLegacy {
 		if err := createVoteFile(d.fs, d.dir, r); err != nil {
 			return err

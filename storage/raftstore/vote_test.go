@@ -18,11 +18,11 @@ import (
 )
 
 // The VOTE file's layout, as the package doc of vote.go gives it: two
-// 48-byte slots at offsets 0 and 4096 of an 8192-byte file. A slot's
-// record is 44 bytes and a CRC-32C its last 4; 4 zero bytes follow.
+// 56-byte slots at offsets 0 and 4096 of an 8192-byte file. A slot's
+// record is 52 bytes and a CRC-32C its last 4; 4 zero bytes follow.
 const (
-	slotSize   = 48
-	recordSize = 44
+	slotSize   = 56
+	recordSize = 52
 	slotOffset = 4096
 	voteBytes  = 2 * slotOffset
 )
@@ -101,8 +101,8 @@ func TestVoteOnlySaveSyncsOnce(t *testing.T) {
 		{"new term, vote", raft.HardState{Term: 3, Vote: 2, Commit: 1}, nil, []string{"sync /node/VOTE"}},
 		{"new term, no vote", raft.HardState{Term: 4, Commit: 1}, nil, []string{"sync /node/VOTE"}},
 		{"vote in the same term", raft.HardState{Term: 4, Vote: 3, Commit: 1}, nil, []string{"sync /node/VOTE"}},
-		{"new term and a commit index not yet durable", raft.HardState{Term: 5, Vote: 3, Commit: 2}, nil,
-			[]string{"sync /node/VOTE", "sync /node/wal/*"}},
+		{"new term and a commit index the log has not synced", raft.HardState{Term: 5, Vote: 3, Commit: 2}, nil,
+			[]string{"sync /node/VOTE"}},
 		{"entries", raft.HardState{Term: 5, Vote: 3, Commit: 2}, ents(3, 1, 5), []string{"sync /node/wal/*"}},
 		{"new term with entries", raft.HardState{Term: 6, Vote: 3, Commit: 3}, ents(4, 1, 6),
 			[]string{"sync /node/VOTE", "sync /node/wal/*"}},
@@ -118,6 +118,41 @@ func TestVoteOnlySaveSyncsOnce(t *testing.T) {
 		if want := fmt.Sprint(step.want); got != want {
 			t.Errorf("%s: Save did %s, want %s", step.name, got, want)
 		}
+	}
+}
+
+// A Save of a term and vote alone keeps its commit index through a crash
+// without the log's sync: the VOTE file has it, and Open takes the higher
+// of it and the log's. A commit index past the log's end in the VOTE file
+// (a log that lost synced entries) is not taken.
+func TestVoteOnlySaveKeepsItsCommitIndex(t *testing.T) {
+	m := vfs.NewMemFS()
+	d := open(t, m, "/node")
+	must(t, d.SetIdentity(identity))
+	must(t, d.Save(raft.HardState{Term: 1, Vote: 1, Commit: 1}, ents(1, 3, 1), true))
+	must(t, d.Save(raft.HardState{Term: 1, Vote: 1, Commit: 2}, nil, false)) // a commit index alone, not synced
+	want := raft.HardState{Term: 2, Vote: 3, Commit: 3}
+	must(t, d.Save(want, nil, true))
+	m.Crash()
+	if hs, err := hardState(t, m); err != nil || hs != want {
+		t.Fatalf("after a vote-only Save and a crash: %+v (%v), want %+v", hs, err, want)
+	}
+
+	// The same VOTE file beside a log cut to its first two entries.
+	m = vfs.NewMemFS()
+	d = open(t, m, "/node")
+	must(t, d.SetIdentity(identity))
+	must(t, d.Save(raft.HardState{Term: 1, Vote: 1, Commit: 1}, ents(1, 2, 1), true))
+	must(t, d.Close())
+	short, err := vfs.ReadFile(m, "/node/wal/"+list(t, m, "/node/wal")[0])
+	must(t, err)
+	d = open(t, m, "/node")
+	must(t, d.Save(raft.HardState{Term: 1, Vote: 1, Commit: 1}, ents(3, 1, 1), true))
+	must(t, d.Save(want, nil, true))
+	m.Crash()
+	writeFile(t, m, "/node/wal/"+list(t, m, "/node/wal")[0], short)
+	if hs, err := hardState(t, m); err != nil || hs != (raft.HardState{Term: 2, Vote: 3, Commit: 1}) {
+		t.Fatalf("VOTE's commit index past the log's end: %+v (%v), want term 2 vote 3 commit 1", hs, err)
 	}
 }
 
@@ -333,7 +368,7 @@ func TestVoteFileUpgrade(t *testing.T) {
 func TestBadVoteFiles(t *testing.T) {
 	slot := func(b []byte, i int) []byte { return b[i*slotOffset : i*slotOffset+slotSize] }
 	reseal := func(rec []byte) {
-		binary.LittleEndian.PutUint32(rec[40:], crc32.Checksum(rec[:40], crc32.MakeTable(crc32.Castagnoli)))
+		binary.LittleEndian.PutUint32(rec[48:], crc32.Checksum(rec[:48], crc32.MakeTable(crc32.Castagnoli)))
 	}
 	tests := []struct {
 		name   string
