@@ -59,10 +59,12 @@
 // slots, and made durable by one fdatasync (format in vote.go): a torn
 // write leaves the other slot, so the file reads as before the write. A
 // Save of a term and vote alone (no entries) is then durable once the
-// VOTE file is: its log record is written but not synced, since Open
-// takes the term and vote from the VOTE file where they are newer, unless
-// the commit index it carries is higher than the log's last sync (or a
-// Repair lost that sync's record), in which case the log is synced too.
+// VOTE file is: the slot holds its commit index too, and its log record is
+// written but not synced, since Open takes the term and vote from the VOTE
+// file where they are newer, and its commit index where it is higher than
+// the log's (it is one the log held durably, and committed entries are
+// never truncated), unless a Repair lost the log's records since its last
+// sync, in which case the log is synced too.
 // The record becomes durable with the next synced write. So an election
 // costs one fsync on the candidate and on each voter, not three.
 //
