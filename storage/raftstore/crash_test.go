@@ -25,7 +25,9 @@ import (
 // exception, by design: the term and vote go to the VOTE file before the
 // log, so they may be those of a later attempted call (a term and vote
 // persisted early are safe: a node may always move to a newer term, and
-// that vote was never promised to anyone else).
+// that vote was never promised to anyone else), and so may the commit
+// index the VOTE file holds beside them (a commit index is a fact learnt
+// from a leader, about entries the log holds).
 
 type opKind int
 
