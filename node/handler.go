@@ -204,6 +204,10 @@ type Handler struct {
 	forwards  map[uint64]ForwardWaiter // by ticket, until the core says where they went
 	reads     map[uint64]Waiter        // by read ID, until the core confirms them
 	readQueue []pendingRead            // confirmed, until applied through their index
+	// atElection holds the proposals a candidate takes until its election
+	// ends (ProposeAtElection, elected.go); electionTicks bounds the wait.
+	atElection    []electionProposal
+	electionTicks int
 }
 
 // pendingReady is a Ready on its way to being durable.
@@ -247,6 +251,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		background:      cfg.Background,
 		reads:           map[uint64]Waiter{},
 		forwards:        map[uint64]ForwardWaiter{},
+		electionTicks:   cfg.Raft.ElectionTicks,
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -510,6 +515,9 @@ func (h *Handler) ReadIndex(id uint64, done Waiter) error {
 // ErrStorage when a Ready's write failed and the Ready is now held (the
 // caller goes on ticking); any other error stopped the handler.
 func (h *Handler) Handle() error {
+	if h.stopped == nil && !h.held {
+		h.releaseElectionProposals()
+	}
 	for h.stopped == nil && !h.held && !h.restoring && h.core.HasReady() {
 		h.ready = pendingReady{rd: h.core.Ready()}
 		h.sendAhead()
@@ -552,6 +560,7 @@ func (h *Handler) Stop(err error) {
 		h.forwards[ticket].Done(Result{Err: err})
 	}
 	clear(h.forwards)
+	h.failElectionProposals(err)
 	h.failReads(err)
 }
 

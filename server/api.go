@@ -470,13 +470,28 @@ func (a *API) propose(w http.ResponseWriter, r *request, cmd Command, ok func(Re
 		return err
 	}
 	cmd.Client, cmd.Seq, cmd.Ack = client, seq, ack
-	if e, can := a.replica.(electionAwaiter); can && !a.leading() {
-		e.AwaitElection(r.Context()) // a candidate's write waits for the outcome (campaign.go)
+	if !a.leading() {
+		// A candidate's write is held for the election's outcome
+		// (campaign.go): proposed with the new leader's first entry if
+		// it wins, or it waits and goes on as below.
+		if e, can := a.replica.(electionProposer); can && cmd.Op != OpRenew {
+			if res, proposed, err := e.ProposeAtElection(r.Context(), cmd); proposed {
+				return a.proposed(w, r, cmd, res, err, ok)
+			}
+		} else if e, can := a.replica.(electionAwaiter); can {
+			e.AwaitElection(r.Context())
+		}
 	}
 	if !a.leading() {
 		return a.proposeFromFollower(w, r, cmd, ok)
 	}
 	res, err := a.replica.Propose(r.Context(), cmd)
+	return a.proposed(w, r, cmd, res, err, ok)
+}
+
+// proposed answers a write this node proposed as the leader, with its
+// result and error.
+func (a *API) proposed(w http.ResponseWriter, r *request, cmd Command, res Result, err error, ok func(Result) error) error {
 	// Refused before it reached the log: safe to pass on to the leader.
 	// Appended but leadership lost: safe only for a write in a session,
 	// which the leader recognizes as a retry.

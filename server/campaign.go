@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
+	"coord/node"
 	"coord/raft"
 )
 
@@ -43,6 +46,58 @@ func (n *Node) AwaitElection(ctx context.Context) {
 			return
 		case <-ctx.Done():
 			return
+		}
+	}
+}
+
+// electionProposer is a Replica that can propose a write on a candidate,
+// to be appended the moment it wins the election.
+type electionProposer interface {
+	// ProposeAtElection proposes cmd if this node is a candidate: it is
+	// appended the moment the node wins, in the same write as its first
+	// entry, and the result and error are Propose's. proposed is false
+	// if the node is no candidate, or did not win within an election
+	// timeout: then cmd was appended nowhere, and the caller goes on as
+	// for a follower.
+	ProposeAtElection(ctx context.Context, cmd Command) (res Result, proposed bool, err error)
+}
+
+// ProposeAtElection implements electionProposer. A write that reaches a
+// candidate, the leader's successor in a hand-over most often, would wait
+// for the outcome (AwaitElection), then be proposed: one write after the
+// new leader's first entry, another fsync on the new leader and on a
+// follower before it commits. Held in the node instead
+// (node.Handler.ProposeAtElection), it is appended with that entry, and
+// written, sent and synced with it.
+func (n *Node) ProposeAtElection(ctx context.Context, cmd Command) (Result, bool, error) {
+	if n.shell.Lead() != 0 || n.shell.Status().Role != raft.Candidate {
+		return Result{}, false, nil
+	}
+	start := time.Now()
+	done, err := n.shell.ProposeAtElectionAsync(ctx, cmd.Marshal())
+	if err != nil {
+		return Result{}, false, nil // it never reached the loop
+	}
+	n.log.Debug("trace: write held by the candidate")
+	for {
+		changed := n.shell.RoleChanged()
+		select {
+		case r := <-done:
+			if errors.Is(r.Err, node.ErrNotElected) {
+				return Result{}, false, nil
+			}
+			res, err := proposeAnswer(r)
+			return res, true, proposeOutcome(ctx, err)
+		case <-changed:
+			// The node answers the proposals it held before it publishes
+			// a new role: if it lost, done has the answer now.
+			if n.shell.Lead() == n.cfg.ID {
+				res, err := n.awaitProposal(ctx, done, start)
+				return res, true, proposeOutcome(ctx, err)
+			}
+		case <-ctx.Done():
+			// It may be appended yet, if the node wins.
+			return Result{}, true, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
 		}
 	}
 }

@@ -129,13 +129,16 @@
 // (node.Handler; docs/raft.md says why that is safe); the voters write
 // theirs and answer; the new leader appends its first entry. The stopping
 // leader counts the hand-over done when that entry's append arrives (only
-// the leader of a term sends appends), without waiting to write it, and
-// answers the writes it held meanwhile with 503 naming the new leader;
-// they were never proposed here, so a client's retry there cannot apply
-// twice (and a retry in an exactly-once session never does). A write that
-// reaches the new leader before its status shows it leads (it is still
-// writing its first entry) waits for the election's outcome instead of
-// being refused for want of a leader (Node.AwaitElection). The API then
+// the leader of a term sends appends), without waiting to write it. It
+// answers the writes it held meanwhile with 503 naming the new leader
+// sooner, as soon as the target's vote request arrives (the target
+// campaigns); they were never proposed here, so a client's retry there
+// cannot apply twice (and a retry in an exactly-once session never does).
+// A write that reaches the target while it campaigns is held by its node
+// and appended with its first entry, in the same disk write
+// (Node.ProposeAtElection); if it does not win, the write goes on as on a
+// follower. A renewal waits for the election's outcome instead
+// (Node.AwaitElection). The API then
 // stops: requests in flight are answered, connections that never sent a
 // request are closed at once, and after 250 ms what is still open (watch
 // and session streams) is ended, so the process exits in milliseconds, not

@@ -45,6 +45,16 @@ var ErrHandOverTargetGone = errors.New("server: the hand-over's target closed it
 // nothing it accepts is left for the next leader to finish. Serve calls it
 // on shutdown, bounded by Config.HandOverMax.
 func (n *Node) HandOver(ctx context.Context) (uint64, error) {
+	return n.handOver(ctx, nil)
+}
+
+// handOver is HandOver, calling campaigning (if not nil) once the target
+// is seen campaigning on this node's TimeoutNow: its vote request of a
+// later term arrived. That is a round of votes before the new leader's
+// first append, and the writes held meanwhile may go to it then (Serve's
+// handedOver.early): it holds them while it campaigns, and appends them
+// with its first entry (Node.ProposeAtElection).
+func (n *Node) handOver(ctx context.Context, campaigning func(target uint64)) (uint64, error) {
 	st := n.shell.Status()
 	if st.Role != raft.Leader {
 		return 0, nil
@@ -53,12 +63,16 @@ func (n *Node) HandOver(ctx context.Context) (uint64, error) {
 	if to == 0 {
 		return 0, nil
 	}
-	seen := newLeaderSeen(st.Term)
+	seen := newLeaderSeen(st.Term, to)
 	n.handOverSeen.Store(seen)
 	defer n.handOverSeen.Store(nil)
 	n.log.Debug("trace: hand over", "to", to, "match", st.Progress[to].Match, "last_index", st.LastIndex)
 	if err := n.shell.TransferLeadership(ctx, to); err != nil {
 		return to, fmt.Errorf("server: hand over to node %d: %w", to, mapErr(err))
+	}
+	campaign := seen.campaigning
+	if campaigning == nil {
+		campaign = nil
 	}
 	for {
 		changed := n.shell.Changed()
@@ -68,6 +82,10 @@ func (n *Node) HandOver(ctx context.Context) (uint64, error) {
 			return st.Lead, nil
 		}
 		select {
+		case <-campaign:
+			n.log.Debug("trace: hand-over target campaigns", "to", to)
+			campaigning(to)
+			campaign = nil
 		case <-seen.done:
 			leader, term := seen.leader()
 			n.log.Info("handed leadership over", "to", to, "leader", leader, "term", term)
@@ -91,25 +109,36 @@ func (n *Node) HandOver(ctx context.Context) (uint64, error) {
 // leaderSeen watches the messages a leader handing over receives for the
 // first leader's request of a later term than the one it led: its sender
 // leads that term (Raft: one leader per term, and only the leader sends
-// appends, heartbeats and snapshots).
+// appends, heartbeats and snapshots). It also watches for the target's
+// vote request of a later term: the target campaigns, on this node's
+// TimeoutNow.
 //
 // leaderSeen is safe for concurrent use: the transport's readers call
 // observe.
 type leaderSeen struct {
-	term uint64 // the term this node led
-	once sync.Once
+	term   uint64 // the term this node led
+	target uint64 // the node it hands over to
+	once   sync.Once
 	// done is closed once a later leader's request arrived; from then on
 	// by and in say whose and of which term.
 	done   chan struct{}
 	by, in atomic.Uint64
+	// campaigning is closed once the target's vote request of a later
+	// term arrived.
+	campaigning  chan struct{}
+	campaignOnce sync.Once
 }
 
-func newLeaderSeen(term uint64) *leaderSeen {
-	return &leaderSeen{term: term, done: make(chan struct{})}
+func newLeaderSeen(term, target uint64) *leaderSeen {
+	return &leaderSeen{term: term, target: target, done: make(chan struct{}), campaigning: make(chan struct{})}
 }
 
 // observe looks at one message that arrived from a peer.
 func (l *leaderSeen) observe(m raft.Message) {
+	if m.Type == raft.MsgVoteRequest && m.Transfer && m.Term > l.term && m.From == l.target && m.From != 0 {
+		l.campaignOnce.Do(func() { close(l.campaigning) })
+		return
+	}
 	switch m.Type {
 	case raft.MsgAppendRequest, raft.MsgHeartbeatRequest, raft.MsgSnapshotRequest:
 	default:
@@ -188,9 +217,11 @@ type handedOver struct {
 	next http.Handler
 	node *Node
 	// phase is handOverServing, handOverTransferring or handOverDone;
-	// ended is closed when the transfer ends, either way.
-	phase atomic.Int32
-	ended chan struct{}
+	// ended is closed when the transfer ends, either way, or when the
+	// target campaigns (early), whichever comes first.
+	phase     atomic.Int32
+	ended     chan struct{}
+	endedOnce sync.Once
 	// leader is the node that took over (end).
 	leader atomic.Uint64
 	// held, if set, is called when a write starts waiting (tests).
@@ -212,6 +243,19 @@ func newHandedOver(next http.Handler, node *Node) *handedOver {
 // begin starts holding writes: the transfer begins.
 func (h *handedOver) begin() { h.phase.Store(handOverTransferring) }
 
+// early names target, campaigning on this node's TimeoutNow, as the
+// leader from now on: the writes held are answered at once, naming it,
+// rather than a round of votes later, when its first append arrives. They
+// reach it while it is a candidate, which holds them and appends them
+// with its first entry (Node.ProposeAtElection), or just after. If it does
+// not win after all, it refuses or forwards them, and the client tries
+// again: they were appended nowhere.
+func (h *handedOver) early(target uint64) {
+	h.leader.Store(target)
+	h.phase.Store(handOverDone)
+	h.endedOnce.Do(func() { close(h.ended) })
+}
+
 // end ends the transfer: leader is the node that took over, 0 if none
 // did. If one did, h refuses every request from now on, naming it: the
 // writes held meanwhile first, then srv's idle connections are closed
@@ -220,14 +264,19 @@ func (h *handedOver) begin() { h.phase.Store(handOverTransferring) }
 // the held writes need not wait for that). If not, it serves as before
 // begin, held writes included.
 func (h *handedOver) end(srv *http.Server, leader uint64) {
-	if leader == 0 {
+	if leader == 0 && h.phase.Load() != handOverDone {
 		h.phase.Store(handOverServing)
-		close(h.ended)
+		h.endedOnce.Do(func() { close(h.ended) })
 		return
 	}
-	h.leader.Store(leader)
+	if leader != 0 {
+		h.leader.Store(leader)
+	}
+	// (With leader 0 after early: the target campaigned but was not seen
+	// to lead. The node stops anyway; requests go on naming the target,
+	// which forwards or refuses them.)
 	h.phase.Store(handOverDone)
-	close(h.ended)
+	h.endedOnce.Do(func() { close(h.ended) })
 	srv.SetKeepAlivesEnabled(false)
 }
 

@@ -50,7 +50,7 @@ func TestHandOverTransfersLeadership(t *testing.T) {
 // sender. Answers, votes, TimeoutNow and requests of the term it led or an
 // earlier one say nothing.
 func TestLeaderSeenByALaterTermsRequest(t *testing.T) {
-	seen := newLeaderSeen(5)
+	seen := newLeaderSeen(5, 3)
 	for _, m := range []raft.Message{
 		{Type: raft.MsgAppendRequest, From: 2, Term: 5},
 		{Type: raft.MsgHeartbeatRequest, From: 2, Term: 4},
@@ -68,7 +68,7 @@ func TestLeaderSeenByALaterTermsRequest(t *testing.T) {
 		}
 	}
 	for _, typ := range []raft.MessageType{raft.MsgAppendRequest, raft.MsgHeartbeatRequest, raft.MsgSnapshotRequest} {
-		seen := newLeaderSeen(5)
+		seen := newLeaderSeen(5, 3)
 		seen.observe(raft.Message{Type: typ, From: 3, Term: 6})
 		seen.observe(raft.Message{Type: typ, From: 2, Term: 7})
 		select {
@@ -79,6 +79,40 @@ func TestLeaderSeenByALaterTermsRequest(t *testing.T) {
 		if id, term := seen.leader(); id != 3 || term != 6 {
 			t.Errorf("after a %v: leader %d of term %d, want 3 of term 6 (the first seen)", typ, id, term)
 		}
+	}
+}
+
+// The target campaigning on the leader's TimeoutNow shows as its vote
+// request of a later term, marked as a transfer's: not another node's, not
+// a pre-vote, not one of the term the leader led, not one without the mark
+// (an election of its own).
+func TestTargetSeenCampaigning(t *testing.T) {
+	seen := newLeaderSeen(5, 3)
+	for _, m := range []raft.Message{
+		{Type: raft.MsgVoteRequest, From: 2, Term: 6, Transfer: true},
+		{Type: raft.MsgPreVoteRequest, From: 3, Term: 6, Transfer: true},
+		{Type: raft.MsgVoteRequest, From: 3, Term: 5, Transfer: true},
+		{Type: raft.MsgVoteRequest, From: 3, Term: 6},
+		{Type: raft.MsgAppendRequest, From: 3, Term: 5},
+	} {
+		seen.observe(m)
+		select {
+		case <-seen.campaigning:
+			t.Fatalf("%+v taken for the target campaigning", m)
+		default:
+		}
+	}
+	seen.observe(raft.Message{Type: raft.MsgVoteRequest, From: 3, Term: 6, Transfer: true})
+	seen.observe(raft.Message{Type: raft.MsgVoteRequest, From: 3, Term: 7, Transfer: true}) // closes nothing twice
+	select {
+	case <-seen.campaigning:
+	default:
+		t.Fatal("the target's vote request of term 6 not taken for it campaigning")
+	}
+	select {
+	case <-seen.done:
+		t.Fatal("a vote request taken for a leader's request")
+	default:
 	}
 }
 
@@ -287,5 +321,81 @@ func TestFailedHandOverPassesHeldWritesOn(t *testing.T) {
 	drain.end(srv.Config, 0)
 	if got := <-status; got != http.StatusOK {
 		t.Fatalf("held write after a failed hand-over: %d, want 200 (the node still leads)", got)
+	}
+}
+
+// The writes a stopping leader holds are answered as soon as the target
+// campaigns on its TimeoutNow (its vote request arrives), naming the
+// target, a round of votes before its first append would; sent there at
+// once, a write is held by the candidate and appended with its first
+// entry (ProposeAtElection), or, if it came after the win, proposed as
+// usual: either way it succeeds.
+func TestHeldWritesGoToTheTargetWhenItCampaigns(t *testing.T) {
+	c := newTestCluster(t, 3)
+	leader := c.waitLeader()
+	old := c.nodes[leader].Node
+	drain := newHandedOver(NewAPI(old, APIConfig{Logger: quiet}), old)
+	held := make(chan struct{}, 1)
+	drain.held = func() { held <- struct{}{} }
+	srv := httptest.NewServer(drain)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	put := func(url string) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, "PUT", url+"/v1/kv/early", strings.NewReader("v"))
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		return resp, err
+	}
+	drain.begin()
+	answered := make(chan *http.Response, 1)
+	go func() {
+		resp, err := put(srv.URL)
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- resp
+	}()
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("the write sent during the transfer was not held")
+	}
+	// When the target campaigns, the held write is answered before
+	// handOver returns, naming the target; the writer retries there.
+	retried := make(chan int, 1)
+	var target uint64
+	next, err := old.handOver(ctx, func(to uint64) {
+		target = to
+		drain.early(to)
+		resp := <-answered
+		if resp == nil || resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get(api.HeaderLeader) != strconv.FormatUint(to, 10) {
+			t.Errorf("the held write, when the target campaigns: %v, want 503 naming node %d", resp, to)
+		}
+		go func() {
+			resp, err := put(c.nodes[to].httpURL)
+			if err != nil {
+				t.Error(err)
+				retried <- 0
+				return
+			}
+			retried <- resp.StatusCode
+		}()
+	})
+	if err != nil {
+		t.Fatalf("handOver: %v", err)
+	}
+	drain.end(srv.Config, next)
+	if target == 0 || next != target {
+		t.Fatalf("target campaigned: %d; took over: %d", target, next)
+	}
+	if got := <-retried; got != http.StatusOK {
+		t.Fatalf("the write retried at the target: %d, want 200", got)
+	}
+	if got := c.waitLeader(); got != target {
+		t.Fatalf("leader %d after the hand-over, want %d", got, target)
 	}
 }

@@ -807,15 +807,20 @@ func (n *Node) Propose(ctx context.Context, cmd Command) (Result, error) {
 		}
 	}
 	res, err := n.propose(ctx, cmd)
+	return res, proposeOutcome(ctx, err)
+}
+
+// proposeOutcome is Propose's error for the error of a proposal's wait.
+func proposeOutcome(ctx context.Context, err error) error {
 	switch {
 	case err == nil, errors.Is(err, ErrOutcomeUnknown), errors.Is(err, ErrNotLeader), errors.Is(err, ErrStorage):
-		return res, err
+		return err
 	case errors.Is(err, ErrStopped), ctx.Err() != nil:
 		// The command may have been appended before the node stopped or
 		// the caller gave up: it may still commit.
-		return res, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 	}
-	return res, err
+	return err
 }
 
 func (n *Node) propose(ctx context.Context, cmd Command) (Result, error) {
@@ -826,6 +831,12 @@ func (n *Node) propose(ctx context.Context, cmd Command) (Result, error) {
 	if err != nil {
 		return Result{}, mapErr(err)
 	}
+	return n.awaitProposal(ctx, done, start)
+}
+
+// awaitProposal waits for the answer to a proposal the shell took at
+// start, on done, as a leader's proposal.
+func (n *Node) awaitProposal(ctx context.Context, done <-chan node.Result, start time.Time) (Result, error) {
 	for {
 		// Woken when the role or term changes, not at every commit: at 64
 		// clients, every Ready woke every waiting proposer.

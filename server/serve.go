@@ -161,13 +161,13 @@ func (o Options) Config() (Config, error) {
 // cfg.HandOverMax; the API still serves meanwhile, refusing or forwarding
 // writes, so that clients find the next leader. It returns the node that
 // took over, 0 if none did.
-func handOver(node *Node, cfg Config) uint64 {
+func handOver(node *Node, cfg Config, drain *handedOver) uint64 {
 	if cfg.HandOverMax <= 0 {
 		return 0
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.HandOverMax)
 	defer cancel()
-	leader, err := node.HandOver(ctx)
+	leader, err := node.handOver(ctx, drain.early)
 	if err != nil {
 		logger(cfg.Logger).Warn("stopping without handing leadership over", "err", err)
 		return 0
@@ -224,7 +224,7 @@ func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, ht
 		// learn the new leader at once (and idle connections close) while
 		// the server shuts down.
 		drain.begin()
-		drain.end(srv, handOver(node, cfg))
+		drain.end(srv, handOver(node, cfg, drain))
 	}
 	shutdownStart := time.Now()
 	serr := stoppable.shutdown(2 * time.Second)

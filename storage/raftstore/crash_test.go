@@ -25,7 +25,9 @@ import (
 // exception, by design: the term and vote go to the VOTE file before the
 // log, so they may be those of a later attempted call (a term and vote
 // persisted early are safe: a node may always move to a newer term, and
-// that vote was never promised to anyone else).
+// that vote was never promised to anyone else), and so may the commit
+// index the VOTE file holds beside them (a commit index is a fact learnt
+// from a leader, about entries the log holds).
 
 type opKind int
 
@@ -100,8 +102,10 @@ func (s state) apply(o op) state {
 }
 
 // workload returns n seeded calls and the model's states: states[i] is the
-// state after the first i calls.
-func workload(seed uint64, n int) ([]op, []state) {
+// state after the first i calls. With elections, one call in twelve is a
+// Save of a new term and vote alone (a candidate's or a voter's), which
+// the VOTE file makes durable without a sync of the log.
+func workload(seed uint64, n int, elections bool) ([]op, []state) {
 	rng := rand.New(rand.NewPCG(seed, 17))
 	states := []state{{}}
 	var ops []op
@@ -118,6 +122,15 @@ func workload(seed uint64, n int) ([]op, []state) {
 					ConfState: raft.ConfState{Voters: []uint64{1, 2, 3}, Learners: []uint64{uint64(len(ops))}}},
 				Data: []byte(fmt.Sprintf("installed at call %d", len(ops))),
 			}}
+		case r == 3 && elections:
+			// An election: a new term and a vote, no entries (a
+			// candidate's or a voter's Save).
+			term, vote = term+1, 1+rng.Uint64N(3)
+			commit := max(s.hs.Commit, snapIndex)
+			if s.last() > commit && rng.IntN(2) == 0 {
+				commit += 1 + rng.Uint64N(s.last()-commit) // learnt with the new term
+			}
+			o.hs = raft.HardState{Term: term, Vote: vote, Commit: commit}
 		case r <= 2 && s.last() > snapIndex:
 			o = op{kind: opCompact, snap: raft.Snapshot{
 				Metadata: raft.SnapshotMetadata{Index: snapIndex + 1 + rng.Uint64N(s.last()-snapIndex),
@@ -226,13 +239,18 @@ func sameState(a, b state) bool {
 }
 
 // checkRecovered fails unless got is one of states[lo..hi], but for a term
-// and vote that may be those of a later state up to hi.
+// and vote, and with them a commit index, that may be those of a later
+// state up to hi (the VOTE file holds all three, and is written first).
 func checkRecovered(t *testing.T, got state, states []state, lo, hi int, context string) {
 	t.Helper()
 	for i := lo; i <= hi; i++ {
 		for j := i; j <= hi; j++ {
 			want := states[i]
 			want.hs.Term, want.hs.Vote = states[j].hs.Term, states[j].hs.Vote
+			if sameState(got, want) {
+				return
+			}
+			want.hs.Commit = states[j].hs.Commit
 			if sameState(got, want) {
 				return
 			}
@@ -258,8 +276,8 @@ func crash(m *vfs.MemFS, mode int, seed uint64) {
 func TestCrashAtEveryStep(t *testing.T) {
 	points := 0
 	kinds := map[opKind]int{}
-	for seed := range uint64(4) {
-		ops, states := workload(seed, 30)
+	for seed := range uint64(6) {
+		ops, states := workload(seed, 30, seed >= 4)
 		dry := vfs.NewMemFS()
 		d := open(t, dry, "/node")
 		base := dry.Ops()
@@ -344,7 +362,7 @@ func TestInjectedFaults(t *testing.T) {
 	kinds := []vfs.OpKind{vfs.OpCreate, vfs.OpWrite, vfs.OpSync, vfs.OpRename, vfs.OpSyncDir, vfs.OpRemove, vfs.OpTruncate}
 	failures := 0
 	for seed := range uint64(60) {
-		ops, states := workload(seed, 40)
+		ops, states := workload(seed, 40, seed%4 == 3)
 		m := vfs.NewMemFS()
 		fault := vfs.FaultError
 		if seed%2 == 1 {
@@ -385,7 +403,7 @@ func TestInjectedFaults(t *testing.T) {
 // reached the page cache may be recovered, and that is allowed.
 func TestRestartWithoutCrash(t *testing.T) {
 	for seed := range uint64(20) {
-		ops, states := workload(seed, 40)
+		ops, states := workload(seed, 40, seed%2 == 1)
 		m := vfs.NewMemFS()
 		f := vfs.NewFaultFS(m, seed, vfs.Probabilistic(seed, 0.05, vfs.FaultError, vfs.OpSync, vfs.OpSyncDir))
 		d, err := raftstore.Open(f, "/node", opts)
@@ -411,7 +429,7 @@ func TestRestartWithoutCrash(t *testing.T) {
 func TestBitFlips(t *testing.T) {
 	detected := 0
 	for seed := range uint64(40) {
-		ops, states := workload(seed, 30)
+		ops, states := workload(seed, 30, false)
 		m := vfs.NewMemFS()
 		nth := 1 + int(seed*7)%40
 		f := vfs.NewFaultFS(m, seed, vfs.FailNth(nth, vfs.FaultBitFlip, vfs.OpWrite))

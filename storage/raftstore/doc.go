@@ -55,6 +55,19 @@
 // may always move on to a newer term, and the vote was promised to no one
 // else.
 //
+// The VOTE file is written in place, into the older of two checksummed
+// slots, and made durable by one fdatasync (format in vote.go): a torn
+// write leaves the other slot, so the file reads as before the write. A
+// Save of a term and vote alone (no entries) is then durable once the
+// VOTE file is: the slot holds its commit index too, and its log record is
+// written but not synced, since Open takes the term and vote from the VOTE
+// file where they are newer, and its commit index where it is higher than
+// the log's (it is one the log held durably, and committed entries are
+// never truncated), unless a Repair lost the log's records since its last
+// sync, in which case the log is synced too.
+// The record becomes durable with the next synced write. So an election
+// costs one fsync on the candidate and on each voter, not three.
+//
 // A new node's first VOTE file is written before its log holds anything
 // durable, and says so (a flag, cleared once the log's first sync
 // succeeded): a crash between the two leaves an empty log beside a VOTE
@@ -70,8 +83,10 @@
 //	             creation time; written once
 //	dir/VOTE     the newest term and the vote in it
 //
-// IDENTITY and VOTE are small checksummed records (formats in meta.go),
-// replaced atomically (tmp, fsync, rename, fsync dir).
+// IDENTITY is a small checksummed record (format in meta.go), replaced
+// atomically (tmp, fsync, rename, fsync dir). VOTE holds two such records
+// (format in vote.go), written in place; its first write, and the first
+// over the one-record file of earlier builds, creates it atomically.
 //
 // # Lost files
 //

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,8 +85,12 @@ func TestLostFilesAreRefused(t *testing.T) {
 		}, raftstore.ErrLost, "VOTE is missing"},
 		{"vote file with unknown flags", func(t *testing.T, m *vfs.MemFS) {
 			rewrite(t, m, "/node/VOTE", func(b []byte) []byte {
-				binary.LittleEndian.PutUint32(b[12:], 2)
-				binary.LittleEndian.PutUint32(b[32:], crc32.Checksum(b[:32], crc32.MakeTable(crc32.Castagnoli)))
+				// Both slots, re-checksummed: a record with flags this
+				// build does not know, not a torn one.
+				for _, slot := range []int{0, 4096} {
+					binary.LittleEndian.PutUint32(b[slot+12:], 2)
+					binary.LittleEndian.PutUint32(b[slot+48:], crc32.Checksum(b[slot:slot+48], crc32.MakeTable(crc32.Castagnoli)))
+				}
 				return b
 			})
 		}, raftstore.ErrCorrupt, "unknown flags 0x2"},
@@ -172,6 +177,35 @@ func TestIdentity(t *testing.T) {
 	got, ok := d.Identity()
 	if !ok || got.ClusterID != identity.ClusterID || got.NodeID != identity.NodeID || !got.Created.Equal(identity.Created) {
 		t.Fatalf("Identity() = %v %v, want %v", got, ok, identity)
+	}
+}
+
+// Identity does not wait for a write in progress: a node's status (and
+// each request it forwards) asks for it, and must not queue behind an
+// fsync. Here the log's sync is held until Identity has answered; a Disk
+// that took its lock in Identity would never answer, and the test would
+// hang.
+func TestIdentityDoesNotWaitForASave(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var hold atomic.Bool
+	f := vfs.NewFaultFS(vfs.NewMemFS(), 1, func(op vfs.Op) vfs.Fault {
+		if op.Kind == vfs.OpSync && strings.HasPrefix(op.Name, "/node/wal/") && hold.CompareAndSwap(true, false) {
+			close(entered)
+			<-release
+		}
+		return vfs.NoFault
+	})
+	d := open(t, f, "/node")
+	must(t, d.SetIdentity(identity))
+	hold.Store(true)
+	saved := make(chan error)
+	go func() { saved <- d.Save(raft.HardState{Term: 1, Vote: 1}, ents(1, 1, 1), true) }()
+	<-entered // the Save holds the Disk's lock, in the log's fsync
+	got, ok := d.Identity()
+	close(release)
+	must(t, <-saved)
+	if !ok || got.NodeID != identity.NodeID {
+		t.Fatalf("Identity() during a Save = %v %v, want %v", got, ok, identity)
 	}
 }
 

@@ -39,31 +39,18 @@ const (
 	tmpSuffix    = ".tmp"
 )
 
-// Record formats: a magic, a format version, the fields, and a CRC-32C of
-// everything before it. All integers are little-endian.
+// The IDENTITY record: a magic, a format version, the fields, and a
+// CRC-32C of everything before it. All integers are little-endian.
 //
 //	IDENTITY, 48 bytes: "coordID\x00", version 1 (4), zero (4), cluster id
 //	(8), node id (8), created in Unix nanoseconds (8), CRC (4), zero (4)
-//	VOTE, 40 bytes: "coordVOT", version 1 (4), flags (4), term (8),
-//	vote (8), CRC (4), zero (4); flag 1 (voteBeforeLog): written before
-//	the log held anything durable (earlier builds wrote 0 and ignore it)
+//
+// The VOTE file's formats are in vote.go.
 const (
 	identityMagic = "coordID\x00"
-	voteMagic     = "coordVOT"
 	metaVersion   = 1
 	identitySize  = 48
-	voteSize      = 40
 )
-
-// vote is what the VOTE file holds: the newest term and the vote in it.
-type vote struct{ term, vote uint64 }
-
-// voteBeforeLog flags a VOTE file written before the log held anything
-// durable: a new node's first Save writes the VOTE file, then the log,
-// and a crash between the two leaves this file beside an empty log, which
-// is not a lost one. The flag is cleared (the file written again) once the
-// log's first sync succeeded.
-const voteBeforeLog uint32 = 1
 
 func encodeIdentity(id Identity) []byte {
 	b := make([]byte, 0, identitySize)
@@ -77,29 +64,18 @@ func encodeIdentity(id Identity) []byte {
 	return binary.LittleEndian.AppendUint32(b, 0)
 }
 
-func encodeVote(v vote, flags uint32) []byte {
-	b := make([]byte, 0, voteSize)
-	b = append(b, voteMagic...)
-	b = binary.LittleEndian.AppendUint32(b, metaVersion)
-	b = binary.LittleEndian.AppendUint32(b, flags)
-	b = binary.LittleEndian.AppendUint64(b, v.term)
-	b = binary.LittleEndian.AppendUint64(b, v.vote)
-	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
-	return binary.LittleEndian.AppendUint32(b, 0)
-}
-
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // checkRecord validates the frame of a record of size bytes with magic;
 // errors wrap ErrCorrupt.
-func checkRecord(data []byte, magic string, size int) error {
+func checkRecord(data []byte, magic string, size int, version uint32) error {
 	switch {
 	case len(data) != size:
 		return fmt.Errorf("%w: %d bytes, want %d", ErrCorrupt, len(data), size)
 	case !bytes.Equal(data[:8], []byte(magic)):
 		return fmt.Errorf("%w: bad magic %q, want %q", ErrCorrupt, data[:8], magic)
-	case binary.LittleEndian.Uint32(data[8:]) != metaVersion:
-		return fmt.Errorf("%w: format version %d, this build reads %d", ErrCorrupt, binary.LittleEndian.Uint32(data[8:]), metaVersion)
+	case binary.LittleEndian.Uint32(data[8:]) != version:
+		return fmt.Errorf("%w: format version %d, want %d", ErrCorrupt, binary.LittleEndian.Uint32(data[8:]), version)
 	}
 	if got, want := binary.LittleEndian.Uint32(data[size-8:]), crc32.Checksum(data[:size-8], castagnoli); got != want {
 		return fmt.Errorf("%w: checksum %#08x, want %#08x", ErrCorrupt, got, want)
@@ -117,7 +93,7 @@ func readIdentity(fsys vfs.FS, dir string) (id Identity, ok bool, err error) {
 	if err != nil {
 		return Identity{}, false, err
 	}
-	if err := checkRecord(data, identityMagic, identitySize); err != nil {
+	if err := checkRecord(data, identityMagic, identitySize, metaVersion); err != nil {
 		return Identity{}, false, fmt.Errorf("%s: %w", name, err)
 	}
 	id = Identity{
@@ -129,26 +105,6 @@ func readIdentity(fsys vfs.FS, dir string) (id Identity, ok bool, err error) {
 		return Identity{}, false, fmt.Errorf("%s: %w: node id 0", name, ErrCorrupt)
 	}
 	return id, true, nil
-}
-
-// readVote reads dir's VOTE and its flags; ok is false if there is none.
-func readVote(fsys vfs.FS, dir string) (v vote, flags uint32, ok bool, err error) {
-	name := filepath.Join(dir, voteFile)
-	data, err := vfs.ReadFile(fsys, name)
-	if errors.Is(err, fs.ErrNotExist) {
-		return vote{}, 0, false, nil
-	}
-	if err != nil {
-		return vote{}, 0, false, err
-	}
-	if err := checkRecord(data, voteMagic, voteSize); err != nil {
-		return vote{}, 0, false, fmt.Errorf("%s: %w", name, err)
-	}
-	flags = binary.LittleEndian.Uint32(data[12:])
-	if flags&^voteBeforeLog != 0 {
-		return vote{}, 0, false, fmt.Errorf("%s: %w: unknown flags %#x", name, ErrCorrupt, flags)
-	}
-	return vote{term: binary.LittleEndian.Uint64(data[16:]), vote: binary.LittleEndian.Uint64(data[24:])}, flags, true, nil
 }
 
 // writeAtomic replaces dir/name with data durably: write a temporary

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"coord/internal/assert"
 	"coord/raft"
@@ -65,12 +66,16 @@ type Disk struct {
 	wal     *wal.WAL
 	lock    io.Closer // the directory's LOCK file, held while open
 
-	identity *Identity // nil: none written yet
-	vote     vote      // what the VOTE file holds (zero: no file)
-	// voteBeforeLog says the VOTE file carries that flag: it was written
-	// before the log held anything durable (see voteBeforeLog).
-	voteBeforeLog bool
-	hs            raft.HardState
+	// identity is nil until one is written. It is written once, so
+	// Identity reads it without the lock, never waiting behind a Save's
+	// fsync (a node's status and every forwarded request ask for it).
+	identity atomic.Pointer[Identity]
+	// voteFile is what the VOTE file holds (zero: no file), and where.
+	voteFile voteFileState
+	hs       raft.HardState
+	// logDurable says the log holds something durable (a hard state, an
+	// entry or a checkpoint), synced by this Disk or found at Open.
+	logDurable bool
 	// hsRewrite says a Repair took the log back to its last sync, which
 	// may lack hs (a commit index saved without sync): the next Save
 	// writes it again.
@@ -143,18 +148,19 @@ func (d *Disk) recover(dir string, opts Options) error {
 		return err
 	}
 	if hasID {
-		d.identity = &id
+		d.identity.Store(&id)
 	}
-	v, flags, hasVote, err := readVote(d.fs, dir)
+	vf, hasVote, err := readVote(d.fs, dir)
 	if err != nil {
 		return err
 	}
-	d.vote, d.voteBeforeLog = v, flags&voteBeforeLog != 0
+	d.voteFile = vf
 	w, state, err := d.openLog(dir, opts, hasVote)
 	if err != nil {
 		return err
 	}
 	d.wal, d.hs, d.ents = w, state.HardState, state.Entries
+	d.logDurable = !state.HardState.IsEmpty() || len(state.Entries) > 0 || state.Checkpoint.Index > 0
 	if err := d.checkLog(state, hasVote); err != nil {
 		return err
 	}
@@ -194,12 +200,12 @@ func (d *Disk) openLog(dir string, opts Options, hasVote bool) (*wal.WAL, wal.St
 	switch {
 	case lerr != nil:
 		return nil, wal.State{}, lerr
-	case d.identity != nil:
+	case d.identity.Load() != nil:
 		return nil, wal.State{}, fmt.Errorf("%w: the write-ahead log %s is missing (%v), but %s says this directory belongs to %v",
-			ErrLost, filepath.Join(dir, "wal"), err, identityFile, *d.identity)
+			ErrLost, filepath.Join(dir, "wal"), err, identityFile, *d.identity.Load())
 	case hasVote:
 		return nil, wal.State{}, fmt.Errorf("%w: the write-ahead log %s is missing (%v), but %s says the node voted in term %d",
-			ErrLost, filepath.Join(dir, "wal"), err, voteFile, d.vote.term)
+			ErrLost, filepath.Join(dir, "wal"), err, voteFile, d.voteFile.vote.term)
 	case len(snaps) > 0:
 		return nil, wal.State{}, fmt.Errorf("%w: the write-ahead log %s is missing (%v), but %s holds snapshot %s; it was not removed",
 			ErrLost, filepath.Join(dir, "wal"), err, d.snapDir, snaps[len(snaps)-1].Name)
@@ -213,16 +219,17 @@ func (d *Disk) openLog(dir string, opts Options, hasVote bool) (*wal.WAL, wal.St
 // that a directory with an identity did not lose its log's contents.
 func (d *Disk) checkLog(state wal.State, hasVote bool) error {
 	empty := state.HardState.IsEmpty() && len(state.Entries) == 0 && state.Checkpoint.Index == 0
+	id := d.identity.Load()
 	switch {
-	case d.identity != nil && empty && d.vote.term > 0 && !d.voteBeforeLog:
+	case id != nil && empty && d.voteFile.vote.term > 0 && d.voteFile.flags&voteBeforeLog == 0:
 		return fmt.Errorf("%w: the write-ahead log is empty, but %s says the node voted in term %d (%v)",
-			ErrLost, voteFile, d.vote.term, *d.identity)
-	case d.identity != nil && !hasVote && state.HardState.Term > 0:
+			ErrLost, voteFile, d.voteFile.vote.term, *id)
+	case id != nil && !hasVote && state.HardState.Term > 0:
 		return fmt.Errorf("%w: %s is missing, but the log is at term %d (%v)",
-			ErrLost, filepath.Join(d.dir, voteFile), state.HardState.Term, *d.identity)
+			ErrLost, filepath.Join(d.dir, voteFile), state.HardState.Term, *id)
 	}
 	hs := state.HardState
-	switch v := d.vote; {
+	switch v := d.voteFile.vote; {
 	case v.term > hs.Term:
 		// The log lost the record of the newest term (a torn or damaged
 		// tail): the VOTE file, written first, still has it.
@@ -235,18 +242,32 @@ func (d *Disk) checkLog(state wal.State, hasVote bool) error {
 		return fmt.Errorf("%w: in term %d the log says the vote went to %d, %s says to %d",
 			ErrCorrupt, hs.Term, hs.Vote, voteFile, v.vote)
 	}
+	// The VOTE file's commit index was durable in the log when written,
+	// and committed entries are never truncated: it is newer than the
+	// log's when the log's record of a vote-only Save was not synced.
+	last := state.Checkpoint.Index + uint64(len(state.Entries))
+	switch c := d.voteFile.commit; {
+	case c > last:
+		// The log lost entries it had synced (a disk that lied): the
+		// leader tells the node (raft.LogLost); the commit index must
+		// not point past the log.
+		d.logger.Warn("raftstore: the vote file's commit index is past the log's last index; ignoring it",
+			"dir", d.dir, "commit", c, "last_index", last)
+	case c > hs.Commit:
+		hs.Commit = c
+	}
 	d.hs = hs
 	return nil
 }
 
-// Identity returns the directory's identity, if one was written.
+// Identity returns the directory's identity, if one was written. It takes
+// no lock: it never waits for a write in progress.
 func (d *Disk) Identity() (Identity, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.identity == nil {
+	id := d.identity.Load()
+	if id == nil {
 		return Identity{}, false
 	}
-	return *d.identity, true
+	return *id, true
 }
 
 // SetIdentity records, durably, whose directory this is: from then on,
@@ -263,7 +284,7 @@ func (d *Disk) SetIdentity(id Identity) error {
 	if id.NodeID == 0 {
 		return fmt.Errorf("raftstore: set identity: node id 0")
 	}
-	if have := d.identity; have != nil {
+	if have := d.identity.Load(); have != nil {
 		if have.ClusterID != id.ClusterID || have.NodeID != id.NodeID {
 			return fmt.Errorf("%w: it is %v, not %v", ErrIdentity, *have, id)
 		}
@@ -272,7 +293,7 @@ func (d *Disk) SetIdentity(id Identity) error {
 	if err := writeAtomic(d.fs, d.dir, identityFile, encodeIdentity(id)); err != nil {
 		return fmt.Errorf("raftstore: set identity: %w", err)
 	}
-	d.identity = &id
+	d.identity.Store(&id)
 	return nil
 }
 
@@ -486,20 +507,26 @@ func (d *Disk) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 	if len(ents) == 0 && !writeHS {
 		return nil
 	}
-	if writeHS && (vote{hs.Term, hs.Vote} != d.vote) {
+	if writeHS && (vote{hs.Term, hs.Vote} != d.voteFile.vote) {
 		// The term and vote go to their own file first: a log that loses
 		// its tail must not take a vote with it (Raft Figure 2: one vote
 		// per term, on stable storage before the response). Before the
 		// log holds anything durable the file says so, so that a crash
 		// before the log's first sync is not taken for a lost log.
 		var flags uint32
-		if d.logEmpty() {
+		if !d.logDurable {
 			flags = voteBeforeLog
 		}
-		if err := writeAtomic(d.fs, d.dir, voteFile, encodeVote(vote{hs.Term, hs.Vote}, flags)); err != nil {
+		// The commit index goes with them when it is one the log holds
+		// durably (a Save without entries: d's entries are durable), so
+		// that such a Save is durable whole without the log's sync.
+		var commit uint64
+		if len(ents) == 0 && hs.Commit <= d.lastIndex() {
+			commit = hs.Commit
+		}
+		if err := d.writeVote(vote{hs.Term, hs.Vote}, flags, commit); err != nil {
 			return fmt.Errorf("raftstore: save: vote: %w", err)
 		}
-		d.vote, d.voteBeforeLog = vote{hs.Term, hs.Vote}, flags != 0
 	}
 	var record raft.HardState
 	switch {
@@ -511,10 +538,19 @@ func (d *Disk) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 	// Only a commit index may wait for the next sync: a vote or an entry
 	// the node has promised must not be lost.
 	commitOnly := len(ents) == 0 && hs.Term == d.hs.Term && hs.Vote == d.hs.Vote
+	// A new term or vote without entries is durable already, with its
+	// commit index, in the VOTE file, which Open prefers to an older log
+	// record (checkLog): its log record need not be synced (unless a
+	// Repair lost the records since the last sync, which the next sync
+	// must bring back). It becomes durable with the next sync. This saves
+	// an election one fsync on the candidate and each voter.
+	voteOnly := len(ents) == 0 && !commitOnly && !d.hsRewrite &&
+		d.voteFile.vote == (vote{hs.Term, hs.Vote}) && d.voteFile.commit == hs.Commit
 	if err := d.wal.Append(record, ents); err != nil {
 		return fmt.Errorf("raftstore: save: %w", err)
 	}
-	if sync || !commitOnly {
+	synced := (sync || !commitOnly) && !voteOnly
+	if synced {
 		if err := d.wal.Sync(); err != nil {
 			return fmt.Errorf("raftstore: save: %w", err)
 		}
@@ -528,16 +564,20 @@ func (d *Disk) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 	if len(ents) > 0 {
 		d.ents = append(d.ents[:ents[0].Index-d.firstIndex()], cloneEntries(ents)...)
 	}
-	if sync || !commitOnly {
-		d.logStarted()
+	if synced {
+		d.logSynced()
 	}
 	return nil
 }
 
-// logEmpty reports whether the log holds nothing durable: no hard state,
-// entry or checkpoint (a new node before its first Save).
-func (d *Disk) logEmpty() bool {
-	return d.hs.IsEmpty() && len(d.ents) == 0 && d.snapMeta.Index == 0
+// logSynced notes that the log's records so far are durable, d.hs
+// included, and clears the VOTE file's voteBeforeLog flag if the log holds
+// something durable now.
+func (d *Disk) logSynced() {
+	if !d.hs.IsEmpty() || len(d.ents) > 0 || d.snapMeta.Index > 0 {
+		d.logDurable = true
+	}
+	d.logStarted()
 }
 
 // logStarted clears the VOTE file's voteBeforeLog flag once the log holds
@@ -545,14 +585,12 @@ func (d *Disk) logEmpty() bool {
 // file is a lost one. A failure is logged and retried at the next sync:
 // the flag only weakens that check meanwhile.
 func (d *Disk) logStarted() {
-	if !d.voteBeforeLog || d.logEmpty() {
+	if d.voteFile.flags&voteBeforeLog == 0 || !d.logDurable {
 		return
 	}
-	if err := writeAtomic(d.fs, d.dir, voteFile, encodeVote(d.vote, 0)); err != nil {
+	if err := d.writeVote(d.voteFile.vote, 0, d.voteFile.commit); err != nil {
 		d.logger.Warn("raftstore: rewrite the vote file once the log started", "dir", d.dir, "err", err)
-		return
 	}
-	d.voteBeforeLog = false
 }
 
 func firstOf(ents []raft.Entry) uint64 {
@@ -676,7 +714,7 @@ func (d *Disk) checkpoint(meta raft.SnapshotMetadata, sum uint32, size int64, hs
 	d.hs, d.snapMeta, d.snapSum, d.snapSize = hs, cloneMeta(meta), sum, size
 	d.hsRewrite = false         // the checkpoint holds hs
 	d.ents = slices.Clone(keep) // frees the compacted prefix
-	d.logStarted()
+	d.logSynced()
 	d.dropStaleReceived()
 	// The checkpoint holds; a file left behind is removed by the next Open.
 	if err := d.removeSnapshotsExcept(name); err != nil {
@@ -697,7 +735,7 @@ func (d *Disk) Close() error {
 		return nil
 	}
 	d.closed = true
-	err := d.wal.Close()
+	err := errors.Join(d.wal.Close(), d.closeVoteFile())
 	if lerr := d.lock.Close(); err == nil {
 		err = lerr
 	}

@@ -1,0 +1,120 @@
+package node
+
+import (
+	"context"
+	"fmt"
+
+	"coord/raft"
+)
+
+// ErrNotElected is the Err of a proposal made with ProposeAtElection on a
+// candidate that did not win (it heard of another leader, went back to
+// waiting, or the election took longer than an election timeout), or on a
+// node that was no candidate: the proposal was appended nowhere, and the
+// caller may take it elsewhere. It wraps raft.ErrNotLeader.
+var ErrNotElected = fmt.Errorf("%w: the candidate was not elected", raft.ErrNotLeader)
+
+// maxElectionProposals bounds the proposals a candidate holds; past it
+// ProposeAtElection refuses with ErrNotElected.
+const maxElectionProposals = 4096
+
+// electionProposal is a proposal a candidate holds until the election
+// ends.
+type electionProposal struct {
+	data []byte
+	done Waiter
+	tick uint64 // Handler.ticks when it came
+}
+
+// ProposeAtElection is Propose for a node that may be winning an election:
+// on a candidate, the proposal is held until the election ends, and
+// proposed the moment this node becomes leader, before the Ready that
+// writes the leader's first (empty) entry is made, so that both are
+// written, sent and synced together, not one write after the other. A
+// leader's successor in a hand-over is a candidate for a round of votes,
+// and the writes that reach it meanwhile are the first the new leader
+// makes.
+//
+// done hears how the proposal ended, as for Propose, or ErrNotElected if
+// this node did not win within an election timeout (ElectionTicks ticks),
+// or was no candidate when the proposal came: then it was appended
+// nowhere. On a leader it is Propose.
+func (h *Handler) ProposeAtElection(data []byte, done Waiter) error {
+	if h.stopped != nil {
+		return h.stopped
+	}
+	if h.held {
+		return h.StorageErr()
+	}
+	switch h.core.Status().Role {
+	case raft.Leader:
+		return h.Propose(data, done)
+	case raft.Candidate:
+		if len(h.atElection) < maxElectionProposals {
+			h.atElection = append(h.atElection, electionProposal{data: data, done: done, tick: h.ticks})
+			return nil
+		}
+	}
+	return ErrNotElected
+}
+
+// releaseElectionProposals proposes the proposals held during an election
+// if this node won it, or refuses them if it did not (or waited an
+// election timeout): Handle calls it before it takes a Ready, so that a
+// new leader's first Ready carries them beside its empty entry.
+func (h *Handler) releaseElectionProposals() {
+	if len(h.atElection) == 0 {
+		return
+	}
+	held := h.atElection
+	h.atElection = nil
+	switch h.core.Status().Role {
+	case raft.Leader:
+		for _, p := range held {
+			index, term, err := h.core.Propose(p.data)
+			if err != nil { // a leadership transfer began already
+				p.done(Result{Err: err})
+				continue
+			}
+			h.await(index, term, p.done)
+		}
+	case raft.Candidate:
+		for _, p := range held {
+			if h.ticks-p.tick < uint64(h.electionTicks) {
+				h.atElection = append(h.atElection, p)
+				continue
+			}
+			p.done(Result{Err: ErrNotElected})
+		}
+	default:
+		for _, p := range held {
+			p.done(Result{Err: ErrNotElected})
+		}
+	}
+}
+
+// failElectionProposals ends the held proposals with err (Stop).
+func (h *Handler) failElectionProposals(err error) {
+	held := h.atElection
+	h.atElection = nil
+	for _, p := range held {
+		p.done(Result{Err: err})
+	}
+}
+
+// ProposeAtElectionAsync is ProposeAsync with Handler.ProposeAtElection:
+// on a candidate the proposal waits for the election's outcome, and is
+// written with the new leader's first entry if this node wins; the channel
+// receives ErrNotElected if it does not (the proposal went nowhere).
+func (n *Node) ProposeAtElectionAsync(ctx context.Context, data []byte) (<-chan Result, error) {
+	ch := make(chan Result, 1)
+	err := n.do(ctx, func() {
+		if err := n.h.ProposeAtElection(data, func(r Result) { ch <- r }); err != nil {
+			ch <- Result{Err: err}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ch, nil
+}

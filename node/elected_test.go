@@ -1,0 +1,126 @@
+package node
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"coord/raft"
+)
+
+// candidate makes node 1 a candidate (its pre-vote won, its vote requests
+// out) and returns the term it campaigns in.
+func candidate(t *testing.T, h *Handler) uint64 {
+	t.Helper()
+	h.Core().Campaign()
+	mustHandle(t, h)
+	mustStep(t, h, raft.Message{Type: raft.MsgPreVoteResponse, From: 2, To: 1, Term: h.Core().Status().Term + 1})
+	st := h.Core().Status()
+	if st.Role != raft.Candidate {
+		t.Fatalf("node 1 is %v, want a candidate", st.Role)
+	}
+	return st.Term
+}
+
+// A proposal a candidate holds is written with the new leader's first
+// entry: one Save of both, not two in a row; and it applies once committed.
+func TestProposeAtElectionRidesWithTheFirstEntry(t *testing.T) {
+	h, r := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
+	term := candidate(t, h)
+	var got []Result
+	if err := h.ProposeAtElection([]byte("held"), func(res Result) { got = append(got, res) }); err != nil {
+		t.Fatal(err)
+	}
+	mustHandle(t, h)
+	r.events = nil
+	mustStep(t, h, raft.Message{Type: raft.MsgVoteResponse, From: 2, To: 1, Term: term})
+	var saves []string
+	for _, e := range r.events {
+		if strings.HasPrefix(e, "save") {
+			saves = append(saves, e)
+		}
+	}
+	if len(saves) != 1 || !strings.HasSuffix(saves[0], " entries=2") {
+		t.Fatalf("the new leader's saves: %q, want one of its empty entry and the held proposal (entries=2)", saves)
+	}
+	acknowledge(t, h)
+	if len(got) != 1 || got[0].Err != nil || got[0].Value != "held" {
+		t.Fatalf("the held proposal ended with %+v, want applied with value \"held\"", got)
+	}
+}
+
+// A candidate that does not win refuses what it held with ErrNotElected
+// (appended nowhere): when it hears of another leader, when it waited an
+// election timeout, and a node that is no candidate refuses at once.
+func TestProposeAtElectionNotElected(t *testing.T) {
+	t.Run("another leader", func(t *testing.T) {
+		h, r := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
+		term := candidate(t, h)
+		var got []Result
+		if err := h.ProposeAtElection([]byte("held"), func(res Result) { got = append(got, res) }); err != nil {
+			t.Fatal(err)
+		}
+		mustHandle(t, h)
+		if len(got) != 0 {
+			t.Fatalf("a candidate answered at once: %+v", got)
+		}
+		last := h.Core().Status().LastIndex
+		mustStep(t, h, raft.Message{Type: raft.MsgHeartbeatRequest, From: 2, To: 1, Term: term})
+		if len(got) != 1 || !errors.Is(got[0].Err, ErrNotElected) || !errors.Is(got[0].Err, raft.ErrNotLeader) {
+			t.Fatalf("after another leader: %+v, want ErrNotElected", got)
+		}
+		if st := h.Core().Status(); st.LastIndex != last {
+			t.Fatalf("the refused proposal reached the log: last index %d, was %d", st.LastIndex, last)
+		}
+		_ = r
+	})
+	t.Run("election timeout", func(t *testing.T) {
+		h, _ := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
+		candidate(t, h)
+		var got []Result
+		if err := h.ProposeAtElection([]byte("held"), func(res Result) { got = append(got, res) }); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2*raft.DefaultConfig().ElectionTicks && len(got) == 0; i++ {
+			if err := h.Tick(); err != nil {
+				t.Fatal(err)
+			}
+			mustHandle(t, h)
+		}
+		if len(got) != 1 || !errors.Is(got[0].Err, ErrNotElected) {
+			t.Fatalf("after two election timeouts: %+v, want ErrNotElected", got)
+		}
+	})
+	t.Run("a follower", func(t *testing.T) {
+		h, _ := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
+		err := h.ProposeAtElection([]byte("x"), func(Result) { t.Fatal("a refused proposal was answered") })
+		if !errors.Is(err, ErrNotElected) {
+			t.Fatalf("ProposeAtElection on a follower: %v, want ErrNotElected", err)
+		}
+	})
+	t.Run("a leader", func(t *testing.T) {
+		h, r := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
+		elect(t, h, r)
+		var got []Result
+		if err := h.ProposeAtElection([]byte("now"), func(res Result) { got = append(got, res) }); err != nil {
+			t.Fatal(err)
+		}
+		mustHandle(t, h)
+		acknowledge(t, h)
+		if len(got) != 1 || got[0].Err != nil || got[0].Value != "now" {
+			t.Fatalf("on a leader: %+v, want applied", got)
+		}
+	})
+	t.Run("stopped", func(t *testing.T) {
+		h, _ := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
+		candidate(t, h)
+		var got []Result
+		if err := h.ProposeAtElection([]byte("held"), func(res Result) { got = append(got, res) }); err != nil {
+			t.Fatal(err)
+		}
+		h.Stop(nil)
+		if len(got) != 1 || !errors.Is(got[0].Err, ErrStopped) {
+			t.Fatalf("after Stop: %+v, want ErrStopped", got)
+		}
+	})
+}
