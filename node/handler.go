@@ -184,6 +184,10 @@ type Handler struct {
 	// leader's request of that term vouches for nothing unpersisted.
 	durableTerm uint64
 
+	// batchBytes is the data proposed (Propose, Forward) since the last
+	// Handle began: what the next Ready writes (Node bounds it).
+	batchBytes uint64
+
 	ticks        uint64 // ticks seen: the clock of the retries
 	compactAfter uint64 // no compaction before this tick (after a failure)
 	compactWait  uint64 // ticks to wait after the next failure
@@ -285,6 +289,12 @@ func (h *Handler) Applied() uint64 { return h.applied }
 // Conf returns the membership as of the last entry applied.
 func (h *Handler) Conf() raft.ConfState { return h.conf }
 
+// BatchBytes returns the data proposed (Propose, Forward, refused ones
+// included) since the last Handle began: about what the next Ready writes.
+// A caller that batches proposals between two Handles bounds it (Node's
+// MaxProposalBytesPerBatch).
+func (h *Handler) BatchBytes() uint64 { return h.batchBytes }
+
 // Held reports whether the handler holds a Ready its storage did not take.
 func (h *Handler) Held() bool { return h.held }
 
@@ -356,6 +366,7 @@ func (h *Handler) ReportPeerGone(id uint64) {
 // (with the state machine's result) or can no longer be (see Result). An
 // error means the proposal was refused and done will not be called.
 func (h *Handler) Propose(data []byte, done Waiter) error {
+	h.batchBytes += uint64(len(data))
 	return h.propose(func() (uint64, uint64, error) { return h.core.Propose(data) }, done)
 }
 
@@ -405,6 +416,7 @@ func (h *Handler) Forward(data []byte, w ForwardWaiter) error {
 	if h.held {
 		return h.StorageErr()
 	}
+	h.batchBytes += uint64(len(data))
 	ticket, err := h.core.Forward(data)
 	if err != nil {
 		return err
@@ -510,6 +522,7 @@ func (h *Handler) ReadIndex(id uint64, done Waiter) error {
 // ErrStorage when a Ready's write failed and the Ready is now held (the
 // caller goes on ticking); any other error stopped the handler.
 func (h *Handler) Handle() error {
+	h.batchBytes = 0
 	for h.stopped == nil && !h.held && !h.restoring && h.core.HasReady() {
 		h.ready = pendingReady{rd: h.core.Ready()}
 		h.sendAhead()

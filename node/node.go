@@ -79,6 +79,16 @@ type Config struct {
 	// InboxMessages bounds the messages waiting for the loop; Deliver
 	// drops past it, as a full network buffer would.
 	InboxMessages int
+	// MaxProposalBytesPerBatch bounds the data of the proposals (Propose,
+	// ProposeAsync, Forward) the loop takes into one batch, which one
+	// Ready writes and fsyncs: past it, the next proposals wait for the
+	// loop's next round, after the ticks and peer messages that came
+	// meanwhile. The loop neither ticks nor steps while it writes, so a
+	// leader that took 64 proposals of 1 MB at once spent seconds in one
+	// write, sent no heartbeat and no append, and its followers elected
+	// another leader. One proposal is always taken, however large. 0
+	// means no bound.
+	MaxProposalBytesPerBatch uint64
 	// ConfChanged, if set, is called on the loop goroutine after a
 	// membership change is applied (to update a transport's address book
 	// from the change's Context, say). It must not block.
@@ -94,13 +104,15 @@ type Config struct {
 }
 
 // DefaultConfig returns a Config with 100 ms ticks (elections after 1-2 s),
-// a snapshot every 10,000 entries and an inbox of 4096 messages.
+// a snapshot every 10,000 entries, an inbox of 4096 messages and batches
+// of proposals of at most 4 MiB.
 func DefaultConfig() Config {
 	return Config{
-		Raft:            raft.DefaultConfig(),
-		TickInterval:    100 * time.Millisecond,
-		SnapshotEntries: 10000,
-		InboxMessages:   4096,
+		Raft:                     raft.DefaultConfig(),
+		TickInterval:             100 * time.Millisecond,
+		SnapshotEntries:          10000,
+		InboxMessages:            4096,
+		MaxProposalBytesPerBatch: 4 << 20,
 	}
 }
 
@@ -516,12 +528,22 @@ const drainMax = 512
 // drain takes whatever else is queued (messages, requests, reports)
 // without waiting, so that one Ready, and one fsync, covers all of it:
 // proposals that arrived during the last fsync share the next one.
+//
+// Once the batch holds MaxProposalBytesPerBatch of proposals it takes no
+// more requests: a proposal reaches the loop only as a request, and the
+// batch's write must stay short enough for the loop to tick (send
+// heartbeats) and step the followers' acknowledgements (send appends)
+// between two writes.
 func (n *Node) drain() {
 	for range drainMax {
+		requests := n.requests
+		if limit := n.cfg.MaxProposalBytesPerBatch; limit > 0 && n.h.BatchBytes() >= limit {
+			requests = nil // a nil channel: never ready
+		}
 		select {
 		case it := <-n.inbox:
 			n.step(it)
-		case f := <-n.requests:
+		case f := <-requests:
 			f()
 		case f := <-n.reports:
 			f()
