@@ -30,7 +30,7 @@ func (s slowSaves) Save(hs raft.HardState, entries []raft.Entry, sync bool) erro
 }
 
 // Many large proposals at once keep the leader: the loop takes at most
-// MaxProposalBytesPerBatch of them into one Ready, so no single write lasts
+// MaxEntryBytesPerBatch of them into one Ready, so no single write lasts
 // long enough for the followers' election timeouts to run out between two
 // rounds of heartbeats and appends. Without the bound (the control) the
 // leader took all 64 into one write of 32 MiB, 640 ms of the disk here,
@@ -77,7 +77,7 @@ func runLargeProposals(t *testing.T, maxBatch uint64, wantElection bool) {
 		cfg.StateMachine = m.sm
 		cfg.TickInterval = 10 * time.Millisecond // elections after 100-200 ms
 		cfg.SnapshotEntries = 0
-		cfg.MaxProposalBytesPerBatch = maxBatch
+		cfg.MaxEntryBytesPerBatch = maxBatch
 		n, err := Start(cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -184,8 +184,9 @@ type Handler struct {
 	// leader's request of that term vouches for nothing unpersisted.
 	durableTerm uint64
 
-	// batchBytes is the data proposed (Propose, Forward) since the last
-	// Handle began: what the next Ready writes (Node bounds it).
+	// batchBytes is the entry data taken (proposed, or stepped in a peer's
+	// message) since the last Handle began: about what the next Ready
+	// writes (Node bounds it).
 	batchBytes uint64
 
 	ticks        uint64 // ticks seen: the clock of the retries
@@ -289,10 +290,11 @@ func (h *Handler) Applied() uint64 { return h.applied }
 // Conf returns the membership as of the last entry applied.
 func (h *Handler) Conf() raft.ConfState { return h.conf }
 
-// BatchBytes returns the data proposed (Propose, Forward, refused ones
-// included) since the last Handle began: about what the next Ready writes.
-// A caller that batches proposals between two Handles bounds it (Node's
-// MaxProposalBytesPerBatch).
+// BatchBytes returns the entry data taken since the last Handle began:
+// proposed (Propose, Forward) or stepped (the entries of a peer's append
+// or forwarded proposals), refused ones included; about what the next
+// Ready writes. A caller that batches work between two Handles bounds it
+// (Node's MaxEntryBytesPerBatch).
 func (h *Handler) BatchBytes() uint64 { return h.batchBytes }
 
 // Held reports whether the handler holds a Ready its storage did not take.
@@ -347,6 +349,9 @@ func (h *Handler) Step(m raft.Message) error {
 	}
 	if h.held {
 		return h.StorageErr()
+	}
+	for _, e := range m.Entries {
+		h.batchBytes += uint64(len(e.Data))
 	}
 	return h.core.Step(m)
 }

@@ -79,16 +79,19 @@ type Config struct {
 	// InboxMessages bounds the messages waiting for the loop; Deliver
 	// drops past it, as a full network buffer would.
 	InboxMessages int
-	// MaxProposalBytesPerBatch bounds the data of the proposals (Propose,
-	// ProposeAsync, Forward) the loop takes into one batch, which one
-	// Ready writes and fsyncs: past it, the next proposals wait for the
-	// loop's next round, after the ticks and peer messages that came
-	// meanwhile. The loop neither ticks nor steps while it writes, so a
-	// leader that took 64 proposals of 1 MB at once spent seconds in one
-	// write, sent no heartbeat and no append, and its followers elected
-	// another leader. One proposal is always taken, however large. 0
-	// means no bound.
-	MaxProposalBytesPerBatch uint64
+	// MaxEntryBytesPerBatch bounds the entry data the loop takes into
+	// one batch, which one Ready writes and fsyncs: its own proposals
+	// (Propose, ProposeAsync, Forward) and the entries of the peers'
+	// messages (a leader's appends, a follower's forwarded proposals).
+	// Past it, the loop takes nothing more and writes; the rest waits for
+	// its next round, with the ticks that came meanwhile. The loop
+	// neither ticks nor steps while it writes, so a leader that took 64
+	// proposals of 1 MB at once spent seconds in one write, sent no
+	// heartbeat and no append, and its followers elected another leader;
+	// a follower in such a write answers nothing, and its leader's check
+	// of a quorum (raft.Config.CheckQuorum) steps it down. One message or
+	// proposal is always taken, however large. 0 means no bound.
+	MaxEntryBytesPerBatch uint64
 	// ConfChanged, if set, is called on the loop goroutine after a
 	// membership change is applied (to update a transport's address book
 	// from the change's Context, say). It must not block.
@@ -105,14 +108,14 @@ type Config struct {
 
 // DefaultConfig returns a Config with 100 ms ticks (elections after 1-2 s),
 // a snapshot every 10,000 entries, an inbox of 4096 messages and batches
-// of proposals of at most 4 MiB.
+// of at most 4 MiB of entries.
 func DefaultConfig() Config {
 	return Config{
-		Raft:                     raft.DefaultConfig(),
-		TickInterval:             100 * time.Millisecond,
-		SnapshotEntries:          10000,
-		InboxMessages:            4096,
-		MaxProposalBytesPerBatch: 4 << 20,
+		Raft:                  raft.DefaultConfig(),
+		TickInterval:          100 * time.Millisecond,
+		SnapshotEntries:       10000,
+		InboxMessages:         4096,
+		MaxEntryBytesPerBatch: 4 << 20,
 	}
 }
 
@@ -529,21 +532,19 @@ const drainMax = 512
 // without waiting, so that one Ready, and one fsync, covers all of it:
 // proposals that arrived during the last fsync share the next one.
 //
-// Once the batch holds MaxProposalBytesPerBatch of proposals it takes no
-// more requests: a proposal reaches the loop only as a request, and the
-// batch's write must stay short enough for the loop to tick (send
-// heartbeats) and step the followers' acknowledgements (send appends)
-// between two writes.
+// Once the batch holds MaxEntryBytesPerBatch of entries it takes nothing
+// more: its write must stay short enough for the loop to tick (a leader's
+// heartbeats) and step messages (a follower's answers, a leader's next
+// appends) between two writes.
 func (n *Node) drain() {
 	for range drainMax {
-		requests := n.requests
-		if limit := n.cfg.MaxProposalBytesPerBatch; limit > 0 && n.h.BatchBytes() >= limit {
-			requests = nil // a nil channel: never ready
+		if limit := n.cfg.MaxEntryBytesPerBatch; limit > 0 && n.h.BatchBytes() >= limit {
+			return
 		}
 		select {
 		case it := <-n.inbox:
 			n.step(it)
-		case f := <-requests:
+		case f := <-n.requests:
 			f()
 		case f := <-n.reports:
 			f()
