@@ -133,3 +133,32 @@ func runLargeProposals(t *testing.T, maxBatch uint64, wantElection bool) {
 		})
 	}
 }
+
+// BatchBytes counts the entry data taken since the last Handle began: the
+// leader's own proposals, and the entries of a stepped message (here a
+// follower's forwarded proposals); Handle starts the next batch at zero.
+func TestBatchBytesCountsProposalsAndSteppedEntries(t *testing.T) {
+	h, r := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
+	elect(t, h, r)
+	if got := h.BatchBytes(); got != 0 {
+		t.Fatalf("BatchBytes after Handle = %d, want 0", got)
+	}
+	for range 3 {
+		if err := h.Propose(make([]byte, 1000), func(Result) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := h.Core().Status()
+	forwarded := raft.Message{Type: raft.MsgProposalRequest, From: 2, To: 1, Term: st.Term, ReadRound: 1,
+		Entries: []raft.Entry{{Data: make([]byte, 500)}, {Data: make([]byte, 24)}}}
+	if err := h.Step(forwarded); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := h.BatchBytes(), uint64(3*1000+500+24); got != want {
+		t.Fatalf("BatchBytes = %d, want %d (three proposals and two forwarded entries)", got, want)
+	}
+	mustHandle(t, h)
+	if got := h.BatchBytes(); got != 0 {
+		t.Fatalf("BatchBytes after Handle = %d, want 0", got)
+	}
+}

@@ -371,8 +371,10 @@ func (h *Handler) ReportPeerGone(id uint64) {
 // (with the state machine's result) or can no longer be (see Result). An
 // error means the proposal was refused and done will not be called.
 func (h *Handler) Propose(data []byte, done Waiter) error {
-	h.batchBytes += uint64(len(data))
-	return h.propose(func() (uint64, uint64, error) { return h.core.Propose(data) }, done)
+	return h.propose(func() (uint64, uint64, error) {
+		h.batchBytes += uint64(len(data))
+		return h.core.Propose(data)
+	}, done)
 }
 
 // ForwardWaiter hears what became of a proposal made with Forward. Its
