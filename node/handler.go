@@ -184,6 +184,11 @@ type Handler struct {
 	// leader's request of that term vouches for nothing unpersisted.
 	durableTerm uint64
 
+	// batchBytes is the entry data taken (proposed, or stepped in a peer's
+	// message) since the last Handle began: about what the next Ready
+	// writes (Node bounds it).
+	batchBytes uint64
+
 	ticks        uint64 // ticks seen: the clock of the retries
 	compactAfter uint64 // no compaction before this tick (after a failure)
 	compactWait  uint64 // ticks to wait after the next failure
@@ -290,6 +295,13 @@ func (h *Handler) Applied() uint64 { return h.applied }
 // Conf returns the membership as of the last entry applied.
 func (h *Handler) Conf() raft.ConfState { return h.conf }
 
+// BatchBytes returns the entry data taken since the last Handle began:
+// proposed (Propose, Forward) or stepped (the entries of a peer's append
+// or forwarded proposals), refused ones included; about what the next
+// Ready writes. A caller that batches work between two Handles bounds it
+// (Node's MaxEntryBytesPerBatch).
+func (h *Handler) BatchBytes() uint64 { return h.batchBytes }
+
 // Held reports whether the handler holds a Ready its storage did not take.
 func (h *Handler) Held() bool { return h.held }
 
@@ -343,6 +355,9 @@ func (h *Handler) Step(m raft.Message) error {
 	if h.held {
 		return h.StorageErr()
 	}
+	for _, e := range m.Entries {
+		h.batchBytes += uint64(len(e.Data))
+	}
 	return h.core.Step(m)
 }
 
@@ -361,7 +376,10 @@ func (h *Handler) ReportPeerGone(id uint64) {
 // (with the state machine's result) or can no longer be (see Result). An
 // error means the proposal was refused and done will not be called.
 func (h *Handler) Propose(data []byte, done Waiter) error {
-	return h.propose(func() (uint64, uint64, error) { return h.core.Propose(data) }, done)
+	return h.propose(func() (uint64, uint64, error) {
+		h.batchBytes += uint64(len(data))
+		return h.core.Propose(data)
+	}, done)
 }
 
 // ForwardWaiter hears what became of a proposal made with Forward. Its
@@ -410,6 +428,7 @@ func (h *Handler) Forward(data []byte, w ForwardWaiter) error {
 	if h.held {
 		return h.StorageErr()
 	}
+	h.batchBytes += uint64(len(data))
 	ticket, err := h.core.Forward(data)
 	if err != nil {
 		return err
@@ -515,6 +534,7 @@ func (h *Handler) ReadIndex(id uint64, done Waiter) error {
 // ErrStorage when a Ready's write failed and the Ready is now held (the
 // caller goes on ticking); any other error stopped the handler.
 func (h *Handler) Handle() error {
+	h.batchBytes = 0
 	if h.stopped == nil && !h.held {
 		h.releaseElectionProposals()
 	}

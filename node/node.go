@@ -79,6 +79,19 @@ type Config struct {
 	// InboxMessages bounds the messages waiting for the loop; Deliver
 	// drops past it, as a full network buffer would.
 	InboxMessages int
+	// MaxEntryBytesPerBatch bounds the entry data the loop takes into
+	// one batch, which one Ready writes and fsyncs: its own proposals
+	// (Propose, ProposeAsync, Forward) and the entries of the peers'
+	// messages (a leader's appends, a follower's forwarded proposals).
+	// Past it, the loop takes nothing more and writes; the rest waits for
+	// its next round, with the ticks that came meanwhile. The loop
+	// neither ticks nor steps while it writes, so a leader that took 64
+	// proposals of 1 MB at once spent seconds in one write, sent no
+	// heartbeat and no append, and its followers elected another leader;
+	// a follower in such a write answers nothing, and its leader's check
+	// of a quorum (raft.Config.CheckQuorum) steps it down. One message or
+	// proposal is always taken, however large. 0 means no bound.
+	MaxEntryBytesPerBatch uint64
 	// ConfChanged, if set, is called on the loop goroutine after a
 	// membership change is applied (to update a transport's address book
 	// from the change's Context, say). It must not block.
@@ -94,13 +107,15 @@ type Config struct {
 }
 
 // DefaultConfig returns a Config with 100 ms ticks (elections after 1-2 s),
-// a snapshot every 10,000 entries and an inbox of 4096 messages.
+// a snapshot every 10,000 entries, an inbox of 4096 messages and batches
+// of at most 4 MiB of entries.
 func DefaultConfig() Config {
 	return Config{
-		Raft:            raft.DefaultConfig(),
-		TickInterval:    100 * time.Millisecond,
-		SnapshotEntries: 10000,
-		InboxMessages:   4096,
+		Raft:                  raft.DefaultConfig(),
+		TickInterval:          100 * time.Millisecond,
+		SnapshotEntries:       10000,
+		InboxMessages:         4096,
+		MaxEntryBytesPerBatch: 4 << 20,
 	}
 }
 
@@ -516,8 +531,16 @@ const drainMax = 512
 // drain takes whatever else is queued (messages, requests, reports)
 // without waiting, so that one Ready, and one fsync, covers all of it:
 // proposals that arrived during the last fsync share the next one.
+//
+// Once the batch holds MaxEntryBytesPerBatch of entries it takes nothing
+// more: its write must stay short enough for the loop to tick (a leader's
+// heartbeats) and step messages (a follower's answers, a leader's next
+// appends) between two writes.
 func (n *Node) drain() {
 	for range drainMax {
+		if limit := n.cfg.MaxEntryBytesPerBatch; limit > 0 && n.h.BatchBytes() >= limit {
+			return
+		}
 		select {
 		case it := <-n.inbox:
 			n.step(it)
