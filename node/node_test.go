@@ -248,6 +248,23 @@ func TestReplicateAndRead(t *testing.T) {
 		if got := leader.sm.get("k11"); got != "v11" {
 			t.Fatalf("after ReadIndex the leader reads %q, want v11", got)
 		}
+		// A follower that does not know the leader yet (one that stood
+		// in the first election and has heard nothing of the winner's
+		// term) refuses a read index, as it should: wait until both
+		// name the leader.
+		var nodes []*Node
+		for _, m := range c.members {
+			nodes = append(nodes, m.node)
+		}
+		leaderID := leader.node.Status().ID
+		waitUntil(t, "the followers know the leader", func() []*Node { return nodes }, func() bool {
+			for _, m := range c.members {
+				if m.node.Status().Lead != leaderID {
+					return false
+				}
+			}
+			return true
+		})
 		for id, m := range c.members {
 			if m == leader {
 				continue
