@@ -276,7 +276,7 @@ func TestSlowLeaderIsAwaited(t *testing.T) {
 	leader := c.leader()
 	cfg := DefaultConfig(c.endpoints()...)
 	cfg.WarmInterval = 0
-	cfg.AttemptTimeout = 100 * time.Millisecond // the write outlasts it many times over
+	cfg.AttemptTimeout = 400 * time.Millisecond // the write outlasts it many times over; its probes get 200 ms, a margin for a loaded machine
 	cl, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
