@@ -4,6 +4,7 @@ import (
 	"net"
 	"sync"
 	"syscall"
+	"time"
 
 	"coord/raft"
 )
@@ -79,8 +80,12 @@ func (t *Transport) writeDirect(p *peer, msgs []raft.Message) bool {
 		frames = appendFrame(frames, frameMessage, payload)
 	}
 	p.frames = frames
-	// No write deadline: nothing below waits (sock.Write).
+	// No write deadline: nothing below waits (sock.Write). The one the
+	// writer goroutine left has lapsed if the peer was idle longer than
+	// WriteTimeout, and the runtime refuses any write past a deadline,
+	// even one that would not wait: clear it.
 	c := p.cur
+	_ = c.raw.SetWriteDeadline(time.Time{})
 	c.raw.setNonblocking(true)
 	_, err := c.Write(frames)
 	carried := c.raw.setNonblocking(false)

@@ -165,3 +165,35 @@ func TestDirectWritesNeverWaitForAStalledPeer(t *testing.T) {
 		})
 	}
 }
+
+// TestDirectWriteAfterTheWriteDeadlinePassed: the writer goroutine leaves
+// its last write deadline on the socket; a direct write made after that
+// deadline passed (an idle spell longer than WriteTimeout) must still go
+// out on the same connection, not fail as timed out and break it.
+func TestDirectWriteAfterTheWriteDeadlinePassed(t *testing.T) {
+	if !directWrites {
+		t.Skip("no direct writes on " + runtime.GOOS)
+	}
+	var dropped atomic.Int64
+	a, b := startPair(t, func(c *Config) { c.Dropped = func(string) { dropped.Add(1) } })
+	waitConnected(t, a, 2)
+	a.Send(sampleMessages(1, 2)[:1])
+	b.in.waitFor(t, 1)
+	p := a.peer(2)
+	p.writing.Lock()
+	c := p.cur
+	if c == nil {
+		p.writing.Unlock()
+		t.Fatal("no connection in use after a message went through")
+	}
+	// As the writer leaves it, WriteTimeout later.
+	_ = c.SetWriteDeadline(time.Now().Add(-time.Second))
+	p.writing.Unlock()
+	before := a.directMessages.Load()
+	a.Send(sampleMessages(1, 2)[1:2])
+	b.in.waitFor(t, 2)
+	if a.directMessages.Load() != before+1 || dropped.Load() != 0 || isClosed(c) {
+		t.Fatalf("direct messages %d -> %d, dropped %d, connection closed %v: the lapsed deadline failed the direct write",
+			before, a.directMessages.Load(), dropped.Load(), isClosed(c))
+	}
+}
