@@ -286,25 +286,6 @@ func (n *Node) report(f func()) {
 	}
 }
 
-// hand gives f to the loop goroutine, which runs it at once, and returns
-// when the loop has taken it, without waiting for it to run: for requests
-// that answer on a channel of their own (proposals, reads), which need not
-// be woken twice, once when the request ran and again when it is answered
-// (at one client, the proposer's wake-up after its proposal ran was the
-// largest item of a leader's scheduler-latency profile). requests is
-// unbuffered, and the loop runs every request as soon as it receives it
-// (run, drain): a request taken is run, before the loop can end.
-func (n *Node) hand(ctx context.Context, f func()) error {
-	select {
-	case n.requests <- f:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-n.done:
-		return n.Err()
-	}
-}
-
 // do runs f on the loop goroutine and waits until it has run.
 func (n *Node) do(ctx context.Context, f func()) error {
 	ran := make(chan struct{})
@@ -355,7 +336,7 @@ func (n *Node) Forward(ctx context.Context, data []byte, w ForwardWaiter) error 
 // needs no goroutine per proposal.
 func (n *Node) ProposeAsync(ctx context.Context, data []byte) (<-chan Result, error) {
 	ch := make(chan Result, 1)
-	err := n.hand(ctx, func() {
+	err := n.do(ctx, func() {
 		if err := n.h.Propose(data, func(r Result) { ch <- r }); err != nil {
 			ch <- Result{Err: err}
 		}
@@ -395,7 +376,7 @@ func (n *Node) ReadIndex(ctx context.Context) error {
 // be called.
 func (n *Node) wait(ctx context.Context, submit func(Waiter) error) (any, error) {
 	ch := make(chan Result, 1)
-	err := n.hand(ctx, func() {
+	err := n.do(ctx, func() {
 		if err := submit(func(r Result) { ch <- r }); err != nil {
 			ch <- Result{Err: err}
 		}
