@@ -10,6 +10,16 @@
 // real network: a send to a dead machine must behave like a packet to a dead
 // machine.
 //
+// When nothing is queued for a peer and no write to it is in progress, Send
+// writes the peer's messages to its socket itself (Config.DirectWriteMaxBytes),
+// so that a leader's appends leave before its own fsync starts rather than
+// whenever the writer goroutine is next scheduled. That write never waits
+// either: the socket is written with MSG_DONTWAIT (below TLS, if any), and
+// what the kernel's buffer does not take at once is left to the writer
+// goroutine, which writes it before anything else; while it is there, and
+// while anything is queued, messages take the queue. A peer's messages
+// keep their order across both paths.
+//
 // A connection closed from the peer's end (an EOF or a reset, not a
 // timeout or this end's own close) is reported through Config.PeerClosed:
 // on a host that lives, the kernel closes a process's connections when the

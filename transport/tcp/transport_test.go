@@ -483,6 +483,8 @@ func TestConfigValidate(t *testing.T) {
 		"backoff":  func(c *Config) { c.BackoffMax = 0 },
 		"peer":     func(c *Config) { c.Peers = map[uint64]string{2: ""} },
 		"timeouts": func(c *Config) { c.WriteTimeout = 0 },
+		"direct":   func(c *Config) { c.DirectWriteMaxBytes = -1 },
+		"direct2":  func(c *Config) { c.DirectWriteMaxBytes = c.MaxFrameBytes + 1 },
 	} {
 		c := good
 		tweak(&c)
