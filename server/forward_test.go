@@ -257,11 +257,16 @@ func TestFollowerWithoutLeaderRefusesWrites(t *testing.T) {
 	c := newTestCluster(t, 3)
 	leader := c.waitLeader()
 	f := c.follower(leader)
+	// The other follower first, then the leader: crashed the other way
+	// round, the two followers could elect one of them, and a vote on its
+	// way when the second crash came could still make the follower a
+	// leader of nobody (then its write is appended, never committed).
 	for id := range c.peers {
-		if id != f.id {
+		if id != f.id && id != leader {
 			c.crash(id)
 		}
 	}
+	c.crash(leader)
 	// Wait until the follower no longer believes in a leader. The change
 	// channel is taken before the status is read, so that a change in
 	// between is not missed (a pre-candidate's failed rounds change
@@ -276,7 +281,12 @@ func TestFollowerWithoutLeaderRefusesWrites(t *testing.T) {
 			t.Fatal("the follower kept its leader")
 		}
 	}
-	_, err := f.ProposeForwarded(context.Background(), Command{Op: OpPut, Key: "x", Value: []byte("1")})
+	if st := f.Status(); st.Role == api.RoleLeader {
+		t.Fatalf("the follower leads, with no quorum to elect it: %+v", st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := f.ProposeForwarded(ctx, Command{Op: OpPut, Key: "x", Value: []byte("1")})
 	if !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("ProposeForwarded with no leader: %v, want ErrNotLeader", err)
 	}
