@@ -42,6 +42,10 @@ type watchTarget struct {
 	leader func(ctx context.Context) int
 	// wire, if not nil, returns what the writes cost on the wire so far.
 	wire func() wireCounts
+	// warm, if not nil, readies the writers before the phase as a
+	// long-running program's would be (coord: each client has written
+	// once, so it knows the leader).
+	warm func(ctx context.Context, key string, value []byte) error
 }
 
 // wireCounts is what a system's writers sent: HTTP attempts (a client
@@ -113,6 +117,11 @@ func runWatch(cfg config) error {
 	if _, err := t.putWatched(setup, key, value); err != nil {
 		return fmt.Errorf("first put of %s: %w", key, err)
 	}
+	if t.warm != nil {
+		if err := t.warm(setup, cfg.prefix+"warm", value); err != nil {
+			return fmt.Errorf("warming the writers: %w", err)
+		}
+	}
 
 	// The watchers, each with the revisions it saw.
 	ctx, stop := context.WithCancel(context.Background())
@@ -158,6 +167,16 @@ func runWatch(cfg config) error {
 	}
 	start := time.Now()
 	end := start.Add(cfg.duration)
+	// The wire halfway through: the second half shows what the steady
+	// load dials, without the first requests' ramp-up.
+	var wireHalf atomic.Pointer[wireCounts]
+	if t.wire != nil {
+		halfway := time.AfterFunc(cfg.duration/2, func() {
+			w := t.wire()
+			wireHalf.Store(&w)
+		})
+		defer halfway.Stop()
+	}
 
 	// The background writer, open loop.
 	var bgDone, bgFailed, bgSkipped atomic.Int64
@@ -267,6 +286,10 @@ func runWatch(cfg config) error {
 		fmt.Printf("# %s wire: %d attempts for %d writes (%.2f each), %d attempts failed, %d connections dialed by the writers, %d by the watchers; accepted by each server (* leader): %s\n",
 			cfg.target, w.attempts-wire0.attempts, sent, float64(w.attempts-wire0.attempts)/float64(max(sent, 1)), w.failed-wire0.failed, w.dials-wire0.dials,
 			w.watchDials-wire0.watchDials, acceptedText(wire0.accepted, w.accepted, leader))
+		if h := wireHalf.Load(); h != nil {
+			fmt.Printf("# %s wire, second half only: %d connections dialed by the writers, %d by the watchers; accepted by each server (* leader): %s\n",
+				cfg.target, w.dials-h.dials, w.watchDials-h.watchDials, acceptedText(h.accepted, w.accepted, leader))
+		}
 	}
 	if err := firstPutErr.Load(); err != nil {
 		fmt.Printf("# %s: the first failed write: %v\n", cfg.target, err)
@@ -337,6 +360,17 @@ func coordWatchTarget(cfg config) watchTarget {
 		base[i] = strings.TrimSuffix(ep, "/")
 	}
 	return watchTarget{
+		warm: func(ctx context.Context, key string, value []byte) error {
+			for _, c := range pool[1:] {
+				if err != nil {
+					return err
+				}
+				if _, err := c.Put(ctx, key, value); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
 		wire: func() wireCounts {
 			accepted := make([]int64, len(base))
 			for i, b := range base {
