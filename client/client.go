@@ -261,6 +261,18 @@ type Client struct {
 // which a restarted node may be back.
 const downFor = time.Second
 
+// idleConnsMax bounds the idle connections the client's own HTTP client
+// keeps, to all nodes together and to any one. Over HTTP/1.1 a connection
+// carries one request at a time, so a client keeps open as many as it has
+// requests in flight to a node: its watches (each long poll holds one)
+// and concurrent writes. A smaller cap per node would close every
+// connection beyond it as its request ends, and dial again for the next
+// (1,000 long polls woken by one write, with a cap of 64, closed 936
+// connections and dialed 936 more, each a TLS handshake on the node).
+// Idle connections still close after 30 s; the nodes accept 4,096 at once
+// by default (--http-max-connections).
+const idleConnsMax = 4096
+
 // New returns a client of the cluster.
 func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
@@ -268,7 +280,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second,
+		tr := &http.Transport{MaxIdleConns: idleConnsMax, MaxIdleConnsPerHost: idleConnsMax, IdleConnTimeout: 30 * time.Second,
 			TLSClientConfig: cfg.TLS, TLSHandshakeTimeout: cfg.AttemptTimeout}
 		if cfg.HTTP2 {
 			tr.Protocols = HTTP2Protocols(cfg.TLS != nil)

@@ -30,12 +30,21 @@ type testCluster struct {
 	// intercepts: HTTP address + URL path → a handler that serves the next
 	// request for it instead of the node's API (once).
 	intercepts map[string]http.HandlerFunc
+	// counted: URL path (as arrived keys it) → the requests for it still
+	// awaited by awaitCount, and the channel closed when none is.
+	counted map[string]*awaitedCount
+}
+
+// awaitedCount is what awaitCount waits for.
+type awaitedCount struct {
+	left int
+	done chan struct{}
 }
 
 func startCluster(t *testing.T, size int) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, nodes: map[uint64]*server.Node{}, https: map[uint64]string{}, servers: map[uint64]*http.Server{}, arrived: map[string]chan struct{}{},
-		intercepts: map[string]http.HandlerFunc{}}
+		intercepts: map[string]http.HandlerFunc{}, counted: map[string]*awaitedCount{}}
 	peers := map[uint64]string{}
 	raftListeners := map[uint64]net.Listener{}
 	httpListeners := map[uint64]net.Listener{}
@@ -179,9 +188,25 @@ func (c *testCluster) intercepted(path string) http.HandlerFunc {
 	return h
 }
 
+// awaitCount returns a channel closed when n more requests for path have
+// reached the node at HTTP address ep (from the call on).
+func (c *testCluster) awaitCount(ep, path string, n int) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := &awaitedCount{left: n, done: make(chan struct{})}
+	c.counted[ep+path] = w
+	return w.done
+}
+
 func (c *testCluster) reached(path string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if w := c.counted[path]; w != nil {
+		if w.left--; w.left == 0 {
+			close(w.done)
+			delete(c.counted, path)
+		}
+	}
 	if ch := c.arrived[path]; ch != nil {
 		close(ch)
 		delete(c.arrived, path)

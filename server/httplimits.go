@@ -121,6 +121,7 @@ func (c *connLimit) track(conn net.Conn, state http.ConnState) {
 	switch state {
 	case http.StateNew:
 		n := c.open.Add(1)
+		c.metrics.connectionAccepted()
 		c.metrics.setConnections(n)
 		c.burst.rose(n)
 		if n > c.max {

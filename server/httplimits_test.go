@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -239,6 +240,9 @@ func TestConnectionLimit(t *testing.T) {
 	}
 	if n := metricValue(t, metrics, "coord_http_connections_rejected_total"); n != 1 {
 		t.Fatalf("coord_http_connections_rejected_total %v, want 1", n)
+	}
+	if n := metricValue(t, metrics, "coord_http_connections_total"); n != 3 {
+		t.Fatalf("coord_http_connections_total %v, want 3 (the refused one counted)", n)
 	}
 
 	open[0].Close()
@@ -542,5 +546,67 @@ func TestStreamCutsOffAClientThatStopsReading(t *testing.T) {
 	stuck.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if _, err := io.Copy(io.Discard, stuck); errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatal("the server kept the stuck stream's connection open")
+	}
+}
+
+// coord_http_connections_total counts every connection accepted, and the
+// server keeps a connection open across answers, refusals included: a
+// keep-alive client that sends requests one after another, some answered
+// 2xx and some 4xx (a body the handler refuses unread among them), dials
+// once.
+func TestConnectionsTotalCountsDials(t *testing.T) {
+	f, metrics := newFake(1, 1), NewMetrics()
+	url := limitedServer(t, NewAPI(f, APIConfig{}), DefaultHTTPLimits(), metrics)
+
+	var dials atomic.Int64
+	var dialer net.Dialer
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return dialer.DialContext(ctx, network, addr)
+	}}}
+	t.Cleanup(hc.CloseIdleConnections)
+	requests := []struct {
+		method, path, body string
+	}{
+		{"GET", "/v1/status", ""},
+		{"PUT", "/v1/kv/a", "one"},
+		{"GET", "/v1/kv/a", ""},
+		{"GET", "/v1/kv/missing", ""},                           // 404
+		{"PUT", "/v1/kv/a?revision=notanumber", "two"},          // 400, body unread
+		{"PUT", "/v1/kv/" + strings.Repeat("k", 4096), "three"}, // refused key
+		{"GET", "/v1/status", ""},
+	}
+	codes := map[int]bool{}
+	for _, r := range requests {
+		req, err := http.NewRequest(r.method, url+r.path, strings.NewReader(r.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", r.method, r.path, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		codes[resp.StatusCode/100] = true
+	}
+	if !codes[2] || !codes[4] {
+		t.Fatalf("status classes %v: want both 2xx and 4xx answers", codes)
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("the keep-alive client dialed %d connections for %d requests; want 1 (the server closed one)", n, len(requests))
+	}
+	if n := metricValue(t, metrics, "coord_http_connections_total"); n != 1 {
+		t.Fatalf("coord_http_connections_total %v after one connection, want 1", n)
+	}
+	for range 2 {
+		c := dial(t, url)
+		fmt.Fprintf(c, "GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("status over a raw connection: %v, %v", resp, err)
+		}
+	}
+	if n := metricValue(t, metrics, "coord_http_connections_total"); n != 3 {
+		t.Fatalf("coord_http_connections_total %v after three connections, want 3", n)
 	}
 }

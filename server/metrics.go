@@ -38,6 +38,10 @@ type Metrics struct {
 	watchesRejected     prometheus.Counter
 	connections         prometheus.Gauge
 	connectionsRejected prometheus.Counter
+	// connectionsAccepted counts every connection accepted, the refused
+	// included: its rate is the rate at which clients dial, which each
+	// cost an accept and, over TLS, a handshake.
+	connectionsAccepted prometheus.Counter
 
 	// Replication to each peer and the leases (metrics_cluster.go).
 	clusterMetrics
@@ -88,6 +92,8 @@ func NewMetrics() *Metrics {
 			Help: "Open connections to the HTTP API."}),
 		connectionsRejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_http_connections_rejected_total",
 			Help: "Connections closed when accepted because the node had its maximum open."}),
+		connectionsAccepted: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_http_connections_total",
+			Help: "Connections accepted by the HTTP API since the start (refused ones included): its rate is how often clients dial."}),
 		clusterMetrics: newClusterMetrics(),
 		sessions:       newSessionMetrics(),
 
@@ -100,7 +106,7 @@ func NewMetrics() *Metrics {
 	m.registry.MustRegister(m.sessions.collectors()...)
 	m.registry.MustRegister(m.term, m.role, m.commitIndex, m.appliedIndex, m.leaderChanges,
 		m.appendSeconds, m.proposeSeconds, m.requests, m.requestSeconds, m.dropped, m.invalid,
-		m.watches, m.watchesRejected, m.connections, m.connectionsRejected, m.leaseRenewalsLocal,
+		m.watches, m.watchesRejected, m.connections, m.connectionsRejected, m.connectionsAccepted, m.leaseRenewalsLocal,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.registry.MustRegister(m.clusterMetrics.collectors()...)
 	m.registry.MustRegister(m.linearizableReads)
@@ -184,6 +190,12 @@ func (m *Metrics) watchRejected() {
 func (m *Metrics) setConnections(n int64) {
 	if m != nil {
 		m.connections.Set(float64(n))
+	}
+}
+
+func (m *Metrics) connectionAccepted() {
+	if m != nil {
+		m.connectionsAccepted.Inc()
 	}
 }
 

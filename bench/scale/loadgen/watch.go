@@ -42,12 +42,22 @@ type watchTarget struct {
 	leader func(ctx context.Context) int
 	// wire, if not nil, returns what the writes cost on the wire so far.
 	wire func() wireCounts
+	// warm, if not nil, readies the writers before the phase as a
+	// long-running program's would be (coord: each client has written
+	// once, so it knows the leader).
+	warm func(ctx context.Context, key string, value []byte) error
 }
 
 // wireCounts is what a system's writers sent: HTTP attempts (a client
 // retries an attempt that failed or timed out), the attempts that failed,
-// and the connections they dialed.
-type wireCounts struct{ attempts, failed, dials int64 }
+// and the connections they dialed; the connections the watchers dialed;
+// and the connections each server accepted in all (its
+// coord_http_connections_total, -1 where it has none).
+type wireCounts struct {
+	attempts, failed, dials int64
+	watchDials              int64
+	accepted                []int64
+}
 
 // countingTransport counts the attempts and dials of the coord clients.
 type countingTransport struct {
@@ -107,6 +117,11 @@ func runWatch(cfg config) error {
 	if _, err := t.putWatched(setup, key, value); err != nil {
 		return fmt.Errorf("first put of %s: %w", key, err)
 	}
+	if t.warm != nil {
+		if err := t.warm(setup, cfg.prefix+"warm", value); err != nil {
+			return fmt.Errorf("warming the writers: %w", err)
+		}
+	}
 
 	// The watchers, each with the revisions it saw.
 	ctx, stop := context.WithCancel(context.Background())
@@ -152,6 +167,16 @@ func runWatch(cfg config) error {
 	}
 	start := time.Now()
 	end := start.Add(cfg.duration)
+	// The wire halfway through: the second half shows what the steady
+	// load dials, without the first requests' ramp-up.
+	var wireHalf atomic.Pointer[wireCounts]
+	if t.wire != nil {
+		halfway := time.AfterFunc(cfg.duration/2, func() {
+			w := t.wire()
+			wireHalf.Store(&w)
+		})
+		defer halfway.Stop()
+	}
 
 	// The background writer, open loop.
 	var bgDone, bgFailed, bgSkipped atomic.Int64
@@ -258,8 +283,13 @@ func runWatch(cfg config) error {
 	if t.wire != nil {
 		w := t.wire()
 		sent := bgDone.Load() + bgFailed.Load() + int64(len(acked)+watchedFailed)
-		fmt.Printf("# %s wire: %d attempts for %d writes (%.2f each), %d attempts failed, %d connections dialed\n",
-			cfg.target, w.attempts-wire0.attempts, sent, float64(w.attempts-wire0.attempts)/float64(max(sent, 1)), w.failed-wire0.failed, w.dials-wire0.dials)
+		fmt.Printf("# %s wire: %d attempts for %d writes (%.2f each), %d attempts failed, %d connections dialed by the writers, %d by the watchers; accepted by each server (* leader): %s\n",
+			cfg.target, w.attempts-wire0.attempts, sent, float64(w.attempts-wire0.attempts)/float64(max(sent, 1)), w.failed-wire0.failed, w.dials-wire0.dials,
+			w.watchDials-wire0.watchDials, acceptedText(wire0.accepted, w.accepted, leader))
+		if h := wireHalf.Load(); h != nil {
+			fmt.Printf("# %s wire, second half only: %d connections dialed by the writers, %d by the watchers; accepted by each server (* leader): %s\n",
+				cfg.target, w.dials-h.dials, w.watchDials-h.watchDials, acceptedText(h.accepted, w.accepted, leader))
+		}
 	}
 	if err := firstPutErr.Load(); err != nil {
 		fmt.Printf("# %s: the first failed write: %v\n", cfg.target, err)
@@ -286,7 +316,8 @@ func coordWatchTarget(cfg config) watchTarget {
 	pool := make([]*client.Client, max(cfg.clients, 1)+1)
 	for i := range pool {
 		var dialer net.Dialer
-		tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second,
+		// The client package's own idle limits (client.go, idleConnsMax).
+		tr := &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: 30 * time.Second,
 			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 				dials.Add(1)
 				return dialer.DialContext(ctx, network, addr)
@@ -300,13 +331,27 @@ func coordWatchTarget(cfg config) watchTarget {
 		}
 	}
 	var next atomic.Uint64
-	watchTransport := &http.Transport{MaxIdleConnsPerHost: 16}
+	// A stream holds its connection for the whole run; the idle limit
+	// keeps one per watcher should streams end and start again, so that
+	// the harness does not close and dial what a user's program would
+	// keep.
+	var watchDials atomic.Int64
+	var watchDialer net.Dialer
+	watchTransport := &http.Transport{MaxIdleConns: cfg.watchers + 16, MaxIdleConnsPerHost: cfg.watchers + 16, IdleConnTimeout: 30 * time.Second,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			watchDials.Add(1)
+			return watchDialer.DialContext(ctx, network, addr)
+		}}
 	if cfg.http2 {
 		// The watchers share a few connections per node (up to the
 		// server's 250 streams each) instead of one each.
 		watchTransport.Protocols = client.HTTP2Protocols(false)
 	}
 	hc := &http.Client{Transport: watchTransport}
+	// The servers' counters are read over connections of their own (one
+	// to each node, dialed by the first reading and so counted before the
+	// phase), so that reading them does not add to what they count.
+	metricsClient := &http.Client{Transport: &http.Transport{IdleConnTimeout: 5 * time.Minute}}
 	base := make([]string, len(cfg.endpoints))
 	for i, ep := range cfg.endpoints {
 		if !strings.Contains(ep, "://") {
@@ -315,7 +360,24 @@ func coordWatchTarget(cfg config) watchTarget {
 		base[i] = strings.TrimSuffix(ep, "/")
 	}
 	return watchTarget{
-		wire: func() wireCounts { return wireCounts{attempts.Load(), failed.Load(), dials.Load()} },
+		warm: func(ctx context.Context, key string, value []byte) error {
+			for _, c := range pool[1:] {
+				if err != nil {
+					return err
+				}
+				if _, err := c.Put(ctx, key, value); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		wire: func() wireCounts {
+			accepted := make([]int64, len(base))
+			for i, b := range base {
+				accepted[i] = connectionsAccepted(metricsClient, b, cfg.token)
+			}
+			return wireCounts{attempts.Load(), failed.Load(), dials.Load(), watchDials.Load(), accepted}
+		},
 		put: func(ctx context.Context, key string, value []byte) (uint64, error) {
 			if err != nil {
 				return 0, err
@@ -493,4 +555,52 @@ func match(acked, sent map[uint64]time.Time, sightings [][]seen) (lat, fromSend 
 		}
 	}
 	return lat, fromSend, missed, early
+}
+
+// connectionsAccepted reads coord_http_connections_total from the node at
+// base's /metrics, -1 if it cannot (a build without the metric).
+func connectionsAccepted(hc *http.Client, base, token string) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return -1
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "coord_http_connections_total "); ok {
+			var f float64
+			if _, err := fmt.Sscan(v, &f); err == nil {
+				return int64(f)
+			}
+		}
+	}
+	return -1
+}
+
+// acceptedText is the connections each server accepted between two
+// readings, the leader's marked with *, "n/a" where a reading failed.
+func acceptedText(before, after []int64, leader int) string {
+	var parts []string
+	for i := range after {
+		mark := ""
+		if i == leader {
+			mark = "*"
+		}
+		if i >= len(before) || before[i] < 0 || after[i] < 0 {
+			parts = append(parts, "n/a"+mark)
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%d%s", after[i]-before[i], mark))
+	}
+	return strings.Join(parts, " ")
 }
