@@ -247,27 +247,9 @@ func (d *Disk) writeVote(v vote, flags uint32, commit uint64) error {
 // rename it over VOTE, fsync dir. From then on the file's size and name
 // never change, and its writes sync its data alone.
 func createVoteFile(fsys vfs.FS, dir string, r voteRecord) error {
-	final := filepath.Join(dir, voteFile)
-	tmp := final + tmpSuffix
-	f, err := fsys.CreateWriteAt(tmp)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteAt(encodeVoteSlot(r), 0)
-	if err == nil {
-		err = f.Allocate(voteFileSize)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if err = errors.Join(err, f.Close()); err != nil {
-		_ = fsys.Remove(tmp) // best effort; the next write replaces it
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := fsys.Rename(tmp, final); err != nil {
-		return fmt.Errorf("rename %s: %w", tmp, err)
-	}
-	return fsys.SyncDir(dir)
+	b := make([]byte, voteFileSize) // slot 1 zeros: no record
+	copy(b, encodeVoteSlot(r))
+	return writeAtomic(fsys, dir, voteFile, b)
 }
 
 // closeVoteFile closes the VOTE file if the Disk has it open.
