@@ -29,17 +29,8 @@ func TestLargeValuesKeepTheLeaderAndReplicate(t *testing.T) {
 		writers    = 4
 		perWriter  = 3
 	)
-	c := &testCluster{t: t, peers: map[uint64]string{}, https: map[uint64]net.Listener{}, nodes: map[uint64]*testNode{}}
-	listeners := map[uint64]net.Listener{}
-	for id := uint64(1); id <= 3; id++ {
-		listeners[id] = freeListener(t)
-		c.peers[id] = listeners[id].Addr().String()
-		c.https[id] = freeListener(t)
-	}
-	c.apiConfig.Limits = DefaultLimits()
-	c.apiConfig.Limits.ValueBytes = 4 << 20
-	for id := uint64(1); id <= 3; id++ {
-		c.start(id, listeners[id], t.TempDir(), func(cfg *Config) {
+	c := &testCluster{t: t, peers: map[uint64]string{}, https: map[uint64]net.Listener{}, nodes: map[uint64]*testNode{},
+		configFor: func(_ uint64, cfg *Config) {
 			// Elections after 5 to 10 s of silence: a broken link
 			// (heartbeats dropped with the connection) costs the leader
 			// its term, not a loaded machine (the race detector's
@@ -48,13 +39,10 @@ func TestLargeValuesKeepTheLeaderAndReplicate(t *testing.T) {
 			cfg.ElectionTicks = 50
 			cfg.SnapshotEntries = 10000
 			cfg.Limits.ValueBytes = 4 << 20
-		})
-	}
-	t.Cleanup(func() {
-		for _, n := range c.nodes {
-			n.stop()
-		}
-	})
+		}}
+	c.apiConfig.Limits = DefaultLimits()
+	c.apiConfig.Limits.ValueBytes = 4 << 20
+	c.startNodes(3)
 	leader := c.waitLeader()
 	term := c.nodes[leader].Status().Term
 
