@@ -57,8 +57,36 @@ type forwardWaiters struct {
 	handed atomic.Uint64
 	// placed counts the writes whose leader said where it appended them.
 	placed atomic.Uint64
-	mu     sync.Mutex
-	wait   map[uint64]chan forwardOutcome
+	// counted is closed (and forgotten) when handed or placed moves, if
+	// someone asked for it (countChanged): tests wait on it.
+	countedMu sync.Mutex
+	counted   chan struct{}
+	mu        sync.Mutex
+	wait      map[uint64]chan forwardOutcome
+}
+
+// count adds one to c (handed or placed) and wakes countChanged's
+// waiters.
+func (f *forwardWaiters) count(c *atomic.Uint64) {
+	c.Add(1)
+	f.countedMu.Lock()
+	defer f.countedMu.Unlock()
+	if f.counted != nil {
+		close(f.counted)
+		f.counted = nil
+	}
+}
+
+// countChanged returns a channel closed when handed or placed next moves.
+// Take it before reading the counters, so that a change in between is not
+// missed.
+func (f *forwardWaiters) countChanged() <-chan struct{} {
+	f.countedMu.Lock()
+	defer f.countedMu.Unlock()
+	if f.counted == nil {
+		f.counted = make(chan struct{})
+	}
+	return f.counted
 }
 
 func newForwardWaiters() *forwardWaiters {
@@ -172,14 +200,14 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 	cmd.Request = id
 	placed, verdict := make(chan struct{}), make(chan node.Result, 1)
 	w := node.ForwardWaiter{
-		Placed: func(uint64, uint64) { n.sm.forwards.placed.Add(1); close(placed) },
+		Placed: func(uint64, uint64) { n.sm.forwards.count(&n.sm.forwards.placed); close(placed) },
 		Done:   func(r node.Result) { verdict <- r },
 	}
 	if err := n.shell.Forward(ctx, cmd.Marshal(), w); err != nil {
 		// Refused on this node: it went nowhere.
 		return Result{}, mapErr(err)
 	}
-	n.sm.forwards.handed.Add(1)
+	n.sm.forwards.count(&n.sm.forwards.handed)
 	var (
 		where      = "the leader changed before it said where the write went"
 		isPlaced   bool

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,15 +133,19 @@ func writeEverywhere(t *testing.T, c *testCluster, key string) {
 	}
 }
 
-// waitCount waits until count() reaches want.
-func waitCount(t *testing.T, what string, count func() uint64, want uint64) {
+// waitCount waits until the forwardWaiters counter count reads want at
+// least.
+func waitCount(t *testing.T, what string, f *forwardWaiters, count *atomic.Uint64, want uint64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for count() < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d, never %d", what, count(), want)
+	deadline := time.After(30 * time.Second)
+	for {
+		changed := f.countChanged()
+		if count.Load() >= want {
+			return
 		}
-		time.Sleep(time.Millisecond) // no event to wait on: the counters move on other goroutines
+		if !waitAny([]<-chan struct{}{changed}, deadline) {
+			t.Fatalf("%s: %d, never %d", what, count.Load(), want)
+		}
 	}
 }
 
@@ -173,7 +178,7 @@ func TestForwardedWriteGivesUpAtOnceWhenTheLeadersConnectionCloses(t *testing.T)
 	// The write went out once the follower's loop handled the Ready that
 	// sends it; a request through the loop after it (a leadership
 	// transfer, refused at once on a follower) returns after that.
-	waitCount(t, "writes handed to the follower's loop", f.sm.forwards.handed.Load, 1)
+	waitCount(t, "writes handed to the follower's loop", f.sm.forwards, &f.sm.forwards.handed, 1)
 	_ = f.shell.TransferLeadership(context.Background(), f.id)
 
 	// The leader's process dies: the kernel closes its connections.
@@ -274,7 +279,7 @@ func TestPlacedForwardedWriteIsCertainAcrossALeaderChange(t *testing.T) {
 	}
 	answer := make(chan reply, 1)
 	go func() { answer <- callAs(t, "PUT", f.httpURL+"/v1/kv/placed", "", "1") }()
-	waitCount(t, "writes the leader placed", f.sm.forwards.placed.Load, 1)
+	waitCount(t, "writes the leader placed", f.sm.forwards, &f.sm.forwards.placed, 1)
 
 	// Placed, not committed: the leader and f are two of five. The leader
 	// dies; the frozen three thaw and elect the next leader.

@@ -220,13 +220,7 @@ func TestFollowerAnswersUnknownOutcomeWhenItsLeaderDies(t *testing.T) {
 	// handed to the follower's loop, and a request through the loop after
 	// it (a leadership transfer, refused at once on a follower) returns
 	// once the Ready that sends it was handled.
-	deadline := time.Now().Add(30 * time.Second)
-	for f.sm.forwards.handed.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the follower never forwarded the write")
-		}
-		time.Sleep(time.Millisecond) // no event to wait on: the request runs in the HTTP server
-	}
+	waitCount(t, "writes handed to the follower's loop", f.sm.forwards, &f.sm.forwards.handed, 1)
 	_ = f.shell.TransferLeadership(context.Background(), f.id)
 	c.crash(leader)
 	r := <-answer
