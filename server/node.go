@@ -675,7 +675,10 @@ func DeriveClusterID(peers map[uint64]string) uint64 {
 
 // watch follows the shell's status: it promotes the lessor when this node
 // becomes leader, proposes the Expire commands the lessor asks for while it
-// leads (on every tick), and keeps the metrics current.
+// leads (on every tick), and keeps the metrics current. It wakes when the
+// role, the leader or the term changes, and on every tick, not at every
+// commit: a write moves the status two or three times, and each wake-up
+// took the state machine's lock beside the writes being applied.
 func (n *Node) watch() {
 	defer close(n.watchDone)
 	ticker := time.NewTicker(n.cfg.TickInterval)
@@ -685,7 +688,7 @@ func (n *Node) watch() {
 	defer expiring.Wait()
 	tick := true
 	for {
-		changed := n.shell.Changed()
+		changed := n.shell.RoleChanged()
 		st := n.shell.Status()
 		leading := st.Role == raft.Leader && st.Lead == n.cfg.ID
 		now := time.Now()
