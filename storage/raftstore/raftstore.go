@@ -154,6 +154,10 @@ func (d *Disk) recover(dir string, opts Options) error {
 	if err != nil {
 		return err
 	}
+	if vf.damaged != nil {
+		d.logger.Warn("raftstore: a slot of the VOTE file holds no valid record: a write torn by a crash (its vote was never acknowledged), or damage to the newest vote; the other slot's vote is used",
+			"file", filepath.Join(dir, voteFile), "term", vf.vote.term, "vote", vf.vote.vote, "err", vf.damaged)
+	}
 	d.voteFile = vf
 	w, state, err := d.openLog(dir, opts, hasVote)
 	if err != nil {

@@ -89,6 +89,10 @@ type voteFileState struct {
 	// file; voteSlotsLegacy for a version 1 file or none, which the next
 	// write replaces atomically.
 	slot int
+	// damaged, if not nil, says why the other slot of a version 2 file
+	// holds no valid record though it is not blank: a write torn by a
+	// crash, or damage. Open logs it.
+	damaged error
 	// file is the VOTE file, open for writing in place once the Disk wrote
 	// it; nil until then, and after a failed write (it is opened again).
 	file vfs.WriteAtFile
@@ -141,15 +145,16 @@ func checkVoteFlags(flags uint32) error {
 }
 
 // decodeVoteFile decodes a VOTE file of either version: the newest valid
-// record, and the slot holding it. Errors wrap ErrCorrupt.
-func decodeVoteFile(data []byte) (voteRecord, int, error) {
+// record, the slot holding it, and why the other slot holds none if it is
+// not blank (st.damaged). Errors wrap ErrCorrupt.
+func decodeVoteFile(data []byte) (voteFileState, error) {
 	switch len(data) {
 	case voteSize1:
 		r, err := decodeVote1(data)
-		return r, voteSlotsLegacy, err
+		return voteFileState{voteRecord: r, slot: voteSlotsLegacy}, err
 	case voteFileSize:
 	default:
-		return voteRecord{}, 0, fmt.Errorf("%w: %d bytes, want %d (or %d, version 1)", ErrCorrupt, len(data), voteFileSize, voteSize1)
+		return voteFileState{}, fmt.Errorf("%w: %d bytes, want %d (or %d, version 1)", ErrCorrupt, len(data), voteFileSize, voteSize1)
 	}
 	var (
 		recs [2]voteRecord
@@ -162,13 +167,21 @@ func decodeVoteFile(data []byte) (voteRecord, int, error) {
 			errs[i] = fmt.Errorf("%w: bytes after the record of slot %d are not zero", ErrCorrupt, i)
 		}
 	}
-	switch {
-	case errs[0] != nil && errs[1] != nil:
-		return voteRecord{}, 0, fmt.Errorf("no valid slot: slot 0: %w; slot 1: %w", errs[0], errs[1])
-	case errs[1] != nil:
-		return recs[0], 0, nil // slot 1: a torn write, or none yet
-	case errs[0] != nil:
-		return recs[1], 1, nil
+	if errs[0] != nil && errs[1] != nil {
+		return voteFileState{}, fmt.Errorf("no valid slot: slot 0: %w; slot 1: %w", errs[0], errs[1])
+	}
+	for bad, good := range []int{1, 0} {
+		if errs[bad] == nil {
+			continue
+		}
+		// A torn write, or none yet (a blank slot), or damage to the
+		// newest record: the three cannot be told apart here, so the
+		// other slot's is taken, and a slot that is not blank is said.
+		st := voteFileState{voteRecord: recs[good], slot: good}
+		if !allZero(data[bad*voteSlotOffset : (bad+1)*voteSlotOffset]) {
+			st.damaged = fmt.Errorf("slot %d: %w", bad, errs[bad])
+		}
+		return st, nil
 	}
 	newest, older := 0, 1
 	if recs[1].sequence > recs[0].sequence {
@@ -177,10 +190,10 @@ func decodeVoteFile(data []byte) (voteRecord, int, error) {
 	// Each write moves to a newer term, or votes in the same one, and has
 	// the next sequence: two slots that disagree are not a torn write.
 	if n, o := recs[newest], recs[older]; n.sequence == o.sequence || n.vote.term < o.vote.term {
-		return voteRecord{}, 0, fmt.Errorf("%w: slot %d (sequence %d, term %d) is newer than slot %d (sequence %d, term %d)",
+		return voteFileState{}, fmt.Errorf("%w: slot %d (sequence %d, term %d) is newer than slot %d (sequence %d, term %d)",
 			ErrCorrupt, newest, n.sequence, n.vote.term, older, o.sequence, o.vote.term)
 	}
-	return recs[newest], newest, nil
+	return voteFileState{voteRecord: recs[newest], slot: newest}, nil
 }
 
 func allZero(b []byte) bool { return !bytes.ContainsFunc(b, func(r rune) bool { return r != 0 }) }
@@ -195,11 +208,11 @@ func readVote(fsys vfs.FS, dir string) (st voteFileState, ok bool, err error) {
 	if err != nil {
 		return voteFileState{}, false, err
 	}
-	r, slot, err := decodeVoteFile(data)
+	st, err = decodeVoteFile(data)
 	if err != nil {
 		return voteFileState{}, false, fmt.Errorf("%s: %w", name, err)
 	}
-	return voteFileState{voteRecord: r, slot: slot}, true, nil
+	return st, true, nil
 }
 
 // writeVote makes v, with flags and commit, the VOTE file's content, durably: one

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
@@ -455,5 +456,50 @@ func TestVotesSurviveTornCrashes(t *testing.T) {
 			}
 		}
 		must(t, d.Close())
+	}
+}
+
+// A slot that is not blank but holds no valid record (the newest vote
+// damaged, or a write torn by a crash: the two look alike) is survived
+// with the other slot's vote, and Open says so in a warning; a blank slot
+// (a file written once) is not worth one.
+func TestDamagedVoteSlotIsReported(t *testing.T) {
+	m := vfs.NewMemFS()
+	d := open(t, m, "/node")
+	must(t, d.SetIdentity(identity))
+	must(t, d.Save(raft.HardState{Term: 1, Vote: 1, Commit: 2}, ents(1, 3, 1), true))
+	must(t, d.Close())
+	var log bytes.Buffer
+	withLog := opts
+	withLog.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	reopen := func() raft.HardState {
+		t.Helper()
+		log.Reset()
+		d, err := raftstore.Open(m, "/node", withLog)
+		must(t, err)
+		defer d.Close()
+		hs, _, err := d.InitialState()
+		must(t, err)
+		return hs
+	}
+	if reopen(); strings.Contains(log.String(), "VOTE") {
+		t.Fatalf("a blank second slot was reported: %s", log.String())
+	}
+	d = open(t, m, "/node")
+	must(t, d.Save(raft.HardState{Term: 2, Vote: 2, Commit: 2}, nil, true))
+	m.Crash() // the log's record of the vote was not synced: the VOTE file alone has it
+	data, err := vfs.ReadFile(m, "/node/VOTE")
+	must(t, err)
+	newest := 0 // the slot with the higher sequence (bytes 16-23)
+	if binary.LittleEndian.Uint64(data[slotOffset+16:]) > binary.LittleEndian.Uint64(data[16:]) {
+		newest = 1
+	}
+	data[newest*slotOffset+24] ^= 1 // in the term
+	writeFile(t, m, "/node/VOTE", data)
+	if hs := reopen(); hs.Term != 1 || hs.Vote != 1 {
+		t.Fatalf("hard state %+v, want the other slot's term 1, vote 1", hs)
+	}
+	if got := log.String(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, fmt.Sprintf("slot %d", newest)) {
+		t.Fatalf("no warning naming slot %d: %q", newest, got)
 	}
 }
