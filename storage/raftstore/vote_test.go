@@ -503,3 +503,21 @@ func TestDamagedVoteSlotIsReported(t *testing.T) {
 		t.Fatalf("no warning naming slot %d: %q", newest, got)
 	}
 }
+
+// A process that dies after a vote-only Save (its log record written, not
+// synced) and restarts finds that record in the page cache; a power loss
+// after its next vote must not turn the log it counted on into a lost one
+// (ErrLost): Open syncs what it read, so the record is durable by then.
+func TestRestartAfterAnUnsyncedVoteThenPowerLoss(t *testing.T) {
+	m := vfs.NewMemFS()
+	d := open(t, m, "/node")
+	must(t, d.SetIdentity(identity))
+	must(t, d.Save(raft.HardState{Term: 1, Vote: 3}, nil, true))
+	m.ReleaseLocks() // the process dies; the machine stays up
+	d = open(t, m, "/node")
+	must(t, d.Save(raft.HardState{Term: 2, Vote: 3}, nil, true))
+	m.Crash() // the power goes
+	if hs, err := hardState(t, m); err != nil || hs.Term != 2 || hs.Vote != 3 {
+		t.Fatalf("after the power loss: hard state %+v, %v; want term 2, vote 3", hs, err)
+	}
+}

@@ -34,7 +34,7 @@ func (f *memFile) Size() (int64, error) {
 	if err := f.check("size", f.writable); err != nil {
 		return 0, err
 	}
-	return int64(len(f.node.data)), nil
+	return f.node.size, nil
 }
 
 // Size returns the inner file's size; it is not a fault point.

@@ -36,6 +36,12 @@ func TestWriteAtFile(t *testing.T) {
 			if got := readFile(t, fsys, path); got != string(want) {
 				t.Fatalf("after Allocate and two WriteAt: %d bytes, want 4096 with the writes in place", len(got))
 			}
+			r, err := fsys.Open(path)
+			must(t, err)
+			if size, err := vfs.FileSize(r); err != nil || size != 4096 {
+				t.Fatalf("FileSize after Allocate(4096): %d, %v; want 4096, as ReadFile reads", size, err)
+			}
+			must(t, r.Close())
 			_, err = f.WriteAt([]byte("past"), 4096) // past the allocation: grows
 			must(t, err)
 			must(t, f.Truncate(1004))

@@ -357,7 +357,12 @@ func (w *WAL) openLast(seq uint64, s scan) error {
 	w.segments = append(w.segments, seq)
 	w.file, w.size, w.allocated = f, s.end, s.fileBytes
 	if !s.torn {
-		return nil
+		// What Open read must be durable before the node counts on it:
+		// records a process crash left unsynced in the page cache (a
+		// vote-only Save's, a batch whose sync never came) would
+		// otherwise pass for synced ones, and a power loss later could
+		// take back what the node has since built on them.
+		return f.SyncData()
 	}
 	// Truncated rather than overwritten: a shorter batch written over a
 	// torn one would leave the torn one's later records after it, valid
