@@ -218,15 +218,18 @@ func setNodeHeaders(h http.Header, replica Replica) {
 	}
 }
 
-// readBody reads the request's body, at most limit bytes. A body whose
-// length is declared is read into a buffer of that size (net/http stops
-// it there): io.ReadAll would start at 512 bytes and grow, copying.
+// readBody reads the request's body, at most limit bytes. A small body
+// whose length is declared is read into a buffer of that size (net/http
+// stops it there): io.ReadAll would start at 512 bytes and grow, copying.
+// A larger declared length is not taken on trust: memory grows with the
+// bytes that arrive, not with what a client announces and never sends.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	const trusted = 64 << 10 // declared lengths allocated up front
 	body := http.MaxBytesReader(w, r.Body, limit)
 	switch n := r.ContentLength; {
 	case n == 0:
 		return []byte{}, nil
-	case n > 0 && n <= limit:
+	case n > 0 && n <= limit && n <= trusted:
 		buf := make([]byte, n)
 		if _, err := io.ReadFull(body, buf); err != nil {
 			return nil, err
@@ -471,6 +474,14 @@ func (a *API) propose(w http.ResponseWriter, r *request, cmd Command, ok func(Re
 	}
 	cmd.Client, cmd.Seq, cmd.Ack = client, seq, ack
 	if !a.leading() {
+		// This node checked the token against tokens it applied as no
+		// leader: they may lag a revocation a leader already answered.
+		// Whatever path the write takes from here (held by a candidate,
+		// proposed after an election this node wins, or forwarded), the
+		// state machine checks it again at its entry.
+		if err := a.carryToken(r, &cmd); err != nil {
+			return err
+		}
 		// A candidate's write is held for the election's outcome
 		// (campaign.go): proposed with the new leader's first entry if
 		// it wins, or it waits and goes on as below.
@@ -528,9 +539,10 @@ func forwardsAsProposal(op Op) bool {
 // (Machine.authorize): the follower checked the token against its own
 // tokens, which may lag the leader's (a revocation already answered), so
 // the decision is taken again at the write's position in the log, alike on
-// every replica. The leader's own writes need not carry it: a revocation is
-// answered once the leader applied it, so its check is never behind an
-// answered one.
+// every replica. A write this node took as the leader need not carry it:
+// a revocation is answered once the leader applied it, so its check is
+// never behind an answered one. One it took as no leader carries it
+// whatever way it is proposed (API.propose).
 func (a *API) carryToken(r *request, cmd *Command) error {
 	if !a.cfg.Auth {
 		return nil

@@ -74,13 +74,14 @@ func (n *Node) ProposeAtElection(ctx context.Context, cmd Command) (Result, bool
 		return Result{}, false, nil
 	}
 	start := time.Now()
+	// Taken before the proposal: a win between the two is not missed.
+	changed := n.shell.RoleChanged()
 	done, err := n.shell.ProposeAtElectionAsync(ctx, cmd.Marshal())
 	if err != nil {
 		return Result{}, false, nil // it never reached the loop
 	}
 	n.log.Debug("trace: write held by the candidate")
-	for {
-		changed := n.shell.RoleChanged()
+	for ; ; changed = n.shell.RoleChanged() {
 		select {
 		case r := <-done:
 			if errors.Is(r.Err, node.ErrNotElected) {
