@@ -593,17 +593,23 @@ func (c *Client) attemptAt(ctx context.Context, endpoint string, k call, out any
 	req = req.WithContext(httptrace.WithClientTrace(actx, &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) { sent.Store(true) },
 	}))
+	// fate settles, once, whether the answer came first (attemptAnswered)
+	// or watchAttempt abandoned the attempt (attemptAbandoned): an answer
+	// whose headers arrived while a probe was out is read whole, not
+	// cancelled by that probe's failure and sent again.
+	var fate atomic.Int32
 	answered := make(chan struct{})
 	if k.warmUp {
 		// The warm-up's own context bounds it; a probe of a probe is
 		// pointless.
 		close(answered)
 	} else {
-		go c.watchAttempt(actx, cancel, endpoint, timeout, &sent, answered)
+		go c.watchAttempt(actx, cancel, endpoint, timeout, &sent, &fate, answered)
 	}
 	c.counts.attempts.Add(1)
 	resp, err := c.http.Do(req)
 	if !k.warmUp {
+		fate.CompareAndSwap(attemptWaiting, attemptAnswered)
 		close(answered)
 	}
 	if err != nil {
@@ -667,8 +673,14 @@ func (c *Client) attemptAt(ctx context.Context, endpoint string, k call, out any
 //     known, cut off from it, far behind), is abandoned, and the call
 //     tried elsewhere.
 //
-// It returns when answered is closed or actx ends.
-func (c *Client) watchAttempt(actx context.Context, cancel context.CancelCauseFunc, endpoint string, timeout time.Duration, sent *atomic.Bool, answered <-chan struct{}) {
+// It abandons the attempt only if its answer has not come (fate still
+// attemptWaiting), and returns when answered is closed or actx ends.
+func (c *Client) watchAttempt(actx context.Context, cancel context.CancelCauseFunc, endpoint string, timeout time.Duration, sent *atomic.Bool, fate *atomic.Int32, answered <-chan struct{}) {
+	abandon := func(cause error) {
+		if fate.CompareAndSwap(attemptWaiting, attemptAbandoned) {
+			cancel(cause)
+		}
+	}
 	bound := min(timeout, c.cfg.AttemptTimeout) / 2
 	start := time.Now()
 	timer := time.NewTimer(timeout - bound)
@@ -693,17 +705,24 @@ func (c *Client) watchAttempt(actx context.Context, cancel context.CancelCauseFu
 				timer.Reset(left)
 				continue
 			}
-			cancel(fmt.Errorf("client: %s: request not sent within %v", endpoint, timeout))
+			abandon(fmt.Errorf("client: %s: request not sent within %v", endpoint, timeout))
 			return
 		}
 		if err := c.probe(actx, endpoint, bound); err != nil {
-			cancel(fmt.Errorf("client: %s: no answer within %v, and %w", endpoint, timeout, err))
+			abandon(fmt.Errorf("client: %s: no answer within %v, and %w", endpoint, timeout, err))
 			return
 		}
 		c.counts.awaited.Add(1)
 		timer.Reset(c.cfg.AttemptTimeout)
 	}
 }
+
+// The fates of an attempt (attemptAt, watchAttempt).
+const (
+	attemptWaiting int32 = iota
+	attemptAnswered
+	attemptAbandoned
+)
 
 // answeredWithin reports whether endpoint gave this client an answer
 // below 500 within the last d.

@@ -461,3 +461,71 @@ func TestNodeAnsweringOthersIsAwaited(t *testing.T) {
 		t.Fatalf("%d readiness probes, want none: the node was answering", n)
 	}
 }
+
+// roundTripFunc is an http.RoundTripper made of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestAnswerThatBeatsAFailedProbeIsKept: a node's answer whose headers
+// arrive while a readiness probe of that node is out is read whole, even
+// when the probe then fails: the attempt was answered, not abandoned, and
+// the write is not sent again.
+func TestAnswerThatBeatsAFailedProbeIsKept(t *testing.T) {
+	probeSeen, headersIn, probeAnswered := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var probeOnce, headersOnce, seenOnce sync.Once
+	var writes atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" {
+			seenOnce.Do(func() { close(probeSeen) })
+			<-headersIn // the write's headers reached the client first
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		if r.Method != http.MethodPut {
+			http.Error(w, "not here", http.StatusNotFound)
+			return
+		}
+		writes.Add(1)
+		<-probeSeen
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-probeAnswered
+		// The body ends once the client had the probe's failure in hand.
+		// A wrong cancel would come within microseconds; this bound is
+		// the time it gets to show, not a wait for a state.
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		w.Write([]byte(`{"revision":4}`))
+	}))
+	defer srv.Close()
+	next := &http.Transport{}
+	defer next.CloseIdleConnections()
+	cfg := DefaultConfig(strings.TrimPrefix(srv.URL, "http://"))
+	cfg.WarmInterval = 0
+	cfg.AttemptTimeout = time.Second // the probe goes at 0.5 s; the body has 1 s from the headers
+	cfg.HTTPClient = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := next.RoundTrip(r)
+		switch {
+		case r.URL.Path == "/readyz":
+			probeOnce.Do(func() { close(probeAnswered) })
+		case r.Method == http.MethodPut && err == nil:
+			headersOnce.Do(func() { close(headersIn) })
+		}
+		return resp, err
+	})}
+	cl, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev, err := cl.Put(testContext(t), "k", nil); err != nil || rev != 4 {
+		t.Fatalf("put: %d %v, want revision 4 from the first answer", rev, err)
+	}
+	if n, w := cl.counts.attempts.Load(), writes.Load(); n != 1 || w != 1 {
+		t.Fatalf("%d attempts, %d writes at the node: want 1 and 1 (the answer was kept)", n, w)
+	}
+}
