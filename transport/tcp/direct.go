@@ -68,6 +68,17 @@ func (t *Transport) writeDirect(p *peer, msgs []raft.Message) bool {
 	if p.pending.Load() != 0 || p.cur == nil || isClosed(p.cur) || len(p.conns) > 0 || !p.cur.raw.canWriteDirect() {
 		return false
 	}
+	// The entries' data alone over the bound: the writer takes them, and
+	// they are not encoded twice (here, then again by the writer).
+	data := 0
+	for _, m := range msgs {
+		for _, e := range m.Entries {
+			data += len(e.Data)
+		}
+	}
+	if data > t.cfg.DirectWriteMaxBytes {
+		return false
+	}
 	frames := p.frames[:0]
 	for _, m := range msgs {
 		if m.Type == raft.MsgSnapshotRequest {
