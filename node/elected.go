@@ -48,6 +48,8 @@ func (h *Handler) ProposeAtElection(data []byte, done Waiter) error {
 	}
 	switch h.core.Status().Role {
 	case raft.Leader:
+		// Those held while it campaigned came first.
+		h.releaseElectionProposals()
 		return h.Propose(data, done)
 	case raft.Candidate:
 		if len(h.atElection) < maxElectionProposals {
@@ -71,12 +73,10 @@ func (h *Handler) releaseElectionProposals() {
 	switch h.core.Status().Role {
 	case raft.Leader:
 		for _, p := range held {
-			index, term, err := h.core.Propose(p.data)
-			if err != nil { // a leadership transfer began already
+			// Propose counts their bytes in the batch, as any other's.
+			if err := h.Propose(p.data, p.done); err != nil { // a leadership transfer began already
 				p.done(Result{Err: err})
-				continue
 			}
-			h.await(index, term, p.done)
 		}
 	case raft.Candidate:
 		for _, p := range held {

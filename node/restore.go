@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 
@@ -65,12 +64,12 @@ func (h *Handler) restoreInBackground(rd raft.Ready) bool {
 	var install func()
 	h.restoring, h.parked = true, rd
 	h.background(func() error {
-		r, size, err := openSnapshot(snap)
+		r, err := snap.Open()
 		if err != nil {
 			return err
 		}
 		defer r.Close()
-		install, err = br.PrepareRestore(r, size)
+		install, err = br.PrepareRestore(r, snap.Size())
 		return err
 	}, func(err error) { h.restored(err, install) })
 	return true
@@ -100,16 +99,3 @@ func (h *Handler) restored(err error, install func()) {
 // Restoring reports whether a snapshot from the leader is being restored
 // in the background.
 func (h *Handler) Restoring() bool { return h.restoring }
-
-// openSnapshot returns a reader of snap's data, from its Source or Data,
-// and its size.
-func openSnapshot(snap raft.Snapshot) (io.ReadCloser, int64, error) {
-	if snap.Source == nil {
-		return io.NopCloser(bytes.NewReader(snap.Data)), int64(len(snap.Data)), nil
-	}
-	r, err := snap.Open()
-	if err != nil {
-		return nil, 0, err
-	}
-	return r, snap.Size(), nil
-}
