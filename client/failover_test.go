@@ -191,14 +191,14 @@ func TestNamedLeaderIsRetriedWithoutBackoff(t *testing.T) {
 	cl := warmClientNoBackoff(t, c.https[leader], follower)
 	c.intercept(c.https[leader], "/v1/kv/redirect", refusal(leader, 0))
 	c.intercept(follower, "/v1/kv/redirect", refusal(followerID, leader))
-	reached := c.awaitLeader("/v1/kv/redirect")
+	reached := c.awaitCount(c.https[leader], "/v1/kv/redirect", 2) // its refusal, then the write
 	attempts := cl.counts.attempts.Load() // the warm-up's
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if _, err := cl.Put(ctx, "redirect", []byte("v")); err != nil {
 		t.Fatalf("put: %v (a back-off after the named refusal outlasts the context)", err)
 	}
-	within(t, reached, "the write at the leader")
+	within(t, reached, "the write back at the leader")
 	if n := cl.counts.attempts.Load() - attempts; n != 3 {
 		t.Fatalf("%d attempts, want 3: the leader's refusal, the follower's, the leader's answer", n)
 	}
