@@ -273,6 +273,20 @@ const downFor = time.Second
 // by default (--http-max-connections).
 const idleConnsMax = 4096
 
+// NewTransport returns the HTTP transport a client of cfg makes for
+// itself when cfg.HTTPClient is nil: its idle connection limits, cfg.TLS,
+// the TLS handshake bounded by cfg.AttemptTimeout, and HTTP/2 if
+// cfg.HTTP2. A program that wraps the transport (to count or record what
+// it sends) starts from it.
+func NewTransport(cfg Config) *http.Transport {
+	tr := &http.Transport{MaxIdleConns: idleConnsMax, MaxIdleConnsPerHost: idleConnsMax, IdleConnTimeout: 30 * time.Second,
+		TLSClientConfig: cfg.TLS, TLSHandshakeTimeout: cfg.AttemptTimeout}
+	if cfg.HTTP2 {
+		tr.Protocols = HTTP2Protocols(cfg.TLS != nil)
+	}
+	return tr
+}
+
 // New returns a client of the cluster.
 func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
@@ -280,12 +294,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		tr := &http.Transport{MaxIdleConns: idleConnsMax, MaxIdleConnsPerHost: idleConnsMax, IdleConnTimeout: 30 * time.Second,
-			TLSClientConfig: cfg.TLS, TLSHandshakeTimeout: cfg.AttemptTimeout}
-		if cfg.HTTP2 {
-			tr.Protocols = HTTP2Protocols(cfg.TLS != nil)
-		}
-		hc = &http.Client{Transport: tr}
+		hc = &http.Client{Transport: NewTransport(cfg)}
 	}
 	var b [8]byte
 	_, _ = crand.Read(b[:])

@@ -191,7 +191,8 @@ func TestNamedLeaderIsRetriedWithoutBackoff(t *testing.T) {
 	cl := warmClientNoBackoff(t, c.https[leader], follower)
 	c.intercept(c.https[leader], "/v1/kv/redirect", refusal(leader, 0))
 	c.intercept(follower, "/v1/kv/redirect", refusal(followerID, leader))
-	reached := c.awaitCount(c.https[leader], "/v1/kv/redirect", 2) // its refusal, then the write
+	// The leader's second request: its refusal, then the write.
+	reached := c.awaitCount(c.https[leader], "/v1/kv/redirect", 2)
 	attempts := cl.counts.attempts.Load() // the warm-up's
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

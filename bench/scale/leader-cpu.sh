@@ -23,6 +23,8 @@ pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 (cd "$here" && go build -o "$work/loadgen" ./loadgen)
 base=${PORT_BASE:-28400} duration=${DURATION:-8s}
+. "$here/ports.sh"
+check_port_base PORT_BASE "$base" 13
 
 # one TARGET CLIENTS: one run.
 one() {

@@ -1,10 +1,10 @@
-# ports.sh: sourced by compare.sh and catchup.sh.
+# ports.sh: sourced by compare.sh, catchup.sh and leader-cpu.sh.
 #
 # check_port_base NAME BASE SPAN refuses a port base whose ports (BASE+1 to
 # BASE+SPAN) reach below 1024 or into the kernel's ephemeral range
 # (net.ipv4.ip_local_port_range, 32768 by default), where the local end of
 # any outgoing connection on the machine may already hold one of them and
-# a node would fail to listen. The defaults (27100, 27700) lie below it and
+# a node would fail to listen. The defaults (27100, 27700, 28400) lie below it and
 # clear of scripts/lib.sh's test servers (12181, 12379, 15432, 16379 and
 # up).
 check_port_base() {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"coord/api"
+	"coord/client"
 )
 
 // FailoverAttempt is one HTTP attempt of the bench's writer (a write sent
@@ -71,10 +72,9 @@ func (a *attemptLog) between(from, to int64) []FailoverAttempt {
 }
 
 // recordingHTTPClient returns the HTTP client the client package would
-// make for itself (client.New), its writes recorded in log.
+// make for itself (client.NewTransport), its writes recorded in log.
 func recordingHTTPClient(tlsConfig *tls.Config, attemptTimeout time.Duration, log *attemptLog) *http.Client {
-	log.next = &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second,
-		TLSClientConfig: tlsConfig, TLSHandshakeTimeout: attemptTimeout}
+	log.next = client.NewTransport(client.Config{TLS: tlsConfig, AttemptTimeout: attemptTimeout})
 	return &http.Client{Transport: log}
 }
 

@@ -126,18 +126,15 @@ func run(cfg config) error {
 	case "coord":
 		// One client (one session) per --sessions share of the
 		// clients, each with its own connections, one per concurrent
-		// request kept alive (the client's default keeps 64 a host:
-		// more concurrent clients than that would reconnect all the
-		// time).
+		// request kept alive.
 		sessions := make([]*client.Client, max(1, min(cfg.sessions, cfg.clients)))
 		for i := range sessions {
 			ccfg := client.DefaultConfig(cfg.endpoints...)
 			ccfg.Token = cfg.token
 			perSession := (cfg.clients + len(sessions) - 1) / len(sessions)
-			tr := &http.Transport{MaxIdleConnsPerHost: perSession + 8, IdleConnTimeout: 30 * time.Second}
-			if cfg.http2 {
-				tr.Protocols = client.HTTP2Protocols(false)
-			}
+			ccfg.HTTP2 = cfg.http2
+			tr := client.NewTransport(ccfg)
+			tr.MaxIdleConnsPerHost = perSession + 8
 			ccfg.HTTPClient = &http.Client{Transport: tr}
 			cl, err := client.New(ccfg)
 			if err != nil {

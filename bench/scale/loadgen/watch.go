@@ -316,14 +316,12 @@ func coordWatchTarget(cfg config) watchTarget {
 	pool := make([]*client.Client, max(cfg.clients, 1)+1)
 	for i := range pool {
 		var dialer net.Dialer
-		// The client package's own idle limits (client.go, idleConnsMax).
-		tr := &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: 30 * time.Second,
-			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-				dials.Add(1)
-				return dialer.DialContext(ctx, network, addr)
-			}}
-		if cfg.http2 {
-			tr.Protocols = client.HTTP2Protocols(false)
+		// The client package's own transport, its dials counted.
+		ccfg.HTTP2 = cfg.http2
+		tr := client.NewTransport(ccfg)
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return dialer.DialContext(ctx, network, addr)
 		}
 		ccfg.HTTPClient = &http.Client{Transport: countingTransport{next: tr, attempts: &attempts, failed: &failed, dials: &dials}}
 		if pool[i], err = client.New(ccfg); err != nil {
