@@ -14,11 +14,17 @@
 // For every raft.Ready, the Handler does, in this order and on one
 // goroutine:
 //
-//  0. Transport.Send of a leader's requests (appends, heartbeats), when
-//     the Ready changes neither term nor vote: the leader's own disk write
-//     then overlaps the network and the followers' writes (dissertation
-//     §10.2.1), and the core counts the leader's copy towards a quorum
-//     only once it is written (Core.Advance);
+//  0. Transport.Send of what promises nothing the write adds: a leader's
+//     requests (appends, heartbeats) when the Ready changes neither term
+//     nor vote, so that the leader's own disk write overlaps the network
+//     and the followers' writes (dissertation §10.2.1; the core counts the
+//     leader's copy towards a quorum only once it is written,
+//     Core.Advance); read-index requests and answers and heartbeat
+//     answers; a candidate's own vote requests (it steps no answer before
+//     its write returns). Then, for a Ready without a snapshot, the
+//     committed entries are applied and their proposers answered (they
+//     are durable on a quorum already), and a candidate's held proposals
+//     are proposed once it leads (Handler.ProposeAtElection);
 //  1. Storage.ApplySnapshot (if any), then Storage.Save(HardState,
 //     Entries, MustSync), which must be durable when it returns (fsync),
 //     unless MustSync is false: a Ready that changes the commit index
@@ -28,7 +34,7 @@
 //     vote or an append acknowledgement promises what step 1 made durable
 //     (Raft Figure 2: "respond after updating stable storage");
 //  3. StateMachine.Restore (snapshot), then StateMachine.Apply for each
-//     committed entry, in log order, and the membership of each committed
+//     committed entry not applied in step 0, in log order, and the membership of each committed
 //     change recorded as the core worked it out (raft.Ready.ConfChanges);
 //     waiting proposals and reads are answered;
 //  4. Core.Advance, then log compaction every SnapshotEntries entries.
@@ -51,8 +57,9 @@
 // # When step 1 fails
 //
 // A storage write that fails (a full disk, an I/O error) does not stop the
-// node. The Handler holds the Ready: none of its messages are sent, none of
-// its entries applied. Until the write succeeds it takes no messages (they
+// node. The Handler holds the Ready: none of the messages that wait for
+// the write are sent (what step 0 sent, and the entries it applied, were
+// already sound without it). Until the write succeeds it takes no messages (they
 // are dropped, as by a partition) and no ticks, refuses proposals and
 // reads with ErrStorage (wrapping the cause: vfs.IsNoSpace tells a full
 // disk), and Node reports the failure in StorageError. On every tick it

@@ -41,7 +41,8 @@ type Hooks struct {
 	// entries are durable (step 1), before the messages that wait for
 	// them are sent (a leader's requests may have gone ahead: see Order).
 	Persisted func(rd raft.Ready)
-	// Applied is called after each committed entry is applied (step 3),
+	// Applied is called after each committed entry is applied (in step 0,
+	// or in step 3 after a snapshot),
 	// empty entries and membership changes included, in log order, before
 	// the proposer waiting for it is answered.
 	Applied func(e raft.Entry)

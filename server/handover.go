@@ -42,8 +42,8 @@ var ErrHandOverTargetGone = errors.New("server: the hand-over's target closed it
 // status to say so.
 //
 // While the transfer runs the leader refuses proposals (ErrNotLeader), so
-// nothing it accepts is left for the next leader to finish. Serve calls it
-// on shutdown, bounded by Config.HandOverMax.
+// nothing it accepts is left for the next leader to finish. Serve hands
+// over the same way on shutdown (handOver), bounded by Config.HandOverMax.
 func (n *Node) HandOver(ctx context.Context) (uint64, error) {
 	return n.handOver(ctx, nil)
 }

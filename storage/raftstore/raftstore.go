@@ -235,9 +235,10 @@ func (d *Disk) checkLog(state wal.State, hasVote bool) error {
 	hs := state.HardState
 	switch v := d.voteFile.vote; {
 	case v.term > hs.Term:
-		// The log lost the record of the newest term (a torn or damaged
-		// tail): the VOTE file, written first, still has it.
-		d.logger.Warn("raftstore: the log's hard state is older than the vote file; taking the vote file's term and vote",
+		// The log does not have the record of the newest term: a
+		// vote-only Save does not sync it (the VOTE file, written first,
+		// has it), or a torn or damaged tail took it.
+		d.logger.Info("raftstore: the log's hard state is older than the vote file; taking the vote file's term and vote",
 			"dir", d.dir, "log_term", hs.Term, "log_vote", hs.Vote, "term", v.term, "vote", v.vote)
 		hs.Term, hs.Vote = v.term, v.vote
 	case v.term == hs.Term && hs.Vote == 0:

@@ -34,7 +34,7 @@ type Options struct {
 	// PreallocateBytes is how much space a segment gets allocated at a
 	// time, ahead of the writes (up to SegmentBytes): syncing a write into
 	// allocated space need not journal a new file size (fdatasync), which
-	// halves a sync on ext4. It is a step, not the whole segment, because
+	// took a quarter off a write and sync on ext4. It is a step, not the whole segment, because
 	// Open reads the last segment whole, zero tail included, and space
 	// allocated ahead is taken from the node's other files. 0 means
 	// DefaultPreallocateBytes; negative turns preallocation off (each
