@@ -61,6 +61,7 @@ type forwardWaiters struct {
 	// someone asked for it (countChanged): tests wait on it.
 	countedMu sync.Mutex
 	counted   chan struct{}
+	awaited   atomic.Bool // countChanged was called: count takes the lock
 	mu        sync.Mutex
 	wait      map[uint64]chan forwardOutcome
 }
@@ -69,6 +70,9 @@ type forwardWaiters struct {
 // waiters.
 func (f *forwardWaiters) count(c *atomic.Uint64) {
 	c.Add(1)
+	if !f.awaited.Load() {
+		return // nobody waits (outside tests): no lock on the write's path
+	}
 	f.countedMu.Lock()
 	defer f.countedMu.Unlock()
 	if f.counted != nil {
@@ -81,6 +85,7 @@ func (f *forwardWaiters) count(c *atomic.Uint64) {
 // Take it before reading the counters, so that a change in between is not
 // missed.
 func (f *forwardWaiters) countChanged() <-chan struct{} {
+	f.awaited.Store(true)
 	f.countedMu.Lock()
 	defer f.countedMu.Unlock()
 	if f.counted == nil {

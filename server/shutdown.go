@@ -34,11 +34,11 @@ const streamGrace = 250 * time.Millisecond
 type apiConns struct {
 	mu      sync.Mutex
 	state   map[net.Conn]http.ConnState
-	changed chan struct{} // closed at the next change
+	changed chan struct{} // closed at the next change; nil until active asks (only a shutdown waits)
 }
 
 func newAPIConns() *apiConns {
-	return &apiConns{state: map[net.Conn]http.ConnState{}, changed: make(chan struct{})}
+	return &apiConns{state: map[net.Conn]http.ConnState{}}
 }
 
 // track is an http.Server ConnState hook; next, if set, is the one it
@@ -55,8 +55,10 @@ func (c *apiConns) track(next func(net.Conn, http.ConnState)) func(net.Conn, htt
 		} else {
 			c.state[conn] = s
 		}
-		close(c.changed)
-		c.changed = make(chan struct{})
+		if c.changed != nil {
+			close(c.changed)
+			c.changed = nil
+		}
 	}
 }
 
@@ -81,6 +83,9 @@ func (c *apiConns) active() (int, <-chan struct{}) {
 		if s == http.StateActive {
 			n++
 		}
+	}
+	if c.changed == nil {
+		c.changed = make(chan struct{})
 	}
 	return n, c.changed
 }

@@ -49,9 +49,9 @@ func TestShutdownEndsStreamsAndUnusedConnections(t *testing.T) {
 	defer unused.Close()
 	// The server has seen the unused connection once it tracks it.
 	for {
+		_, changed := api.conns.active() // taken first: a change after it closes it
 		api.conns.mu.Lock()
 		n := len(api.conns.state)
-		changed := api.conns.changed
 		api.conns.mu.Unlock()
 		if n == 2 {
 			break
