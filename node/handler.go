@@ -106,7 +106,9 @@ type HandlerConfig struct {
 //     and heartbeat answers, when the Ready changes neither the term nor
 //     the vote: they vouch for nothing that step 1 writes, so the
 //     leader's own disk write overlaps the network and the followers'
-//     writes (dissertation §10.2.1), and a read waits for no fsync.
+//     writes (dissertation §10.2.1), and a read's round of messages
+//     waits for no fsync (the read itself is released in step 3, after
+//     the Ready's write, like the reads this node confirms).
 //     Then, unless the Ready carries a snapshot, step 3's application of
 //     the committed entries and the answers to their proposers: a
 //     committed entry is durable on a quorum already (the leader counted
