@@ -122,7 +122,7 @@ func (c *connLimit) track(conn net.Conn, state http.ConnState) {
 	case http.StateNew:
 		n := c.open.Add(1)
 		c.metrics.connectionAccepted()
-		c.metrics.setConnections(n)
+		c.metrics.addConnections(1)
 		c.burst.rose(n)
 		if n > c.max {
 			c.metrics.connectionRejected()
@@ -133,7 +133,7 @@ func (c *connLimit) track(conn net.Conn, state http.ConnState) {
 		}
 	case http.StateClosed, http.StateHijacked:
 		n := c.open.Add(-1)
-		c.metrics.setConnections(n)
+		c.metrics.addConnections(-1)
 		c.burst.fell(n)
 	}
 }
@@ -170,7 +170,7 @@ func (l *watchLimit) acquire() bool {
 		l.metrics.watchRejected()
 		return false
 	}
-	l.metrics.setWatches(n)
+	l.metrics.addWatches(1)
 	l.burst.rose(n)
 	return true
 }
@@ -178,7 +178,7 @@ func (l *watchLimit) acquire() bool {
 // release ends a watch.
 func (l *watchLimit) release() {
 	n := l.active.Add(-1)
-	l.metrics.setWatches(n)
+	l.metrics.addWatches(-1)
 	l.burst.fell(n)
 }
 

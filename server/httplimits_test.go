@@ -11,12 +11,15 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/spf13/pflag"
 
 	"coord/api"
@@ -379,6 +382,39 @@ func TestWatchLimitCountsItsBurst(t *testing.T) {
 	}
 	if n := l.active.Load(); n != 0 {
 		t.Fatalf("%d watches active after all were released", n)
+	}
+}
+
+// The gauges of watches and connections end at the true count however the
+// goroutines that moved them interleave. They were once set to the count
+// each caller had read, and a caller preempted between the read and the Set
+// left an old count behind (CI saw 181 of 200 watches for a whole minute).
+func TestLimitGaugesFollowConcurrentCallers(t *testing.T) {
+	m := NewMetrics()
+	l := newWatchLimit(1<<20, m)
+	l.burst.free = func() {}
+	c := &connLimit{max: 1 << 20, metrics: m, burst: burst{free: func() {}, freeEvery: time.Hour}}
+	const workers, rounds = 32, 200
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range rounds {
+				l.acquire()
+				c.track(nil, http.StateNew)
+				if i%2 == 1 { // keep half: each worker ends holding rounds/2
+					l.release()
+					c.track(nil, http.StateClosed)
+				}
+				runtime.Gosched()
+			}
+		})
+	}
+	wg.Wait()
+	if got, want := testutil.ToFloat64(m.watches), float64(l.active.Load()); got != want || want != workers*rounds/2 {
+		t.Errorf("coord_http_watches = %v, %v watches active (want %d)", got, want, workers*rounds/2)
+	}
+	if got, want := testutil.ToFloat64(m.connections), float64(c.open.Load()); got != want || want != workers*rounds/2 {
+		t.Errorf("coord_http_connections = %v, %v connections open (want %d)", got, want, workers*rounds/2)
 	}
 }
 

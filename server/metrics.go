@@ -175,9 +175,13 @@ func (m *Metrics) InvalidMessage(msg raft.Message, _ error) {
 // The HTTP limits' metrics; each does nothing on a nil Metrics, as an API
 // may have none.
 
-func (m *Metrics) setWatches(n int64) {
+// addWatches moves the gauge of watches by delta (+1, -1). The gauge is
+// moved, not set to the count the caller read: two callers that read the
+// count in one order may reach the gauge in the other, and a Set would
+// leave the earlier count behind (a burst of 200 watches once read 181).
+func (m *Metrics) addWatches(delta int64) {
 	if m != nil {
-		m.watches.Set(float64(n))
+		m.watches.Add(float64(delta))
 	}
 }
 
@@ -187,9 +191,11 @@ func (m *Metrics) watchRejected() {
 	}
 }
 
-func (m *Metrics) setConnections(n int64) {
+// addConnections moves the gauge of open connections by delta, as
+// addWatches does.
+func (m *Metrics) addConnections(delta int64) {
 	if m != nil {
-		m.connections.Set(float64(n))
+		m.connections.Add(float64(delta))
 	}
 }
 
