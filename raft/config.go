@@ -46,13 +46,19 @@ type Config struct {
 	// MaxAppendBytes bounds the entry data in one AppendRequest, in bytes
 	// (at least one entry is always sent, however large).
 	MaxAppendBytes uint64
-	// MaxInflightMsgs bounds the AppendRequests in flight to one follower
-	// while replicating.
+	// MaxInflightMsgs bounds the AppendRequests carrying entries that a
+	// leader has sent to one replicating follower and not seen
+	// acknowledged: no append with entries goes while this many are
+	// unacknowledged. Only an acknowledgement, or a change to probing,
+	// frees one; a heartbeat answer under a full window gets the follower
+	// one empty append per heartbeat interval instead, which carries no
+	// entries and finds out whether acknowledgements were lost.
 	MaxInflightMsgs int
-	// MaxInflightBytes bounds the entry data in flight to one follower
-	// while replicating: no append is sent while the unacknowledged ones
-	// hold this much (so at most MaxInflightBytes plus one append's are
-	// on the way). With large entries the count bound alone would let
+	// MaxInflightBytes bounds, the same way, the entry data of those
+	// appends: no append goes while the unacknowledged ones hold this
+	// much, so at most MaxInflightBytes plus one append's are
+	// unacknowledged (an append holds at least one entry, however
+	// large). With large entries the count bound alone would let
 	// MaxInflightMsgs of them, hundreds of MB, queue on the connection
 	// ahead of heartbeats. 0 means no bound but MaxInflightMsgs; else it
 	// must be at least MaxAppendBytes.

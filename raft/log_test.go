@@ -119,7 +119,10 @@ func TestInflights(t *testing.T) {
 	}
 	in.add(11, 1)
 	in.add(12, 1)
-	in.freeFirstOne()
+	in.freeLE(9)
+	if in.count != 2 || in.oldest() != 11 {
+		t.Errorf("after freeLE(9): %d in flight from %d, want 2 from 11", in.count, in.oldest())
+	}
 	in.freeLE(100)
 	if in.count != 0 {
 		t.Errorf("after freeing all: %d in flight", in.count)
@@ -148,7 +151,7 @@ func TestInflightsBoundedInBytes(t *testing.T) {
 	if !in.full() {
 		t.Fatal("10 of 10 bytes in flight is not full")
 	}
-	in.freeFirstOne()
+	in.freeLE(2)
 	if in.full() || in.bytes != 6 {
 		t.Fatalf("after freeing the oldest: full %v, %d bytes, want 6", in.full(), in.bytes)
 	}

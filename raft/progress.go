@@ -13,8 +13,9 @@ const (
 	// ProgressProbe sends one append at a time until the follower's match
 	// is found (after an election or a rejection).
 	ProgressProbe ProgressState = iota + 1
-	// ProgressReplicate pipelines appends, up to MaxInflightMsgs and
-	// MaxInflightBytes in flight.
+	// ProgressReplicate pipelines appends: no append with entries goes
+	// while MaxInflightMsgs of them, or MaxInflightBytes of entry data,
+	// are unacknowledged.
 	ProgressReplicate
 	// ProgressSnapshot waits for the follower to install a snapshot.
 	ProgressSnapshot
@@ -49,8 +50,8 @@ func (s ProgressState) String() string {
 //   - Appends are in flight only in ProgressReplicate, and each ends in
 //     (Match, Next): acknowledged ones are freed, and Next is past every
 //     one sent.
-//   - ProbeSent only in ProgressProbe; snapshotTicks only in
-//     ProgressSnapshot.
+//   - ProbeSent only in ProgressProbe; windowProbed only in
+//     ProgressReplicate; snapshotTicks only in ProgressSnapshot.
 type Progress struct {
 	// Match is the highest index known to be replicated on the follower.
 	Match uint64
@@ -66,6 +67,10 @@ type Progress struct {
 	RecentActive bool
 	// ProbeSent pauses a probing follower until it answers.
 	ProbeSent bool
+	// windowProbed is set once an empty append went to this follower,
+	// whose window was full, since the last heartbeat interval began: at
+	// most one such probe goes per follower per interval (probeWindow).
+	windowProbed bool
 	// snapshotTicks counts ticks spent in ProgressSnapshot; the leader
 	// retries when a snapshot seems lost.
 	snapshotTicks int
@@ -102,6 +107,9 @@ func (p *Progress) check() {
 	if p.ProbeSent && p.State != ProgressProbe {
 		assert.Fail("progress: probe sent in state %v", p.State)
 	}
+	if p.windowProbed && p.State != ProgressReplicate {
+		assert.Fail("progress: full window probed in state %v", p.State)
+	}
 	if p.inflights.count == 0 {
 		return
 	}
@@ -117,6 +125,7 @@ func (p *Progress) check() {
 
 func (p *Progress) resetState(state ProgressState) {
 	p.ProbeSent = false
+	p.windowProbed = false
 	p.PendingSnapshot = 0
 	p.snapshotTicks = 0
 	p.State = state
@@ -200,6 +209,31 @@ func (p *Progress) isPaused() bool {
 	}
 }
 
+// probeWindow reports whether a follower that answered a heartbeat should
+// get an empty append because its window is full, and records that it
+// got one. The follower is alive, but the acknowledgements that would
+// free its window may have been lost: the empty append, at Next-1, makes
+// it acknowledge what it holds, or reject, and either frees the window.
+// No slot is freed without an acknowledgement, so the entry data in
+// flight stays within the bound: heartbeat answers go ahead of a
+// follower's fsync, and under read load they come many times an interval
+// while its acknowledgements wait for the disk (freeing the oldest append
+// at each let appends go out past the bound). At most one probe goes per
+// heartbeat interval (newHeartbeatInterval), so read rounds do not turn
+// into a stream of empty appends.
+func (p *Progress) probeWindow() bool {
+	if p.State != ProgressReplicate || !p.inflights.full() || p.windowProbed {
+		return false
+	}
+	p.windowProbed = true
+	p.check()
+	return true
+}
+
+// newHeartbeatInterval lets a follower whose window is full be probed
+// again (probeWindow).
+func (p *Progress) newHeartbeatInterval() { p.windowProbed = false }
+
 // sentEntries records an append of count entries ending at last, holding
 // bytes of entry data.
 func (p *Progress) sentEntries(count int, last, bytes uint64) {
@@ -222,13 +256,16 @@ func (p *Progress) String() string {
 	return fmt.Sprintf("%v match=%d next=%d", p.State, p.Match, p.Next)
 }
 
-// inflights is a bounded FIFO of the appends in flight: the last index of
-// each, and its bytes of entry data. It is full at maxCount appends, or
-// once the bytes in flight reach maxBytes (0: no bound on bytes). The
-// bytes bound is checked before a send, not against it, so one append
-// always goes however large (the core caps an append at MaxAppendBytes
-// but always sends at least one entry): with large entries the bytes in
-// flight stay under maxBytes plus one append, whatever the count bound.
+// inflights is a bounded FIFO of the appends with entries in flight: the
+// last index of each, and its bytes of entry data. It is full at maxCount
+// appends, or once the bytes in flight reach maxBytes (0: no bound on
+// bytes). The bytes bound is checked before a send, not against it, so one
+// append always goes however large (the core caps an append at
+// MaxAppendBytes but always sends at least one entry): with large entries
+// the bytes in flight stay under maxBytes plus one append, whatever the
+// count bound. A slot is freed only by an acknowledgement (freeLE) or a
+// change of state (reset), so the bounds hold for what is really
+// unacknowledged.
 type inflights struct {
 	start, count int
 	bytes        uint64 // entry data in flight
@@ -265,14 +302,6 @@ func (in *inflights) add(last, bytes uint64) {
 // freeLE frees every append whose last index is at most to.
 func (in *inflights) freeLE(to uint64) {
 	for in.count > 0 && in.buffer[in.start] <= to {
-		in.freeFirstOne()
-	}
-}
-
-// freeFirstOne frees the oldest append, so a follower whose responses were
-// lost can be probed again.
-func (in *inflights) freeFirstOne() {
-	if in.count > 0 {
 		in.bytes -= in.sizes[in.start]
 		in.start = (in.start + 1) % len(in.buffer)
 		in.count--

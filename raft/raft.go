@@ -435,6 +435,11 @@ func tickHeartbeat(r *Core) {
 	}
 	if r.heartbeatElapsed >= r.cfg.HeartbeatTicks {
 		r.heartbeatElapsed = 0
+		for _, id := range r.members {
+			if pr := r.progress[id]; pr != nil {
+				pr.newHeartbeatInterval()
+			}
+		}
 		r.bcastHeartbeat(r.reads.round)
 	}
 }
@@ -745,15 +750,15 @@ func stepLeader(r *Core, m Message) {
 	case MsgHeartbeatResponse:
 		pr.RecentActive = true
 		pr.ProbeSent = false
-		if pr.State == ProgressReplicate && pr.inflights.full() {
-			// The follower is alive but its acknowledgements may be lost:
-			// free a slot so that a probe can find out.
-			pr.inflights.freeFirstOne()
-		}
-		// A follower behind the log gets what it lacks; a follower in
-		// Probe gets an append even if caught up, since its answer is
-		// what ends the probe (see handleAppendResponse).
-		if pr.Match < r.log.lastIndex() || pr.State == ProgressProbe {
+		switch {
+		case pr.probeWindow():
+			// Its window is full: an empty append finds out whether the
+			// acknowledgements were lost, without freeing a slot.
+			r.sendEmptyAppend(m.From, pr)
+		case pr.Match < r.log.lastIndex() || pr.State == ProgressProbe:
+			// A follower behind the log gets what it lacks; a follower
+			// in Probe gets an append even if caught up, since its
+			// answer is what ends the probe (see handleAppendResponse).
 			r.sendAppend(m.From, true)
 		}
 		if m.ReadRound != 0 {
@@ -973,6 +978,20 @@ func (r *Core) sendAppend(to uint64, sendIfEmpty bool) bool {
 		Entries: entries, Commit: r.log.committed})
 	pr.sentEntries(len(entries), prevIndex+uint64(len(entries)), entriesBytes(entries))
 	return true
+}
+
+// sendEmptyAppend sends an append of no entries after the last one sent to
+// a replicating follower (probeWindow): its answer acknowledges what the
+// follower holds, or rejects, and carries no entry data past the window.
+func (r *Core) sendEmptyAppend(to uint64, pr *Progress) {
+	prevIndex := pr.Next - 1
+	prevTerm, err := r.log.term(prevIndex)
+	if errors.Is(err, ErrCompacted) {
+		r.sendSnapshot(to, pr)
+		return
+	}
+	assert.NoError(err, "leader reading its log")
+	r.send(Message{Type: MsgAppendRequest, To: to, LogIndex: prevIndex, LogTerm: prevTerm, Commit: r.log.committed})
 }
 
 func (r *Core) sendSnapshot(to uint64, pr *Progress) bool {

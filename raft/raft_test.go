@@ -352,6 +352,163 @@ func TestAppendFlowControlInBytes(t *testing.T) {
 	}
 }
 
+// A follower that answers heartbeats but not appends (its answers go
+// ahead of its fsync; its acknowledgements wait for the disk) gets no more
+// entry data than MaxInflightBytes plus one append, however many heartbeat
+// answers reach the leader: read rounds make several an interval. Each
+// answer under a full window used to free the oldest append in flight, and
+// let one more go. What a full window gets instead is one empty append
+// per heartbeat interval, which carries no entries.
+func TestAppendFlowControlHoldsUnderHeartbeatAnswers(t *testing.T) {
+	const appendBytes, inflightBytes, heartbeatTicks = 10, 25, 2
+	n := rafttest.NewNetwork()
+	n.Config = func(id uint64) raft.Config {
+		cfg := rafttest.DefaultConfig(id)
+		cfg.HeartbeatTicks = heartbeatTicks
+		cfg.MaxInflightMsgs = 100
+		cfg.MaxAppendBytes = appendBytes
+		cfg.MaxInflightBytes = inflightBytes
+		return cfg
+	}
+	if err := n.Bootstrap(1, 2); err != nil {
+		t.Fatal(err)
+	}
+	leader := elect(t, n, 1)
+	for i := range 40 {
+		if _, _, err := leader.Core.Propose(fmt.Appendf(nil, "%04d", i)); err != nil {
+			t.Fatalf("proposal %d: %v", i, err)
+		}
+	}
+	heartbeats := func(m raft.Message) bool {
+		return m.Type == raft.MsgHeartbeatRequest || m.Type == raft.MsgHeartbeatResponse
+	}
+	const rounds, readsPerRound = 30, 3
+	answers, ticks := 0, 0
+	for round := range rounds {
+		for i := range readsPerRound {
+			if err := leader.Core.ReadIndex(uint64(round*readsPerRound + i + 1)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := n.Process(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if round%2 == 1 {
+			if err := n.Tick(1, 1); err != nil {
+				t.Fatal(err)
+			}
+			ticks++
+		}
+		// Heartbeats and their answers only; the appends stay queued,
+		// unanswered. Two passes: the requests, then the answers.
+		for range 2 {
+			for _, m := range n.Queue {
+				if m.Type == raft.MsgHeartbeatResponse {
+					answers++
+				}
+			}
+			if _, err := n.Deliver(heartbeats); err != nil {
+				t.Fatal(err)
+			}
+		}
+		total, empty := 0, 0
+		for _, m := range n.Queue {
+			if m.Type != raft.MsgAppendRequest {
+				continue
+			}
+			if len(m.Entries) == 0 {
+				empty++
+				continue
+			}
+			if total >= inflightBytes {
+				t.Fatalf("round %d, %d heartbeat answers: an append went with %d bytes already in flight, bound %d", round, answers, total, inflightBytes)
+			}
+			for _, e := range m.Entries {
+				total += len(e.Data)
+			}
+		}
+		// One empty append per heartbeat interval: the first began at
+		// the election.
+		if intervals := 1 + ticks/heartbeatTicks; empty > intervals {
+			t.Fatalf("round %d: %d empty appends in %d heartbeat intervals, want at most one each", round, empty, intervals)
+		}
+	}
+	if answers < rounds*readsPerRound {
+		t.Fatalf("only %d heartbeat answers reached the leader: the test did not exercise them", answers)
+	}
+	mustStabilize(t, n)
+	if st := leader.Core.Status(); st.Commit != st.LastIndex {
+		t.Errorf("commit %d, last %d: the window did not drain", st.Commit, st.LastIndex)
+	}
+}
+
+// A follower whose acknowledgements are all lost, but that answers
+// heartbeats, is not stuck behind its full window: the empty append a
+// heartbeat answer gets it makes it acknowledge what it holds.
+func TestAppendFlowControlRecoversLostAcknowledgements(t *testing.T) {
+	n := rafttest.NewNetwork()
+	n.Config = func(id uint64) raft.Config {
+		cfg := rafttest.DefaultConfig(id)
+		cfg.MaxInflightMsgs = 2
+		cfg.MaxAppendBytes = 4
+		return cfg
+	}
+	if err := n.Bootstrap(1, 2); err != nil {
+		t.Fatal(err)
+	}
+	leader := elect(t, n, 1)
+	for i := range 10 {
+		if _, _, err := leader.Core.Propose(fmt.Appendf(nil, "%04d", i)); err != nil {
+			t.Fatalf("proposal %d: %v", i, err)
+		}
+	}
+	// Let the acknowledgements flow until the window is full, then lose
+	// every one.
+	inFlight := func() int {
+		count := 0
+		for _, m := range n.Queue {
+			if m.Type == raft.MsgAppendRequest && len(m.Entries) > 0 {
+				count++
+			}
+		}
+		return count
+	}
+	for i := 0; inFlight() < 2; i++ {
+		if i == 10 {
+			t.Fatalf("the window never filled: %d appends in flight", inFlight())
+		}
+		if _, err := n.Deliver(nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appends := func(m raft.Message) bool { return m.Type == raft.MsgAppendRequest }
+	lost := 0
+	for inFlight() > 0 {
+		if _, err := n.Deliver(appends); err != nil {
+			t.Fatal(err)
+		}
+		kept := n.Queue[:0]
+		for _, m := range n.Queue {
+			if m.Type == raft.MsgAppendResponse {
+				lost++
+				continue
+			}
+			kept = append(kept, m)
+		}
+		n.Queue = kept
+	}
+	if st := leader.Core.Status(); st.Commit == st.LastIndex {
+		t.Fatalf("commit %d at the last index with every acknowledgement lost", st.Commit)
+	}
+	if err := n.Tick(1, 1); err != nil {
+		t.Fatal(err)
+	}
+	mustStabilize(t, n)
+	if st := leader.Core.Status(); st.Commit != st.LastIndex {
+		t.Errorf("commit %d, last %d: the window did not drain after %d acknowledgements were lost", st.Commit, st.LastIndex, lost)
+	}
+}
+
 func TestUncommittedBytesBound(t *testing.T) {
 	n := rafttest.NewNetwork()
 	n.Config = func(id uint64) raft.Config {
