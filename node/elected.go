@@ -15,7 +15,8 @@ import (
 var ErrNotElected = fmt.Errorf("%w: the candidate was not elected", raft.ErrNotLeader)
 
 // maxElectionProposals bounds the proposals a candidate holds; past it
-// ProposeAtElection refuses with ErrNotElected.
+// ProposeAtElection refuses with ErrNotElected (so does past
+// HandlerConfig.MaxElectionProposalBytes).
 const maxElectionProposals = 4096
 
 // electionProposal is a proposal a candidate holds until the election
@@ -39,6 +40,16 @@ type electionProposal struct {
 // this node did not win within an election timeout (ElectionTicks ticks),
 // or was no candidate when the proposal came: then it was appended
 // nowhere. On a leader it is Propose.
+//
+// A candidate that holds maxElectionProposals proposals, or
+// HandlerConfig.MaxElectionProposalBytes of entry data, refuses more with
+// ErrNotElected, at once, as a follower does: the held ones all go in the
+// new leader's first write, which must stay as short as any other batch.
+// Refusing, rather than holding the rest for a later Ready, keeps the
+// write safe and simple: it was appended nowhere, and the caller retries
+// it as it retries a follower's refusal (by then on the new leader, which
+// proposes it at once); holding it would need a second queue whose order
+// against the leader's later proposals must be kept.
 func (h *Handler) ProposeAtElection(data []byte, done Waiter) error {
 	if h.stopped != nil {
 		return h.stopped
@@ -52,12 +63,27 @@ func (h *Handler) ProposeAtElection(data []byte, done Waiter) error {
 		h.releaseElectionProposals()
 		return h.Propose(data, done)
 	case raft.Candidate:
-		if len(h.atElection) < maxElectionProposals {
+		if h.canHold(uint64(len(data))) {
 			h.atElection = append(h.atElection, electionProposal{data: data, done: done, tick: h.ticks})
+			h.atElectionBytes += uint64(len(data))
 			return nil
 		}
 	}
 	return ErrNotElected
+}
+
+// canHold reports whether a candidate may hold one more proposal of size
+// bytes: within maxElectionProposals, and within maxElectionBytes unless
+// it holds none (one is always held, however large, as a batch always
+// takes one).
+func (h *Handler) canHold(size uint64) bool {
+	switch {
+	case len(h.atElection) >= maxElectionProposals:
+		return false
+	case len(h.atElection) == 0 || h.maxElectionBytes == 0:
+		return true
+	}
+	return h.atElectionBytes+size <= h.maxElectionBytes
 }
 
 // releaseElectionProposals proposes the proposals held during an election
@@ -69,7 +95,7 @@ func (h *Handler) releaseElectionProposals() {
 		return
 	}
 	held := h.atElection
-	h.atElection = nil
+	h.atElection, h.atElectionBytes = nil, 0
 	switch h.core.Status().Role {
 	case raft.Leader:
 		for _, p := range held {
@@ -82,6 +108,7 @@ func (h *Handler) releaseElectionProposals() {
 		for _, p := range held {
 			if h.ticks-p.tick < uint64(h.electionTicks) {
 				h.atElection = append(h.atElection, p)
+				h.atElectionBytes += uint64(len(p.data))
 				continue
 			}
 			p.done(Result{Err: ErrNotElected})
@@ -96,7 +123,7 @@ func (h *Handler) releaseElectionProposals() {
 // failElectionProposals ends the held proposals with err (Stop).
 func (h *Handler) failElectionProposals(err error) {
 	held := h.atElection
-	h.atElection = nil
+	h.atElection, h.atElectionBytes = nil, 0
 	for _, p := range held {
 		p.done(Result{Err: err})
 	}

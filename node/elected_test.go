@@ -124,3 +124,73 @@ func TestProposeAtElectionNotElected(t *testing.T) {
 		}
 	})
 }
+
+// A candidate holds at most MaxElectionProposalBytes of entry data: the
+// held proposals all go in the new leader's first write. A proposal past
+// the bound is refused at once with ErrNotElected, as a follower refuses,
+// and reaches no log; one within it is still held; and the first is held
+// however large.
+func TestProposeAtElectionBoundedInBytes(t *testing.T) {
+	const maxBytes = 10
+	limited := func(hc *HandlerConfig) { hc.MaxElectionProposalBytes = maxBytes }
+	t.Run("past the bound", func(t *testing.T) {
+		h, r := newRecordedHandlerWith(t, func(*recorder) Hooks { return Hooks{} }, limited)
+		term := candidate(t, h)
+		got := map[string]Result{}
+		propose := func(data string) error {
+			return h.ProposeAtElection([]byte(data), func(res Result) { got[data] = res })
+		}
+		for _, data := range []string{"aaaa", "bbbb"} {
+			if err := propose(data); err != nil {
+				t.Fatalf("holding %q (%d bytes held): %v", data, len(data), err)
+			}
+		}
+		err := propose("ccc") // 11 bytes
+		if !errors.Is(err, ErrNotElected) || !errors.Is(err, raft.ErrNotLeader) {
+			t.Fatalf("holding 3 bytes more than 8 of %d: %v, want ErrNotElected", maxBytes, err)
+		}
+		if err := propose("dd"); err != nil { // 10 bytes: within
+			t.Fatalf("holding 2 bytes more than 8 of %d: %v", maxBytes, err)
+		}
+		mustHandle(t, h)
+		r.events = nil
+		mustStep(t, h, raft.Message{Type: raft.MsgVoteResponse, From: 2, To: 1, Term: term})
+		var saves []string
+		for _, e := range r.events {
+			if strings.HasPrefix(e, "save") {
+				saves = append(saves, e)
+			}
+		}
+		if len(saves) != 1 || !strings.HasSuffix(saves[0], " entries=4") {
+			t.Fatalf("the new leader's saves: %q, want one of its empty entry and the 3 held proposals (entries=4)", saves)
+		}
+		acknowledge(t, h)
+		for _, data := range []string{"aaaa", "bbbb", "dd"} {
+			if res, ok := got[data]; !ok || res.Err != nil || res.Value != data {
+				t.Errorf("held %q ended with %+v (answered %v), want applied", data, res, ok)
+			}
+		}
+		if res, ok := got["ccc"]; ok {
+			t.Errorf("the refused proposal was answered too: %+v", res)
+		}
+		entries, err := r.MemoryStorage.Entries(1, h.Core().Status().LastIndex+1, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if string(e.Data) == "ccc" {
+				t.Fatalf("the refused proposal reached the log at %d", e.Index)
+			}
+		}
+	})
+	t.Run("the first however large", func(t *testing.T) {
+		h, _ := newRecordedHandlerWith(t, func(*recorder) Hooks { return Hooks{} }, limited)
+		candidate(t, h)
+		if err := h.ProposeAtElection(make([]byte, 5*maxBytes), func(Result) {}); err != nil {
+			t.Fatalf("holding a first proposal of %d bytes, bound %d: %v", 5*maxBytes, maxBytes, err)
+		}
+		if err := h.ProposeAtElection([]byte("x"), func(Result) {}); !errors.Is(err, ErrNotElected) {
+			t.Fatalf("holding a byte more: %v, want ErrNotElected", err)
+		}
+	})
+}

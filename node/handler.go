@@ -80,6 +80,13 @@ type HandlerConfig struct {
 	Logger *slog.Logger
 	// Hooks are called as the Readies are handled.
 	Hooks Hooks
+	// MaxElectionProposalBytes bounds the entry data a candidate holds
+	// (ProposeAtElection): all of it is proposed at once if it wins, and
+	// written in its first Ready as leader, so Node sets it to its
+	// MaxEntryBytesPerBatch, which bounds every other write the same way.
+	// Past it a proposal is refused with ErrNotElected; the first one is
+	// always held, however large. 0 means no bound but the count.
+	MaxElectionProposalBytes uint64
 }
 
 // Handler is not safe for concurrent use; one goroutine owns it (Node's
@@ -213,9 +220,12 @@ type Handler struct {
 	reads     map[uint64]Waiter        // by read ID, until the core confirms them
 	readQueue []pendingRead            // confirmed, until applied through their index
 	// atElection holds the proposals a candidate takes until its election
-	// ends (ProposeAtElection, elected.go); electionTicks bounds the wait.
-	atElection    []electionProposal
-	electionTicks int
+	// ends (ProposeAtElection, elected.go), atElectionBytes their entry
+	// data; electionTicks bounds the wait, maxElectionBytes the data.
+	atElection       []electionProposal
+	atElectionBytes  uint64
+	electionTicks    int
+	maxElectionBytes uint64
 }
 
 // pendingReady is a Ready on its way to being durable.
@@ -260,6 +270,8 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		reads:           map[uint64]Waiter{},
 		forwards:        map[uint64]ForwardWaiter{},
 		electionTicks:   cfg.Raft.ElectionTicks,
+
+		maxElectionBytes: cfg.MaxElectionProposalBytes,
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)

@@ -56,12 +56,21 @@ func (recordedMachine) Restore([]byte) error      { return nil }
 // cluster, on a recorder, with the hooks that hooks returns.
 func newRecordedHandler(t *testing.T, hooks func(*recorder) Hooks) (*Handler, *recorder) {
 	t.Helper()
+	return newRecordedHandlerWith(t, hooks, func(*HandlerConfig) {})
+}
+
+// newRecordedHandlerWith is newRecordedHandler with the configuration
+// changed by configure.
+func newRecordedHandlerWith(t *testing.T, hooks func(*recorder) Hooks, configure func(*HandlerConfig)) (*Handler, *recorder) {
+	t.Helper()
 	r := &recorder{MemoryStorage: NewMemoryStorage()}
 	cfg := raft.DefaultConfig()
 	cfg.ID = 1
 	cfg.Peers = []uint64{1, 2, 3}
 	cfg.Rand = rand.New(rand.NewPCG(1, 1))
-	h, err := NewHandler(HandlerConfig{Raft: cfg, Storage: r, Transport: r, StateMachine: recordedMachine{r}, Hooks: hooks(r)})
+	hc := HandlerConfig{Raft: cfg, Storage: r, Transport: r, StateMachine: recordedMachine{r}, Hooks: hooks(r)}
+	configure(&hc)
+	h, err := NewHandler(hc)
 	if err != nil {
 		t.Fatal(err)
 	}

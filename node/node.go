@@ -226,6 +226,8 @@ func Start(cfg Config) (*Node, error) {
 		SnapshotEntries: cfg.SnapshotEntries,
 		Background:      n.runInBackground,
 		Logger:          n.log,
+
+		MaxElectionProposalBytes: cfg.MaxEntryBytesPerBatch,
 	}
 	if cfg.ConfChanged != nil {
 		hc.Hooks.ConfChanged = func(c raft.CommittedConfChange) { cfg.ConfChanged(c.Change, c.Conf) }
