@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -74,23 +75,49 @@ func TestProposeAtElectionNotElected(t *testing.T) {
 		}
 		_ = r
 	})
-	t.Run("election timeout", func(t *testing.T) {
-		h, _ := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
-		candidate(t, h)
-		var got []Result
-		if err := h.ProposeAtElection([]byte("held"), func(res Result) { got = append(got, res) }); err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; i < 2*raft.DefaultConfig().ElectionTicks && len(got) == 0; i++ {
-			if err := h.Tick(); err != nil {
+	// The handler's own timeout, not the core's: the node is still a
+	// candidate in the same term when the refusal comes, ElectionTicks
+	// ticks after the proposal. (A candidate's core campaigns again after
+	// a timeout drawn from [ElectionTicks, 2*ElectionTicks): with
+	// pre-vote it becomes a pre-candidate, which refuses what it held
+	// anyway; without, it stays a candidate, in a new term, and only the
+	// handler's timeout ends the wait. The checks below tell either from
+	// the handler's timeout.)
+	for _, preVote := range []bool{true, false} {
+		t.Run(fmt.Sprintf("election timeout, prevote %v", preVote), func(t *testing.T) {
+			h, _ := newRecordedHandlerWith(t, func(*recorder) Hooks { return Hooks{} }, func(hc *HandlerConfig) {
+				hc.Raft.PreVote = preVote
+			})
+			var term uint64
+			if preVote {
+				term = candidate(t, h)
+			} else {
+				h.Core().Campaign()
+				mustHandle(t, h)
+				term = h.Core().Status().Term
+			}
+			var got []Result
+			if err := h.ProposeAtElection([]byte("held"), func(res Result) { got = append(got, res) }); err != nil {
 				t.Fatal(err)
 			}
-			mustHandle(t, h)
-		}
-		if len(got) != 1 || !errors.Is(got[0].Err, ErrNotElected) {
-			t.Fatalf("after two election timeouts: %+v, want ErrNotElected", got)
-		}
-	})
+			electionTicks := h.electionTicks
+			for i := 1; i <= electionTicks; i++ {
+				if err := h.Tick(); err != nil {
+					t.Fatal(err)
+				}
+				mustHandle(t, h)
+				if st := h.Core().Status(); st.Role != raft.Candidate || st.Term != term {
+					t.Fatalf("tick %d: node 1 is %v in term %d, want still a candidate in term %d: the core's timeout came first, and the test checks nothing of the handler's", i, st.Role, st.Term, term)
+				}
+				if i < electionTicks && len(got) != 0 {
+					t.Fatalf("answered %+v after %d ticks, before the election timeout (%d)", got, i, electionTicks)
+				}
+			}
+			if len(got) != 1 || !errors.Is(got[0].Err, ErrNotElected) {
+				t.Fatalf("after an election timeout (%d ticks) as a candidate: %+v, want ErrNotElected", electionTicks, got)
+			}
+		})
+	}
 	t.Run("a follower", func(t *testing.T) {
 		h, _ := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
 		err := h.ProposeAtElection([]byte("x"), func(Result) { t.Fatal("a refused proposal was answered") })
