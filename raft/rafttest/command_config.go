@@ -46,8 +46,6 @@ func applyOverrides(cfg *raft.Config, overrides map[string]string) error {
 			cfg.MaxInflightMsgs, err = strconv.Atoi(v)
 		case "appendbytes":
 			cfg.MaxAppendBytes, err = strconv.ParseUint(v, 10, 64)
-		case "inflightbytes":
-			cfg.MaxInflightBytes, err = strconv.ParseUint(v, 10, 64)
 		default:
 			return fmt.Errorf("%w: unknown config key %q", errUsage, k)
 		}

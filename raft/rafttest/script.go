@@ -20,7 +20,7 @@ const maxStabilizeRounds = 1000
 // produced anew. The commands are:
 //
 //	config KEY=VALUE...     set election=, heartbeat=, prevote=, checkquorum=,
-//	                        inflight=, appendbytes=, inflightbytes= for nodes started later
+//	                        inflight=, appendbytes= for nodes started later
 //	bootstrap ID...         start a new cluster with these voters
 //	add-node ID             start an empty node that joins a cluster
 //	tick ID [N]             tick a node N times (default 1)
