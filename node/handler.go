@@ -679,7 +679,9 @@ func (h *Handler) canSendAhead(m raft.Message, hs raft.HardState) bool {
 		// disk: the leader decides where they go.
 		return !termChanges
 	case raft.MsgVoteRequest:
-		return m.From == h.id && !hs.IsEmpty() && hs.Term == m.Term && hs.Vote == h.id
+		// Every message of a Ready is from this node (the core sets
+		// From); the vote it writes must be its own, for this term.
+		return !hs.IsEmpty() && hs.Term == m.Term && hs.Vote == h.id
 	}
 	return false
 }
