@@ -687,7 +687,9 @@ func (h *Handler) canSendAhead(m raft.Message, hs raft.HardState) bool {
 }
 
 // applyAhead applies the Ready's committed entries before its write (step
-// 0), unless it carries a snapshot (they follow it). A committed entry is
+// 0). A Ready with a snapshot has none (the core hands out no committed
+// entry while a snapshot is pending: they follow it, in a later Ready),
+// so nothing is applied ahead of a snapshot. A committed entry is
 // durable on a quorum already: on a leader, one that counted its own copy
 // only once written (at Advance); on a follower, one that may still be in
 // this very Ready's write, which a crash can lose here but not in the
@@ -696,7 +698,7 @@ func (h *Handler) canSendAhead(m raft.Message, hs raft.HardState) bool {
 // entries proposed since (etcd's server applies beside its WAL write too).
 func (h *Handler) applyAhead() {
 	rd := &h.ready.rd
-	if !rd.Snapshot.IsEmpty() || len(rd.CommittedEntries) == 0 {
+	if len(rd.CommittedEntries) == 0 {
 		return
 	}
 	// Before applying: a forwarded proposal placed at an index this

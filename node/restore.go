@@ -92,7 +92,8 @@ func (h *Handler) restored(err error, install func()) {
 		return
 	}
 	// Errors stop the handler; the next Handle returns them. A Ready
-	// with a snapshot is never applied ahead of its write (applyAhead).
+	// with a snapshot has no committed entries, so none was applied
+	// ahead of its write (applyAhead).
 	_ = h.applyAndAdvance(rd, false)
 }
 

@@ -1223,6 +1223,11 @@ func (r *Core) Ready() Ready {
 	}
 	if snap := r.log.pendingSnapshot(); snap != nil {
 		rd.Snapshot = *snap
+		// The entries after a snapshot come in a later Ready
+		// (hasNextCommittedEntries): an application that applies a
+		// Ready's committed entries ahead of its write, as node.Handler
+		// does, would otherwise apply them before the snapshot.
+		assert.That(len(rd.CommittedEntries) == 0, "node %d: a Ready with snapshot %d and %d committed entries", r.id, snap.Metadata.Index, len(rd.CommittedEntries))
 	}
 	rd.MustSync = rd.MustSync || len(rd.Entries) > 0 || !rd.Snapshot.IsEmpty()
 	if n := len(rd.CommittedEntries); n > 0 {

@@ -79,7 +79,9 @@ type Ready struct {
 	HardState HardState
 	// Entries are to be appended to stable storage.
 	Entries []Entry
-	// Snapshot, if not empty, is to be persisted and installed.
+	// Snapshot, if not empty, is to be persisted and installed. A Ready
+	// with a Snapshot has no CommittedEntries: the entries after it are
+	// handed out in a later Ready.
 	Snapshot Snapshot
 	// CommittedEntries are to be applied to the state machine.
 	CommittedEntries []Entry
