@@ -134,14 +134,5 @@ func (h *Handler) failElectionProposals(err error) {
 // written with the new leader's first entry if this node wins; the channel
 // receives ErrNotElected if it does not (the proposal went nowhere).
 func (n *Node) ProposeAtElectionAsync(ctx context.Context, data []byte) (<-chan Result, error) {
-	ch := make(chan Result, 1)
-	err := n.do(ctx, func() {
-		if err := n.h.ProposeAtElection(data, func(r Result) { ch <- r }); err != nil {
-			ch <- Result{Err: err}
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	return ch, nil
+	return n.proposeAsync(ctx, func(done Waiter) error { return n.h.ProposeAtElection(data, done) })
 }

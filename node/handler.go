@@ -701,11 +701,17 @@ func (h *Handler) applyAhead() {
 	if len(rd.CommittedEntries) == 0 {
 		return
 	}
-	// Before applying: a forwarded proposal placed at an index this
-	// Ready commits waits for it.
+	h.applyCommitted(rd)
+	h.ready.applied = true
+}
+
+// applyCommitted applies rd's committed entries (step 3, or step 0: see
+// applyAhead), after telling the callers of Forward where their proposals
+// went: a forwarded proposal placed at an index this Ready commits waits
+// for it.
+func (h *Handler) applyCommitted(rd *raft.Ready) {
 	h.forwarded(rd.ForwardResults)
 	h.apply(rd.CommittedEntries, rd.ConfChanges)
-	h.ready.applied = true
 }
 
 // persist makes the Ready's snapshot, hard state and entries durable.
@@ -763,10 +769,7 @@ func (h *Handler) finish() error {
 // reads answered, the core advanced.
 func (h *Handler) applyAndAdvance(rd raft.Ready, applied bool) error {
 	if !applied {
-		// Before applying: a forwarded proposal placed at an index this
-		// Ready commits waits for it.
-		h.forwarded(rd.ForwardResults)
-		h.apply(rd.CommittedEntries, rd.ConfChanges)
+		h.applyCommitted(&rd)
 	}
 	if h.stopped != nil {
 		return h.stopped

@@ -352,9 +352,16 @@ func (n *Node) Forward(ctx context.Context, data []byte, w ForwardWaiter) error 
 // that waits for the result beside other events (a lost leadership) so
 // needs no goroutine per proposal.
 func (n *Node) ProposeAsync(ctx context.Context, data []byte) (<-chan Result, error) {
+	return n.proposeAsync(ctx, func(done Waiter) error { return n.h.Propose(data, done) })
+}
+
+// proposeAsync has the loop call propose with a Waiter that sends to the
+// channel it returns; propose's own error comes on the channel too (the
+// core refused). An error means the loop never took the call.
+func (n *Node) proposeAsync(ctx context.Context, propose func(Waiter) error) (<-chan Result, error) {
 	ch := make(chan Result, 1)
 	err := n.do(ctx, func() {
-		if err := n.h.Propose(data, func(r Result) { ch <- r }); err != nil {
+		if err := propose(func(r Result) { ch <- r }); err != nil {
 			ch <- Result{Err: err}
 		}
 	})
