@@ -134,5 +134,5 @@ func (h *Handler) failElectionProposals(err error) {
 // written with the new leader's first entry if this node wins; the channel
 // receives ErrNotElected if it does not (the proposal went nowhere).
 func (n *Node) ProposeAtElectionAsync(ctx context.Context, data []byte) (<-chan Result, error) {
-	return n.proposeAsync(ctx, func(done Waiter) error { return n.h.ProposeAtElection(data, done) })
+	return n.submitAsync(ctx, func(done Waiter) error { return n.h.ProposeAtElection(data, done) })
 }

@@ -352,16 +352,16 @@ func (n *Node) Forward(ctx context.Context, data []byte, w ForwardWaiter) error 
 // that waits for the result beside other events (a lost leadership) so
 // needs no goroutine per proposal.
 func (n *Node) ProposeAsync(ctx context.Context, data []byte) (<-chan Result, error) {
-	return n.proposeAsync(ctx, func(done Waiter) error { return n.h.Propose(data, done) })
+	return n.submitAsync(ctx, func(done Waiter) error { return n.h.Propose(data, done) })
 }
 
-// proposeAsync has the loop call propose with a Waiter that sends to the
-// channel it returns; propose's own error comes on the channel too (the
-// core refused). An error means the loop never took the call.
-func (n *Node) proposeAsync(ctx context.Context, propose func(Waiter) error) (<-chan Result, error) {
+// submitAsync has the loop call submit with a Waiter that sends to the
+// channel it returns; submit's own error (a refusal) comes on the channel
+// too. An error means the loop never took the call.
+func (n *Node) submitAsync(ctx context.Context, submit func(Waiter) error) (<-chan Result, error) {
 	ch := make(chan Result, 1)
 	err := n.do(ctx, func() {
-		if err := propose(func(r Result) { ch <- r }); err != nil {
+		if err := submit(func(r Result) { ch <- r }); err != nil {
 			ch <- Result{Err: err}
 		}
 	})
@@ -399,12 +399,7 @@ func (n *Node) ReadIndex(ctx context.Context) error {
 // wait submits a request on the loop goroutine and waits for its Waiter to
 // be called.
 func (n *Node) wait(ctx context.Context, submit func(Waiter) error) (any, error) {
-	ch := make(chan Result, 1)
-	err := n.do(ctx, func() {
-		if err := submit(func(r Result) { ch <- r }); err != nil {
-			ch <- Result{Err: err}
-		}
-	})
+	ch, err := n.submitAsync(ctx, submit)
 	if err != nil {
 		return nil, err
 	}
