@@ -23,15 +23,10 @@ func candidate(t *testing.T, h *Handler) uint64 {
 	return st.Term
 }
 
-// A proposal a candidate holds is written with the new leader's first
-// entry: one Save of both, not two in a row; and it applies once committed.
-func TestProposeAtElectionRidesWithTheFirstEntry(t *testing.T) {
-	h, r := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
-	term := candidate(t, h)
-	var got []Result
-	if err := h.ProposeAtElection([]byte("held"), func(res Result) { got = append(got, res) }); err != nil {
-		t.Fatal(err)
-	}
+// winSaves handles what the candidate h took, then steps the vote that
+// makes it leader in term, and returns the Saves that followed.
+func winSaves(t *testing.T, h *Handler, r *recorder, term uint64) []string {
+	t.Helper()
 	mustHandle(t, h)
 	r.events = nil
 	mustStep(t, h, raft.Message{Type: raft.MsgVoteResponse, From: 2, To: 1, Term: term})
@@ -41,7 +36,19 @@ func TestProposeAtElectionRidesWithTheFirstEntry(t *testing.T) {
 			saves = append(saves, e)
 		}
 	}
-	if len(saves) != 1 || !strings.HasSuffix(saves[0], " entries=2") {
+	return saves
+}
+
+// A proposal a candidate holds is written with the new leader's first
+// entry: one Save of both, not two in a row; and it applies once committed.
+func TestProposeAtElectionRidesWithTheFirstEntry(t *testing.T) {
+	h, r := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
+	term := candidate(t, h)
+	var got []Result
+	if err := h.ProposeAtElection([]byte("held"), func(res Result) { got = append(got, res) }); err != nil {
+		t.Fatal(err)
+	}
+	if saves := winSaves(t, h, r, term); len(saves) != 1 || !strings.HasSuffix(saves[0], " entries=2") {
 		t.Fatalf("the new leader's saves: %q, want one of its empty entry and the held proposal (entries=2)", saves)
 	}
 	acknowledge(t, h)
@@ -179,16 +186,7 @@ func TestProposeAtElectionBoundedInBytes(t *testing.T) {
 		if err := propose("dd"); err != nil { // 10 bytes: within
 			t.Fatalf("holding 2 bytes more than 8 of %d: %v", maxBytes, err)
 		}
-		mustHandle(t, h)
-		r.events = nil
-		mustStep(t, h, raft.Message{Type: raft.MsgVoteResponse, From: 2, To: 1, Term: term})
-		var saves []string
-		for _, e := range r.events {
-			if strings.HasPrefix(e, "save") {
-				saves = append(saves, e)
-			}
-		}
-		if len(saves) != 1 || !strings.HasSuffix(saves[0], " entries=4") {
+		if saves := winSaves(t, h, r, term); len(saves) != 1 || !strings.HasSuffix(saves[0], " entries=4") {
 			t.Fatalf("the new leader's saves: %q, want one of its empty entry and the 3 held proposals (entries=4)", saves)
 		}
 		acknowledge(t, h)

@@ -249,20 +249,40 @@ func TestConflictingSuffixIsReplacedQuickly(t *testing.T) {
 	}
 }
 
-// Flow control: at most MaxInflightMsgs appends in flight to a silent
-// follower, each within MaxAppendBytes.
-func TestAppendFlowControl(t *testing.T) {
+// leaderOf2 bootstraps nodes 1 and 2, configured by configure, and
+// elects node 1.
+func leaderOf2(t *testing.T, configure func(*raft.Config)) (*rafttest.Network, *rafttest.Node) {
+	t.Helper()
 	n := rafttest.NewNetwork()
 	n.Config = func(id uint64) raft.Config {
 		cfg := rafttest.DefaultConfig(id)
-		cfg.MaxInflightMsgs = 3
-		cfg.MaxAppendBytes = 10
+		configure(&cfg)
 		return cfg
 	}
 	if err := n.Bootstrap(1, 2); err != nil {
 		t.Fatal(err)
 	}
-	leader := elect(t, n, 1)
+	return n, elect(t, n, 1)
+}
+
+// proposeNumbered proposes count entries of 4 bytes on leader: "0000",
+// "0001", ...
+func proposeNumbered(t *testing.T, leader *rafttest.Node, count int) {
+	t.Helper()
+	for i := range count {
+		if _, _, err := leader.Core.Propose(fmt.Appendf(nil, "%04d", i)); err != nil {
+			t.Fatalf("proposal %d: %v", i, err)
+		}
+	}
+}
+
+// Flow control: at most MaxInflightMsgs appends in flight to a silent
+// follower, each within MaxAppendBytes.
+func TestAppendFlowControl(t *testing.T) {
+	n, leader := leaderOf2(t, func(cfg *raft.Config) {
+		cfg.MaxInflightMsgs = 3
+		cfg.MaxAppendBytes = 10
+	})
 	for i := range 20 {
 		if _, _, err := leader.Core.Propose(fmt.Appendf(nil, "%04d", i)); err != nil {
 			t.Fatal(err)
@@ -301,18 +321,11 @@ func TestAppendFlowControl(t *testing.T) {
 // one connection.
 func TestAppendFlowControlInBytes(t *testing.T) {
 	const appendBytes, inflightBytes = 10, 25
-	n := rafttest.NewNetwork()
-	n.Config = func(id uint64) raft.Config {
-		cfg := rafttest.DefaultConfig(id)
+	n, leader := leaderOf2(t, func(cfg *raft.Config) {
 		cfg.MaxInflightMsgs = 100
 		cfg.MaxAppendBytes = appendBytes
 		cfg.MaxInflightBytes = inflightBytes
-		return cfg
-	}
-	if err := n.Bootstrap(1, 2); err != nil {
-		t.Fatal(err)
-	}
-	leader := elect(t, n, 1)
+	})
 	sizes := []int{4, 4, 4, 50, 4, 4, 4, 4, 4, 4, 4, 4}
 	for i, size := range sizes {
 		if _, _, err := leader.Core.Propose(make([]byte, size)); err != nil {
@@ -361,24 +374,13 @@ func TestAppendFlowControlInBytes(t *testing.T) {
 // per heartbeat interval, which carries no entries.
 func TestAppendFlowControlHoldsUnderHeartbeatAnswers(t *testing.T) {
 	const appendBytes, inflightBytes, heartbeatTicks = 10, 25, 2
-	n := rafttest.NewNetwork()
-	n.Config = func(id uint64) raft.Config {
-		cfg := rafttest.DefaultConfig(id)
+	n, leader := leaderOf2(t, func(cfg *raft.Config) {
 		cfg.HeartbeatTicks = heartbeatTicks
 		cfg.MaxInflightMsgs = 100
 		cfg.MaxAppendBytes = appendBytes
 		cfg.MaxInflightBytes = inflightBytes
-		return cfg
-	}
-	if err := n.Bootstrap(1, 2); err != nil {
-		t.Fatal(err)
-	}
-	leader := elect(t, n, 1)
-	for i := range 40 {
-		if _, _, err := leader.Core.Propose(fmt.Appendf(nil, "%04d", i)); err != nil {
-			t.Fatalf("proposal %d: %v", i, err)
-		}
-	}
+	})
+	proposeNumbered(t, leader, 40)
 	heartbeats := func(m raft.Message) bool {
 		return m.Type == raft.MsgHeartbeatRequest || m.Type == raft.MsgHeartbeatResponse
 	}
@@ -446,22 +448,11 @@ func TestAppendFlowControlHoldsUnderHeartbeatAnswers(t *testing.T) {
 // heartbeats, is not stuck behind its full window: the empty append a
 // heartbeat answer gets it makes it acknowledge what it holds.
 func TestAppendFlowControlRecoversLostAcknowledgements(t *testing.T) {
-	n := rafttest.NewNetwork()
-	n.Config = func(id uint64) raft.Config {
-		cfg := rafttest.DefaultConfig(id)
+	n, leader := leaderOf2(t, func(cfg *raft.Config) {
 		cfg.MaxInflightMsgs = 2
 		cfg.MaxAppendBytes = 4
-		return cfg
-	}
-	if err := n.Bootstrap(1, 2); err != nil {
-		t.Fatal(err)
-	}
-	leader := elect(t, n, 1)
-	for i := range 10 {
-		if _, _, err := leader.Core.Propose(fmt.Appendf(nil, "%04d", i)); err != nil {
-			t.Fatalf("proposal %d: %v", i, err)
-		}
-	}
+	})
+	proposeNumbered(t, leader, 10)
 	// Let the acknowledgements flow until the window is full, then lose
 	// every one.
 	inFlight := func() int {
