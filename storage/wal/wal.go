@@ -107,16 +107,6 @@ type WAL struct {
 	buf     []byte // reused for encoding batches
 }
 
-// allocation returns the length to allocate the last segment to so that it
-// holds end bytes: a preallocation step past what it has, within the
-// segment's bound, or end if that is more.
-func (w *WAL) allocation(end int64) int64 {
-	if w.opts.PreallocateBytes < 0 {
-		return end
-	}
-	return max(end, min(w.allocated+w.opts.PreallocateBytes, w.opts.SegmentBytes))
-}
-
 // reserve makes room in the last segment for writes up to end, allocating
 // a step ahead. A disk too full for the step is no error here: the write
 // goes on without it and meets the full disk itself, as it would without
@@ -125,7 +115,7 @@ func (w *WAL) reserve(end int64) error {
 	if end <= w.allocated {
 		return nil
 	}
-	n, err := allocate(w.file, w.allocation(end), end, w.opts.PreallocateBytes > 0)
+	n, err := w.allocate(w.file, w.allocated, end)
 	if err != nil {
 		return err
 	}
@@ -133,13 +123,17 @@ func (w *WAL) reserve(end int64) error {
 	return nil
 }
 
-// allocate allocates f to n bytes if on, and returns the length the file
-// then has at least: n, or end (which the writes then extend it to) when
-// allocation is off or the disk has no space for it.
-func allocate(f vfs.WriteAtFile, n, end int64, on bool) (int64, error) {
-	if !on {
+// allocate allocates f, a segment file of length allocated, a
+// preallocation step ahead (within the segment's bound, and at least to
+// end), and returns the length the file then has at least: that, or end
+// (which the writes then extend it to) when preallocation is off or the
+// disk has no space for it. It is the one place the step is computed, for
+// a new segment (allocated 0) and for a growing one.
+func (w *WAL) allocate(f vfs.WriteAtFile, allocated, end int64) (int64, error) {
+	if w.opts.PreallocateBytes < 0 {
 		return end, nil
 	}
+	n := max(end, min(allocated+w.opts.PreallocateBytes, w.opts.SegmentBytes))
 	if err := f.Allocate(n); err != nil {
 		if vfs.IsNoSpace(err) {
 			return end, nil
@@ -438,7 +432,7 @@ func (w *WAL) createSegment(seq uint64, body []byte) (vfs.WriteAtFile, int64, in
 	}
 	buf := append(segmentHeader(seq), body...)
 	size := int64(len(buf))
-	allocated, err := allocate(f, max(size, min(w.opts.PreallocateBytes, w.opts.SegmentBytes)), size, w.opts.PreallocateBytes > 0)
+	allocated, err := w.allocate(f, 0, size)
 	if err == nil {
 		_, err = f.WriteAt(buf, 0)
 	}
