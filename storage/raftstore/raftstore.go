@@ -45,6 +45,11 @@ type Options struct {
 	SegmentBytes int64
 	// Logger receives recovery notices. nil means slog.Default().
 	Logger *slog.Logger
+	// Background runs the removal of the log segments a snapshot's
+	// checkpoint replaced, off the goroutine that installed it (see
+	// wal.Options.Background). nil means a goroutine of its own, which
+	// Close waits for.
+	Background func(work func())
 }
 
 // Validate reports an option out of range, naming the field.
@@ -195,7 +200,7 @@ func (d *Disk) recover(dir string, opts Options) error {
 // openLog opens the write-ahead log, starting a new one only where dir
 // shows no sign of having had one.
 func (d *Disk) openLog(dir string, opts Options, hasVote bool) (*wal.WAL, wal.State, error) {
-	o := wal.Options{SegmentBytes: opts.SegmentBytes, Logger: d.logger, RequireExisting: true}
+	o := wal.Options{SegmentBytes: opts.SegmentBytes, Logger: d.logger, RequireExisting: true, Background: opts.Background}
 	w, state, err := wal.Open(d.fs, filepath.Join(dir, "wal"), o)
 	if !errors.Is(err, wal.ErrMissing) {
 		return w, state, err

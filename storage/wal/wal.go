@@ -3,10 +3,12 @@ package wal
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"encoding/binary"
 	"slices"
@@ -47,6 +49,15 @@ type Options struct {
 	// segment, instead of starting a new log: for a node whose log must
 	// exist, because a missing one would be a node that forgot its votes.
 	RequireExisting bool
+	// Background runs the removal of the segments a checkpoint replaced,
+	// so that Checkpoint returns once the checkpoint is durable, without
+	// waiting for the old segments (64 MiB each by default) to be
+	// unlinked. It may run work on any goroutine, at any later time, or
+	// never: work touches only files the WAL no longer uses, and Open
+	// removes any that are left. nil runs work on a new goroutine, which
+	// Close waits for. (The simulator schedules work as an event, so that
+	// a seed replays; tests run it in place.)
+	Background func(work func())
 }
 
 // Validate reports an option out of range, naming the field.
@@ -105,6 +116,11 @@ type WAL struct {
 	durable durablePoint
 	closed  bool
 	buf     []byte // reused for encoding batches
+
+	// removals counts the removals of replaced segments running on
+	// goroutines of their own (Options.Background nil); Close waits for
+	// them.
+	removals sync.WaitGroup
 }
 
 // reserve makes room in the last segment for writes up to end, allocating
@@ -399,13 +415,29 @@ func (w *WAL) removeSegments(seqs []uint64, why string) error {
 	if len(seqs) == 0 {
 		return nil
 	}
-	for _, seq := range seqs {
-		w.opts.Logger.Info("wal: removing segment", "segment", w.path(seq), "why", why)
-		if err := w.fs.Remove(w.path(seq)); err != nil {
+	return removeFiles(w.fs, w.dir, w.paths(seqs), why, w.opts.Logger)
+}
+
+func (w *WAL) paths(seqs []uint64) []string {
+	paths := make([]string, len(seqs))
+	for i, seq := range seqs {
+		paths[i] = w.path(seq)
+	}
+	return paths
+}
+
+// removeFiles removes the segment files at paths and syncs their
+// directory. A file already gone is no error: the removal of segments a
+// checkpoint replaced runs in the background, and an Open in the same
+// process after the WAL was abandoned (a test's crash) may meet it.
+func removeFiles(fsys vfs.FS, dir string, paths []string, why string, logger *slog.Logger) error {
+	for _, path := range paths {
+		logger.Info("wal: removing segment", "segment", path, "why", why)
+		if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
-	return w.fs.SyncDir(w.dir)
+	return fsys.SyncDir(dir)
 }
 
 // startSegment creates segment seq durably with body as its first bytes
@@ -652,7 +684,8 @@ func (w *WAL) Repair() error {
 // Checkpoint records that a snapshot covers the log up to cp.Index: it
 // starts a new segment holding cp, hs (unless empty) and ents, the entries
 // to keep after cp.Index (contiguous, from cp.Index+1), makes it durable,
-// then removes every older segment. cp.Index must not be below an earlier
+// and returns; every older segment is then removed off the caller's
+// goroutine (Options.Background). cp.Index must not be below an earlier
 // checkpoint's (else Checkpoint panics).
 //
 // A crash before the new segment is durable leaves the log as it was; after
@@ -692,20 +725,42 @@ func (w *WAL) Checkpoint(cp Checkpoint, hs raft.HardState, ents []raft.Entry) er
 	}
 	w.checkpointIndex, w.lastIndex = cp.Index, cp.Index+uint64(len(ents))
 	w.markDurable()
-	// The checkpoint is durable. Failing to remove what it replaced leaves
-	// the state right; Open retries the removal.
-	if err := w.removeSegments(old, "replaced by a checkpoint"); err != nil {
-		w.opts.Logger.Warn("wal: removing segments replaced by a checkpoint", "dir", w.dir, "err", err)
-	}
+	w.removeReplaced(old)
 	return nil
 }
 
+// removeReplaced removes the segments seqs, which a durable checkpoint
+// replaced, off the caller's goroutine (Options.Background). From now on
+// the WAL never opens, lists for its state or removes them (Repair removes
+// only segments after its last sync's, Open only runs on a closed WAL), so
+// the removal shares nothing with it but the file system. It may be cut
+// short by a crash, or fail: the checkpoint holds either way, and Open
+// removes what is left ("left over from an interrupted checkpoint").
+func (w *WAL) removeReplaced(seqs []uint64) {
+	fsys, dir, paths, logger := w.fs, w.dir, w.paths(seqs), w.opts.Logger
+	work := func() {
+		if err := removeFiles(fsys, dir, paths, "replaced by a checkpoint", logger); err != nil {
+			logger.Warn("wal: removing segments replaced by a checkpoint", "dir", dir, "err", err)
+		}
+	}
+	if w.opts.Background != nil {
+		w.opts.Background(work)
+		return
+	}
+	w.removals.Go(work)
+}
+
 // Close syncs and closes the WAL. It is safe to call more than once.
+//
+// Close also waits for the removals of replaced segments it started on
+// goroutines of their own (Options.Background nil), so that a closed WAL
+// leaves no goroutine behind and a reopen does not race them.
 func (w *WAL) Close() error {
 	if w.closed {
 		return nil
 	}
 	w.closed = true
+	w.removals.Wait()
 	if w.file == nil {
 		return nil
 	}

@@ -20,9 +20,16 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// opts returns options that remove replaced segments in place, inside
+// Checkpoint, as before they moved to the background: a test that crashes
+// the file system then sees the same operations in the same order every
+// run (the background removal has tests of its own).
 func opts(segmentBytes int64) wal.Options {
-	return wal.Options{SegmentBytes: segmentBytes, Logger: quiet}
+	return wal.Options{SegmentBytes: segmentBytes, Logger: quiet, Background: inPlace}
 }
+
+// inPlace is an Options.Background that runs work at once.
+func inPlace(work func()) { work() }
 
 func must(t *testing.T, err error) {
 	t.Helper()
@@ -127,6 +134,81 @@ func TestCheckpointRemovesOldSegments(t *testing.T) {
 	want := wal.State{Checkpoint: cp, HardState: hs, Entries: ents(26, 6, 1)}
 	if !equalState(st, want) {
 		t.Fatalf("recovered %s\nwant %s", describe(st), describe(want))
+	}
+}
+
+// TestCheckpointReturnsBeforeRemoval checks that Checkpoint hands the
+// removal of the segments it replaced to Options.Background and returns
+// without it, and that a crash before the removal runs leaves a log that
+// opens to the checkpoint's state, with the leftovers removed; the removal
+// running late, after that Open, does no harm.
+func TestCheckpointReturnsBeforeRemoval(t *testing.T) {
+	for _, torn := range []bool{false, true} {
+		fsys := vfs.NewMemFS()
+		var removals []func()
+		o := opts(wal.MinSegmentBytes)
+		o.Background = func(work func()) { removals = append(removals, work) }
+		w, _ := open(t, fsys, "/wal", o)
+		for i := range uint64(30) {
+			must(t, w.Append(raft.HardState{Term: 1, Commit: i}, ents(1+i, 1, 1)))
+		}
+		must(t, w.Sync())
+		before, _ := fsys.List("/wal")
+		cp := wal.Checkpoint{Index: 25, Term: 1, SnapshotChecksum: 0xabcd}
+		hs := raft.HardState{Term: 1, Commit: 29}
+		must(t, w.Checkpoint(cp, hs, ents(26, 5, 1)))
+		after, _ := fsys.List("/wal")
+		if len(removals) != 1 || len(after) != len(before)+1 {
+			t.Fatalf("%d removals handed over; segments before %q, after %q: want one removal, nothing removed yet",
+				len(removals), before, after)
+		}
+		// The process dies before the removal runs.
+		if torn {
+			fsys.CrashTorn(rand.New(rand.NewPCG(1, 2)))
+		} else {
+			fsys.Crash()
+		}
+		w, st := open(t, fsys, "/wal", opts(0))
+		want := wal.State{Checkpoint: cp, HardState: hs, Entries: ents(26, 5, 1)}
+		if !equalState(st, want) {
+			t.Fatalf("torn %v: recovered %s\nwant %s", torn, describe(st), describe(want))
+		}
+		reopened, _ := fsys.List("/wal")
+		if len(reopened) != 1 || reopened[0] != after[len(after)-1] {
+			t.Fatalf("torn %v: segments after the reopen %q: want only the checkpoint's, %s", torn, reopened, after[len(after)-1])
+		}
+		removals[0]() // late: the files are gone already
+		must(t, w.Append(raft.HardState{}, ents(31, 1, 1)))
+		must(t, w.Sync())
+		must(t, w.Close())
+		_, st = open(t, fsys, "/wal", opts(0))
+		if want.Entries = ents(26, 6, 1); !equalState(st, want) {
+			t.Fatalf("torn %v: after the late removal recovered %s\nwant %s", torn, describe(st), describe(want))
+		}
+	}
+}
+
+// TestCheckpointRemovesInBackground checks the default Options.Background:
+// the replaced segments are removed on a goroutine of their own, and Close
+// waits for it (run with -race: the removal shares the file system with
+// the appends that follow the checkpoint).
+func TestCheckpointRemovesInBackground(t *testing.T) {
+	fsys := vfs.NewMemFS()
+	w, _ := open(t, fsys, "/wal", wal.Options{SegmentBytes: wal.MinSegmentBytes, Logger: quiet})
+	index := uint64(0)
+	for round := range uint64(3) {
+		for range 30 {
+			index++
+			must(t, w.Append(raft.HardState{Term: 1, Commit: index - 1}, ents(index, 1, 1)))
+		}
+		must(t, w.Sync())
+		must(t, w.Checkpoint(wal.Checkpoint{Index: index - 5, Term: 1, SnapshotChecksum: uint32(round)},
+			raft.HardState{Term: 1, Commit: index}, ents(index-4, 5, 1)))
+	}
+	must(t, w.Close())
+	names, _ := fsys.List("/wal")
+	if len(names) != 1 {
+		t.Fatalf("segments after Close %q: want only the last checkpoint's", names)
 	}
 }
 
