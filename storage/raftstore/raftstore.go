@@ -534,6 +534,13 @@ func (d *Disk) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 		if len(ents) == 0 && hs.Commit <= d.lastIndex() {
 			commit = hs.Commit
 		}
+		// Never below what the file holds: after a vote-only Save that
+		// commit index is durable nowhere else (the log's record of it
+		// is not synced), and this Save may fail after replacing the
+		// file but before the log takes its own record. It is still a
+		// committed index the log holds durably: committed entries are
+		// never truncated.
+		commit = max(commit, d.voteFile.commit)
 		if err := d.writeVote(vote{hs.Term, hs.Vote}, flags, commit); err != nil {
 			return fmt.Errorf("raftstore: save: vote: %w", err)
 		}
