@@ -234,7 +234,8 @@ func (w *WAL) recover() (State, error) {
 		w.markDurable()
 		return State{}, nil
 	}
-	if seqs, err = w.dropInterruptedRoll(seqs); err != nil {
+	scanned := segmentScans{}
+	if seqs, err = w.dropInterruptedRoll(seqs, scanned); err != nil {
 		return State{}, err
 	}
 
@@ -243,13 +244,9 @@ func (w *WAL) recover() (State, error) {
 	scans := make([]scan, len(seqs))
 	start := -1
 	for i := len(seqs) - 1; i >= 0; i-- {
-		data, err := vfs.ReadFile(w.fs, w.path(seqs[i]))
+		s, err := w.scanSegment(scanned, seqs[i], i == len(seqs)-1)
 		if err != nil {
 			return State{}, err
-		}
-		s, err := parseSegment(data, seqs[i], i == len(seqs)-1)
-		if err != nil {
-			return State{}, fmt.Errorf("segment %s: %w", segmentName(seqs[i]), err)
 		}
 		scans[i] = s
 		if s.opensWithCheckpoint() || seqs[i] == 1 {
@@ -289,27 +286,57 @@ func (w *WAL) recover() (State, error) {
 	return state, nil
 }
 
+// segmentScans holds the segments Open read and parsed, by sequence number
+// and whether each was parsed as the last segment (which may have a torn
+// tail), with the parse's error: Open reads each segment once, though
+// dropInterruptedRoll looks at the last two before the replay does.
+type segmentScans map[segmentRole]scanResult
+
+type segmentRole struct {
+	seq  uint64
+	last bool
+}
+
+type scanResult struct {
+	scan scan
+	err  error
+}
+
+// scanSegment returns segment seq read and parsed (as the last segment if
+// last), from scanned if it was already. Errors name the segment.
+func (w *WAL) scanSegment(scanned segmentScans, seq uint64, last bool) (scan, error) {
+	role := segmentRole{seq, last}
+	if r, ok := scanned[role]; ok {
+		return r.scan, r.err
+	}
+	var r scanResult
+	data, err := vfs.ReadFile(w.fs, w.path(seq))
+	if err == nil {
+		r.scan, err = parseSegment(data, seq, last)
+	}
+	if err != nil {
+		r.err = fmt.Errorf("segment %s: %w", segmentName(seq), err)
+	}
+	scanned[role] = r
+	return r.scan, r.err
+}
+
 // dropInterruptedRoll removes a last segment that a crash left behind in
 // the middle of starting it: it holds no complete batch, and the segment
 // before it does not end by naming it (the end-of-segment record is
 // written, and synced, only once the new segment is durable). The segment
 // before is then the last, and a torn tail in it is truncated as usual.
-func (w *WAL) dropInterruptedRoll(seqs []uint64) ([]uint64, error) {
+// The segments it reads stay in scanned for the replay; an error reading
+// or parsing them is left to the replay to report.
+func (w *WAL) dropInterruptedRoll(seqs []uint64, scanned segmentScans) ([]uint64, error) {
 	n := len(seqs)
 	if n < 2 || seqs[n-2]+1 != seqs[n-1] {
 		return seqs, nil
 	}
-	data, err := vfs.ReadFile(w.fs, w.path(seqs[n-1]))
-	if err != nil {
-		return nil, err
+	if s, err := w.scanSegment(scanned, seqs[n-1], true); err != nil || len(s.records) > 0 {
+		return seqs, nil
 	}
-	if s, err := parseSegment(data, seqs[n-1], true); err != nil || len(s.records) > 0 {
-		return seqs, nil // the main replay reports the error, if any
-	}
-	if data, err = vfs.ReadFile(w.fs, w.path(seqs[n-2])); err != nil {
-		return nil, err
-	}
-	prev, err := parseSegment(data, seqs[n-2], true)
+	prev, err := w.scanSegment(scanned, seqs[n-2], true)
 	if err != nil || (!prev.torn && prev.endsWithSegmentEnd()) {
 		return seqs, nil // a completed roll, or an error the replay reports
 	}

@@ -607,3 +607,37 @@ func checkCrash(t *testing.T, o wal.Options, ops []op, model []wal.State, seed u
 		t.Fatalf("seed %d point %d mode %d: after a new batch recovered %s\nwant %s", seed, point, mode, describe(again), describe(want))
 	}
 }
+
+// TestOpenReadsEachSegmentOnce: Open reads a segment at most once, though
+// it looks at the last two for an interrupted roll before the replay.
+func TestOpenReadsEachSegmentOnce(t *testing.T) {
+	m := vfs.NewMemFS()
+	w, _ := open(t, m, "/wal", opts(wal.MinSegmentBytes))
+	for i := range uint64(30) {
+		must(t, w.Append(raft.HardState{Term: 1, Commit: i}, ents(1+i, 1, 1)))
+	}
+	must(t, w.Sync())
+	must(t, w.Close())
+	names, err := m.List("/wal")
+	must(t, err)
+	if len(names) < 3 {
+		t.Fatalf("segments %q: want several", names)
+	}
+	opened := map[string]int{}
+	f := vfs.NewFaultFS(m, 1, func(op vfs.Op) vfs.Fault {
+		if op.Kind == vfs.OpOpen {
+			opened[filepath.Base(op.Name)]++
+		}
+		return vfs.NoFault
+	})
+	w, st := open(t, f, "/wal", opts(wal.MinSegmentBytes))
+	defer w.Close()
+	if st.LastIndex() != 30 {
+		t.Fatalf("recovered last index %d, want 30", st.LastIndex())
+	}
+	for name, n := range opened {
+		if n > 1 {
+			t.Errorf("Open read %s %d times (reads: %v), want once", name, n, opened)
+		}
+	}
+}
