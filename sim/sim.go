@@ -331,7 +331,8 @@ var discard = slog.New(slog.DiscardHandler)
 // openDisk (re)opens a node's durable storage after a crash: the WAL is
 // replayed from what the crash left on its MemFS.
 func (s *Sim) openDisk(n *node) bool {
-	d, err := raftstore.Open(n.fault, diskDir, raftstore.Options{SegmentBytes: 64 << 10, Logger: discard})
+	d, err := raftstore.Open(n.fault, diskDir, raftstore.Options{SegmentBytes: 64 << 10, Logger: discard,
+		Background: s.removeInBackground(n)})
 	switch {
 	case n.lost && errors.Is(err, raftstore.ErrLost):
 		// What the server does too: a node that lost its log must not

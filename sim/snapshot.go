@@ -65,6 +65,17 @@ func (s *Sim) background(n *node) shell.Background {
 	}
 }
 
+// removeInBackground is a node's raftstore.Options.Background: the
+// removal of the log segments a checkpoint replaced runs at a later event,
+// as a background snapshot's work does, and not at all if the node crashed
+// meanwhile (its next Open removes them), so that a seed replays.
+func (s *Sim) removeInBackground(n *node) func(work func()) {
+	background := s.background(n)
+	return func(work func()) {
+		background(func() error { work(); return nil }, func(error) {})
+	}
+}
+
 // snapshotWritten runs a background snapshot's work and its end.
 func (s *Sim) snapshotWritten(e *event) {
 	n := s.nodes[e.node]

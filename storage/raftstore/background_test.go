@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"testing"
 
 	"coord/raft"
+	"coord/storage/raftstore"
 	"coord/storage/snapshot"
 	"coord/storage/storagetest"
 	"coord/storage/vfs"
@@ -202,5 +204,54 @@ func TestRestartReadsSnapshotOnce(t *testing.T) {
 	}
 	if atOpen > restored/10 {
 		t.Fatalf("Open read %d bytes (the WAL's and the snapshot's header), the restore %d: Open read the snapshot's data", atOpen, restored)
+	}
+}
+
+// TestCompactToCrashBeforeSegmentRemoval crashes after CompactTo returned
+// but before the removal of the log segments its checkpoint replaced ran
+// (Options.Background holds it): the reopened Disk has the snapshot and
+// every entry after it, and the leftover segments are gone.
+func TestCompactToCrashBeforeSegmentRemoval(t *testing.T) {
+	for _, torn := range []bool{false, true} {
+		m := vfs.NewMemFS()
+		var held []func()
+		o := opts
+		o.Background = func(work func()) { held = append(held, work) }
+		d, err := raftstore.Open(m, "/node", o)
+		must(t, err)
+		for i := uint64(1); i <= 40; i += 10 {
+			must(t, d.Save(raft.HardState{Term: 1, Commit: i + 9}, entries(i, i+9, 1), true))
+		}
+		before, err := m.List("/node/wal")
+		must(t, err)
+		meta := raft.SnapshotMetadata{Index: 30, Term: 1, ConfState: raft.ConfState{Voters: []uint64{1}}}
+		must(t, d.WriteSnapshot(meta, bytes.NewReader([]byte("state at 30"))))
+		must(t, d.CompactTo(meta))
+		after, err := m.List("/node/wal")
+		must(t, err)
+		if len(before) < 2 || len(held) != 1 || len(after) != len(before)+1 {
+			t.Fatalf("segments before %q, after CompactTo %q, %d removals held: want several, none removed yet, one held",
+				before, after, len(held))
+		}
+		if torn {
+			m.CrashTorn(rand.New(rand.NewPCG(3, 4)))
+		} else {
+			m.Crash()
+		}
+		d = open(t, m, "/node")
+		snap, err := d.Snapshot()
+		must(t, err)
+		if data := storagetest.SnapshotData(t, snap); snap.Metadata.Index != 30 || string(data) != "state at 30" {
+			t.Fatalf("torn %v: snapshot after reopening: %+v %q, want index 30", torn, snap.Metadata, data)
+		}
+		ents, err := d.Entries(31, 41, 1<<20)
+		must(t, err)
+		if len(ents) != 10 || ents[0].Index != 31 || ents[9].Index != 40 {
+			t.Fatalf("torn %v: %d entries after the snapshot, want 31 to 40", torn, len(ents))
+		}
+		if names, _ := m.List("/node/wal"); len(names) != 1 || names[0] != after[len(after)-1] {
+			t.Fatalf("torn %v: segments after reopening %q, want only %s", torn, names, after[len(after)-1])
+		}
+		must(t, d.Close())
 	}
 }

@@ -359,8 +359,9 @@ func checkFiles(t *testing.T, m *vfs.MemFS, context string) {
 // writes), then reopens, with or without a crash, and checks the recovered
 // state as the crash test does.
 func TestInjectedFaults(t *testing.T) {
-	kinds := []vfs.OpKind{vfs.OpCreate, vfs.OpWrite, vfs.OpSync, vfs.OpRename, vfs.OpSyncDir, vfs.OpRemove, vfs.OpTruncate}
+	kinds := []vfs.OpKind{vfs.OpCreate, vfs.OpWrite, vfs.OpSync, vfs.OpRename, vfs.OpSyncDir, vfs.OpRemove, vfs.OpTruncate, vfs.OpAllocate}
 	failures := 0
+	injected := map[vfs.OpKind]int{}
 	for seed := range uint64(60) {
 		ops, states := workload(seed, 40, seed%4 == 3)
 		m := vfs.NewMemFS()
@@ -368,7 +369,14 @@ func TestInjectedFaults(t *testing.T) {
 		if seed%2 == 1 {
 			fault = vfs.FaultShortWrite
 		}
-		f := vfs.NewFaultFS(m, seed, vfs.Probabilistic(seed, 0.03, fault, kinds...))
+		inject := vfs.Probabilistic(seed, 0.03, fault, kinds...)
+		f := vfs.NewFaultFS(m, seed, func(op vfs.Op) vfs.Fault {
+			got := inject(op)
+			if got != vfs.NoFault {
+				injected[op.Kind]++
+			}
+			return got
+		})
 		d, err := raftstore.Open(f, "/node", opts)
 		if err != nil {
 			continue // a fault during the first Open: nothing to check
@@ -397,6 +405,14 @@ func TestInjectedFaults(t *testing.T) {
 	if failures < 20 {
 		t.Fatalf("only %d of 60 workloads met a fault: raise the probability", failures)
 	}
+	for _, kind := range kinds {
+		// Truncate is only Repair's and a torn tail's at Open: the
+		// workload's calls never reach it.
+		if kind != vfs.OpTruncate && injected[kind] == 0 {
+			t.Errorf("no %s fault was injected in 60 workloads (faults by kind: %v)", kind, injected)
+		}
+	}
+	t.Logf("faults injected, by kind: %v", injected)
 }
 
 // TestRestartWithoutCrash reopens after a failed write without a crash: what

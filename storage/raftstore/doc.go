@@ -105,10 +105,11 @@
 // atomically (tmp, fsync, rename, fsync dir); then start a log segment that
 // opens with a checkpoint naming the snapshot (index, term, checksum),
 // followed by the hard state and the entries kept after the snapshot, and
-// fsync it and the directory; then remove the older segments and snapshot
-// files. A crash between the steps leaves either the old state (the new
-// snapshot file is unreferenced, and Open removes it, with any leftover tmp
-// file) or the new one (Open removes what the checkpoint replaced).
+// fsync it and the directory; then remove the older snapshot files, and
+// the older segments in the background (Options.Background). A crash
+// between the steps leaves either the old state (the new snapshot file is
+// unreferenced, and Open removes it, with any leftover tmp file) or the
+// new one (Open removes what the checkpoint replaced).
 //
 // Compact rewrites the entries kept after the snapshot into the new
 // segment, so compacting near the last index keeps that cheap.

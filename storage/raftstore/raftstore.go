@@ -45,6 +45,11 @@ type Options struct {
 	SegmentBytes int64
 	// Logger receives recovery notices. nil means slog.Default().
 	Logger *slog.Logger
+	// Background runs the removal of the log segments a snapshot's
+	// checkpoint replaced, off the goroutine that installed it (see
+	// wal.Options.Background). nil means a goroutine of its own, which
+	// Close waits for.
+	Background func(work func())
 }
 
 // Validate reports an option out of range, naming the field.
@@ -195,7 +200,7 @@ func (d *Disk) recover(dir string, opts Options) error {
 // openLog opens the write-ahead log, starting a new one only where dir
 // shows no sign of having had one.
 func (d *Disk) openLog(dir string, opts Options, hasVote bool) (*wal.WAL, wal.State, error) {
-	o := wal.Options{SegmentBytes: opts.SegmentBytes, Logger: d.logger, RequireExisting: true}
+	o := wal.Options{SegmentBytes: opts.SegmentBytes, Logger: d.logger, RequireExisting: true, Background: opts.Background}
 	w, state, err := wal.Open(d.fs, filepath.Join(dir, "wal"), o)
 	if !errors.Is(err, wal.ErrMissing) {
 		return w, state, err
@@ -529,6 +534,13 @@ func (d *Disk) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 		if len(ents) == 0 && hs.Commit <= d.lastIndex() {
 			commit = hs.Commit
 		}
+		// Never below what the file holds: after a vote-only Save that
+		// commit index is durable nowhere else (the log's record of it
+		// is not synced), and this Save may fail after replacing the
+		// file but before the log takes its own record. It is still a
+		// committed index the log holds durably: committed entries are
+		// never truncated.
+		commit = max(commit, d.voteFile.commit)
 		if err := d.writeVote(vote{hs.Term, hs.Vote}, flags, commit); err != nil {
 			return fmt.Errorf("raftstore: save: vote: %w", err)
 		}

@@ -521,3 +521,35 @@ func TestRestartAfterAnUnsyncedVoteThenPowerLoss(t *testing.T) {
 		t.Fatalf("after the power loss: hard state %+v, %v; want term 2, vote 3", hs, err)
 	}
 }
+
+// TestFailedSaveKeepsVoteFileCommit: a vote-only Save's commit index is
+// durable only in the VOTE file (its log record is not synced). A later
+// Save with a new vote and entries replaces the file first; if the log
+// then fails to take the entries and the node crashes, the commit index
+// must survive: the file carried it forward. (TestInjectedFaults found
+// this with an injected Allocate failure while the log started a segment.)
+func TestFailedSaveKeepsVoteFileCommit(t *testing.T) {
+	m := vfs.NewMemFS()
+	failLog := false
+	f := vfs.NewFaultFS(m, 1, func(op vfs.Op) vfs.Fault {
+		if failLog && strings.HasPrefix(op.Name, "/node/wal/") && (op.Kind == vfs.OpWrite || op.Kind == vfs.OpAllocate) {
+			return vfs.FaultError
+		}
+		return vfs.NoFault
+	})
+	d, err := raftstore.Open(f, "/node", opts)
+	must(t, err)
+	must(t, d.Save(raft.HardState{Term: 1, Vote: 1}, entries(1, 5, 1), true))
+	must(t, d.Save(raft.HardState{Term: 2, Commit: 5}, nil, true)) // vote-only: the VOTE file has commit 5
+	failLog = true
+	if err := d.Save(raft.HardState{Term: 3, Vote: 3, Commit: 5}, entries(6, 7, 3), true); !errors.Is(err, vfs.ErrInjected) {
+		t.Fatalf("Save with the log failing: %v, want an injected fault", err)
+	}
+	m.Crash()
+	d = open(t, m, "/node")
+	hs, _, err := d.InitialState()
+	must(t, err)
+	if hs.Commit != 5 || hs.Term < 2 {
+		t.Fatalf("recovered hard state %+v: want term 2 or 3 and commit 5, acknowledged by the vote-only Save", hs)
+	}
+}

@@ -35,7 +35,9 @@
 // Read verifies the checksum and every length before returning anything: a
 // truncated file, a flipped bit, a bad magic number or a name that does not
 // match the metadata is an error wrapping ErrCorrupt; a newer version,
-// ErrUnsupported. The checksum also identifies the file: the write-ahead log
+// ErrUnsupported (version 0, which no build wrote, is damage: ErrCorrupt).
+// Read, Stat and Source parse the header with one function, so a fault
+// in it gets the same answer from each. The checksum also identifies the file: the write-ahead log
 // records it next to the snapshot's index so that a reopened node knows the
 // file it finds is the one the log refers to. Stat checks only the header,
 // metadata, name and size, and a Source verifies the data and checksum as

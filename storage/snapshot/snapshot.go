@@ -303,31 +303,15 @@ func Read(fsys vfs.FS, path string) (raft.Snapshot, uint32, error) {
 // decode parses and verifies a snapshot file's bytes, of either version.
 func decode(data []byte) (raft.Snapshot, uint32, error) {
 	size := uint64(len(data))
-	if size < headerSize+trailerSize {
-		return raft.Snapshot{}, 0, fmt.Errorf("%w: truncated: %d bytes, shorter than a header", ErrCorrupt, size)
+	h, err := parseHeader(data)
+	if err != nil {
+		return raft.Snapshot{}, 0, err
 	}
-	if string(data[:8]) != magic {
-		return raft.Snapshot{}, 0, fmt.Errorf("%w: bad magic %q, want %q: not a coord snapshot", ErrCorrupt, data[:8], magic)
+	metaLen, dataLen, trailer := uint64(h.metaLen), h.dataLen, uint64(h.trailerBytes())
+	if size < headerSize+trailer {
+		return raft.Snapshot{}, 0, fmt.Errorf("%w: truncated: %d bytes, shorter than a header and trailer", ErrCorrupt, size)
 	}
-	version := binary.LittleEndian.Uint32(data[8:])
-	switch {
-	case version == 0:
-		return raft.Snapshot{}, 0, fmt.Errorf("%w: format version 0", ErrCorrupt)
-	case version > formatVersion:
-		return raft.Snapshot{}, 0, fmt.Errorf("%w: format version %d, this build reads versions 1 to %d",
-			ErrUnsupported, version, formatVersion)
-	}
-	metaLen := uint64(binary.LittleEndian.Uint32(data[12:]))
-	dataLen := binary.LittleEndian.Uint64(data[16:])
-	trailer := uint64(trailerSize)
-	if version == 2 {
-		if size < headerSize+trailerSizeV2 {
-			return raft.Snapshot{}, 0, fmt.Errorf("%w: truncated: %d bytes, shorter than a header and trailer", ErrCorrupt, size)
-		}
-		if dataLen != 0 {
-			return raft.Snapshot{}, 0, fmt.Errorf("%w: header bytes 16-23 are %#x, want 0", ErrCorrupt, dataLen)
-		}
-		trailer = trailerSizeV2
+	if h.version == 2 {
 		dataLen = binary.LittleEndian.Uint64(data[size-trailerSizeV2:])
 	}
 	// Compare without overflowing: dataLen comes from the file.

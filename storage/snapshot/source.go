@@ -89,29 +89,16 @@ type sourceReader struct {
 // readHead reads and checks the header and metadata, and sets up the data
 // of size bytes that follows.
 func (r *sourceReader) readHead(size int64) error {
-	var head [headerSize]byte
-	if _, err := io.ReadFull(r.f, head[:]); err != nil {
-		return fmt.Errorf("%w: reading the header: %w", ErrCorrupt, err)
+	h, head, err := readHeader(r.f)
+	if err != nil {
+		return err
 	}
-	if string(head[:8]) != magic {
-		return fmt.Errorf("%w: bad magic %q, want %q: not a coord snapshot", ErrCorrupt, head[:8], magic)
+	r.version = h.version
+	if h.version == 1 && h.dataLen != uint64(size) {
+		return fmt.Errorf("%w: the header says %d bytes of data, want %d", ErrCorrupt, h.dataLen, size)
 	}
-	r.version = binary.LittleEndian.Uint32(head[8:])
-	if r.version == 0 || r.version > formatVersion {
-		return fmt.Errorf("%w: format version %d, this build reads versions 1 to %d", ErrUnsupported, r.version, formatVersion)
-	}
-	metaLen := binary.LittleEndian.Uint32(head[12:])
-	lenField := binary.LittleEndian.Uint64(head[16:])
-	switch {
-	case r.version == 1 && lenField != uint64(size):
-		return fmt.Errorf("%w: the header says %d bytes of data, want %d", ErrCorrupt, lenField, size)
-	case r.version == 2 && lenField != 0:
-		return fmt.Errorf("%w: header bytes 16-23 are %#x, want 0", ErrCorrupt, lenField)
-	case metaLen > 16+3*4+3*8*maxMetadataIDs:
-		return fmt.Errorf("%w: metadata of %d bytes", ErrCorrupt, metaLen)
-	}
-	r.crc.Write(head[:])
-	meta := make([]byte, metaLen)
+	r.crc.Write(head)
+	meta := make([]byte, h.metaLen)
 	if _, err := io.ReadFull(r.f, meta); err != nil {
 		return fmt.Errorf("%w: reading the metadata: %w", ErrCorrupt, err)
 	}
@@ -122,10 +109,6 @@ func (r *sourceReader) readHead(size int64) error {
 	r.left, r.size = size, size
 	return nil
 }
-
-// maxMetadataIDs bounds each membership list a Source reads: metadata is
-// small, and its length comes from the file.
-const maxMetadataIDs = 1 << 16
 
 func (r *sourceReader) Read(p []byte) (int, error) {
 	if r.err != nil {

@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -41,28 +40,13 @@ func stat(f vfs.File) (raft.SnapshotMetadata, int64, error) {
 	if err != nil {
 		return raft.SnapshotMetadata{}, 0, err
 	}
-	var head [headerSize]byte
-	if _, err := io.ReadFull(f, head[:]); err != nil {
-		return raft.SnapshotMetadata{}, 0, fmt.Errorf("%w: truncated: reading the header: %w", ErrCorrupt, err)
+	h, _, err := readHeader(f)
+	if err != nil {
+		return raft.SnapshotMetadata{}, 0, err
 	}
-	if string(head[:8]) != magic {
-		return raft.SnapshotMetadata{}, 0, fmt.Errorf("%w: bad magic %q, want %q: not a coord snapshot", ErrCorrupt, head[:8], magic)
-	}
-	version := binary.LittleEndian.Uint32(head[8:])
-	switch {
-	case version == 0:
-		return raft.SnapshotMetadata{}, 0, fmt.Errorf("%w: format version 0", ErrCorrupt)
-	case version > formatVersion:
-		return raft.SnapshotMetadata{}, 0, fmt.Errorf("%w: format version %d, this build reads versions 1 to %d",
-			ErrUnsupported, version, formatVersion)
-	}
-	metaLen := int64(binary.LittleEndian.Uint32(head[12:]))
-	lenField := binary.LittleEndian.Uint64(head[16:])
-	if metaLen > 16+3*4+3*8*maxMetadataIDs {
-		return raft.SnapshotMetadata{}, 0, fmt.Errorf("%w: metadata of %d bytes", ErrCorrupt, metaLen)
-	}
+	metaLen, lenField := h.metaLen, h.dataLen
 	var size int64
-	switch version {
+	switch h.version {
 	case 1:
 		// Compare without overflowing: lenField comes from the file.
 		if lenField > uint64(fileSize) || headerSize+metaLen+int64(lenField)+trailerSize != fileSize {
@@ -71,9 +55,6 @@ func stat(f vfs.File) (raft.SnapshotMetadata, int64, error) {
 		}
 		size = int64(lenField)
 	default:
-		if lenField != 0 {
-			return raft.SnapshotMetadata{}, 0, fmt.Errorf("%w: header bytes 16-23 are %#x, want 0", ErrCorrupt, lenField)
-		}
 		size = fileSize - headerSize - metaLen - trailerSizeV2
 		if size < 0 {
 			return raft.SnapshotMetadata{}, 0, fmt.Errorf("%w: truncated: %d bytes, shorter than a header, %d of metadata and a trailer",

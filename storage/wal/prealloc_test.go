@@ -21,7 +21,7 @@ var preallocQuiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // preallocOptions allocates in 1 KiB steps within 4 KiB segments.
 func preallocOptions(logger *slog.Logger) Options {
-	return Options{SegmentBytes: 4096, PreallocateBytes: 1024, Logger: logger}
+	return Options{SegmentBytes: 4096, PreallocateBytes: 1024, Logger: logger, Background: func(work func()) { work() }}
 }
 
 func mustDo(t *testing.T, err error) {

@@ -3,10 +3,12 @@ package wal
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"encoding/binary"
 	"slices"
@@ -47,6 +49,15 @@ type Options struct {
 	// segment, instead of starting a new log: for a node whose log must
 	// exist, because a missing one would be a node that forgot its votes.
 	RequireExisting bool
+	// Background runs the removal of the segments a checkpoint replaced,
+	// so that Checkpoint returns once the checkpoint is durable, without
+	// waiting for the old segments (64 MiB each by default) to be
+	// unlinked. It may run work on any goroutine, at any later time, or
+	// never: work touches only files the WAL no longer uses, and Open
+	// removes any that are left. nil runs work on a new goroutine, which
+	// Close waits for. (The simulator schedules work as an event, so that
+	// a seed replays; tests run it in place.)
+	Background func(work func())
 }
 
 // Validate reports an option out of range, naming the field.
@@ -105,16 +116,13 @@ type WAL struct {
 	durable durablePoint
 	closed  bool
 	buf     []byte // reused for encoding batches
-}
 
-// allocation returns the length to allocate the last segment to so that it
-// holds end bytes: a preallocation step past what it has, within the
-// segment's bound, or end if that is more.
-func (w *WAL) allocation(end int64) int64 {
-	if w.opts.PreallocateBytes < 0 {
-		return end
-	}
-	return max(end, min(w.allocated+w.opts.PreallocateBytes, w.opts.SegmentBytes))
+	// removals counts the removals of replaced segments running on
+	// goroutines of their own (Options.Background nil); Close waits for
+	// them.
+	removals sync.WaitGroup
+	// spares holds the segment PrepareSegment made ahead (spare.go).
+	spares spareState
 }
 
 // reserve makes room in the last segment for writes up to end, allocating
@@ -125,7 +133,7 @@ func (w *WAL) reserve(end int64) error {
 	if end <= w.allocated {
 		return nil
 	}
-	n, err := allocate(w.file, w.allocation(end), end, w.opts.PreallocateBytes > 0)
+	n, err := w.allocate(w.file, w.allocated, end)
 	if err != nil {
 		return err
 	}
@@ -133,13 +141,17 @@ func (w *WAL) reserve(end int64) error {
 	return nil
 }
 
-// allocate allocates f to n bytes if on, and returns the length the file
-// then has at least: n, or end (which the writes then extend it to) when
-// allocation is off or the disk has no space for it.
-func allocate(f vfs.WriteAtFile, n, end int64, on bool) (int64, error) {
-	if !on {
+// allocate allocates f, a segment file of length allocated, a
+// preallocation step ahead (within the segment's bound, and at least to
+// end), and returns the length the file then has at least: that, or end
+// (which the writes then extend it to) when preallocation is off or the
+// disk has no space for it. It is the one place the step is computed, for
+// a new segment (allocated 0) and for a growing one.
+func (w *WAL) allocate(f vfs.WriteAtFile, allocated, end int64) (int64, error) {
+	if w.opts.PreallocateBytes < 0 {
 		return end, nil
 	}
+	n := max(end, min(allocated+w.opts.PreallocateBytes, w.opts.SegmentBytes))
 	if err := f.Allocate(n); err != nil {
 		if vfs.IsNoSpace(err) {
 			return end, nil
@@ -195,6 +207,7 @@ func Open(fsys vfs.FS, dir string, opts Options) (*WAL, State, error) {
 		}
 		return nil, State{}, fmt.Errorf("wal: open %s: %w", dir, err)
 	}
+	w.unblockSpares(w.segments[len(w.segments)-1])
 	return w, state, nil
 }
 
@@ -224,7 +237,8 @@ func (w *WAL) recover() (State, error) {
 		w.markDurable()
 		return State{}, nil
 	}
-	if seqs, err = w.dropInterruptedRoll(seqs); err != nil {
+	scanned := segmentScans{}
+	if seqs, err = w.dropInterruptedRoll(seqs, scanned); err != nil {
 		return State{}, err
 	}
 
@@ -233,13 +247,9 @@ func (w *WAL) recover() (State, error) {
 	scans := make([]scan, len(seqs))
 	start := -1
 	for i := len(seqs) - 1; i >= 0; i-- {
-		data, err := vfs.ReadFile(w.fs, w.path(seqs[i]))
+		s, err := w.scanSegment(scanned, seqs[i], i == len(seqs)-1)
 		if err != nil {
 			return State{}, err
-		}
-		s, err := parseSegment(data, seqs[i], i == len(seqs)-1)
-		if err != nil {
-			return State{}, fmt.Errorf("segment %s: %w", segmentName(seqs[i]), err)
 		}
 		scans[i] = s
 		if s.opensWithCheckpoint() || seqs[i] == 1 {
@@ -279,27 +289,57 @@ func (w *WAL) recover() (State, error) {
 	return state, nil
 }
 
+// segmentScans holds the segments Open read and parsed, by sequence number
+// and whether each was parsed as the last segment (which may have a torn
+// tail), with the parse's error: Open reads each segment once, though
+// dropInterruptedRoll looks at the last two before the replay does.
+type segmentScans map[segmentRole]scanResult
+
+type segmentRole struct {
+	seq  uint64
+	last bool
+}
+
+type scanResult struct {
+	scan scan
+	err  error
+}
+
+// scanSegment returns segment seq read and parsed (as the last segment if
+// last), from scanned if it was already. Errors name the segment.
+func (w *WAL) scanSegment(scanned segmentScans, seq uint64, last bool) (scan, error) {
+	role := segmentRole{seq, last}
+	if r, ok := scanned[role]; ok {
+		return r.scan, r.err
+	}
+	var r scanResult
+	data, err := vfs.ReadFile(w.fs, w.path(seq))
+	if err == nil {
+		r.scan, err = parseSegment(data, seq, last)
+	}
+	if err != nil {
+		r.err = fmt.Errorf("segment %s: %w", segmentName(seq), err)
+	}
+	scanned[role] = r
+	return r.scan, r.err
+}
+
 // dropInterruptedRoll removes a last segment that a crash left behind in
 // the middle of starting it: it holds no complete batch, and the segment
 // before it does not end by naming it (the end-of-segment record is
 // written, and synced, only once the new segment is durable). The segment
 // before is then the last, and a torn tail in it is truncated as usual.
-func (w *WAL) dropInterruptedRoll(seqs []uint64) ([]uint64, error) {
+// The segments it reads stay in scanned for the replay; an error reading
+// or parsing them is left to the replay to report.
+func (w *WAL) dropInterruptedRoll(seqs []uint64, scanned segmentScans) ([]uint64, error) {
 	n := len(seqs)
 	if n < 2 || seqs[n-2]+1 != seqs[n-1] {
 		return seqs, nil
 	}
-	data, err := vfs.ReadFile(w.fs, w.path(seqs[n-1]))
-	if err != nil {
-		return nil, err
+	if s, err := w.scanSegment(scanned, seqs[n-1], true); err != nil || len(s.records) > 0 {
+		return seqs, nil
 	}
-	if s, err := parseSegment(data, seqs[n-1], true); err != nil || len(s.records) > 0 {
-		return seqs, nil // the main replay reports the error, if any
-	}
-	if data, err = vfs.ReadFile(w.fs, w.path(seqs[n-2])); err != nil {
-		return nil, err
-	}
-	prev, err := parseSegment(data, seqs[n-2], true)
+	prev, err := w.scanSegment(scanned, seqs[n-2], true)
 	if err != nil || (!prev.torn && prev.endsWithSegmentEnd()) {
 		return seqs, nil // a completed roll, or an error the replay reports
 	}
@@ -405,19 +445,35 @@ func (w *WAL) removeSegments(seqs []uint64, why string) error {
 	if len(seqs) == 0 {
 		return nil
 	}
-	for _, seq := range seqs {
-		w.opts.Logger.Info("wal: removing segment", "segment", w.path(seq), "why", why)
-		if err := w.fs.Remove(w.path(seq)); err != nil {
+	return removeFiles(w.fs, w.dir, w.paths(seqs), why, w.opts.Logger)
+}
+
+func (w *WAL) paths(seqs []uint64) []string {
+	paths := make([]string, len(seqs))
+	for i, seq := range seqs {
+		paths[i] = w.path(seq)
+	}
+	return paths
+}
+
+// removeFiles removes the segment files at paths and syncs their
+// directory. A file already gone is no error: the removal of segments a
+// checkpoint replaced runs in the background, and an Open in the same
+// process after the WAL was abandoned (a test's crash) may meet it.
+func removeFiles(fsys vfs.FS, dir string, paths []string, why string, logger *slog.Logger) error {
+	for _, path := range paths {
+		logger.Info("wal: removing segment", "segment", path, "why", why)
+		if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
-	return w.fs.SyncDir(w.dir)
+	return fsys.SyncDir(dir)
 }
 
 // startSegment creates segment seq durably with body as its first bytes
 // after the header, and makes it the last segment.
 func (w *WAL) startSegment(seq uint64, body []byte) error {
-	f, size, allocated, err := w.createSegment(seq, body)
+	f, size, allocated, err := w.newSegment(seq, body)
 	if err != nil {
 		return err
 	}
@@ -438,7 +494,7 @@ func (w *WAL) createSegment(seq uint64, body []byte) (vfs.WriteAtFile, int64, in
 	}
 	buf := append(segmentHeader(seq), body...)
 	size := int64(len(buf))
-	allocated, err := allocate(f, max(size, min(w.opts.PreallocateBytes, w.opts.SegmentBytes)), size, w.opts.PreallocateBytes > 0)
+	allocated, err := w.allocate(f, 0, size)
 	if err == nil {
 		_, err = f.WriteAt(buf, 0)
 	}
@@ -469,6 +525,9 @@ func (w *WAL) usable() error {
 // fail records the error that makes the WAL unusable and returns it.
 func (w *WAL) fail(err error) error {
 	w.err = err
+	w.spares.mu.Lock()
+	w.spares.blocked = true // until Repair: see spare.go
+	w.spares.mu.Unlock()
 	return fmt.Errorf("%w: %w", ErrFailed, err)
 }
 
@@ -544,7 +603,7 @@ func (w *WAL) Append(hs raft.HardState, ents []raft.Entry) error {
 // segment before it names it.
 func (w *WAL) roll() error {
 	cur := w.segments[len(w.segments)-1]
-	f, size, allocated, err := w.createSegment(cur+1, nil)
+	f, size, allocated, err := w.newSegment(cur+1, nil)
 	if err != nil {
 		return err
 	}
@@ -620,6 +679,9 @@ func (w *WAL) Repair() error {
 		_ = w.file.Close() // it failed already; the repair reopens it
 		w.file = nil
 	}
+	if sp := w.blockSpares(false); sp != nil {
+		w.dropSpare(sp) // after the last sync: the removal below would take it
+	}
 	d := w.durable
 	last := d.segments[len(d.segments)-1]
 	seqs, err := w.listSegments()
@@ -652,13 +714,15 @@ func (w *WAL) Repair() error {
 	w.checkpointIndex, w.lastIndex = d.checkpointIndex, d.lastIndex
 	w.opts.Logger.Info("wal: repaired after a failed write", "segment", w.path(last), "size", d.size, "last_index", d.lastIndex, "failure", w.err)
 	w.err = nil
+	w.unblockSpares(last)
 	return nil
 }
 
 // Checkpoint records that a snapshot covers the log up to cp.Index: it
 // starts a new segment holding cp, hs (unless empty) and ents, the entries
 // to keep after cp.Index (contiguous, from cp.Index+1), makes it durable,
-// then removes every older segment. cp.Index must not be below an earlier
+// and returns; every older segment is then removed off the caller's
+// goroutine (Options.Background). cp.Index must not be below an earlier
 // checkpoint's (else Checkpoint panics).
 //
 // A crash before the new segment is durable leaves the log as it was; after
@@ -698,20 +762,45 @@ func (w *WAL) Checkpoint(cp Checkpoint, hs raft.HardState, ents []raft.Entry) er
 	}
 	w.checkpointIndex, w.lastIndex = cp.Index, cp.Index+uint64(len(ents))
 	w.markDurable()
-	// The checkpoint is durable. Failing to remove what it replaced leaves
-	// the state right; Open retries the removal.
-	if err := w.removeSegments(old, "replaced by a checkpoint"); err != nil {
-		w.opts.Logger.Warn("wal: removing segments replaced by a checkpoint", "dir", w.dir, "err", err)
-	}
+	w.removeReplaced(old)
 	return nil
 }
 
+// removeReplaced removes the segments seqs, which a durable checkpoint
+// replaced, off the caller's goroutine (Options.Background). From now on
+// the WAL never opens, lists for its state or removes them (Repair removes
+// only segments after its last sync's, Open only runs on a closed WAL), so
+// the removal shares nothing with it but the file system. It may be cut
+// short by a crash, or fail: the checkpoint holds either way, and Open
+// removes what is left ("left over from an interrupted checkpoint").
+func (w *WAL) removeReplaced(seqs []uint64) {
+	fsys, dir, paths, logger := w.fs, w.dir, w.paths(seqs), w.opts.Logger
+	work := func() {
+		if err := removeFiles(fsys, dir, paths, "replaced by a checkpoint", logger); err != nil {
+			logger.Warn("wal: removing segments replaced by a checkpoint", "dir", dir, "err", err)
+		}
+	}
+	if w.opts.Background != nil {
+		w.opts.Background(work)
+		return
+	}
+	w.removals.Go(work)
+}
+
 // Close syncs and closes the WAL. It is safe to call more than once.
+//
+// Close also waits for the removals of replaced segments it started on
+// goroutines of their own (Options.Background nil), so that a closed WAL
+// leaves no goroutine behind and a reopen does not race them.
 func (w *WAL) Close() error {
 	if w.closed {
 		return nil
 	}
 	w.closed = true
+	w.removals.Wait()
+	if sp := w.blockSpares(true); sp != nil {
+		w.dropSpare(sp)
+	}
 	if w.file == nil {
 		return nil
 	}

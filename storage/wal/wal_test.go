@@ -20,9 +20,16 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// opts returns options that remove replaced segments in place, inside
+// Checkpoint, as before they moved to the background: a test that crashes
+// the file system then sees the same operations in the same order every
+// run (the background removal has tests of its own).
 func opts(segmentBytes int64) wal.Options {
-	return wal.Options{SegmentBytes: segmentBytes, Logger: quiet}
+	return wal.Options{SegmentBytes: segmentBytes, Logger: quiet, Background: inPlace}
 }
+
+// inPlace is an Options.Background that runs work at once.
+func inPlace(work func()) { work() }
 
 func must(t *testing.T, err error) {
 	t.Helper()
@@ -127,6 +134,81 @@ func TestCheckpointRemovesOldSegments(t *testing.T) {
 	want := wal.State{Checkpoint: cp, HardState: hs, Entries: ents(26, 6, 1)}
 	if !equalState(st, want) {
 		t.Fatalf("recovered %s\nwant %s", describe(st), describe(want))
+	}
+}
+
+// TestCheckpointReturnsBeforeRemoval checks that Checkpoint hands the
+// removal of the segments it replaced to Options.Background and returns
+// without it, and that a crash before the removal runs leaves a log that
+// opens to the checkpoint's state, with the leftovers removed; the removal
+// running late, after that Open, does no harm.
+func TestCheckpointReturnsBeforeRemoval(t *testing.T) {
+	for _, torn := range []bool{false, true} {
+		fsys := vfs.NewMemFS()
+		var removals []func()
+		o := opts(wal.MinSegmentBytes)
+		o.Background = func(work func()) { removals = append(removals, work) }
+		w, _ := open(t, fsys, "/wal", o)
+		for i := range uint64(30) {
+			must(t, w.Append(raft.HardState{Term: 1, Commit: i}, ents(1+i, 1, 1)))
+		}
+		must(t, w.Sync())
+		before, _ := fsys.List("/wal")
+		cp := wal.Checkpoint{Index: 25, Term: 1, SnapshotChecksum: 0xabcd}
+		hs := raft.HardState{Term: 1, Commit: 29}
+		must(t, w.Checkpoint(cp, hs, ents(26, 5, 1)))
+		after, _ := fsys.List("/wal")
+		if len(removals) != 1 || len(after) != len(before)+1 {
+			t.Fatalf("%d removals handed over; segments before %q, after %q: want one removal, nothing removed yet",
+				len(removals), before, after)
+		}
+		// The process dies before the removal runs.
+		if torn {
+			fsys.CrashTorn(rand.New(rand.NewPCG(1, 2)))
+		} else {
+			fsys.Crash()
+		}
+		w, st := open(t, fsys, "/wal", opts(0))
+		want := wal.State{Checkpoint: cp, HardState: hs, Entries: ents(26, 5, 1)}
+		if !equalState(st, want) {
+			t.Fatalf("torn %v: recovered %s\nwant %s", torn, describe(st), describe(want))
+		}
+		reopened, _ := fsys.List("/wal")
+		if len(reopened) != 1 || reopened[0] != after[len(after)-1] {
+			t.Fatalf("torn %v: segments after the reopen %q: want only the checkpoint's, %s", torn, reopened, after[len(after)-1])
+		}
+		removals[0]() // late: the files are gone already
+		must(t, w.Append(raft.HardState{}, ents(31, 1, 1)))
+		must(t, w.Sync())
+		must(t, w.Close())
+		_, st = open(t, fsys, "/wal", opts(0))
+		if want.Entries = ents(26, 6, 1); !equalState(st, want) {
+			t.Fatalf("torn %v: after the late removal recovered %s\nwant %s", torn, describe(st), describe(want))
+		}
+	}
+}
+
+// TestCheckpointRemovesInBackground checks the default Options.Background:
+// the replaced segments are removed on a goroutine of their own, and Close
+// waits for it (run with -race: the removal shares the file system with
+// the appends that follow the checkpoint).
+func TestCheckpointRemovesInBackground(t *testing.T) {
+	fsys := vfs.NewMemFS()
+	w, _ := open(t, fsys, "/wal", wal.Options{SegmentBytes: wal.MinSegmentBytes, Logger: quiet})
+	index := uint64(0)
+	for round := range uint64(3) {
+		for range 30 {
+			index++
+			must(t, w.Append(raft.HardState{Term: 1, Commit: index - 1}, ents(index, 1, 1)))
+		}
+		must(t, w.Sync())
+		must(t, w.Checkpoint(wal.Checkpoint{Index: index - 5, Term: 1, SnapshotChecksum: uint32(round)},
+			raft.HardState{Term: 1, Commit: index}, ents(index-4, 5, 1)))
+	}
+	must(t, w.Close())
+	names, _ := fsys.List("/wal")
+	if len(names) != 1 {
+		t.Fatalf("segments after Close %q: want only the last checkpoint's", names)
 	}
 }
 
@@ -346,6 +428,7 @@ func TestAppendGapPanics(t *testing.T) {
 // batch.
 type op struct {
 	sync       bool
+	prepare    bool // PrepareSegment
 	checkpoint *wal.Checkpoint
 	hs         raft.HardState
 	ents       []raft.Entry
@@ -420,6 +503,11 @@ func run(w *wal.WAL, ops []op) (states []wal.State, acked, attempted int) {
 	for _, o := range ops {
 		var err error
 		switch {
+		case o.prepare:
+			if err = w.PrepareSegment(); err != nil {
+				return states, acked, attempted
+			}
+			continue
 		case o.sync:
 			if err = w.Sync(); err == nil {
 				acked = attempted
@@ -456,7 +544,15 @@ func run(w *wal.WAL, ops []op) (states []wal.State, acked, attempted int) {
 // seeds), recovers, and checks that the recovered state is the state after
 // some batch between the last acknowledged and the last attempted one. It
 // then checks that the recovered WAL takes new batches.
-func TestCrashAtEveryStep(t *testing.T) { crashAtEveryStep(t, opts(wal.MinSegmentBytes)) }
+func TestCrashAtEveryStep(t *testing.T) { crashAtEveryStep(t, opts(wal.MinSegmentBytes), false) }
+
+// TestCrashAtEveryStepWithSpares is TestCrashAtEveryStep with a segment
+// prepared ahead (PrepareSegment) before every checkpoint and at random
+// other points: crashes while a spare is created, when it is left unused,
+// and in the middle of a checkpoint or a roll written into one.
+func TestCrashAtEveryStepWithSpares(t *testing.T) {
+	crashAtEveryStep(t, opts(wal.MinSegmentBytes), true)
+}
 
 // TestCrashAtEveryStepAllocatingInSteps is TestCrashAtEveryStep with
 // segments that get their space in several steps: crashes in the middle of
@@ -464,12 +560,29 @@ func TestCrashAtEveryStep(t *testing.T) { crashAtEveryStep(t, opts(wal.MinSegmen
 func TestCrashAtEveryStepAllocatingInSteps(t *testing.T) {
 	o := opts(2048)
 	o.PreallocateBytes = wal.MinSegmentBytes
-	crashAtEveryStep(t, o)
+	crashAtEveryStep(t, o, false)
 }
 
-func crashAtEveryStep(t *testing.T, o wal.Options) {
+// withSpares returns ops with a PrepareSegment before every checkpoint and
+// before one in four other operations.
+func withSpares(ops []op, seed uint64) []op {
+	rng := rand.New(rand.NewPCG(seed, 5))
+	var out []op
+	for _, o := range ops {
+		if o.checkpoint != nil || rng.IntN(4) == 0 {
+			out = append(out, op{prepare: true})
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func crashAtEveryStep(t *testing.T, o wal.Options, spares bool) {
 	for seed := range uint64(3) {
 		ops := workload(seed, 40)
+		if spares {
+			ops = withSpares(ops, seed)
+		}
 		dry := vfs.NewMemFS()
 		w, _ := open(t, dry, "/wal", o)
 		base := dry.Ops()
@@ -523,5 +636,161 @@ func checkCrash(t *testing.T, o wal.Options, ops []op, model []wal.State, seed u
 	want := apply(st, op{hs: raft.HardState{Term: st.HardState.Term + 1}, ents: next})
 	if !equalState(again, want) {
 		t.Fatalf("seed %d point %d mode %d: after a new batch recovered %s\nwant %s", seed, point, mode, describe(again), describe(want))
+	}
+}
+
+// TestOpenReadsEachSegmentOnce: Open reads a segment at most once, though
+// it looks at the last two for an interrupted roll before the replay.
+func TestOpenReadsEachSegmentOnce(t *testing.T) {
+	m := vfs.NewMemFS()
+	w, _ := open(t, m, "/wal", opts(wal.MinSegmentBytes))
+	for i := range uint64(30) {
+		must(t, w.Append(raft.HardState{Term: 1, Commit: i}, ents(1+i, 1, 1)))
+	}
+	must(t, w.Sync())
+	must(t, w.Close())
+	names, err := m.List("/wal")
+	must(t, err)
+	if len(names) < 3 {
+		t.Fatalf("segments %q: want several", names)
+	}
+	opened := map[string]int{}
+	f := vfs.NewFaultFS(m, 1, func(op vfs.Op) vfs.Fault {
+		if op.Kind == vfs.OpOpen {
+			opened[filepath.Base(op.Name)]++
+		}
+		return vfs.NoFault
+	})
+	w, st := open(t, f, "/wal", opts(wal.MinSegmentBytes))
+	defer w.Close()
+	if st.LastIndex() != 30 {
+		t.Fatalf("recovered last index %d, want 30", st.LastIndex())
+	}
+	for name, n := range opened {
+		if n > 1 {
+			t.Errorf("Open read %s %d times (reads: %v), want once", name, n, opened)
+		}
+	}
+}
+
+// TestCheckpointIntoPreparedSegment: a checkpoint after PrepareSegment
+// writes into the prepared segment: it creates no file and syncs no
+// directory, only writes and syncs its records. A spare left unused is
+// removed by Close.
+func TestCheckpointIntoPreparedSegment(t *testing.T) {
+	m := vfs.NewMemFS()
+	counts := map[vfs.OpKind]int{}
+	f := vfs.NewFaultFS(m, 1, func(op vfs.Op) vfs.Fault { counts[op.Kind]++; return vfs.NoFault })
+	w, _ := open(t, f, "/wal", opts(0))
+	must(t, w.Append(raft.HardState{Term: 1, Commit: 2}, ents(1, 5, 1)))
+	must(t, w.Sync())
+	before, _ := m.List("/wal")
+	must(t, w.PrepareSegment())
+	must(t, w.PrepareSegment()) // one spare at a time
+	spared, _ := m.List("/wal")
+	if len(spared) != len(before)+1 {
+		t.Fatalf("segments %q after PrepareSegment, %q before: want one more", spared, before)
+	}
+	clear(counts)
+	cp := wal.Checkpoint{Index: 3, Term: 1, SnapshotChecksum: 7}
+	must(t, w.Checkpoint(cp, raft.HardState{Term: 1, Commit: 5}, ents(4, 2, 1)))
+	if counts[vfs.OpCreate] != 0 || counts[vfs.OpSyncDir] > 1 || counts[vfs.OpAllocate] != 0 {
+		t.Fatalf("the checkpoint into a prepared segment did %v: want no create or allocate, and only the removal's directory sync", counts)
+	}
+	after, _ := m.List("/wal")
+	if len(after) != 1 || after[0] != spared[len(spared)-1] {
+		t.Fatalf("segments after the checkpoint %q: want only the prepared one, %s", after, spared[len(spared)-1])
+	}
+	must(t, w.PrepareSegment())
+	must(t, w.Close())
+	if err := w.PrepareSegment(); !errors.Is(err, wal.ErrClosed) {
+		t.Fatalf("PrepareSegment after Close: %v, want ErrClosed", err)
+	}
+	if names, _ := m.List("/wal"); !slices.Equal(names, after) {
+		t.Fatalf("segments after Close %q: want %q, the unused spare removed", names, after)
+	}
+	_, st := open(t, m, "/wal", opts(0))
+	want := wal.State{Checkpoint: cp, HardState: raft.HardState{Term: 1, Commit: 5}, Entries: ents(4, 2, 1)}
+	if !equalState(st, want) {
+		t.Fatalf("recovered %s\nwant %s", describe(st), describe(want))
+	}
+}
+
+// TestRepairDropsSpare: a spare prepared before a failed write is past
+// the last sync, and Repair removes it; the next one is prepared from the
+// repaired log's end.
+func TestRepairDropsSpare(t *testing.T) {
+	m := vfs.NewMemFS()
+	failWrites := false
+	f := vfs.NewFaultFS(m, 1, func(op vfs.Op) vfs.Fault {
+		if failWrites && op.Kind == vfs.OpWrite {
+			return vfs.FaultError
+		}
+		return vfs.NoFault
+	})
+	w, _ := open(t, f, "/wal", opts(0))
+	must(t, w.Append(raft.HardState{Term: 1}, ents(1, 3, 1)))
+	must(t, w.Sync())
+	must(t, w.PrepareSegment())
+	failWrites = true
+	if err := w.Append(raft.HardState{}, ents(4, 1, 1)); !errors.Is(err, wal.ErrFailed) {
+		t.Fatalf("Append with writes failing: %v, want ErrFailed", err)
+	}
+	failWrites = false
+	must(t, w.PrepareSegment()) // refused quietly while the WAL is failed
+	must(t, w.Repair())
+	if names, _ := m.List("/wal"); len(names) != 1 {
+		t.Fatalf("segments after Repair %q: want the one synced, the spare removed", names)
+	}
+	must(t, w.PrepareSegment())
+	must(t, w.Checkpoint(wal.Checkpoint{Index: 3, Term: 1}, raft.HardState{Term: 1, Commit: 3}, nil))
+	must(t, w.Append(raft.HardState{}, ents(4, 2, 1)))
+	must(t, w.Sync())
+	m.Crash()
+	_, st := open(t, m, "/wal", opts(0))
+	if st.Checkpoint.Index != 3 || st.LastIndex() != 5 {
+		t.Fatalf("recovered %s: want the checkpoint at 3 and entries 4-5", describe(st))
+	}
+}
+
+// TestPrepareSegmentConcurrently prepares segments from another goroutine
+// while the WAL appends, rolls and checkpoints (run with -race): every
+// state recovers, and no spare is ever a live segment.
+func TestPrepareSegmentConcurrently(t *testing.T) {
+	m := vfs.NewMemFS()
+	w, _ := open(t, m, "/wal", wal.Options{SegmentBytes: wal.MinSegmentBytes, Logger: quiet})
+	stop := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if err := w.PrepareSegment(); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	index := uint64(0)
+	for round := range uint64(20) {
+		for range 10 {
+			index++
+			must(t, w.Append(raft.HardState{Term: 1, Commit: index - 1}, ents(index, 1, 1)))
+		}
+		must(t, w.Sync())
+		if round%3 == 2 {
+			must(t, w.Checkpoint(wal.Checkpoint{Index: index - 2, Term: 1}, raft.HardState{Term: 1, Commit: index}, ents(index-1, 2, 1)))
+		}
+	}
+	close(stop)
+	must(t, <-done)
+	must(t, w.Close())
+	_, st := open(t, m, "/wal", opts(0))
+	if st.LastIndex() != index || st.Checkpoint.Index != 178 {
+		t.Fatalf("recovered %s: want the checkpoint at 178 (round 17) and entries to %d", describe(st), index)
 	}
 }
