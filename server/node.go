@@ -296,6 +296,7 @@ func (s *stateMachine) Apply(index uint64, data []byte) any {
 	if w, ok := watchedBy(cmd); ok && res.Status == StatusOK {
 		s.watches.changed(w)
 	}
+	wakeBatch(&s.watches, cmd, res)
 	switch {
 	case leaseOp:
 		after := s.machine.Lease(cmd.Key)
