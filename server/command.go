@@ -160,7 +160,11 @@ const (
 // Marshal encodes the command: a version byte, the op, then its fields as
 // uvarints and length-prefixed bytes.
 func (c Command) Marshal() []byte {
-	e := wire.Encoder{Buf: make([]byte, 0, 32+len(c.Key)+len(c.Value)+len(c.Holder))}
+	value := c.Value
+	if c.Op == OpBatch {
+		value = marshalBatchOps(c.Ops)
+	}
+	e := wire.Encoder{Buf: make([]byte, 0, 32+len(c.Key)+len(value)+len(c.Holder))}
 	v2 := c.Origin != 0 || c.Request != 0 || c.HasAuth
 	if v2 {
 		e.Byte(commandVersionAuth)
@@ -172,11 +176,7 @@ func (c Command) Marshal() []byte {
 	e.Uvarint(c.Seq)
 	e.Uvarint(c.Ack)
 	e.String(c.Key)
-	if c.Op == OpBatch {
-		e.Bytes(marshalBatchOps(c.Ops))
-	} else {
-		e.Bytes(c.Value)
-	}
+	e.Bytes(value)
 	e.Bool(c.HasPrev)
 	e.Uvarint(c.PrevRevision)
 	e.String(c.Holder)

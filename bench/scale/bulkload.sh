@@ -9,9 +9,15 @@
 #   bench/scale/bulkload.sh KEYS VALUE_BYTES ROUNDS SPEC...
 #   COORD_BINARY=/tmp/coord bench/scale/bulkload.sh 200000 256 3 1:256 100:64 1000:16
 #
-# A SPEC is BATCH:CLIENTS: keys per request (1: one PUT a key, the harness's
-# bulk load before batches) and concurrent requests, over 4 client
-# sessions. SERVER_ARGS are passed on to every server.
+# A SPEC is BATCH:CLIENTS[:BINARY]: keys per request (1: one PUT a key,
+# the harness's bulk load before batches), concurrent requests (over 4
+# client sessions), and the binary to run (default COORD_BINARY, else
+# coord on PATH), so that a build without batches can run the single
+# writes beside it:
+#
+#   COORD_BINARY=/tmp/coord bench/scale/bulkload.sh 200000 256 3 1:256 1000:8 1:256:/tmp/coord-main
+#
+# SERVER_ARGS are passed on to every server.
 set -euo pipefail
 keys=${1:?KEYS} value=${2:?VALUE_BYTES} rounds=${3:?ROUNDS}
 shift 3
@@ -26,8 +32,8 @@ base=${BULKLOAD_PORT_BASE:-28600}
 . "$here/ports.sh"
 check_port_base BULKLOAD_PORT_BASE "$base" 13
 
-run() { # batch clients
-  local batch=$1 clients=$2 peers="" pids=() eps=()
+run() { # batch clients binary
+  local batch=$1 clients=$2 bin=$3 peers="" pids=() eps=()
   for i in 1 2 3; do peers+="$i=127.0.0.1:$((base + i)),"; done
   for i in 1 2 3; do
     "$bin" server --insecure --id $i --peers "${peers%,}" --http 127.0.0.1:$((base + 10 + i)) \
@@ -41,14 +47,17 @@ run() { # batch clients
   done
   "$work/loadgen" --target coord --endpoints "$(IFS=,; echo "${eps[*]}")" --keys "$keys" --value-bytes "$value" \
     --duration 0 --batch "$batch" --clients "$clients" --sessions 4 --pids "$(IFS=,; echo "${pids[*]}")" |
-    grep -v '^target' | sed "s|^coord |batch=$batch clients=$clients |"
+    grep -v '^target' | sed "s|^coord |$(basename "$bin") batch=$batch clients=$clients |"
   kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
   rm -rf "$work"/coord-*
 }
 
-echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $bin, $keys keys of $value bytes, $rounds rounds"
-echo "# spec                  phase        keys     keys/s    p50 ms    p99 ms    max ms    rss MB     cpu s"
+echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $keys keys of $value bytes, $rounds rounds"
+echo "# binary spec                    phase     keys     keys/s    p50 ms    p99 ms    max ms    rss MB     cpu s"
 for r in $(seq "$rounds"); do
-  for s in "${specs[@]}"; do run "${s%%:*}" "${s##*:}"; done
+  for s in "${specs[@]}"; do
+    IFS=: read -r batch clients sbin <<<"$s"
+    run "$batch" "$clients" "${sbin:-$bin}"
+  done
 done
 echo "# $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)"
