@@ -33,6 +33,12 @@ type BatchOp struct {
 	PrevRevision uint64
 }
 
+// batchOpOverheadBytes bounds what an op of a batch takes in its encoding
+// besides its key and value: the op byte, two lengths, the condition flag
+// and a revision, each length and the revision a uvarint of at most 10
+// bytes.
+const batchOpOverheadBytes = 1 + 10 + 10 + 1 + 10
+
 // marshalBatchOps encodes ops as OpBatch's Value: a count, then per
 // operation its op byte, key, value, condition flag and revision.
 func marshalBatchOps(ops []BatchOp) []byte {

@@ -226,3 +226,27 @@ func TestBatchReplicatesOnACluster(t *testing.T) {
 	back := c.restart(lagging.id, dir)
 	waitApplied(t, back, 60*time.Second, "the member that was down did not get the batch", same)
 }
+
+// TestConfigRefusesBatchesOverAFrame: a batch within the limits must fit
+// in one peer transport frame, or the leader's append of it would be
+// dropped at every attempt.
+func TestConfigRefusesBatchesOverAFrame(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Peers, cfg.DataDir = 1, map[uint64]string{1: "127.0.0.1:1"}, t.TempDir()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Limits.BatchBytes = 16 << 20
+	if err := cfg.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "Limits.BatchBytes") {
+		t.Fatalf("Validate with 16 MiB batches = %v, want ErrInvalid naming Limits.BatchBytes", err)
+	}
+	cfg.Limits.BatchBytes, cfg.Limits.BatchOps = 1<<20, 1<<20
+	if err := cfg.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "Limits.BatchOps") {
+		t.Fatalf("Validate with a million ops a batch = %v, want ErrInvalid naming Limits.BatchOps", err)
+	}
+	// The encoding's overhead per op is within the bound assumed.
+	op := BatchOp{Op: OpDelete, Key: "k", Value: []byte("v"), HasPrev: true, PrevRevision: ^uint64(0)}
+	if got := len(marshalBatchOps([]BatchOp{op})) - 1 - len(op.Key) - len(op.Value); got > batchOpOverheadBytes {
+		t.Fatalf("an op's encoding takes %d bytes besides its key and value, over %d", got, batchOpOverheadBytes)
+	}
+}
