@@ -87,7 +87,9 @@ type ErrorResponse struct {
 	// Error is the human-readable reason.
 	Error string `json:"error"`
 	Code  Code   `json:"code"`
-	// Key is the key a not_found read or watch asked for.
+	// Key is the key a not_found read or watch asked for, and the key of
+	// the operation that failed when a batch is a conflict, not_found or
+	// permission_denied.
 	Key string `json:"key,omitempty"`
 	// Revision is the key's current revision with conflict (0: absent),
 	// and 0 with a not_found read or watch of a key.

@@ -41,3 +41,32 @@ type LeaseResponse struct {
 	// Revision is the log index of the last change to the lease.
 	Revision uint64 `json:"revision"`
 }
+
+// The operations of a batch (BatchOp.Op).
+const (
+	BatchPut    = "put"
+	BatchDelete = "delete"
+)
+
+// BatchRequest is the JSON body of POST /v1/batch: puts and deletes of
+// keys applied as one write, at one revision, all or none. The answer is a
+// WriteResponse with that revision; a batch that does not apply changes
+// nothing, and its error names the key of the operation that failed.
+type BatchRequest struct {
+	Ops []BatchOp `json:"ops"`
+}
+
+// BatchOp is one operation of a batch.
+type BatchOp struct {
+	// Op is BatchPut or BatchDelete.
+	Op  string `json:"op"`
+	Key string `json:"key"`
+	// Value is a put's value as text; ValueBase64 (standard encoding,
+	// padded) as bytes. At most one of them; neither for a delete.
+	Value       string `json:"value,omitempty"`
+	ValueBase64 string `json:"value_base64,omitempty"`
+	// PrevRevision, if set, makes the operation a compare-and-swap on the
+	// key's revision (0: the key must not exist), as ParamPrevRevision
+	// does for a single put or delete.
+	PrevRevision *uint64 `json:"prev_revision,omitempty"`
+}

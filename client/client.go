@@ -73,6 +73,9 @@ type Error struct {
 	// Holder and Token describe the current lease on ErrHeld and ErrLost.
 	Holder string
 	Token  uint64
+	// Key is the key of the operation that failed a Batch (and the key a
+	// read found missing).
+	Key string
 }
 
 // Error returns the server's explanation with the status and code.
@@ -1109,5 +1112,6 @@ func errorOf(status int, raw []byte) *Error {
 	if body.Token != nil {
 		e.Token = *body.Token
 	}
+	e.Key = body.Key
 	return e
 }

@@ -119,6 +119,7 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 	a.handle("GET /v1/kv/{key...}", "kv_get", a.getKey)
 	a.handle("PUT /v1/kv/{key...}", "kv_put", a.putKey)
 	a.handle("DELETE /v1/kv/{key...}", "kv_delete", a.deleteKey)
+	a.handle("POST /v1/batch", "kv_batch", a.batch)
 	a.handle("GET /v1/watch/kv/{key...}", "kv_watch", a.watchKey)
 	a.handle("POST /v1/leases/{name}/acquire", "lease_acquire", a.acquire)
 	a.handle("POST /v1/leases/{name}/renew", "lease_renew", a.renew)
@@ -182,7 +183,7 @@ func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request
 		rec := &call.statusRecorder
 		setNodeHeaders(rec.Header(), a.replica)
 		if !a.guard(rec, r, route) {
-			body, err := readBody(rec, r, int64(a.cfg.Limits.ValueBytes)+4096)
+			body, err := readBody(rec, r, bodyBytesMax(route, a.cfg.Limits))
 			if err == nil {
 				call.request.body = body
 				err = h(rec, &call.request)
@@ -528,7 +529,7 @@ func (a *API) proposed(w http.ResponseWriter, r *request, cmd Command, res Resul
 // API's writes (admin requests, whose answers the leader makes).
 func forwardsAsProposal(op Op) bool {
 	switch op {
-	case OpPut, OpDelete, OpAcquire, OpRelease:
+	case OpPut, OpDelete, OpAcquire, OpRelease, OpBatch:
 		return true
 	}
 	return false
@@ -622,6 +623,12 @@ func resultError(res Result) error {
 		ae = fail(api.CodePermissionDenied, res.Reason)
 	default:
 		ae = fail(api.CodeInvalid, res.Reason)
+	}
+	switch res.Status {
+	case StatusNotFound, StatusConflict, StatusForbidden:
+		if res.Holder != "" { // a failed batch: the key of the op that failed
+			ae.body.Key, ae.body.Error = res.Holder, res.Reason
+		}
 	}
 	return ae
 }

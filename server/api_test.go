@@ -51,6 +51,7 @@ func (f *fakeReplica) Propose(_ context.Context, cmd Command) (Result, error) {
 	if w, ok := watchedBy(cmd); ok && r.Status == StatusOK {
 		f.watches.changed(w)
 	}
+	wakeBatch(&f.watches, cmd, r)
 	return r, nil
 }
 

@@ -42,6 +42,7 @@ var routeAccess = map[string]access{
 	"kv_watch":      {TokenRead, scopeKey},
 	"kv_put":        {TokenWrite, scopeKey},
 	"kv_delete":     {TokenWrite, scopeKey},
+	"kv_batch":      {TokenWrite, ""}, // each key's prefix: API.batch, Machine.authorize
 	"lease_get":     {TokenRead, scopeLease},
 	"lease_watch":   {TokenRead, scopeLease},
 	"lease_acquire": {TokenWrite, scopeLease},
@@ -116,7 +117,7 @@ func (a *API) guard(w http.ResponseWriter, r *http.Request, route string) bool {
 	if !ok {
 		switch {
 		case r.Header.Get(api.HeaderForwarded) == "" && !a.leading():
-			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(a.cfg.Limits.ValueBytes)+4096))
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, bodyBytesMax(route, a.cfg.Limits)))
 			if err == nil {
 				err = a.forward(w, &request{Request: r, body: body})
 			}

@@ -216,6 +216,7 @@ func TestAPITokenChecksForEveryRoute(t *testing.T) {
 		{"kv_watch", "GET", "/v1/watch/kv/%s/x?timeout_ms=1", ""},
 		{"kv_put", "PUT", "/v1/kv/%s/x", "v"},
 		{"kv_delete", "DELETE", "/v1/kv/%s/x", ""},
+		{"kv_batch", "POST", "/v1/batch", `{"ops":[{"op":"put","key":"%s/x","value":"v"}]}`},
 		{"lease_get", "GET", "/v1/leases/%s-l", ""},
 		{"lease_watch", "GET", "/v1/watch/leases/%s-l?timeout_ms=1", ""},
 		{"lease_acquire", "POST", "/v1/leases/%s-l/acquire", `{"holder":"h","ttl_ms":1000}`},
@@ -247,7 +248,12 @@ func TestAPITokenChecksForEveryRoute(t *testing.T) {
 					if strings.Contains(path, "%s") {
 						path = fmt.Sprintf(path, prefix)
 					}
-					r := p.as(t, kind, rt.method, base+path, rt.body)
+					body := rt.body
+					scope := need.scope
+					if rt.route == "kv_batch" { // its key is in the body
+						body, scope = fmt.Sprintf(body, prefix), scopeKey
+					}
+					r := p.as(t, kind, rt.method, base+path, body)
 					name := prefix + "/x" // the {key} of the kv routes
 					if need.scope == scopeLease {
 						name = prefix + "-l"
@@ -257,7 +263,7 @@ func TestAPITokenChecksForEveryRoute(t *testing.T) {
 					case need.role == 0:
 					case kind == "" || kind == "bogus":
 						want = "401"
-					case !tokenFor(kind).allows(need.role, need.scope, name):
+					case !tokenFor(kind).allows(need.role, scope, name):
 						want = "403"
 					}
 					got := "served"

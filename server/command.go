@@ -43,13 +43,16 @@ const (
 	OpPeerSet
 	// OpPeerForget drops the address of a member; Value encodes its ID.
 	OpPeerForget
+	// OpBatch applies Ops, puts and deletes of keys each under its own
+	// condition, all at the entry's index or none of them (batch.go).
+	OpBatch
 )
 
 var opNames = [...]string{
 	OpPut: "put", OpDelete: "delete", OpAcquire: "acquire",
 	OpRenew: "renew", OpRelease: "release", OpExpire: "expire",
 	OpTokenCreate: "token_create", OpTokenRevoke: "token_revoke", OpTokenBootstrap: "token_bootstrap",
-	OpPeerSet: "peer_set", OpPeerForget: "peer_forget",
+	OpPeerSet: "peer_set", OpPeerForget: "peer_forget", OpBatch: "batch",
 }
 
 // String returns the operation's name.
@@ -60,7 +63,7 @@ func (o Op) String() string {
 	return fmt.Sprintf("Op(%d)", uint8(o))
 }
 
-func (o Op) valid() bool { return o >= OpPut && o <= OpPeerForget }
+func (o Op) valid() bool { return o >= OpPut && o <= OpBatch }
 
 // Limits bound what one command and the whole machine may hold. Commands
 // over a limit are refused with StatusInvalid before they change anything.
@@ -84,6 +87,11 @@ type Limits struct {
 	PendingPerSession int
 	// TTLMax bounds a lease's time to live.
 	TTLMax time.Duration
+	// BatchOps bounds the operations of one batch (OpBatch), and
+	// BatchBytes the bytes of their keys and values together, so that a
+	// batch's log entry is no larger than the largest single put's.
+	BatchOps   int
+	BatchBytes int
 }
 
 // DefaultLimits returns coord's limits.
@@ -94,6 +102,8 @@ func DefaultLimits() Limits {
 		Sessions:          16384,
 		PendingPerSession: 1024,
 		TTLMax:            time.Hour,
+		BatchOps:          4096,
+		BatchBytes:        1 << 20,
 	}
 }
 
@@ -114,6 +124,8 @@ type Command struct {
 	// HasPrev makes OpPut and OpDelete conditional on PrevRevision.
 	HasPrev      bool
 	PrevRevision uint64
+	// Ops are OpBatch's operations, encoded in the Value field's place.
+	Ops []BatchOp
 
 	// Holder, Token, TTL, Renewed: the lease operations' arguments.
 	Holder  string
@@ -148,7 +160,11 @@ const (
 // Marshal encodes the command: a version byte, the op, then its fields as
 // uvarints and length-prefixed bytes.
 func (c Command) Marshal() []byte {
-	e := wire.Encoder{Buf: make([]byte, 0, 32+len(c.Key)+len(c.Value)+len(c.Holder))}
+	value := c.Value
+	if c.Op == OpBatch {
+		value = marshalBatchOps(c.Ops)
+	}
+	e := wire.Encoder{Buf: make([]byte, 0, 32+len(c.Key)+len(value)+len(c.Holder))}
 	v2 := c.Origin != 0 || c.Request != 0 || c.HasAuth
 	if v2 {
 		e.Byte(commandVersionAuth)
@@ -160,7 +176,7 @@ func (c Command) Marshal() []byte {
 	e.Uvarint(c.Seq)
 	e.Uvarint(c.Ack)
 	e.String(c.Key)
-	e.Bytes(c.Value)
+	e.Bytes(value)
 	e.Bool(c.HasPrev)
 	e.Uvarint(c.PrevRevision)
 	e.String(c.Holder)
@@ -222,6 +238,13 @@ func UnmarshalCommand(data []byte) (Command, error) {
 	if !c.Op.valid() {
 		return Command{}, fmt.Errorf("%w: command op %d", ErrMalformed, c.Op)
 	}
+	if c.Op == OpBatch {
+		ops, err := unmarshalBatchOps(c.Value)
+		if err != nil {
+			return Command{}, fmt.Errorf("command: %w", err)
+		}
+		c.Ops, c.Value = ops, nil
+	}
 	if len(c.Value) == 0 {
 		c.Value = nil
 	}
@@ -278,7 +301,8 @@ type Result struct {
 	// StatusConflict); for leases, the revision of the lease record.
 	Revision uint64
 	// Holder, Token and TTL describe the lease after the command (or the
-	// current holder on StatusHeld and StatusLost).
+	// current holder on StatusHeld and StatusLost). A failed OpBatch names
+	// in Holder the key of the operation that failed.
 	Holder string
 	Token  uint64
 	TTL    time.Duration

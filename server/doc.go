@@ -8,7 +8,9 @@
 //   - keys with revisions: the revision of a key is the log index of the
 //     write that last changed it, so revisions grow across the whole store
 //     and a compare-and-swap names the revision it expects
-//     (prev_revision; 0 means the key must not exist);
+//     (prev_revision; 0 means the key must not exist); a batch (OpBatch,
+//     batch.go) puts and deletes several keys, each under its own
+//     condition, all at one revision or none;
 //   - leases with fencing tokens: a token is the log index of the Acquire
 //     that issued it, so every token is greater than every token issued
 //     before it for any name;

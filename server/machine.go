@@ -118,7 +118,7 @@ type Machine struct {
 // NewMachine returns an empty machine with the given limits.
 func NewMachine(limits Limits) *Machine {
 	if limits.KeyBytes <= 0 || limits.ValueBytes <= 0 || limits.Sessions <= 0 ||
-		limits.PendingPerSession <= 0 || limits.TTLMax <= 0 {
+		limits.PendingPerSession <= 0 || limits.TTLMax <= 0 || limits.BatchOps <= 0 || limits.BatchBytes <= 0 {
 		assert.Fail("server: limits must be positive: %+v", limits)
 	}
 	return &Machine{
@@ -227,6 +227,13 @@ func (m *Machine) authorize(c Command) (Result, bool) {
 	if !ok {
 		return Result{Status: StatusUnauthenticated, Reason: "unknown or revoked token (as of this write's entry)"}, false
 	}
+	if c.Op == OpBatch {
+		if key, denied := batchDenial(t, c.Ops); denied {
+			need := access{role: TokenWrite, scope: scopeKey}
+			return Result{Status: StatusForbidden, Holder: key, Reason: denial(t, need, key) + " (as of this write's entry)"}, false
+		}
+		return Result{}, true
+	}
 	need := access{role: TokenAdmin}
 	switch c.Op {
 	case OpPut, OpDelete:
@@ -266,6 +273,8 @@ func (m *Machine) execute(index uint64, c Command) Result {
 		return m.executeToken(index, c)
 	case OpPeerSet, OpPeerForget:
 		return m.executePeer(index, c)
+	case OpBatch:
+		return m.batch(index, c)
 	}
 	if reason := m.check(c); reason != "" {
 		return Result{Status: StatusInvalid, Reason: reason}

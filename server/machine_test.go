@@ -237,6 +237,17 @@ func randomCommands(rng *rand.Rand, n int) []Command {
 			c = TokenRevokeCommand(uint64(rng.IntN(i + 1)))
 		case 2:
 			c = TokenBootstrapCommand(Token{Hash: HashToken("boot"), Role: TokenAdmin})
+		case 3, 4: // a batch over the same keys, which may fail as a whole
+			c = Command{Op: OpBatch}
+			for j, key := range keys[:1+rng.IntN(len(keys))] {
+				op := BatchOp{Op: OpPut, Key: key, Value: []byte{byte(i), byte(j)}}
+				if rng.IntN(4) == 0 {
+					op = BatchOp{Op: OpDelete, Key: key}
+				}
+				op.HasPrev = rng.IntN(3) == 0
+				op.PrevRevision = uint64(rng.IntN(i + 1))
+				c.Ops = append(c.Ops, op)
+			}
 		}
 		if rng.IntN(2) == 0 {
 			c.Client = uint64(1 + rng.IntN(3))

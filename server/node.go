@@ -176,6 +176,10 @@ func (c Config) Validate() error {
 		// append of it would be dropped at every attempt, for ever.
 		return fmt.Errorf("%w: Limits.KeyBytes %d + Limits.ValueBytes %d over the peer transport's frame of %d bytes less %d for the rest of a command",
 			ErrInvalid, c.Limits.KeyBytes, c.Limits.ValueBytes, tcp.DefaultConfig().MaxFrameBytes, frameHeadroomBytes)
+	case c.Limits.BatchBytes+c.Limits.BatchOps*batchOpOverheadBytes > tcp.DefaultConfig().MaxFrameBytes-frameHeadroomBytes:
+		// A batch too: its keys and values, and each op's encoding.
+		return fmt.Errorf("%w: Limits.BatchBytes %d + %d bytes for each of Limits.BatchOps %d over the peer transport's frame of %d bytes less %d for the rest of a command",
+			ErrInvalid, c.Limits.BatchBytes, batchOpOverheadBytes, c.Limits.BatchOps, tcp.DefaultConfig().MaxFrameBytes, frameHeadroomBytes)
 	case c.HandOverMax < 0:
 		return fmt.Errorf("%w: HandOverMax %v must not be negative", ErrInvalid, c.HandOverMax)
 	case c.LeaseSessionGrace != 0 && (c.LeaseSessionGrace < LeaseSessionGraceMin || c.LeaseSessionGrace > LeaseSessionGraceMax):
@@ -296,6 +300,7 @@ func (s *stateMachine) Apply(index uint64, data []byte) any {
 	if w, ok := watchedBy(cmd); ok && res.Status == StatusOK {
 		s.watches.changed(w)
 	}
+	wakeBatch(&s.watches, cmd, res)
 	switch {
 	case leaseOp:
 		after := s.machine.Lease(cmd.Key)

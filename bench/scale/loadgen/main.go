@@ -10,7 +10,9 @@
 // reads of random keys instead (coord's default read; etcd's default,
 // serializable=false), so that reads through a follower can be compared.
 // --mode leases renews leases (leases.go); --mode watch measures watchers of
-// one key under a background write load (watch.go).
+// one key under a background write load (watch.go). --batch N makes the
+// load phase write N keys per request, as one atomic batch (coord's
+// POST /v1/batch, etcd's Txn): a bulk load.
 //
 //	loadgen --target coord --endpoints http://127.0.0.1:8001,http://127.0.0.1:8002 --keys 500000
 //	loadgen --target etcd --endpoints 127.0.0.1:2379 --keys 500000 --pids 123,124,125
@@ -67,6 +69,10 @@ type config struct {
 	attemptTimeout time.Duration
 	// http2: coord clients speak h2c (--http2).
 	http2 bool
+	// batch, above 1, makes the load phase write its keys that many at a
+	// time, each group as one atomic batch (coord: POST /v1/batch; etcd:
+	// a Txn of puts).
+	batch int
 }
 
 func main() {
@@ -91,6 +97,7 @@ func main() {
 	flag.IntVar(&cfg.rate, "rate", 5000, "background writes a second to other keys, open loop, in --mode watch")
 	flag.IntVar(&cfg.maxInflight, "max-inflight", 1024, "most background writes in flight at once, in --mode watch (a write due beyond it is counted as not sent)")
 	flag.DurationVar(&cfg.attemptTimeout, "attempt-timeout", 0, "coord client's AttemptTimeout in --mode watch: how long an attempt of a write goes unanswered before the client probes the node (GET /readyz) and abandons it unless it is ready (0: the client's default, 2 s; etcd's client has none, only the write's 10 s deadline)")
+	flag.IntVar(&cfg.batch, "batch", 1, "keys per write in the load phase: above 1, each client writes that many consecutive keys as one atomic batch (coord's POST /v1/batch, etcd's Txn: at most 128 puts by etcd's default --max-txn-ops); ops and ops/s then count keys, the latencies are per batch")
 	flag.BoolVar(&cfg.http2, "http2", false, "coord clients speak h2c (HTTP/2 in clear, one connection per session and node) instead of HTTP/1.1: the servers must run with --http2")
 	flag.Parse()
 	cfg.endpoints = strings.Split(endpoints, ",")
@@ -108,6 +115,9 @@ func main() {
 // putFunc writes one key.
 type putFunc func(ctx context.Context, key string, value []byte) error
 
+// batchFunc writes keys, every one with value, as one atomic write.
+type batchFunc func(ctx context.Context, keys []string, value []byte) error
+
 func run(cfg config) error {
 	switch cfg.mode {
 	case "leases":
@@ -121,7 +131,11 @@ func run(cfg config) error {
 	if cfg.mode != "writes" && cfg.mode != "reads" {
 		return fmt.Errorf("--mode %q: want writes, reads, leases or watch", cfg.mode)
 	}
+	if cfg.batch < 1 {
+		return fmt.Errorf("--batch %d: want 1 or more", cfg.batch)
+	}
 	var put, get putFunc
+	var putBatch batchFunc
 	switch cfg.target {
 	case "coord":
 		// One client (one session) per --sessions share of the
@@ -151,6 +165,14 @@ func run(cfg config) error {
 			_, err := of(ctx).Get(ctx, key)
 			return err
 		}
+		putBatch = func(ctx context.Context, keys []string, value []byte) error {
+			ops := make([]client.BatchOp, len(keys))
+			for i, key := range keys {
+				ops[i] = client.BatchPut(key, value)
+			}
+			_, err := of(ctx).Batch(ctx, ops...)
+			return err
+		}
 	case "etcd":
 		cl, err := clientv3.New(clientv3.Config{Endpoints: cfg.endpoints, DialTimeout: 5 * time.Second})
 		if err != nil {
@@ -168,6 +190,14 @@ func run(cfg config) error {
 			}
 			return err
 		}
+		putBatch = func(ctx context.Context, keys []string, value []byte) error {
+			ops := make([]clientv3.Op, len(keys))
+			for i, key := range keys {
+				ops[i] = clientv3.OpPut(key, string(value))
+			}
+			_, err := cl.Txn(ctx).Then(ops...).Commit()
+			return err
+		}
 	default:
 		return fmt.Errorf("--target %q: want coord or etcd", cfg.target)
 	}
@@ -175,8 +205,13 @@ func run(cfg config) error {
 	fmt.Printf("%-6s %-6s %9s %10s %9s %9s %9s %9s %9s\n", "target", "phase", "ops", "ops/s", "p50 ms", "p99 ms", "max ms", "rss MB", "cpu s")
 	if !cfg.skipLoad {
 		var next atomic.Int64
-		if err := phase(cfg, put, "load", func(*rand.Rand) (int, bool) {
-			i := next.Add(1) - 1
+		load := each(cfg, put)
+		if cfg.batch > 1 {
+			fmt.Printf("# load in batches of %d keys: ops and ops/s count keys; p50, p99 and max are per batch\n", cfg.batch)
+			load = batchOf(cfg, putBatch)
+		}
+		if err := phase(cfg, load, "load", func(*rand.Rand) (int, bool) {
+			i := next.Add(int64(cfg.batch)) - int64(cfg.batch)
 			return int(i), i < int64(cfg.keys)
 		}); err != nil {
 			return err
@@ -185,20 +220,43 @@ func run(cfg config) error {
 	if cfg.duration > 0 {
 		end := time.Now().Add(cfg.duration)
 		if cfg.mode == "reads" {
-			return phase(cfg, get, "reads", func(rng *rand.Rand) (int, bool) {
+			return phase(cfg, each(cfg, get), "reads", func(rng *rand.Rand) (int, bool) {
 				return rng.IntN(cfg.keys), time.Now().Before(end)
 			})
 		}
-		return phase(cfg, put, "steady", func(rng *rand.Rand) (int, bool) {
+		return phase(cfg, each(cfg, put), "steady", func(rng *rand.Rand) (int, bool) {
 			return rng.IntN(cfg.keys), time.Now().Before(end)
 		})
 	}
 	return nil
 }
 
+// writeFunc writes the key numbered i, or the keys from it, and says how
+// many it wrote.
+type writeFunc func(ctx context.Context, i int, value []byte) (keys int, err error)
+
+// each returns a writeFunc that does put (or get) on the key numbered i.
+func each(cfg config, put putFunc) writeFunc {
+	return func(ctx context.Context, i int, value []byte) (int, error) {
+		return 1, put(ctx, fmt.Sprintf("%s%08d", cfg.prefix, i), value)
+	}
+}
+
+// batchOf returns a writeFunc that writes, as one batch, the key numbered
+// i and the cfg.batch-1 keys after it (fewer at the end of the keys).
+func batchOf(cfg config, putBatch batchFunc) writeFunc {
+	return func(ctx context.Context, i int, value []byte) (int, error) {
+		keys := make([]string, 0, cfg.batch)
+		for j := i; j < min(i+cfg.batch, cfg.keys); j++ {
+			keys = append(keys, fmt.Sprintf("%s%08d", cfg.prefix, j))
+		}
+		return len(keys), putBatch(ctx, keys, value)
+	}
+}
+
 // phase runs the clients, each writing the keys next hands it until it
 // says stop, and prints the phase's line.
-func phase(cfg config, put putFunc, name string, next func(*rand.Rand) (int, bool)) error {
+func phase(cfg config, write writeFunc, name string, next func(*rand.Rand) (int, bool)) error {
 	value := make([]byte, cfg.valueBytes)
 	for i := range value {
 		value[i] = 'a' + byte(i%26)
@@ -207,7 +265,7 @@ func phase(cfg config, put putFunc, name string, next func(*rand.Rand) (int, boo
 	peak := newPeakRSS(cfg.pids)
 	start := time.Now()
 	latencies := make([][]time.Duration, cfg.clients)
-	var failed atomic.Int64
+	var failed, written atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
 	for c := range cfg.clients {
@@ -222,7 +280,7 @@ func phase(cfg config, put putFunc, name string, next func(*rand.Rand) (int, boo
 				}
 				ctx, cancel := context.WithTimeout(withClient(context.Background(), c), 10*time.Second)
 				t := time.Now()
-				err := put(ctx, fmt.Sprintf("%s%08d", cfg.prefix, i), value)
+				n, err := write(ctx, i, value)
 				cancel()
 				if err != nil {
 					failed.Add(1)
@@ -230,6 +288,7 @@ func phase(cfg config, put putFunc, name string, next func(*rand.Rand) (int, boo
 					continue
 				}
 				latencies[c] = append(latencies[c], time.Since(t))
+				written.Add(int64(n))
 			}
 		}()
 	}
@@ -242,8 +301,8 @@ func phase(cfg config, put putFunc, name string, next func(*rand.Rand) (int, boo
 		return fmt.Errorf("%s: no operation succeeded (%v)", name, firstErr.Load())
 	}
 	q := func(p float64) float64 { return float64(all[int(p*float64(len(all)-1))].Microseconds()) / 1000 }
-	fmt.Printf("%-6s %-6s %9d %10.0f %9.1f %9.1f %9.1f %9.0f %9.1f\n", cfg.target, name, len(all),
-		float64(len(all))/elapsed.Seconds(), q(0.5), q(0.99), q(1), rss, cpuSeconds(cfg.pids)-cpu0)
+	fmt.Printf("%-6s %-6s %9d %10.0f %9.1f %9.1f %9.1f %9.0f %9.1f\n", cfg.target, name, written.Load(),
+		float64(written.Load())/elapsed.Seconds(), q(0.5), q(0.99), q(1), rss, cpuSeconds(cfg.pids)-cpu0)
 	if n := failed.Load(); n > 0 {
 		fmt.Printf("# %s: %d operations failed, the first: %v\n", name, n, firstErr.Load())
 	}

@@ -1,0 +1,127 @@
+package server
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"unicode/utf8"
+
+	"coord/api"
+)
+
+// bodyBytesMax bounds the body of a request to route. A batch's body is
+// JSON: its keys and values (up to Limits.BatchBytes, a value in base64
+// taking 4/3 of its bytes) and, per operation, the field names and
+// punctuation around them. Every other route's body is at most a value and
+// a little JSON.
+func bodyBytesMax(route string, limits Limits) int64 {
+	if route == "kv_batch" {
+		return 2*int64(limits.BatchBytes) + 256*int64(limits.BatchOps) + 4096
+	}
+	return int64(limits.ValueBytes) + 4096
+}
+
+// batch serves POST /v1/batch: the operations of the body, checked against
+// the limits (and, with tokens, each key against the token's prefix) before
+// they are proposed as one OpBatch, so that a bad batch gets a clear 4xx
+// and never reaches the log.
+func (a *API) batch(w http.ResponseWriter, r *request) error {
+	ops, err := parseBatch(r.body)
+	if err != nil {
+		return err
+	}
+	if reason := checkBatch(a.cfg.Limits, ops); reason != "" {
+		return fmt.Errorf("%w: %s", ErrInvalid, reason)
+	}
+	if err := a.checkBatchToken(r, ops); err != nil {
+		return err
+	}
+	return a.propose(w, r, Command{Op: OpBatch, Ops: ops}, func(res Result) error {
+		return writeJSON(w, http.StatusOK, api.WriteResponse{Revision: res.Revision})
+	})
+}
+
+// parseBatch decodes a batch's JSON body strictly: unknown fields, trailing
+// data, an unknown op, a key that is not UTF-8, a value given twice or
+// with a delete, and bad base64 are each refused, naming the operation.
+func parseBatch(body []byte) ([]BatchOp, error) {
+	if err := checkJSONText(body); err != nil {
+		return nil, err
+	}
+	var req api.BatchRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return nil, fmt.Errorf("%w: batch body: %v", ErrInvalid, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: batch body: data after the JSON object", ErrInvalid)
+	}
+	ops := make([]BatchOp, len(req.Ops))
+	for i, o := range req.Ops {
+		op, err := batchOp(o)
+		if err != nil {
+			return nil, fmt.Errorf("%w: batch op %d: %v", ErrInvalid, i, err)
+		}
+		ops[i] = op
+	}
+	return ops, nil
+}
+
+func batchOp(o api.BatchOp) (BatchOp, error) {
+	op := BatchOp{Key: o.Key}
+	switch o.Op {
+	case api.BatchPut:
+		op.Op = OpPut
+	case api.BatchDelete:
+		op.Op = OpDelete
+	default:
+		return op, fmt.Errorf("op %q: want %q or %q", o.Op, api.BatchPut, api.BatchDelete)
+	}
+	if !utf8.ValidString(o.Key) {
+		return op, fmt.Errorf("key %q is not valid UTF-8", o.Key)
+	}
+	switch {
+	case o.Value != "" && o.ValueBase64 != "":
+		return op, fmt.Errorf("both value and value_base64")
+	case op.Op == OpDelete && (o.Value != "" || o.ValueBase64 != ""):
+		return op, fmt.Errorf("a delete with a value")
+	case o.ValueBase64 != "":
+		v, err := base64.StdEncoding.DecodeString(o.ValueBase64)
+		if err != nil {
+			return op, fmt.Errorf("value_base64: %v", err)
+		}
+		op.Value = v
+	case o.Value != "":
+		op.Value = []byte(o.Value)
+	}
+	if o.PrevRevision != nil {
+		op.HasPrev, op.PrevRevision = true, *o.PrevRevision
+	}
+	return op, nil
+}
+
+// checkBatchToken refuses a batch with a key outside the request's token's
+// prefix (403, naming the key). The guard checked the token's role, as the
+// route's table entry asks, but a batch's keys are in its body.
+func (a *API) checkBatchToken(r *request, ops []BatchOp) error {
+	if !a.cfg.Auth {
+		return nil
+	}
+	secret, err := bearer(r.Request)
+	if err != nil {
+		return err
+	}
+	tok, ok := a.lookupToken(HashToken(secret))
+	if !ok {
+		return unauthenticated("unknown or revoked token")
+	}
+	if key, denied := batchDenial(tok, ops); denied {
+		ae := fail(api.CodePermissionDenied, denial(tok, access{role: TokenWrite, scope: scopeKey}, key))
+		ae.body.Key = key
+		return ae
+	}
+	return nil
+}
