@@ -69,6 +69,12 @@ type HandlerConfig struct {
 	// SnapshotEntries is how many applied entries trigger a snapshot and
 	// log compaction; 0 never compacts (Compact still does).
 	SnapshotEntries uint64
+	// SnapshotBytes, if not 0, also triggers a snapshot once this much
+	// entry data was applied since the last one was taken, however few
+	// the entries: the log since a snapshot is kept until the next, and
+	// ten thousand 1 MiB entries would be 10 GiB of it. It takes effect
+	// only when SnapshotEntries is not 0.
+	SnapshotBytes uint64
 	// Background, if set, takes snapshots off the caller's goroutine
 	// when the StateMachine is a SnapshotViewer: the state is encoded and
 	// written (streamed, with a SnapshotStorage) while the handler goes
@@ -177,6 +183,7 @@ type Handler struct {
 	hooks           Hooks
 	log             *slog.Logger
 	snapshotEntries uint64
+	snapshotBytes   uint64
 	background      Background
 	snapshotting    bool // a snapshot is being written in the background
 	// restoring says a snapshot from the leader is being decoded in the
@@ -206,8 +213,12 @@ type Handler struct {
 	applied      uint64
 	appliedTerm  uint64 // the term of the last entry (or snapshot) applied
 	lastSnapshot uint64
-	conf         raft.ConfState // the membership as of applied
-	leading      bool
+	// bytesSince is the entry data applied since the last snapshot was
+	// taken (SnapshotBytes); bytesTaken, the part of it that the snapshot
+	// being written covers, counted again if that snapshot fails.
+	bytesSince, bytesTaken uint64
+	conf                   raft.ConfState // the membership as of applied
+	leading                bool
 
 	// proposals holds the callers waiting for their entry, in index order
 	// (and, at one index, in the order they proposed). One index may have
@@ -266,6 +277,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		hooks:           cfg.Hooks,
 		log:             cfg.Logger,
 		snapshotEntries: cfg.SnapshotEntries,
+		snapshotBytes:   cfg.SnapshotBytes,
 		background:      cfg.Background,
 		reads:           map[uint64]Waiter{},
 		forwards:        map[uint64]ForwardWaiter{},
@@ -801,6 +813,7 @@ func (h *Handler) installSnapshot(s raft.Snapshot) error {
 // snapshotRestored records that the state machine now holds snapshot s.
 func (h *Handler) snapshotRestored(s raft.Snapshot) {
 	h.applied, h.lastSnapshot, h.conf = s.Metadata.Index, s.Metadata.Index, s.Metadata.ConfState
+	h.bytesSince, h.bytesTaken = 0, 0
 	// The entries the snapshot covers were never seen here: whether a
 	// waiter's entry is among them is unknown.
 	n := 0
@@ -837,6 +850,7 @@ func (h *Handler) apply(entries []raft.Entry, changes []raft.CommittedConfChange
 			value = h.conf // unchanged if the entry was a no-op
 		}
 		h.applied = e.Index
+		h.bytesSince += uint64(len(e.Data))
 		if h.hooks.Applied != nil {
 			h.hooks.Applied(e)
 		}
@@ -964,9 +978,16 @@ const (
 // retried later, with back-off: the log just grows meanwhile, and nothing
 // is lost.
 func (h *Handler) maybeCompact() {
-	if h.snapshotEntries == 0 || h.snapshotting || h.restoring || h.applied < h.lastSnapshot+h.snapshotEntries || h.ticks < h.compactAfter {
+	if h.snapshotEntries == 0 || h.snapshotting || h.restoring || h.ticks < h.compactAfter {
 		return
 	}
+	if h.applied < h.lastSnapshot+h.snapshotEntries && (h.snapshotBytes == 0 || h.bytesSince < h.snapshotBytes) {
+		return
+	}
+	if h.applied == h.lastSnapshot {
+		return // nothing applied since: a snapshot would be the last one again
+	}
+	h.bytesTaken, h.bytesSince = h.bytesSince, 0
 	if h.snapshotInBackground() {
 		return
 	}

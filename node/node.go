@@ -76,6 +76,9 @@ type Config struct {
 	// SnapshotEntries is how many applied entries trigger a snapshot and
 	// log compaction; 0 never compacts.
 	SnapshotEntries uint64
+	// SnapshotBytes, if not 0, also triggers one once this much entry
+	// data was applied since the last (HandlerConfig.SnapshotBytes).
+	SnapshotBytes uint64
 	// InboxMessages bounds the messages waiting for the loop; Deliver
 	// drops past it, as a full network buffer would.
 	InboxMessages int
@@ -106,14 +109,20 @@ type Config struct {
 	InvalidMessage func(m raft.Message, err error)
 }
 
+// DefaultSnapshotBytes is the entry data applied between two snapshots
+// in DefaultConfig: 128 MiB, which 10,000 entries of small writes never
+// reach, and 128 writes of 1 MiB do.
+const DefaultSnapshotBytes = 128 << 20
+
 // DefaultConfig returns a Config with 100 ms ticks (elections after 1-2 s),
-// a snapshot every 10,000 entries, an inbox of 4096 messages and batches
+// a snapshot every 10,000 entries or 128 MiB of them, an inbox of 4096 messages and batches
 // of at most 4 MiB of entries.
 func DefaultConfig() Config {
 	return Config{
 		Raft:                  raft.DefaultConfig(),
 		TickInterval:          100 * time.Millisecond,
 		SnapshotEntries:       10000,
+		SnapshotBytes:         DefaultSnapshotBytes,
 		InboxMessages:         4096,
 		MaxEntryBytesPerBatch: 4 << 20,
 	}
@@ -224,6 +233,7 @@ func Start(cfg Config) (*Node, error) {
 		Transport:       cfg.Transport,
 		StateMachine:    cfg.StateMachine,
 		SnapshotEntries: cfg.SnapshotEntries,
+		SnapshotBytes:   cfg.SnapshotBytes,
 		Background:      n.runInBackground,
 		Logger:          n.log,
 

@@ -118,6 +118,7 @@ func (h *Handler) snapshotWritten(meta raft.SnapshotMetadata, err error, install
 // compacted records a durable snapshot and compacted log at meta.
 func (h *Handler) compacted(meta raft.SnapshotMetadata) {
 	h.compactWait = 0
+	h.bytesTaken = 0
 	h.lastSnapshot = max(h.lastSnapshot, meta.Index)
 	if h.hooks.Compacted != nil {
 		h.hooks.Compacted(meta)
@@ -130,6 +131,7 @@ func (h *Handler) compactFailed(err error) {
 	if h.stopped != nil {
 		return
 	}
+	h.bytesSince, h.bytesTaken = h.bytesSince+h.bytesTaken, 0
 	h.compactWait = min(max(2*h.compactWait, compactWaitMin), compactWaitMax)
 	h.compactAfter = h.ticks + h.compactWait
 	h.log.Warn("node: snapshot failed; will retry", "node", h.id, "index", h.applied, "retry_ticks", h.compactWait,

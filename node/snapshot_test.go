@@ -196,3 +196,57 @@ func snapshotData(t *testing.T, snap raft.Snapshot) []byte {
 	}
 	return data
 }
+
+// TestSnapshotAfterSnapshotBytes: a few large entries take a snapshot once
+// SnapshotBytes of them were applied, long before SnapshotEntries; without
+// SnapshotBytes they do not.
+func TestSnapshotAfterSnapshotBytes(t *testing.T) {
+	for _, bound := range []uint64{0, 4096} {
+		t.Run(fmt.Sprintf("bytes=%d", bound), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				storage := NewMemoryStorage()
+				cfg := DefaultConfig()
+				cfg.Raft.ID, cfg.Raft.Peers = 1, []uint64{1}
+				cfg.Raft.Rand = rand.New(rand.NewPCG(1, 7))
+				cfg.Storage, cfg.Transport, cfg.StateMachine = storage, NewMemoryNetwork().Transport(1), newKV()
+				cfg.TickInterval = 10 * time.Millisecond
+				cfg.SnapshotEntries, cfg.SnapshotBytes = 1000, bound
+				n, err := Start(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer n.Stop()
+				for {
+					changed := n.Changed()
+					if n.Status().Role == raft.Leader {
+						break
+					}
+					<-changed
+				}
+				ctx := context.Background()
+				value := make([]byte, 1000)
+				for i := range value {
+					value[i] = 'v'
+				}
+				for i := range 10 { // 10,000 bytes: two snapshots' worth at 4096
+					if _, err := n.Propose(ctx, fmt.Appendf(nil, "k%d=%s", i, value)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				synctest.Wait()
+				last := n.Status().Applied
+				var snap raft.Snapshot
+				if err := n.do(ctx, func() { snap, _ = storage.Snapshot() }); err != nil {
+					t.Fatal(err)
+				}
+				got := snap.Metadata.Index
+				switch {
+				case bound == 0 && got != 0:
+					t.Fatalf("a snapshot at %d after 10 entries, with SnapshotEntries 1000 and no SnapshotBytes", got)
+				case bound != 0 && (got == 0 || last-got >= 5):
+					t.Fatalf("snapshot at %d after entries up to %d of 1 KB each: want one within the last 4 KB", got, last)
+				}
+			})
+		})
+	}
+}

@@ -86,6 +86,11 @@ type Config struct {
 	// SnapshotEntries is how many entries are applied between snapshots
 	// of the state machine (after which the log is compacted).
 	SnapshotEntries uint64
+	// SnapshotBytes, if not 0, also takes a snapshot once this much entry
+	// data was applied since the last: the log since a snapshot stays on
+	// disk and in memory until the next, and 10,000 batches of 1 MiB would
+	// be 10 GiB of it.
+	SnapshotBytes uint64
 	// WALSegmentBytes bounds the write-ahead log's segments; 0 means
 	// wal.DefaultSegmentBytes.
 	WALSegmentBytes int64
@@ -149,6 +154,7 @@ func DefaultConfig() Config {
 		ElectionTicks:   rc.ElectionTicks,
 		HeartbeatTicks:  rc.HeartbeatTicks,
 		SnapshotEntries: 10000,
+		SnapshotBytes:   node.DefaultSnapshotBytes,
 		Limits:          DefaultLimits(),
 		HTTP:            DefaultHTTPLimits(),
 		PeerCloseHint:   true,
@@ -615,6 +621,7 @@ func (n *Node) shellConfig(bootstrap bool) node.Config {
 	nc.StateMachine = n.sm
 	nc.TickInterval = n.cfg.TickInterval
 	nc.SnapshotEntries = n.cfg.SnapshotEntries
+	nc.SnapshotBytes = n.cfg.SnapshotBytes
 	nc.ConfChanged = n.confChanged
 	nc.Logger = n.log
 	if n.cfg.Metrics != nil {
