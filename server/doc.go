@@ -134,6 +134,8 @@
 // sooner, as soon as the target's vote request arrives (the target
 // campaigns); they were never proposed here, so a client's retry there
 // cannot apply twice (and a retry in an exactly-once session never does).
+// So is a write that came before and was refused once the transfer began
+// (the core refuses proposals during it).
 // A write that reaches the target while it campaigns is held by its node
 // and appended with its first entry, in the same disk write
 // (Node.ProposeAtElection), even while its status, published after its
