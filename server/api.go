@@ -216,6 +216,8 @@ func setNodeHeaders(h http.Header, replica Replica) {
 	if leader != 0 {
 		values[1] = strconv.FormatUint(leader, 10)
 		h[api.HeaderLeader] = values[1:2:2]
+	} else {
+		delete(h, api.HeaderLeader) // set again after an election (propose)
 	}
 }
 
@@ -488,6 +490,10 @@ func (a *API) propose(w http.ResponseWriter, r *request, cmd Command, ok func(Re
 		// it wins, or it waits and goes on as below.
 		if e, can := a.replica.(electionProposer); can && cmd.Op != OpRenew {
 			if res, proposed, err := e.ProposeAtElection(r.Context(), cmd); proposed {
+				// The election ended meanwhile: name the leader it made,
+				// not the one named when the write came (a client follows
+				// Coord-Leader even on a success).
+				setNodeHeaders(w.Header(), a.replica)
 				return a.proposed(w, r, cmd, res, err, ok)
 			}
 		} else if e, can := a.replica.(electionAwaiter); can {

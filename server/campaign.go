@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"coord/node"
@@ -69,9 +70,23 @@ type electionProposer interface {
 // follower before it commits. Held in the node instead
 // (node.Handler.ProposeAtElection), it is appended with that entry, and
 // written, sent and synced with it.
+//
+// The node's status is published after each of its disk writes, and a
+// candidate's first write is its term and vote: for that long (a few
+// milliseconds, tens on a busy disk) its status still names the leader
+// that told it to campaign. A hand-over's writes reach it just then (the
+// stopping leader names it once its vote request arrives), and passed on
+// as a follower's they went to the old leader, which refuses them, naming
+// this node: the client went round the cluster while the election it was
+// waiting for ended. So a node told to campaign (a TimeoutNow came, of
+// the term its status still shows) asks its loop, which knows the
+// campaign, whether to hold the write.
 func (n *Node) ProposeAtElection(ctx context.Context, cmd Command) (Result, bool, error) {
-	if n.shell.Lead() != 0 || n.shell.Status().Role != raft.Candidate {
+	if !n.campaignUnpublished() && (n.shell.Lead() != 0 || n.shell.Status().Role != raft.Candidate) {
 		return Result{}, false, nil
+	}
+	if n.electionProposed != nil {
+		n.electionProposed()
 	}
 	start := time.Now()
 	// Taken before the proposal: a win between the two is not missed.
@@ -101,4 +116,38 @@ func (n *Node) ProposeAtElection(ctx context.Context, cmd Command) (Result, bool
 			return Result{}, true, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
 		}
 	}
+}
+
+// campaignUnpublished reports whether a leader told this node to campaign
+// (TimeoutNow) in the term its status still shows, within the last
+// election timeout: the node may be a candidate whose status does not say
+// so yet (its term and vote are being written). Past the timeout, or once
+// the status shows a later term, the status says how it went.
+func (n *Node) campaignUnpublished() bool {
+	term, at := n.toldToCampaign.last()
+	if term == 0 || time.Since(at) > time.Duration(n.cfg.ElectionTicks)*n.cfg.TickInterval {
+		return false
+	}
+	return n.shell.Status().Term <= term
+}
+
+// timeoutNowSeen is the last TimeoutNow that arrived: the term of the
+// leader that sent it, and when.
+//
+// timeoutNowSeen is safe for concurrent use: the transport's readers call
+// note, the API's handlers last.
+type timeoutNowSeen struct {
+	term atomic.Uint64
+	at   atomic.Int64 // Unix nanoseconds
+}
+
+func (s *timeoutNowSeen) note(term uint64) {
+	s.at.Store(time.Now().UnixNano())
+	s.term.Store(term)
+}
+
+// last returns the term and time of the last TimeoutNow, 0 if none came.
+func (s *timeoutNowSeen) last() (term uint64, at time.Time) {
+	term = s.term.Load()
+	return term, time.Unix(0, s.at.Load())
 }

@@ -136,10 +136,13 @@
 // sooner, as soon as the target's vote request arrives (the target
 // campaigns); they were never proposed here, so a client's retry there
 // cannot apply twice (and a retry in an exactly-once session never does).
+// So is a write that came before and was refused once the transfer began
+// (the core refuses proposals during it).
 // A write that reaches the target while it campaigns is held by its node
 // and appended with its first entry, in the same disk write
-// (Node.ProposeAtElection); if it does not win, the write goes on as on a
-// follower. A renewal waits for the election's outcome instead
+// (Node.ProposeAtElection), even while its status, published after its
+// vote is written, still names the old leader (a TimeoutNow came: the loop
+// decides); if it does not win, the write goes on as on a follower. A renewal waits for the election's outcome instead
 // (Node.AwaitElection). The API then
 // stops: requests in flight are answered, connections that never sent a
 // request are closed at once, and after 250 ms what is still open (watch

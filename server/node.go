@@ -226,6 +226,13 @@ type Node struct {
 	// handOverSeen, while HandOver runs, watches arriving messages for a
 	// later term's leader (handover.go).
 	handOverSeen atomic.Pointer[leaderSeen]
+	// toldToCampaign is the last TimeoutNow a leader sent this node
+	// (campaign.go): a write that comes before the node's status shows
+	// the campaign is held for it all the same.
+	toldToCampaign timeoutNowSeen
+	// electionProposed, if set, is called when ProposeAtElection takes a
+	// write to the loop to be held for an election (tests).
+	electionProposed func()
 	// peerCloses counts, per peer, the connections the peer's end closed
 	// (the transport's PeerClosed): a forwarded write's answer cannot
 	// come over a connection closed after the write went out on it
@@ -558,6 +565,9 @@ func (n *Node) startTransport(shell *atomic.Pointer[node.Node]) error {
 		}
 		if seen := n.handOverSeen.Load(); seen != nil {
 			seen.observe(m)
+		}
+		if m.Type == raft.MsgTimeoutNow {
+			n.toldToCampaign.note(m.Term)
 		}
 		if s := shell.Load(); s != nil {
 			s.Deliver(m)
