@@ -122,6 +122,15 @@ func startWithCandidate(t *testing.T, z *freezer, hook *traceHook, apiCfg APICon
 // last log index then is returned.
 func makeCandidate(t *testing.T, c *testCluster, z *freezer, l, f *testNode) (lastIndex uint64) {
 	t.Helper()
+	// A node applies committed entries before it writes their commit
+	// index (node.Handler.applyAhead): the leader may still be in that
+	// write after writeEverywhere. A read round ends after it, and the
+	// leader has nothing more to write: frozen from now, it takes the
+	// transfer. (A frozen follower may stop in such a write first: its
+	// vote waits all the same.)
+	if err := l.ReadBarrier(ctx(t)); err != nil {
+		t.Fatalf("read barrier on the leader: %v", err)
+	}
 	var voters []uint64
 	for id := range c.nodes {
 		if id != f.id {
@@ -129,7 +138,7 @@ func makeCandidate(t *testing.T, c *testCluster, z *freezer, l, f *testNode) (la
 			z.freeze(id)
 		}
 	}
-	if err := l.shell.TransferLeadership(context.Background(), f.id); err != nil {
+	if err := l.shell.TransferLeadership(ctx(t), f.id); err != nil {
 		t.Fatalf("transfer from %d to %d: %v", l.id, f.id, err)
 	}
 	deadline := time.After(30 * time.Second)
@@ -179,6 +188,73 @@ func requestAsync(t *testing.T, method, url, token, body string) <-chan reply {
 		answer <- reply{code: resp.StatusCode, header: resp.Header, body: decodeBody(raw)}
 	}()
 	return answer
+}
+
+// A write that reaches a candidate is held (node.Handler.ProposeAtElection)
+// and appended with the new leader's first entry when it wins: the client
+// is answered 200, and every node applied the write once, at the index
+// right after that entry.
+func TestWriteHeldByACandidateIsAppliedOnceWhenItWins(t *testing.T) {
+	z, hook := newFreezer(), newTraceHook()
+	c, l, f := startWithCandidate(t, z, hook, APIConfig{}, nil)
+	last := makeCandidate(t, c, z, l, f)
+
+	answer := requestAsync(t, "PUT", f.httpURL+"/v1/kv/held", "", "1")
+	hook.wait(t, traceHeld, 1)
+	z.releaseAll() // the voters' votes go out: f wins
+	r := <-answer
+	if r.code != http.StatusOK {
+		t.Fatalf("write held by the candidate that won: %d %v, want 200", r.code, r.body)
+	}
+	revision := uint64(r.body["revision"].(float64))
+	if want := last + 2; revision != want {
+		t.Errorf("held write at revision %d, want %d: right after the new leader's first entry at %d", revision, want, last+1)
+	}
+	if st := f.Status(); st.Leader != f.id {
+		t.Errorf("node %d answered the held write, but the leader is %d", f.id, st.Leader)
+	}
+	writeEverywhere(t, c, "after")
+	for id, n := range c.nodes {
+		n.View(func(v View) {
+			if kv, ok := v.Get("held"); !ok || string(kv.Value) != "1" || kv.Version != 1 || kv.Revision != revision {
+				t.Errorf("node %d: held = %+v (present %v), want written once at revision %d", id, kv, ok, revision)
+			}
+		})
+	}
+}
+
+// A write held by a candidate that does not win (within an election
+// timeout, node.ErrNotElected) was appended nowhere: with no leader known,
+// the client is refused with unavailable (not leader), and no node ever
+// applies the write. The candidate's election timeout is 3 to 6 s here,
+// the voters stay frozen until it answered.
+func TestWriteHeldByACandidateThatIsNotElectedIsRefused(t *testing.T) {
+	z, hook := newFreezer(), newTraceHook()
+	c, l, f := startWithCandidate(t, z, hook, APIConfig{}, func(cfg *Config) {
+		cfg.ElectionTicks = 150 // × 20 ms
+		cfg.HeartbeatTicks = 1
+	})
+	makeCandidate(t, c, z, l, f)
+
+	answer := requestAsync(t, "PUT", f.httpURL+"/v1/kv/lost", "", "1")
+	hook.wait(t, traceHeld, 1)
+	r := <-answer
+	if r.code != http.StatusServiceUnavailable || r.body["code"] != string(api.CodeUnavailable) {
+		t.Fatalf("write held by a candidate that was not elected: %d %v, want 503 unavailable", r.code, r.body)
+	}
+	if st := f.shell.Status(); st.Role == raft.Leader {
+		t.Fatalf("node %d leads with its voters frozen", f.id)
+	}
+
+	z.releaseAll()
+	writeEverywhere(t, c, "after")
+	for id, n := range c.nodes {
+		n.View(func(v View) {
+			if kv, ok := v.Get("lost"); ok {
+				t.Errorf("node %d applied the write refused to its client: %+v", id, kv)
+			}
+		})
+	}
 }
 
 // A renewal that reaches a candidate waits for the election
