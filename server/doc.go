@@ -138,7 +138,9 @@
 // and appended with its first entry, in the same disk write
 // (Node.ProposeAtElection); if it does not win, the write goes on as on a
 // follower. A renewal waits for the election's outcome instead
-// (Node.AwaitElection). The API then
+// (Node.AwaitElection), and the new leader checks the API token it carries
+// against the tokens as of its answer (a revocation may have committed
+// meanwhile). The API then
 // stops: requests in flight are answered, connections that never sent a
 // request are closed at once, and after 250 ms what is still open (watch
 // and session streams) is ended, so the process exits in milliseconds, not
