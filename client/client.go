@@ -249,8 +249,9 @@ type Client struct {
 	learning  bool         // a lookup of the leader's address is in flight
 	learnedAt time.Time    // when the last one started
 	ready     []*readiness // ready[i]: the last readiness probe of endpoint i
-	// answeredAt[i]: when endpoint i last answered a request (warm-ups
-	// and probes aside) with a status below 500: it is making progress.
+	// answeredAt[i]: when endpoint i last answered a request with an
+	// answer that came through a leader (call.reachesLeader): it is
+	// making progress.
 	answeredAt []time.Time
 	warming    bool      // a warm-up is in flight
 	warmedAt   time.Time // when the last one started
@@ -397,6 +398,20 @@ type call struct {
 	// warmUp marks a warm-up's request: its answer looks nothing up (the
 	// warm-up's other answers name the nodes).
 	warmUp bool
+	// linearizable marks a call that is no write but whose success the
+	// answering node could only give through a leader: a linearizable
+	// read (a read index from the leader, or forwarded to it), a change
+	// of membership.
+	linearizable bool
+}
+
+// reachesLeader reports whether a 2xx answer to k shows that the node
+// reached a leader: a write's (committed) or a linearizable call's. A
+// stale read, a status, a list of tokens, a watch, and a refusal (a
+// 4xx, which the node's own checks may give) show only that it is up: a
+// node cut off from its leader still gives them.
+func (k call) reachesLeader() bool {
+	return !k.warmUp && (k.write || k.linearizable)
 }
 
 // do runs the call until a node answers, decoding a 2xx JSON answer into
@@ -462,7 +477,7 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 			if ctx.Err() != nil {
 				return c.giveUp(k, unknown, ctx.Err(), last)
 			}
-			if to := c.redirect(err, ep, named, redirected); to >= 0 {
+			if to := redirect(err, ep, named, redirected); to >= 0 {
 				// A refusal that names the leader is a redirect, not a
 				// failure: go there now, even if this round tried it
 				// already (it may have led only since).
@@ -485,19 +500,14 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 
 // redirect returns the endpoint the next attempt goes to at once after
 // the attempt at endpoint ep failed with err, having named the leader at
-// endpoint named (-1: none known): named, if err is the cluster's refusal
-// (unavailable, 503), named is another endpoint that did not fail to
-// answer lately, and no refusal sent an attempt there since the last
-// back-off; else -1 (the round goes on as usual).
-func (c *Client) redirect(err error, ep, named int, redirected []bool) int {
+// endpoint named (noteAnswer: -1 if none, or if it failed to answer
+// lately): named, if err is the cluster's refusal (unavailable, 503),
+// named is another endpoint, and no refusal sent an attempt there since
+// the last back-off; else -1 (the round goes on as usual).
+func redirect(err error, ep, named int, redirected []bool) int {
 	var e *Error
 	if named < 0 || named == ep || redirected[named] || !errors.As(err, &e) ||
 		e.Status != http.StatusServiceUnavailable || e.Code != api.CodeUnavailable {
-		return -1
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if time.Now().Before(c.downUntil[named]) {
 		return -1
 	}
 	return named
@@ -577,7 +587,8 @@ func (c *Client) attempt(ctx context.Context, endpoint string, k call, out any) 
 }
 
 // attemptAt is attempt, and also returns the index of the endpoint of the
-// leader the answer named (Coord-Leader), -1 if none or no answer.
+// leader the answer named (Coord-Leader), -1 if none, no answer, or one
+// that failed to answer lately (noteAnswer).
 func (c *Client) attemptAt(ctx context.Context, endpoint string, k call, out any) (named int, err error) {
 	named = -1
 	timeout := k.timeout
@@ -637,7 +648,7 @@ func (c *Client) attemptAt(ctx context.Context, endpoint string, k call, out any
 	}
 	defer resp.Body.Close()
 	named = c.noteAnswer(endpoint, resp.Header, !k.warmUp)
-	if !k.warmUp && resp.StatusCode < 500 {
+	if resp.StatusCode/100 == 2 && k.reachesLeader() {
 		c.noteProgress(endpoint)
 	}
 	// The answer has begun: its body is bounded by the attempt timeout,
@@ -667,8 +678,10 @@ func (c *Client) attemptAt(ctx context.Context, endpoint string, k call, out any
 // awaited. The attempt's timeout (AttemptTimeout, or the call's own)
 // bounds what shows a node is unreachable, not how long a live node may
 // take:
-//   - a node that answered another request of this client (below 500)
-//     within the last AttemptTimeout is making progress: the attempt is
+//   - a node that answered another request of this client through a
+//     leader (a write or a linearizable read that succeeded:
+//     call.reachesLeader) within the last AttemptTimeout is making
+//     progress: the attempt is
 //     awaited, with no probe (under overload, hundreds of slow requests
 //     in flight to one node see answers all the time);
 //   - else a request not even written by then (the dial, the TLS
@@ -737,7 +750,7 @@ const (
 )
 
 // answeredWithin reports whether endpoint gave this client an answer
-// below 500 within the last d.
+// through a leader (noteProgress) within the last d.
 func (c *Client) answeredWithin(endpoint string, d time.Duration) bool {
 	i, ok := c.index[endpoint]
 	if !ok {
@@ -813,7 +826,8 @@ func (c *Client) probeOnce(endpoint string, bound time.Duration) error {
 	return nil
 }
 
-// noteProgress records that endpoint answered a request now.
+// noteProgress records that endpoint answered a request through a leader
+// now (call.reachesLeader).
 func (c *Client) noteProgress(endpoint string) {
 	if i, ok := c.index[endpoint]; ok {
 		c.mu.Lock()
@@ -842,9 +856,10 @@ func (c *Client) noteDown(endpoint string) {
 // node answers there (Coord-Node), and which node leads (Coord-Leader). A
 // leader the client has an address for becomes the preferred endpoint at
 // once, whatever the answer was (a refusal of a node that no longer
-// leads names its successor); one it has none for is looked up if lookup.
-// It returns the index of the leader's endpoint, -1 if none is named or
-// its address is unknown.
+// leads names its successor), unless it failed to answer lately; one it
+// has none for is looked up if lookup. It returns the index of the
+// leader's endpoint if the client may go there now, -1 if none is named,
+// its address is unknown, or it failed to answer lately (downUntil).
 func (c *Client) noteAnswer(endpoint string, h http.Header, lookup bool) int {
 	node, _ := strconv.ParseUint(h.Get(api.HeaderNode), 10, 64)
 	leader, _ := strconv.ParseUint(h.Get(api.HeaderLeader), 10, 64)
@@ -863,7 +878,8 @@ func (c *Client) noteAnswer(endpoint string, h http.Header, lookup bool) int {
 	}
 	at := slices.Index(c.nodes, leader)
 	c.leaderAt = at
-	followed := at >= 0 && at != c.preferred && !time.Now().Before(c.downUntil[at])
+	up := at >= 0 && !time.Now().Before(c.downUntil[at])
+	followed := up && at != c.preferred
 	if followed {
 		c.preferred = at
 	}
@@ -875,6 +891,9 @@ func (c *Client) noteAnswer(endpoint string, h http.Header, lookup bool) int {
 		// Answered through (or refused by) a node that knows a leader the
 		// client has no address for: look it up.
 		c.learnLeader(endpoint)
+	}
+	if !up {
+		return -1
 	}
 	return at
 }
@@ -1067,7 +1086,7 @@ func (c *Client) Get(ctx context.Context, key string, opts ...ReadOption) (KeyVa
 		o(q)
 	}
 	var r api.KeyResponse
-	if err := c.do(ctx, call{method: "GET", path: keyPath(key), query: q}, &r); err != nil {
+	if err := c.do(ctx, call{method: "GET", path: keyPath(key), query: q, linearizable: q.Get(api.ParamStale) == ""}, &r); err != nil {
 		return KeyValue{Key: key}, err
 	}
 	var kv KeyValue

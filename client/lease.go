@@ -100,7 +100,7 @@ func (c *Client) Lease(ctx context.Context, name string, opts ...ReadOption) (Le
 		o(q)
 	}
 	var r api.LeaseResponse
-	err := c.do(ctx, call{method: "GET", path: leasePath(name, ""), query: q}, &r)
+	err := c.do(ctx, call{method: "GET", path: leasePath(name, ""), query: q, linearizable: q.Get(api.ParamStale) == ""}, &r)
 	return leaseFrom(r), err
 }
 
@@ -131,13 +131,13 @@ func (c *Client) Status(ctx context.Context, endpoint string) (api.NodeStatus, e
 func (c *Client) AddMember(ctx context.Context, id uint64, peer string) ([]api.Member, error) {
 	body, _ := json.Marshal(api.MemberRequest{ID: id, Peer: peer})
 	var out api.MembersResponse
-	err := c.do(ctx, call{method: "POST", path: "/v1/members", body: body, timeout: 30 * time.Second}, &out)
+	err := c.do(ctx, call{method: "POST", path: "/v1/members", body: body, timeout: 30 * time.Second, linearizable: true}, &out)
 	return out.Members, err
 }
 
 // RemoveMember removes node id from the cluster.
 func (c *Client) RemoveMember(ctx context.Context, id uint64) ([]api.Member, error) {
 	var out api.MembersResponse
-	err := c.do(ctx, call{method: "DELETE", path: "/v1/members/" + strconv.FormatUint(id, 10), timeout: 30 * time.Second}, &out)
+	err := c.do(ctx, call{method: "DELETE", path: "/v1/members/" + strconv.FormatUint(id, 10), timeout: 30 * time.Second, linearizable: true}, &out)
 	return out.Members, err
 }

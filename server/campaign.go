@@ -36,10 +36,13 @@ func (n *Node) AwaitElection(ctx context.Context) {
 	}
 	timer := time.NewTimer(time.Duration(n.cfg.ElectionTicks) * n.cfg.TickInterval)
 	defer timer.Stop()
-	for {
+	for waiting := false; ; waiting = true {
 		changed := n.shell.RoleChanged()
 		if st := n.shell.Status(); st.Role != raft.Candidate || st.Lead != 0 {
 			return
+		}
+		if !waiting {
+			n.log.Debug("trace: request waits for the election")
 		}
 		select {
 		case <-changed:

@@ -142,8 +142,10 @@
 // and appended with its first entry, in the same disk write
 // (Node.ProposeAtElection), even while its status, published after its
 // vote is written, still names the old leader (a TimeoutNow came: the loop
-// decides); if it does not win, the write goes on as on a follower. A renewal waits for the election's outcome instead
-// (Node.AwaitElection). The API then
+// decides); if it does not win, the write goes on as on a follower. A
+// renewal waits for the election's outcome instead (Node.AwaitElection),
+// and the new leader checks the API token it carries against the tokens
+// as of its answer (a revocation may have committed meanwhile). The API then
 // stops: requests in flight are answered, connections that never sent a
 // request are closed at once, and after 250 ms what is still open (watch
 // and session streams) is ended, so the process exits in milliseconds, not

@@ -65,20 +65,27 @@ func (t *tracedTransport) Send(msgs []raft.Message) {
 }
 
 // tracedStorage logs each durable change of term or vote with the time it
-// took (a vote file and a log sync). Save runs on the node's loop
-// goroutine only.
+// took (a vote file and a log sync). It keeps the term and vote it last
+// made durable, so that a Save need not ask the Disk for its hard state
+// (a lock and a copy of the membership on every write). Not safe for
+// concurrent use: Save runs on the node's loop goroutine only.
 type tracedStorage struct {
 	timedStorage
 	log *slog.Logger
+	// term and vote are the Disk's as of the last successful Save (or
+	// its opening); a failed Save changes neither (raftstore.Disk.Save).
+	term, vote uint64
 }
 
-func (t tracedStorage) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
-	before, _, _ := t.Disk.InitialState()
+func (t *tracedStorage) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 	start := time.Now()
 	err := t.timedStorage.Save(hs, ents, sync)
-	if !hs.IsEmpty() && (hs.Term != before.Term || hs.Vote != before.Vote) {
+	if !hs.IsEmpty() && (hs.Term != t.term || hs.Vote != t.vote) {
 		t.log.Debug("trace: term and vote durable", "term", hs.Term, "vote", hs.Vote, "entries", len(ents),
 			"took", time.Since(start), "err", err)
+		if err == nil {
+			t.term, t.vote = hs.Term, hs.Vote
+		}
 	}
 	return err
 }
@@ -90,7 +97,8 @@ func (n *Node) traced(nc *node.Config, disk *raftstore.Disk) {
 		return
 	}
 	nc.Transport = &tracedTransport{Transport: nc.Transport, log: n.log}
-	nc.Storage = tracedStorage{timedStorage: timedStorage{disk, n.cfg.Metrics}, log: n.log}
+	hs, _, _ := disk.InitialState() // an error here is the shell's to see
+	nc.Storage = &tracedStorage{timedStorage: timedStorage{disk, n.cfg.Metrics}, log: n.log, term: hs.Term, vote: hs.Vote}
 }
 
 // traceDelivered logs an election step received from a peer, and the

@@ -48,15 +48,24 @@ func callAs(t *testing.T, method, url, token, body string) reply {
 // the condition for forwarding writes over it.
 func waitPeerConnected(t *testing.T, n *testNode, peer uint64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	waitPeerState(t, n, peer, true)
+}
+
+// waitPeerState waits until n's Raft transport is connected to peer
+// (connected) or not, looking again at each change the transport tells.
+func waitPeerState(t *testing.T, n *testNode, peer uint64, connected bool) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
 	for {
-		if _, ok := n.tr.PeerMeta(peer); ok {
+		changed := n.tr.PeersChanged()
+		if _, ok := n.tr.PeerMeta(peer); ok == connected {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node %d never connected to %d", n.id, peer)
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("node %d's connection to %d never became connected=%v", n.id, peer, connected)
 		}
-		time.Sleep(5 * time.Millisecond) // no event to wait on: connections come from the transport's goroutines
 	}
 }
 

@@ -3,7 +3,7 @@ package server
 import (
 	"net/http"
 	"strconv"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -119,33 +119,23 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // routeObserver returns what counts one route's requests (by route and
-// status code, and their latency), with the route's latency histogram and its count of
-// 200 answers each looked up once, when first used (a route never asked
-// shows no series, as before), rather than by label on every request. A
+// status code, and their latency), with the route's latency histogram and
+// its count of 200 answers each looked up once, when first used (a route
+// never asked shows no series), rather than by label on every request. A
 // nil Metrics counts nothing.
 func (m *Metrics) routeObserver(route string) func(code int, d time.Duration) {
 	if m == nil {
 		return func(int, time.Duration) {}
 	}
-	var seconds atomic.Pointer[prometheus.Observer]
-	var ok atomic.Pointer[prometheus.Counter]
+	ok := sync.OnceValue(func() prometheus.Counter { return m.requests.WithLabelValues(route, "200") })
+	seconds := sync.OnceValue(func() prometheus.Observer { return m.requestSeconds.WithLabelValues(route) })
 	return func(code int, d time.Duration) {
 		if code == http.StatusOK {
-			c := ok.Load()
-			if c == nil {
-				c = new(m.requests.WithLabelValues(route, "200"))
-				ok.Store(c)
-			}
-			(*c).Inc()
+			ok().Inc()
 		} else {
 			m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
 		}
-		o := seconds.Load()
-		if o == nil {
-			o = new(m.requestSeconds.WithLabelValues(route))
-			seconds.Store(o)
-		}
-		(*o).Observe(d.Seconds())
+		seconds().Observe(d.Seconds())
 	}
 }
 

@@ -904,7 +904,8 @@ func proposeAnswer(r node.Result) (Result, error) {
 // does: the leader confirms with a quorum that it still leads (a ReadIndex
 // round started after the request arrived, which also applies everything
 // committed before it; renewals share rounds, at most one every
-// renewRoundInterval), checks the holder and token against its state, and
+// renewRoundInterval), checks the API token the renewal carries, if any,
+// and the holder and lease token against its state, and
 // moves its own deadline to now plus the TTL. The package doc ("Lease expiry") says
 // why this is safe. It answers (answered false) nothing it cannot answer
 // that way: a renewal that changes the TTL, one on a node that does not
@@ -926,6 +927,14 @@ func (n *Node) renewOnLeader(ctx context.Context, c Command) (res Result, answer
 	defer n.sm.mu.Unlock()
 	if !n.sm.leading || n.sm.machine.check(c) != "" {
 		return Result{}, false, nil
+	}
+	// A renewal this node took while it did not lead (it waited for an
+	// election this node won: API.propose) carries its token's hash: the
+	// token was checked against the tokens applied then, which may lag a
+	// revocation committed since. Check it again against the state this
+	// answer is made from, as Apply checks a write at its entry.
+	if res, ok := n.sm.machine.authorize(c); !ok {
+		return res, true, nil
 	}
 	l := n.sm.machine.Lease(c.Key)
 	if !l.Held() || l.Holder != c.Holder || l.Token != c.Token {

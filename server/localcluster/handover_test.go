@@ -44,6 +44,7 @@ func TestWriteHeldAcrossAHandOverIsAppliedOnce(t *testing.T) {
 	const key = "handover/exactly-once"
 	var mu sync.Mutex
 	acked := 0
+	ackedChanged := make(chan struct{}) // closed and replaced at each acknowledged write
 	var failed []error
 	// writes writes until stop is closed, never cancelling a write in
 	// flight (its fate would be unknown).
@@ -60,16 +61,33 @@ func TestWriteHeldAcrossAHandOverIsAppliedOnce(t *testing.T) {
 			mu.Lock()
 			if err == nil {
 				acked++
+				close(ackedChanged)
+				ackedChanged = make(chan struct{})
 			} else {
 				failed = append(failed, err) // a write's fate unknown: the count would not tell
 			}
 			mu.Unlock()
 		}
 	}
-	ackedNow := func() int {
+	// waitAcked waits until n more writes than now are acknowledged.
+	waitAcked := func(n int) {
+		t.Helper()
 		mu.Lock()
-		defer mu.Unlock()
-		return acked
+		want := acked + n
+		mu.Unlock()
+		for {
+			mu.Lock()
+			got, changed := acked, ackedChanged
+			mu.Unlock()
+			if got >= want {
+				return
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				t.Fatal(fmt.Errorf("waiting for writes: %w", ctx.Err()))
+			}
+		}
 	}
 	heldSeen := 0
 	for stop := 0; stop < 6 && (stop < 3 || heldSeen == 0); stop++ {
@@ -81,16 +99,12 @@ func TestWriteHeldAcrossAHandOverIsAppliedOnce(t *testing.T) {
 		stopWriting := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Go(func() { writes(stopWriting) })
-		for before := ackedNow(); ackedNow() < before+5; {
-			waitBriefly(ctx, t)
-		}
+		waitAcked(5)
 		from := time.Now().UnixNano()
 		if err := c.Stop(leader); err != nil {
 			t.Fatal(err)
 		}
-		for after := ackedNow(); ackedNow() < after+5; {
-			waitBriefly(ctx, t)
-		}
+		waitAcked(5)
 		close(stopWriting)
 		wg.Wait()
 		for _, a := range attempts.between(from, time.Now().UnixNano()) {
@@ -116,14 +130,4 @@ func TestWriteHeldAcrossAHandOverIsAppliedOnce(t *testing.T) {
 		t.Fatalf("the key was written %d times (version), %d writes were acknowledged: want one apply per acknowledged write", kv.Version, acked)
 	}
 	t.Logf("%d writes, %d of them refused by a stopping leader and sent on", acked, heldSeen)
-}
-
-// waitBriefly waits a millisecond, failing the test if ctx ended.
-func waitBriefly(ctx context.Context, t *testing.T) {
-	t.Helper()
-	select {
-	case <-ctx.Done():
-		t.Fatal(fmt.Errorf("waiting for writes: %w", ctx.Err()))
-	case <-time.After(time.Millisecond):
-	}
 }

@@ -121,13 +121,7 @@ func TestPeerClosedNotOnTimeoutsOrRefusedFrames(t *testing.T) {
 	a.log.waitFor(t, "i/o timeout")
 	// The connection is forgotten after PeerClosed would have been told;
 	// the blackhole keeps a new one from completing its handshake.
-	deadline := time.Now().Add(waitMax)
-	for _, connected := a.PeerMeta(2); connected; _, connected = a.PeerMeta(2) {
-		if time.Now().After(deadline) {
-			t.Fatal("the timed-out connection was never dropped")
-		}
-		time.Sleep(2 * time.Millisecond) // no event to wait on
-	}
+	waitPeerState(t, a.Transport, 2, false)
 	ra.none(t, "a write timeout")
 
 	// A known peer's connection whose frame fails its checksum: refused

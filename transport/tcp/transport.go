@@ -204,6 +204,12 @@ type Transport struct {
 	peers  map[uint64]*peer
 	closed bool
 
+	// peersChanged is closed when a peer's connection comes or goes
+	// (PeersChanged); nil until someone waits for it, so that nothing is
+	// made for a change no one watches.
+	changedMu    sync.Mutex
+	peersChanged chan struct{}
+
 	// directMessages counts the messages Send wrote itself, and
 	// directCarried the direct writes whose tail the socket did not take
 	// at once: tests check which path their messages took.
@@ -336,6 +342,7 @@ func (t *Transport) RemovePeer(id uint64) {
 	t.mu.Unlock()
 	if p != nil {
 		p.shutdown()
+		t.notifyPeersChanged()
 	}
 }
 
@@ -349,6 +356,29 @@ func (p *peer) shutdown() {
 		p.current.close()
 	}
 	p.mu.Unlock()
+}
+
+// PeersChanged returns a channel that is closed when a peer's connection
+// next comes or goes, or a peer is removed: when what PeerMeta says of
+// connected may have changed. Take it before calling PeerMeta, so that no
+// change falls in between.
+func (t *Transport) PeersChanged() <-chan struct{} {
+	t.changedMu.Lock()
+	defer t.changedMu.Unlock()
+	if t.peersChanged == nil {
+		t.peersChanged = make(chan struct{})
+	}
+	return t.peersChanged
+}
+
+// notifyPeersChanged wakes the callers waiting on PeersChanged, if any.
+func (t *Transport) notifyPeersChanged() {
+	t.changedMu.Lock()
+	defer t.changedMu.Unlock()
+	if t.peersChanged != nil {
+		close(t.peersChanged)
+		t.peersChanged = nil
+	}
 }
 
 // PeerMeta returns the Meta a peer sent in its last handshake, and whether
@@ -567,6 +597,7 @@ func (t *Transport) adopt(p *peer, nc net.Conn, raw *sock, meta string) *conn {
 	}
 	p.conns <- c
 	p.mu.Unlock()
+	t.notifyPeersChanged()
 	if old != nil {
 		old.close()
 	}
@@ -778,10 +809,14 @@ func (t *Transport) disconnected(c *conn, err error) {
 	}
 	c.close()
 	p.mu.Lock()
-	if p.current == c {
+	forgotten := p.current == c
+	if forgotten {
 		p.current, p.connected = nil, false
 	}
 	p.mu.Unlock()
+	if forgotten {
+		t.notifyPeersChanged()
+	}
 }
 
 // closedByPeer reports whether a read or write error says the other end

@@ -151,14 +151,25 @@ func sampleMessages(from, to uint64) []raft.Message {
 // waitConnected waits until a's connection to peer is up.
 func waitConnected(t testing.TB, a *node, peer uint64) {
 	t.Helper()
-	deadline := time.Now().Add(waitMax)
-	for time.Now().Before(deadline) {
-		if _, ok := a.PeerMeta(peer); ok {
+	waitPeerState(t, a.Transport, peer, true)
+}
+
+// waitPeerState waits until tr's connection to peer is up (connected) or
+// down, looking again at each change it tells (PeersChanged).
+func waitPeerState(t testing.TB, tr *Transport, peer uint64, connected bool) {
+	t.Helper()
+	deadline := time.After(waitMax)
+	for {
+		changed := tr.PeersChanged()
+		if _, ok := tr.PeerMeta(peer); ok == connected {
 			return
 		}
-		time.Sleep(2 * time.Millisecond) // no event to wait on: connections come from another goroutine
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the connection to peer %d never became connected=%v", peer, connected)
+		}
 	}
-	t.Fatalf("node never connected to peer %d", peer)
 }
 
 func TestMessagesArriveIntactAndInOrder(t *testing.T) {
@@ -569,5 +580,25 @@ func TestWriteDeadlineJudgesProgressNotSize(t *testing.T) {
 	remote.Close()
 	if got := <-readDone; !bytes.Equal(got[:len(data)], data) {
 		t.Fatal("the bytes read differ from those written")
+	}
+}
+
+// PeersChanged tells each change of what PeerMeta says of a peer's
+// connection: it coming up, it going down when the peer's process closes
+// it, and the peer's removal.
+func TestPeersChangedTellsConnectionsComingAndGoing(t *testing.T) {
+	a, b := startPair(t, nil)
+	waitPeerState(t, a.Transport, 2, true)
+	waitPeerState(t, b.Transport, 1, true)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitPeerState(t, a.Transport, 2, false)
+	changed := a.PeersChanged()
+	a.RemovePeer(2)
+	select {
+	case <-changed:
+	case <-time.After(waitMax):
+		t.Fatal("removing a peer did not close PeersChanged")
 	}
 }
