@@ -216,13 +216,7 @@ func TestSnapshotAfterSnapshotBytes(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer n.Stop()
-				for {
-					changed := n.Changed()
-					if n.Status().Role == raft.Leader {
-						break
-					}
-					<-changed
-				}
+				waitUntil(t, "no leader", func() []*Node { return []*Node{n} }, func() bool { return n.Status().Role == raft.Leader })
 				ctx := context.Background()
 				value := make([]byte, 1000)
 				for i := range value {
