@@ -5,8 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
-	"unicode/utf8"
 
 	"coord/api"
 )
@@ -43,9 +43,10 @@ func (a *API) batch(w http.ResponseWriter, r *request) error {
 	})
 }
 
-// parseBatch decodes a batch's JSON body strictly: unknown fields, trailing
-// data, an unknown op, a key that is not UTF-8, a value given twice or
-// with a delete, and bad base64 are each refused, naming the operation.
+// parseBatch decodes a batch's JSON body strictly: text that is not UTF-8
+// (checkJSONText), unknown fields, trailing data, an unknown op, a value
+// given twice or with a delete, and bad base64 are each refused, naming
+// the operation.
 func parseBatch(body []byte) ([]BatchOp, error) {
 	if err := checkJSONText(body); err != nil {
 		return nil, err
@@ -56,7 +57,9 @@ func parseBatch(body []byte) ([]BatchOp, error) {
 	if err := dec.Decode(&req); err != nil {
 		return nil, fmt.Errorf("%w: batch body: %v", ErrInvalid, err)
 	}
-	if dec.More() {
+	// More would miss a stray '}' or ']', which it takes for the end of
+	// a value; the next token must be the end of the body.
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("%w: batch body: data after the JSON object", ErrInvalid)
 	}
 	ops := make([]BatchOp, len(req.Ops))
@@ -79,9 +82,6 @@ func batchOp(o api.BatchOp) (BatchOp, error) {
 		op.Op = OpDelete
 	default:
 		return op, fmt.Errorf("op %q: want %q or %q", o.Op, api.BatchPut, api.BatchDelete)
-	}
-	if !utf8.ValidString(o.Key) {
-		return op, fmt.Errorf("key %q is not valid UTF-8", o.Key)
 	}
 	switch {
 	case o.Value != "" && o.ValueBase64 != "":

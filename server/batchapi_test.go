@@ -72,6 +72,8 @@ func TestAPIBatchRefusesBadInput(t *testing.T) {
 		{"empty body", "", 400, api.CodeInvalid, "batch body"},
 		{"unknown field", `{"ops":[],"atomic":true}`, 400, api.CodeInvalid, "unknown field"},
 		{"trailing data", `{"ops":[{"op":"put","key":"a"}]} {}`, 400, api.CodeInvalid, "after the JSON"},
+		{"trailing brace", `{"ops":[{"op":"put","key":"a"}]}}`, 400, api.CodeInvalid, "after the JSON"},
+		{"trailing bracket", `{"ops":[{"op":"put","key":"a"}]}]`, 400, api.CodeInvalid, "after the JSON"},
 		{"no ops", `{"ops":[]}`, 400, api.CodeInvalid, "empty batch"},
 		{"unknown op", `{"ops":[{"op":"put","key":"a"},{"op":"append","key":"b"}]}`, 400, api.CodeInvalid, `batch op 1: op "append"`},
 		{"op missing", `{"ops":[{"key":"b"}]}`, 400, api.CodeInvalid, `batch op 0: op ""`},
