@@ -1,7 +1,6 @@
 package raftstore
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -25,10 +24,7 @@ import (
 //     Open removes.
 //  2. CompactTo (the node's goroutine) writes the log checkpoint that
 //     refers to the file, with the entries after its index, and discards
-//     the entries up to it: only now is the snapshot the Disk's. The
-//     checkpoint's segment was created by step 1 (wal.PrepareSegment),
-//     so this writes and fdatasyncs its records only; the segments it
-//     replaces are removed in the background (Options.Background).
+//     the entries up to it: only now is the snapshot the Disk's.
 //
 // While a file is being written or waits for CompactTo, the removal of
 // replaced and temporary snapshot files (after an ApplySnapshot, say)
@@ -67,20 +63,12 @@ func (d *Disk) WriteSnapshot(meta raft.SnapshotMetadata, data io.WriterTo) error
 		}
 	}
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if err != nil {
 		delete(d.pending, name)
-		d.mu.Unlock()
 		return fmt.Errorf("raftstore: write snapshot at %d: %w", meta.Index, err)
 	}
 	d.pending[name] = pendingSnapshot{written: true, sum: sum, size: size}
-	log := d.wal
-	d.mu.Unlock()
-	// CompactTo's checkpoint starts a log segment: create it now, off the
-	// node's goroutine, so that CompactTo only writes its records. A
-	// failure costs only that: the checkpoint then creates the segment.
-	if err := log.PrepareSegment(); err != nil && !errors.Is(err, wal.ErrClosed) {
-		d.logger.Warn("raftstore: preparing the checkpoint's log segment", "dir", d.dir, "err", err)
-	}
 	return nil
 }
 

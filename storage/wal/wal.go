@@ -121,8 +121,6 @@ type WAL struct {
 	// goroutines of their own (Options.Background nil); Close waits for
 	// them.
 	removals sync.WaitGroup
-	// spares holds the segment PrepareSegment made ahead (spare.go).
-	spares spareState
 }
 
 // reserve makes room in the last segment for writes up to end, allocating
@@ -207,7 +205,6 @@ func Open(fsys vfs.FS, dir string, opts Options) (*WAL, State, error) {
 		}
 		return nil, State{}, fmt.Errorf("wal: open %s: %w", dir, err)
 	}
-	w.unblockSpares(w.segments[len(w.segments)-1])
 	return w, state, nil
 }
 
@@ -473,7 +470,7 @@ func removeFiles(fsys vfs.FS, dir string, paths []string, why string, logger *sl
 // startSegment creates segment seq durably with body as its first bytes
 // after the header, and makes it the last segment.
 func (w *WAL) startSegment(seq uint64, body []byte) error {
-	f, size, allocated, err := w.newSegment(seq, body)
+	f, size, allocated, err := w.createSegment(seq, body)
 	if err != nil {
 		return err
 	}
@@ -525,9 +522,6 @@ func (w *WAL) usable() error {
 // fail records the error that makes the WAL unusable and returns it.
 func (w *WAL) fail(err error) error {
 	w.err = err
-	w.spares.mu.Lock()
-	w.spares.blocked = true // until Repair: see spare.go
-	w.spares.mu.Unlock()
 	return fmt.Errorf("%w: %w", ErrFailed, err)
 }
 
@@ -603,7 +597,7 @@ func (w *WAL) Append(hs raft.HardState, ents []raft.Entry) error {
 // segment before it names it.
 func (w *WAL) roll() error {
 	cur := w.segments[len(w.segments)-1]
-	f, size, allocated, err := w.newSegment(cur+1, nil)
+	f, size, allocated, err := w.createSegment(cur+1, nil)
 	if err != nil {
 		return err
 	}
@@ -679,9 +673,6 @@ func (w *WAL) Repair() error {
 		_ = w.file.Close() // it failed already; the repair reopens it
 		w.file = nil
 	}
-	if sp := w.blockSpares(false); sp != nil {
-		w.dropSpare(sp) // after the last sync: the removal below would take it
-	}
 	d := w.durable
 	last := d.segments[len(d.segments)-1]
 	seqs, err := w.listSegments()
@@ -714,7 +705,6 @@ func (w *WAL) Repair() error {
 	w.checkpointIndex, w.lastIndex = d.checkpointIndex, d.lastIndex
 	w.opts.Logger.Info("wal: repaired after a failed write", "segment", w.path(last), "size", d.size, "last_index", d.lastIndex, "failure", w.err)
 	w.err = nil
-	w.unblockSpares(last)
 	return nil
 }
 
@@ -798,9 +788,6 @@ func (w *WAL) Close() error {
 	}
 	w.closed = true
 	w.removals.Wait()
-	if sp := w.blockSpares(true); sp != nil {
-		w.dropSpare(sp)
-	}
 	if w.file == nil {
 		return nil
 	}

@@ -428,7 +428,6 @@ func TestAppendGapPanics(t *testing.T) {
 // batch.
 type op struct {
 	sync       bool
-	prepare    bool // PrepareSegment
 	checkpoint *wal.Checkpoint
 	hs         raft.HardState
 	ents       []raft.Entry
@@ -503,11 +502,6 @@ func run(w *wal.WAL, ops []op) (states []wal.State, acked, attempted int) {
 	for _, o := range ops {
 		var err error
 		switch {
-		case o.prepare:
-			if err = w.PrepareSegment(); err != nil {
-				return states, acked, attempted
-			}
-			continue
 		case o.sync:
 			if err = w.Sync(); err == nil {
 				acked = attempted
@@ -544,15 +538,7 @@ func run(w *wal.WAL, ops []op) (states []wal.State, acked, attempted int) {
 // seeds), recovers, and checks that the recovered state is the state after
 // some batch between the last acknowledged and the last attempted one. It
 // then checks that the recovered WAL takes new batches.
-func TestCrashAtEveryStep(t *testing.T) { crashAtEveryStep(t, opts(wal.MinSegmentBytes), false) }
-
-// TestCrashAtEveryStepWithSpares is TestCrashAtEveryStep with a segment
-// prepared ahead (PrepareSegment) before every checkpoint and at random
-// other points: crashes while a spare is created, when it is left unused,
-// and in the middle of a checkpoint or a roll written into one.
-func TestCrashAtEveryStepWithSpares(t *testing.T) {
-	crashAtEveryStep(t, opts(wal.MinSegmentBytes), true)
-}
+func TestCrashAtEveryStep(t *testing.T) { crashAtEveryStep(t, opts(wal.MinSegmentBytes)) }
 
 // TestCrashAtEveryStepAllocatingInSteps is TestCrashAtEveryStep with
 // segments that get their space in several steps: crashes in the middle of
@@ -560,29 +546,12 @@ func TestCrashAtEveryStepWithSpares(t *testing.T) {
 func TestCrashAtEveryStepAllocatingInSteps(t *testing.T) {
 	o := opts(2048)
 	o.PreallocateBytes = wal.MinSegmentBytes
-	crashAtEveryStep(t, o, false)
+	crashAtEveryStep(t, o)
 }
 
-// withSpares returns ops with a PrepareSegment before every checkpoint and
-// before one in four other operations.
-func withSpares(ops []op, seed uint64) []op {
-	rng := rand.New(rand.NewPCG(seed, 5))
-	var out []op
-	for _, o := range ops {
-		if o.checkpoint != nil || rng.IntN(4) == 0 {
-			out = append(out, op{prepare: true})
-		}
-		out = append(out, o)
-	}
-	return out
-}
-
-func crashAtEveryStep(t *testing.T, o wal.Options, spares bool) {
+func crashAtEveryStep(t *testing.T, o wal.Options) {
 	for seed := range uint64(3) {
 		ops := workload(seed, 40)
-		if spares {
-			ops = withSpares(ops, seed)
-		}
 		dry := vfs.NewMemFS()
 		w, _ := open(t, dry, "/wal", o)
 		base := dry.Ops()
@@ -670,127 +639,5 @@ func TestOpenReadsEachSegmentOnce(t *testing.T) {
 		if n > 1 {
 			t.Errorf("Open read %s %d times (reads: %v), want once", name, n, opened)
 		}
-	}
-}
-
-// TestCheckpointIntoPreparedSegment: a checkpoint after PrepareSegment
-// writes into the prepared segment: it creates no file and syncs no
-// directory, only writes and syncs its records. A spare left unused is
-// removed by Close.
-func TestCheckpointIntoPreparedSegment(t *testing.T) {
-	m := vfs.NewMemFS()
-	counts := map[vfs.OpKind]int{}
-	f := vfs.NewFaultFS(m, 1, func(op vfs.Op) vfs.Fault { counts[op.Kind]++; return vfs.NoFault })
-	w, _ := open(t, f, "/wal", opts(0))
-	must(t, w.Append(raft.HardState{Term: 1, Commit: 2}, ents(1, 5, 1)))
-	must(t, w.Sync())
-	before, _ := m.List("/wal")
-	must(t, w.PrepareSegment())
-	must(t, w.PrepareSegment()) // one spare at a time
-	spared, _ := m.List("/wal")
-	if len(spared) != len(before)+1 {
-		t.Fatalf("segments %q after PrepareSegment, %q before: want one more", spared, before)
-	}
-	clear(counts)
-	cp := wal.Checkpoint{Index: 3, Term: 1, SnapshotChecksum: 7}
-	must(t, w.Checkpoint(cp, raft.HardState{Term: 1, Commit: 5}, ents(4, 2, 1)))
-	if counts[vfs.OpCreate] != 0 || counts[vfs.OpSyncDir] > 1 || counts[vfs.OpAllocate] != 0 {
-		t.Fatalf("the checkpoint into a prepared segment did %v: want no create or allocate, and only the removal's directory sync", counts)
-	}
-	after, _ := m.List("/wal")
-	if len(after) != 1 || after[0] != spared[len(spared)-1] {
-		t.Fatalf("segments after the checkpoint %q: want only the prepared one, %s", after, spared[len(spared)-1])
-	}
-	must(t, w.PrepareSegment())
-	must(t, w.Close())
-	if err := w.PrepareSegment(); !errors.Is(err, wal.ErrClosed) {
-		t.Fatalf("PrepareSegment after Close: %v, want ErrClosed", err)
-	}
-	if names, _ := m.List("/wal"); !slices.Equal(names, after) {
-		t.Fatalf("segments after Close %q: want %q, the unused spare removed", names, after)
-	}
-	_, st := open(t, m, "/wal", opts(0))
-	want := wal.State{Checkpoint: cp, HardState: raft.HardState{Term: 1, Commit: 5}, Entries: ents(4, 2, 1)}
-	if !equalState(st, want) {
-		t.Fatalf("recovered %s\nwant %s", describe(st), describe(want))
-	}
-}
-
-// TestRepairDropsSpare: a spare prepared before a failed write is past
-// the last sync, and Repair removes it; the next one is prepared from the
-// repaired log's end.
-func TestRepairDropsSpare(t *testing.T) {
-	m := vfs.NewMemFS()
-	failWrites := false
-	f := vfs.NewFaultFS(m, 1, func(op vfs.Op) vfs.Fault {
-		if failWrites && op.Kind == vfs.OpWrite {
-			return vfs.FaultError
-		}
-		return vfs.NoFault
-	})
-	w, _ := open(t, f, "/wal", opts(0))
-	must(t, w.Append(raft.HardState{Term: 1}, ents(1, 3, 1)))
-	must(t, w.Sync())
-	must(t, w.PrepareSegment())
-	failWrites = true
-	if err := w.Append(raft.HardState{}, ents(4, 1, 1)); !errors.Is(err, wal.ErrFailed) {
-		t.Fatalf("Append with writes failing: %v, want ErrFailed", err)
-	}
-	failWrites = false
-	must(t, w.PrepareSegment()) // refused quietly while the WAL is failed
-	must(t, w.Repair())
-	if names, _ := m.List("/wal"); len(names) != 1 {
-		t.Fatalf("segments after Repair %q: want the one synced, the spare removed", names)
-	}
-	must(t, w.PrepareSegment())
-	must(t, w.Checkpoint(wal.Checkpoint{Index: 3, Term: 1}, raft.HardState{Term: 1, Commit: 3}, nil))
-	must(t, w.Append(raft.HardState{}, ents(4, 2, 1)))
-	must(t, w.Sync())
-	m.Crash()
-	_, st := open(t, m, "/wal", opts(0))
-	if st.Checkpoint.Index != 3 || st.LastIndex() != 5 {
-		t.Fatalf("recovered %s: want the checkpoint at 3 and entries 4-5", describe(st))
-	}
-}
-
-// TestPrepareSegmentConcurrently prepares segments from another goroutine
-// while the WAL appends, rolls and checkpoints (run with -race): every
-// state recovers, and no spare is ever a live segment.
-func TestPrepareSegmentConcurrently(t *testing.T) {
-	m := vfs.NewMemFS()
-	w, _ := open(t, m, "/wal", wal.Options{SegmentBytes: wal.MinSegmentBytes, Logger: quiet})
-	stop := make(chan struct{})
-	done := make(chan error)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				done <- nil
-				return
-			default:
-			}
-			if err := w.PrepareSegment(); err != nil {
-				done <- err
-				return
-			}
-		}
-	}()
-	index := uint64(0)
-	for round := range uint64(20) {
-		for range 10 {
-			index++
-			must(t, w.Append(raft.HardState{Term: 1, Commit: index - 1}, ents(index, 1, 1)))
-		}
-		must(t, w.Sync())
-		if round%3 == 2 {
-			must(t, w.Checkpoint(wal.Checkpoint{Index: index - 2, Term: 1}, raft.HardState{Term: 1, Commit: index}, ents(index-1, 2, 1)))
-		}
-	}
-	close(stop)
-	must(t, <-done)
-	must(t, w.Close())
-	_, st := open(t, m, "/wal", opts(0))
-	if st.LastIndex() != index || st.Checkpoint.Index != 178 {
-		t.Fatalf("recovered %s: want the checkpoint at 178 (round 17) and entries to %d", describe(st), index)
 	}
 }
