@@ -29,9 +29,6 @@
 // unlinking a 64 MiB segment took longer than writing the checkpoint
 // (issue 21): once the checkpoint is durable the old segments are no
 // longer read, and a crash before they are gone leaves them to Open.
-// PrepareSegment creates the next segment ahead, on any goroutine (see
-// spare.go): the checkpoint, or a roll, then writes into it and
-// fdatasyncs, without creating a file or syncing the directory.
 //
 // # Directory
 //
