@@ -37,9 +37,10 @@
 // match the metadata is an error wrapping ErrCorrupt; a newer version,
 // ErrUnsupported (version 0, which no build wrote, is damage: ErrCorrupt).
 // Read, Stat and Source parse the header with one function, so a fault
-// in it gets the same answer from each. The checksum also identifies the file: the write-ahead log
-// records it next to the snapshot's index so that a reopened node knows the
-// file it finds is the one the log refers to. Stat checks only the header,
+// in it gets the same answer from each. The checksum also identifies the
+// file: the write-ahead log records it next to the snapshot's index so
+// that a reopened node knows the file it finds is the one the log refers
+// to. Stat checks only the header,
 // metadata, name and size, and a Source verifies the data and checksum as
 // it streams them: that is how a restarting node reads its snapshot once.
 package snapshot
