@@ -37,7 +37,8 @@
 //     committed entry not applied in step 0, in log order, and the membership of each committed
 //     change recorded as the core worked it out (raft.Ready.ConfChanges);
 //     waiting proposals and reads are answered;
-//  4. Core.Advance, then log compaction every SnapshotEntries entries.
+//  4. Core.Advance, then log compaction every SnapshotEntries entries (or
+//     SnapshotBytes of entry data, if sooner).
 //
 // A snapshot need not stop the loop for the size of the state: when the
 // StateMachine is a SnapshotViewer and the Handler has a Background (Node

@@ -59,9 +59,7 @@ func (h *Handler) ProposeAtElection(data []byte, done Waiter) error {
 	}
 	switch h.core.Status().Role {
 	case raft.Leader:
-		// Those held while it campaigned came first.
-		h.releaseElectionProposals()
-		return h.Propose(data, done)
+		return h.Propose(data, done) // after those held while it campaigned
 	case raft.Candidate:
 		if h.canHold(uint64(len(data))) {
 			h.atElection = append(h.atElection, electionProposal{data: data, done: done, tick: h.ticks})
@@ -84,6 +82,17 @@ func (h *Handler) canHold(size uint64) bool {
 		return true
 	}
 	return h.atElectionBytes+size <= h.maxElectionBytes
+}
+
+// releaseOnceLeading releases the proposals held during an election if
+// this node now leads, ahead of a proposal that comes after its win (in
+// the loop round that stepped the winning vote, before Handle): they came
+// first, and the loop's batch must count their bytes before it takes
+// more, or the new leader's first write could hold its batch bound twice.
+func (h *Handler) releaseOnceLeading() {
+	if len(h.atElection) > 0 && h.core.Status().Role == raft.Leader {
+		h.releaseElectionProposals()
+	}
 }
 
 // releaseElectionProposals proposes the proposals held during an election

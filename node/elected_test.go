@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -206,6 +207,41 @@ func TestProposeAtElectionBoundedInBytes(t *testing.T) {
 			if string(e.Data) == "ccc" {
 				t.Fatalf("the refused proposal reached the log at %d", e.Index)
 			}
+		}
+	})
+	// A proposal that comes in the loop round that stepped the winning
+	// vote, before Handle, goes after those held, and the batch counts
+	// both: otherwise the loop's batch took it and more without counting
+	// the held ones, and the first write held its bound twice.
+	t.Run("a proposal after the win", func(t *testing.T) {
+		h, r := newRecordedHandlerWith(t, func(*recorder) Hooks { return Hooks{} }, limited)
+		term := candidate(t, h)
+		if err := h.ProposeAtElection([]byte("held456789"), func(Result) {}); err != nil {
+			t.Fatal(err)
+		}
+		mustHandle(t, h)
+		if err := h.Step(raft.Message{Type: raft.MsgVoteResponse, From: 2, To: 1, Term: term}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Forward([]byte("later56789"), ForwardWaiter{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.BatchBytes(); got != 2*maxBytes {
+			t.Fatalf("batch bytes %d after the forward, want %d: the held proposal and the forward", got, 2*maxBytes)
+		}
+		mustHandle(t, h)
+		entries, err := r.MemoryStorage.Entries(1, h.Core().Status().LastIndex+1, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var order []string
+		for _, e := range entries {
+			if e.Type == raft.EntryNormal && len(e.Data) > 0 {
+				order = append(order, string(e.Data))
+			}
+		}
+		if !slices.Equal(order, []string{"held456789", "later56789"}) {
+			t.Fatalf("log order %q, want the held proposal first", order)
 		}
 	})
 	t.Run("the first however large", func(t *testing.T) {

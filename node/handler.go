@@ -150,7 +150,8 @@ type HandlerConfig struct {
 //     its leadership fail, and so do the reads the core dropped
 //     (Ready.DroppedReads: a follower's leader changed or refused);
 //  4. Core.Advance, then a snapshot and log compaction once
-//     SnapshotEntries were applied since the last.
+//     SnapshotEntries entries, or SnapshotBytes of entry data, were
+//     applied since the last.
 //
 // # When the storage fails
 //
@@ -403,6 +404,7 @@ func (h *Handler) ReportPeerGone(id uint64) {
 // (with the state machine's result) or can no longer be (see Result). An
 // error means the proposal was refused and done will not be called.
 func (h *Handler) Propose(data []byte, done Waiter) error {
+	h.releaseOnceLeading()
 	return h.propose(func() (uint64, uint64, error) {
 		h.batchBytes += uint64(len(data))
 		return h.core.Propose(data)
@@ -455,6 +457,7 @@ func (h *Handler) Forward(data []byte, w ForwardWaiter) error {
 	if h.held {
 		return h.StorageErr()
 	}
+	h.releaseOnceLeading()
 	h.batchBytes += uint64(len(data))
 	ticket, err := h.core.Forward(data)
 	if err != nil {
@@ -561,10 +564,12 @@ func (h *Handler) ReadIndex(id uint64, done Waiter) error {
 // ErrStorage when a Ready's write failed and the Ready is now held (the
 // caller goes on ticking); any other error stopped the handler.
 func (h *Handler) Handle() error {
-	h.batchBytes = 0
 	if h.stopped == nil && !h.held {
 		h.releaseElectionProposals()
 	}
+	// After the release: what it proposed goes in this Handle's write, not
+	// in the next batch the loop takes.
+	h.batchBytes = 0
 	for h.stopped == nil && !h.held && !h.restoring && h.core.HasReady() {
 		h.ready = pendingReady{rd: h.core.Ready()}
 		h.sendAhead()
@@ -973,7 +978,8 @@ const (
 )
 
 // maybeCompact snapshots the state machine and compacts the log once
-// SnapshotEntries were applied since the last time: in the background if
+// SnapshotEntries entries, or SnapshotBytes of entry data, were applied
+// since the last time: in the background if
 // it can (snapshot.go), else here. A failure (a full disk) is logged and
 // retried later, with back-off: the log just grows meanwhile, and nothing
 // is lost.
@@ -983,9 +989,6 @@ func (h *Handler) maybeCompact() {
 	}
 	if h.applied < h.lastSnapshot+h.snapshotEntries && (h.snapshotBytes == 0 || h.bytesSince < h.snapshotBytes) {
 		return
-	}
-	if h.applied == h.lastSnapshot {
-		return // nothing applied since: a snapshot would be the last one again
 	}
 	h.bytesTaken, h.bytesSince = h.bytesSince, 0
 	if h.snapshotInBackground() {
@@ -1012,6 +1015,7 @@ func (h *Handler) Compact() error {
 	if err != nil {
 		return fmt.Errorf("node %d: snapshot at %d: %w", h.id, h.applied, err)
 	}
+	h.bytesSince = 0 // called directly, not by maybeCompact, it counts too
 	h.compacted(raft.SnapshotMetadata{Index: h.applied, Term: h.appliedTerm, ConfState: cloneConf(h.conf)})
 	return nil
 }
