@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 )
@@ -44,6 +45,17 @@ func TestBatch(t *testing.T) {
 		t.Fatalf("a failed batch wrote batch/c: %v", err)
 	}
 	mustGet(t, ctx, c, "batch/a", "1", rev)
+
+	// Values JSON would escape into six bytes a byte go in base64, or as
+	// themselves: each batch is within the limits, and its body within the
+	// server's bound (twice the batch's bytes and a little).
+	control, markup := bytes.Repeat([]byte{1}, 600<<10), bytes.Repeat([]byte("<&>"), 100<<10)
+	rev, err = c.Batch(ctx, BatchPut("batch/control", control), BatchPut("batch/markup", markup))
+	if err != nil {
+		t.Fatalf("a batch of %d control bytes and %d of markup: %v", len(control), len(markup), err)
+	}
+	mustGet(t, ctx, c, "batch/control", string(control), rev)
+	mustGet(t, ctx, c, "batch/markup", string(markup), rev)
 
 	for name, ops := range map[string][]BatchOp{
 		"no ops":        nil,

@@ -13,9 +13,10 @@ import (
 
 // bodyBytesMax bounds the body of a request to route. A batch's body is
 // JSON: its keys and values (up to Limits.BatchBytes, a value in base64
-// taking 4/3 of its bytes) and, per operation, the field names and
-// punctuation around them. Every other route's body is at most a value and
-// a little JSON.
+// taking 4/3 of its bytes, as text up to twice them: '"' and '\\' escaped;
+// a client sends a value whose text escapes would take more in base64, as
+// coord's does) and, per operation, the field names and punctuation around
+// them. Every other route's body is at most a value and a little JSON.
 func bodyBytesMax(route string, limits Limits) int64 {
 	if route == "kv_batch" {
 		return 2*int64(limits.BatchBytes) + 256*int64(limits.BatchOps) + 4096
