@@ -326,24 +326,42 @@ func (h *handedOver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // as a held write does, until the transfer ends or the target campaigns,
 // and names the node that takes over: naming itself sent the client to
 // a follower, and back here, before the target (1.5 to 7 ms of a gap).
-// It was appended nowhere, so only the hint changes.
+// It was appended nowhere, so only the hint changes: the Coord-Leader
+// header and the body's "leader" both name the target (the refusal's own
+// body, which named this node, is dropped).
 type handOverAnswer struct {
 	http.ResponseWriter
-	h   *handedOver
-	ctx context.Context
+	h        *handedOver
+	ctx      context.Context
+	replaced bool // the refusal's body was written here; the handler's is dropped
 }
 
 func (a *handOverAnswer) WriteHeader(code int) {
-	if code == http.StatusServiceUnavailable && a.h.phase.Load() != handOverServing {
-		select {
-		case <-a.h.ended:
-		case <-a.ctx.Done():
-		}
-		if leader := a.h.leader.Load(); leader != 0 {
-			a.Header().Set(api.HeaderLeader, strconv.FormatUint(leader, 10))
-		}
+	if code != http.StatusServiceUnavailable || a.h.phase.Load() == handOverServing || a.replaced {
+		a.ResponseWriter.WriteHeader(code)
+		return
 	}
-	a.ResponseWriter.WriteHeader(code)
+	select {
+	case <-a.h.ended:
+	case <-a.ctx.Done():
+	}
+	leader := a.h.leader.Load()
+	if leader == 0 {
+		a.ResponseWriter.WriteHeader(code)
+		return
+	}
+	a.replaced = true
+	a.Header().Set(api.HeaderLeader, strconv.FormatUint(leader, 10))
+	msg := fmt.Sprintf("leadership is being handed over to node %d; retry there", leader)
+	_ = writeJSON(a.ResponseWriter, code, api.ErrorResponse{Code: api.CodeUnavailable, Error: msg, Leader: &leader})
+}
+
+// Write drops the handler's body of a refusal WriteHeader replaced.
+func (a *handOverAnswer) Write(p []byte) (int, error) {
+	if a.replaced {
+		return len(p), nil
+	}
+	return a.ResponseWriter.Write(p)
 }
 
 // Unwrap lets http.ResponseController reach the connection.

@@ -2,7 +2,7 @@ package server
 
 import (
 	"context"
-	"io"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -24,7 +24,8 @@ func TestRefusalDuringTheTransferNamesTheTarget(t *testing.T) {
 		close(entered)
 		<-refuse
 		w.Header().Set(api.HeaderLeader, "1") // itself: it still leads
-		w.WriteHeader(http.StatusServiceUnavailable)
+		self := uint64(1)
+		writeJSON(w, http.StatusServiceUnavailable, api.ErrorResponse{Code: api.CodeUnavailable, Error: "refused (leader 1)", Leader: &self})
 	})
 	drain := newHandedOver(next, nil)
 	srv := httptest.NewServer(drain)
@@ -34,6 +35,7 @@ func TestRefusalDuringTheTransferNamesTheTarget(t *testing.T) {
 	type answer struct {
 		status int
 		leader string
+		body   api.ErrorResponse
 	}
 	answered := make(chan answer, 1)
 	go func() {
@@ -44,9 +46,12 @@ func TestRefusalDuringTheTransferNamesTheTarget(t *testing.T) {
 			answered <- answer{}
 			return
 		}
-		io.Copy(io.Discard, resp.Body)
+		var body api.ErrorResponse
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Errorf("the refusal's body: %v", err)
+		}
 		resp.Body.Close()
-		answered <- answer{resp.StatusCode, resp.Header.Get(api.HeaderLeader)}
+		answered <- answer{resp.StatusCode, resp.Header.Get(api.HeaderLeader), body}
 	}()
 	select {
 	case <-entered:
@@ -64,6 +69,9 @@ func TestRefusalDuringTheTransferNamesTheTarget(t *testing.T) {
 	a := <-answered
 	if a.status != http.StatusServiceUnavailable || a.leader != "2" {
 		t.Fatalf("refused during the transfer: %d naming %q, want 503 naming the target, 2", a.status, a.leader)
+	}
+	if a.body.Code != api.CodeUnavailable || a.body.Leader == nil || *a.body.Leader != 2 {
+		t.Fatalf("refused during the transfer: body %+v, want unavailable naming leader 2 as the header does", a.body)
 	}
 }
 
