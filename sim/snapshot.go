@@ -68,11 +68,22 @@ func (s *Sim) background(n *node) shell.Background {
 // removeInBackground is a node's raftstore.Options.Background: the
 // removal of the log segments a checkpoint replaced runs at a later event,
 // as a background snapshot's work does, and not at all if the node crashed
-// meanwhile (its next Open removes them), so that a seed replays.
+// meanwhile (its next Open removes them), so that a seed replays. A dying
+// node's crash point may fall in the removal, whose errors the WAL keeps
+// to itself: the node crashes there, as it would in a Save (before, the
+// file system stayed crashed under a node the simulator thought alive, and
+// its next Save failed: seed 135 of TestDiskFaultsOnDisk).
 func (s *Sim) removeInBackground(n *node) func(work func()) {
 	background := s.background(n)
 	return func(work func()) {
-		background(func() error { work(); return nil }, func(error) {})
+		background(func() error {
+			work()
+			if n.dying && n.fs.Crashed() {
+				s.tracef("node %d crashes while removing log segments", n.id)
+				s.crash(n)
+			}
+			return nil
+		}, func(error) {})
 	}
 }
 
