@@ -30,19 +30,27 @@ type electionAwaiter interface {
 // candidate waits (it passed pre-vote, or was told to campaign by its
 // leader: the outcome is one round of votes away); a pre-candidate, which
 // may be a node cut off from the others, does not, nor does a follower.
+//
+// A node told to campaign waits too while its status does not show it
+// yet (campaignUnpublished), as ProposeAtElection's writes do: its status
+// still names the old leader, and a renewal passed on to that one came
+// back refused, naming this node, and went round the cluster.
 func (n *Node) AwaitElection(ctx context.Context) {
-	if n.shell.Lead() != 0 {
-		return // a follower of a known leader (the common case: cheap)
+	if !n.campaigning() {
+		return
 	}
 	timer := time.NewTimer(time.Duration(n.cfg.ElectionTicks) * n.cfg.TickInterval)
 	defer timer.Stop()
 	for waiting := false; ; waiting = true {
 		changed := n.shell.RoleChanged()
-		if st := n.shell.Status(); st.Role != raft.Candidate || st.Lead != 0 {
+		if !n.campaigning() {
 			return
 		}
 		if !waiting {
 			n.log.Debug("trace: request waits for the election")
+			if n.electionAwaited != nil {
+				n.electionAwaited()
+			}
 		}
 		select {
 		case <-changed:
@@ -85,7 +93,7 @@ type electionProposer interface {
 // the term its status still shows) asks its loop, which knows the
 // campaign, whether to hold the write.
 func (n *Node) ProposeAtElection(ctx context.Context, cmd Command) (Result, bool, error) {
-	if !n.campaignUnpublished() && (n.shell.Lead() != 0 || n.shell.Status().Role != raft.Candidate) {
+	if !n.campaigning() {
 		return Result{}, false, nil
 	}
 	if n.electionProposed != nil {
@@ -119,6 +127,21 @@ func (n *Node) ProposeAtElection(ctx context.Context, cmd Command) (Result, bool
 			return Result{}, true, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
 		}
 	}
+}
+
+// campaigning reports whether this node runs an election it may win: it
+// is a candidate that knows no leader, or it was told to campaign and its
+// status does not show it yet (campaignUnpublished). A pre-candidate, which
+// may be a node cut off from the others, is not.
+func (n *Node) campaigning() bool {
+	if n.campaignUnpublished() {
+		return true
+	}
+	if n.shell.Lead() != 0 {
+		return false // a follower of a known leader: the common case, cheap
+	}
+	st := n.shell.Status()
+	return st.Role == raft.Candidate && st.Lead == 0
 }
 
 // campaignUnpublished reports whether a leader told this node to campaign

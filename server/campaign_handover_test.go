@@ -92,6 +92,33 @@ func TestWriteHeldByTheCandidateNamesTheNewLeader(t *testing.T) {
 	h.tookOver(t)
 }
 
+// A renewal that reaches the target then waits for the election's outcome
+// too (AwaitElection), as a write is held: it returned at once, with the
+// status naming the old leader, and the renewal went there and back.
+func TestAwaitElectionWhileTheCampaignIsUnpublished(t *testing.T) {
+	h := startUnpublishedCampaign(t)
+	awaited := make(chan struct{})
+	h.target.electionAwaited = func() { close(awaited) }
+	returned := make(chan uint64, 1)
+	go func() {
+		h.target.AwaitElection(h.ctx)
+		returned <- h.target.shell.Lead()
+	}()
+	select {
+	case <-awaited:
+		h.unblock()
+	case lead := <-returned:
+		h.unblock()
+		t.Fatalf("AwaitElection returned at once, the status naming leader %d, while the target (%d) wrote its vote", lead, h.targetID)
+	}
+	if lead := <-returned; lead != h.targetID {
+		t.Fatalf("AwaitElection returned with leader %d, want the target %d, which won", lead, h.targetID)
+	}
+	if err := <-h.handedOver; err != nil {
+		t.Fatalf("handOver: %v", err)
+	}
+}
+
 // unpublishedCampaign is a cluster whose leader hands over to a target
 // that is writing its term and vote (the write hangs until unblock), its
 // status still naming the old leader. onItsWay is closed when the target

@@ -233,6 +233,9 @@ type Node struct {
 	// electionProposed, if set, is called when ProposeAtElection takes a
 	// write to the loop to be held for an election (tests).
 	electionProposed func()
+	// electionAwaited, if set, is called when AwaitElection begins to
+	// wait for an election's outcome (tests).
+	electionAwaited func()
 	// peerCloses counts, per peer, the connections the peer's end closed
 	// (the transport's PeerClosed): a forwarded write's answer cannot
 	// come over a connection closed after the write went out on it
