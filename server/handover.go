@@ -158,7 +158,10 @@ func (l *leaderSeen) observe(m raft.Message) {
 func (l *leaderSeen) leader() (id, term uint64) { return l.by.Load(), l.in.Load() }
 
 // handOverPoll is how often HandOver looks whether its target is still
-// connected: the transport tells no event when a connection is forgotten.
+// connected. The transport now tells when a connection comes or goes
+// (tcp.Transport.PeersChanged); HandOver still samples, so that a
+// connection dropped and dialed again within the interval does not end
+// the hand-over.
 const handOverPoll = 10 * time.Millisecond
 
 // connected reports whether the transport has a connection to peer id.
