@@ -190,9 +190,25 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// sweepConfig is the configuration of the test sweep's run of seed (and of
+// TestSeed's): every fault, 3 or 5 nodes by the seed, a short chaos phase
+// so that thousands of seeds fit in the CI budget.
+func sweepConfig(seed uint64, disk bool) Config {
+	cfg := DefaultConfig()
+	cfg.Seed = seed
+	cfg.Nodes = []int{3, 5}[seed%2]
+	cfg.Chaos = 1500 * time.Millisecond
+	cfg.Disk = disk
+	return cfg
+}
+
 // TestReplayCommand returns the go test command that replays this run if it
-// is one of the test sweep's (TestSeed uses the sweep's configuration).
+// is one of the test sweep's (TestSeed uses the sweep's configuration), and
+// "" if it is not: TestSeed would replay another run.
 func (c Config) TestReplayCommand() string {
+	if c.ReplayCommand() != sweepConfig(c.Seed, c.Disk).ReplayCommand() {
+		return ""
+	}
 	cmd := fmt.Sprintf("go test ./sim -run 'TestSeed$' -seed %d", c.Seed)
 	if c.Disk {
 		cmd += " -disk"

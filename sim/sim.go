@@ -91,8 +91,11 @@ type Violation struct {
 
 // Error says which check failed, when, and how to replay the run.
 func (v *Violation) Error() string {
-	return fmt.Sprintf("sim: seed %d at %v: %s: %s\nreplay: %s\n    or: %s",
-		v.Seed, v.At, v.Check, v.Detail, v.Replay, v.TestReplay)
+	msg := fmt.Sprintf("sim: seed %d at %v: %s: %s\nreplay: %s", v.Seed, v.At, v.Check, v.Detail, v.Replay)
+	if v.TestReplay != "" {
+		msg += "\n    or: " + v.TestReplay
+	}
+	return msg
 }
 
 // Is makes errors.Is(err, ErrViolation) true.

@@ -20,15 +20,8 @@ var (
 	traceFlag = flag.Bool("simtrace", false, "print the event trace of TestSeed")
 )
 
-// testConfig is the configuration the seed sweep uses: every fault, a
-// short chaos phase so that thousands of seeds fit in the CI budget.
-func testConfig(seed uint64) Config {
-	cfg := DefaultConfig()
-	cfg.Seed = seed
-	cfg.Nodes = []int{3, 5}[seed%2]
-	cfg.Chaos = 1500 * time.Millisecond
-	return cfg
-}
+// testConfig is the configuration the seed sweep uses (sweepConfig).
+func testConfig(seed uint64) Config { return sweepConfig(seed, false) }
 
 // TestSeeds runs thousands of seeds with every fault and every checker.
 func TestSeeds(t *testing.T) {
@@ -238,6 +231,13 @@ func TestViolationSaysHowToReplay(t *testing.T) {
 		if !strings.Contains(v.Error(), want) {
 			t.Errorf("violation message lacks %q:\n%v", want, v)
 		}
+	}
+	// A run with other faults than the sweep's: TestSeed would replay
+	// another run, so only the coord sim line is given.
+	cfg.Faults = Faults{FaultLoss, FaultCrash}
+	v = &Violation{Seed: 1234, Check: "log matching", Detail: "x", Replay: cfg.ReplayCommand(), TestReplay: cfg.TestReplayCommand()}
+	if strings.Contains(v.Error(), "go test") || !strings.Contains(v.Error(), "--faults loss,crash") {
+		t.Errorf("a run outside the sweep names TestSeed, or not its faults:\n%v", v)
 	}
 }
 
