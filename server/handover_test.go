@@ -192,13 +192,7 @@ func TestHandOverWithTheFollowersGone(t *testing.T) {
 // the client's next request. Before, it serves as usual.
 func TestHandedOverNodeNamesTheNewLeader(t *testing.T) {
 	c := newTestCluster(t, 3)
-	leader := c.waitLeader()
-	old := c.nodes[leader].Node
-	drain := newHandedOver(NewAPI(old, APIConfig{Logger: quiet}), old)
-	held := make(chan struct{}, 1)
-	drain.held = func() { held <- struct{}{} }
-	srv := httptest.NewServer(drain)
-	defer srv.Close()
+	leader, old, drain, held, srv := serveDrained(t, c)
 
 	// An idle keep-alive connection, made before the hand-over.
 	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
@@ -328,13 +322,7 @@ func TestFailedHandOverPassesHeldWritesOn(t *testing.T) {
 // usual: either way it succeeds.
 func TestHeldWritesGoToTheTargetWhenItCampaigns(t *testing.T) {
 	c := newTestCluster(t, 3)
-	leader := c.waitLeader()
-	old := c.nodes[leader].Node
-	drain := newHandedOver(NewAPI(old, APIConfig{Logger: quiet}), old)
-	held := make(chan struct{}, 1)
-	drain.held = func() { held <- struct{}{} }
-	srv := httptest.NewServer(drain)
-	defer srv.Close()
+	_, old, drain, held, srv := serveDrained(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	put := func(url string) (*http.Response, error) {
@@ -394,4 +382,19 @@ func TestHeldWritesGoToTheTargetWhenItCampaigns(t *testing.T) {
 	if got := c.waitLeader(); got != target {
 		t.Fatalf("leader %d after the hand-over, want %d", got, target)
 	}
+}
+
+// serveDrained serves the API of c's leader over HTTP through a
+// handedOver, as Serve does; held receives once a write is held by it.
+// The server is closed when the test ends.
+func serveDrained(t *testing.T, c *testCluster) (leader uint64, old *Node, drain *handedOver, held chan struct{}, srv *httptest.Server) {
+	t.Helper()
+	leader = c.waitLeader()
+	old = c.nodes[leader].Node
+	drain = newHandedOver(NewAPI(old, APIConfig{Logger: quiet}), old)
+	held = make(chan struct{}, 1)
+	drain.held = func() { held <- struct{}{} }
+	srv = httptest.NewServer(drain)
+	t.Cleanup(srv.Close)
+	return leader, old, drain, held, srv
 }
