@@ -30,19 +30,10 @@ func TestWriteHeldWhileTheCampaignIsUnpublished(t *testing.T) {
 		proposed bool
 		err      error
 	}
-	answered := make(chan outcome, 1)
-	go func() {
+	got := whileCampaigning(h, func() outcome {
 		res, proposed, err := h.target.ProposeAtElection(h.ctx, Command{Op: OpPut, Key: "during", Value: []byte("y")})
-		answered <- outcome{res, proposed, err}
-	}()
-	var got outcome
-	select {
-	case <-h.onItsWay:
-		h.unblock()
-		got = <-answered
-	case got = <-answered:
-		h.unblock()
-	}
+		return outcome{res, proposed, err}
+	})
 	if !got.proposed || got.err != nil || got.res.Status != StatusOK {
 		t.Fatalf("write to the campaigning target: proposed %v, %+v, %v; want it held and applied", got.proposed, got.res, got.err)
 	}
@@ -61,30 +52,19 @@ func TestWriteHeldByTheCandidateNamesTheNewLeader(t *testing.T) {
 		leader string
 		err    error
 	}
-	answered := make(chan outcome, 1)
-	go func() {
+	got := whileCampaigning(h, func() outcome {
 		req, err := http.NewRequestWithContext(h.ctx, "PUT", h.c.nodes[h.targetID].httpURL+"/v1/kv/during", strings.NewReader("y"))
 		if err != nil {
-			answered <- outcome{err: err}
-			return
+			return outcome{err: err}
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			answered <- outcome{err: err}
-			return
+			return outcome{err: err}
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		answered <- outcome{status: resp.StatusCode, leader: resp.Header.Get(api.HeaderLeader)}
-	}()
-	var got outcome
-	select {
-	case <-h.onItsWay:
-		h.unblock()
-		got = <-answered
-	case got = <-answered:
-		h.unblock()
-	}
+		return outcome{status: resp.StatusCode, leader: resp.Header.Get(api.HeaderLeader)}
+	})
 	if got.err != nil || got.status != http.StatusOK || got.leader != strconv.FormatUint(h.targetID, 10) {
 		t.Fatalf("write to the campaigning target: %d, Coord-Leader %q, %v; want 200 naming node %d (the old leader was %d)",
 			got.status, got.leader, got.err, h.targetID, h.leaderID)
@@ -116,6 +96,22 @@ func TestAwaitElectionWhileTheCampaignIsUnpublished(t *testing.T) {
 	}
 	if err := <-h.handedOver; err != nil {
 		t.Fatalf("handOver: %v", err)
+	}
+}
+
+// whileCampaigning runs write on a goroutine while the target's vote is
+// being written, lets the vote through once the write is on its way to
+// be held (or answered already), and returns what write returned.
+func whileCampaigning[T any](h *unpublishedCampaign, write func() T) T {
+	answered := make(chan T, 1)
+	go func() { answered <- write() }()
+	select {
+	case <-h.onItsWay:
+		h.unblock()
+		return <-answered
+	case got := <-answered:
+		h.unblock()
+		return got
 	}
 }
 
