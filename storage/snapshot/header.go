@@ -37,6 +37,30 @@ func (h header) trailerBytes() int64 {
 	return trailerSizeV2
 }
 
+// dataBytes returns the length of the data in a file of fileSize bytes
+// whose header is h: version 1's length field, which must agree with the
+// file's size; in version 2, what the size leaves between the metadata and
+// the trailer (the trailer's own length field is checked against it by
+// whoever reads the trailer: decode, or a Source at the data's end). A
+// size that disagrees wraps ErrCorrupt. Read and Stat both size the data
+// here.
+func (h header) dataBytes(fileSize int64) (int64, error) {
+	if h.version == 1 {
+		// Compare without overflowing: dataLen comes from the file.
+		if h.dataLen > uint64(fileSize) || headerSize+h.metaLen+int64(h.dataLen)+trailerSize != fileSize {
+			return 0, fmt.Errorf("%w: truncated or padded: %d bytes, the file says %d of metadata and %d of data",
+				ErrCorrupt, fileSize, h.metaLen, h.dataLen)
+		}
+		return int64(h.dataLen), nil
+	}
+	n := fileSize - headerSize - h.metaLen - trailerSizeV2
+	if n < 0 {
+		return 0, fmt.Errorf("%w: truncated: %d bytes, shorter than a header, %d of metadata and a trailer",
+			ErrCorrupt, fileSize, h.metaLen)
+	}
+	return n, nil
+}
+
 // parseHeader parses and checks the header at the start of b. Every fault
 // wraps ErrCorrupt, except a version past formatVersion, which wraps
 // ErrUnsupported: a file shorter than a header, a bad magic number,

@@ -327,17 +327,18 @@ func decode(data []byte) (raft.Snapshot, uint32, error) {
 	if err != nil {
 		return raft.Snapshot{}, 0, err
 	}
-	metaLen, dataLen, trailer := uint64(h.metaLen), h.dataLen, uint64(h.trailerBytes())
-	if size < headerSize+trailer {
-		return raft.Snapshot{}, 0, fmt.Errorf("%w: truncated: %d bytes, shorter than a header and trailer", ErrCorrupt, size)
+	dataLen, err := h.dataBytes(int64(size))
+	if err != nil {
+		return raft.Snapshot{}, 0, err
 	}
+	metaLen, trailer := uint64(h.metaLen), uint64(h.trailerBytes())
 	if h.version == 2 {
-		dataLen = binary.LittleEndian.Uint64(data[size-trailerSizeV2:])
-	}
-	// Compare without overflowing: dataLen comes from the file.
-	if want := headerSize + metaLen + trailer; dataLen > size || want+dataLen != size {
-		return raft.Snapshot{}, 0, fmt.Errorf("%w: truncated or padded: %d bytes, the file says %d of metadata and %d of data",
-			ErrCorrupt, size, metaLen, dataLen)
+		// The trailer's length field must name the data the file's size
+		// leaves (dataBytes).
+		if stored := binary.LittleEndian.Uint64(data[size-trailerSizeV2:]); stored != uint64(dataLen) {
+			return raft.Snapshot{}, 0, fmt.Errorf("%w: truncated or padded: %d bytes, the file says %d of metadata and %d of data",
+				ErrCorrupt, size, metaLen, stored)
+		}
 	}
 	body := data[:size-trailerSize]
 	if got, want := binary.LittleEndian.Uint32(data[size-trailerSize:]), crc32.Checksum(body, castagnoli); got != want {
