@@ -151,6 +151,10 @@ type request struct {
 	// route names the request's entry in routeAccess: a linearizable
 	// read checks the token again after its read barrier.
 	route string
+	// token is the request's token as the guard found it (the zero Token
+	// without tokens or on a route that needs none): a batch checks each
+	// key against its prefix.
+	token Token
 	// proposed is set once this node proposed the write and could not
 	// tell its outcome: a failure to forward it after that is of unknown
 	// outcome too, never "unavailable".
@@ -182,7 +186,9 @@ func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request
 		call.request = request{Request: r, route: route}
 		rec := &call.statusRecorder
 		setNodeHeaders(rec.Header(), a.replica)
-		if !a.guard(rec, r, route) {
+		tok, answered := a.guard(rec, r, route)
+		if !answered {
+			call.request.token = tok
 			body, err := readBody(rec, r, bodyBytesMax(route, a.cfg.Limits))
 			if err == nil {
 				call.request.body = body
