@@ -636,11 +636,8 @@ func resultError(res Result) error {
 	default:
 		ae = fail(api.CodeInvalid, res.Reason)
 	}
-	switch res.Status {
-	case StatusNotFound, StatusConflict, StatusForbidden:
-		if res.Holder != "" { // a failed batch: the key of the op that failed
-			ae.body.Key, ae.body.Error = res.Holder, res.Reason
-		}
+	if res.Key != "" { // a failed batch: the key of the op that failed
+		ae.body.Key, ae.body.Error = res.Key, res.Reason
 	}
 	return ae
 }
