@@ -98,7 +98,7 @@ func (a *API) lookupToken(hash [TokenHashBytes]byte) (t Token, ok bool) {
 // answered true if it answered the request itself: refused it (401, 403),
 // or forwarded it to the leader. Otherwise tok is the request's token as
 // this node knows it, for the checks a handler makes past the route's
-// (API.checkBatchToken); the zero Token without tokens, or on a route that
+// (handleWithToken); the zero Token without tokens, or on a route that
 // needs none.
 //
 // A token this node does not know may be one made a moment ago that it
