@@ -15,8 +15,8 @@ type header struct {
 	version uint32
 	// metaLen is the metadata's length, at most maxMetadataBytes.
 	metaLen int64
-	// dataLen is version 1's data length (bytes 16-23), unchecked
-	// against the file's size, which only the caller knows; 0 in
+	// dataLen is version 1's data length (bytes 16-23), checked against
+	// the file's size, which only the caller knows, by dataBytes; 0 in
 	// version 2, whose length is in the trailer.
 	dataLen uint64
 }
