@@ -95,22 +95,25 @@ func (a *API) lookupToken(hash [TokenHashBytes]byte) (t Token, ok bool) {
 }
 
 // guard checks the request's token against what route needs. It returns
-// true if it answered the request itself: refused it (401, 403), or
-// forwarded it to the leader.
+// answered true if it answered the request itself: refused it (401, 403),
+// or forwarded it to the leader. Otherwise tok is the request's token as
+// this node knows it, for the checks a handler makes past the route's
+// (handleWithToken); the zero Token without tokens, or on a route that
+// needs none.
 //
 // A token this node does not know may be one made a moment ago that it
 // has not applied yet: a follower forwards such a request to the leader,
 // which looks again after a read barrier (so a token works on every node
 // as soon as its creation was answered), and answers 401 only then.
-func (a *API) guard(w http.ResponseWriter, r *http.Request, route string) bool {
+func (a *API) guard(w http.ResponseWriter, r *http.Request, route string) (tok Token, answered bool) {
 	need := routeAccess[route]
 	if !a.cfg.Auth || need.role == 0 {
-		return false
+		return Token{}, false
 	}
 	secret, err := bearer(r)
 	if err != nil {
 		a.refuse(w, err)
-		return true
+		return Token{}, true
 	}
 	hash := HashToken(secret)
 	tok, ok := a.lookupToken(hash)
@@ -124,20 +127,20 @@ func (a *API) guard(w http.ResponseWriter, r *http.Request, route string) bool {
 			if err != nil {
 				a.writeError(w, err)
 			}
-			return true
+			return Token{}, true
 		case a.leading():
 			if err := a.replica.ReadBarrier(r.Context()); err != nil {
 				a.writeError(w, err)
-				return true
+				return Token{}, true
 			}
 			tok, ok = a.lookupToken(hash)
 		}
 	}
 	if refusal := tokenRefusal(r, need, tok, ok); refusal != nil {
 		a.writeRefusal(w, refusal)
-		return true
+		return Token{}, true
 	}
-	return false
+	return tok, false
 }
 
 // tokenRefusal returns why a token (known: found in this node's state) may
@@ -211,7 +214,7 @@ func denial(tok Token, need access, name string) string {
 func (a *API) guarded(route string, h http.Handler) http.Handler {
 	checkRoute(route)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.guard(w, r, route) {
+		if _, answered := a.guard(w, r, route); answered {
 			return
 		}
 		h.ServeHTTP(w, r)

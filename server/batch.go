@@ -126,11 +126,11 @@ func (m *Machine) batch(index uint64, c Command) Result {
 	for i, op := range c.Ops {
 		cur := m.revision(op.Key)
 		if op.HasPrev && cur != op.PrevRevision {
-			return Result{Status: StatusConflict, Revision: cur, Holder: op.Key,
+			return Result{Status: StatusConflict, Revision: cur, Key: op.Key,
 				Reason: fmt.Sprintf("batch op %d: key %q at revision %d, not %d", i, op.Key, cur, op.PrevRevision)}
 		}
 		if op.Op == OpDelete && cur == 0 {
-			return Result{Status: StatusNotFound, Holder: op.Key, Reason: fmt.Sprintf("batch op %d: key %q not found", i, op.Key)}
+			return Result{Status: StatusNotFound, Key: op.Key, Reason: fmt.Sprintf("batch op %d: key %q not found", i, op.Key)}
 		}
 	}
 	for _, op := range c.Ops {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"coord/internal/wire"
 )
 
 func batchPut(key, value string) BatchOp { return BatchOp{Op: OpPut, Key: key, Value: []byte(value)} }
@@ -82,7 +84,7 @@ func TestBatchThatFailsChangesNothing(t *testing.T) {
 				cmd.HasAuth, cmd.AuthHash = true, prefixed.Hash
 			}
 			res := a.want(cmd, tc.status)
-			if res.Holder != tc.key || !strings.Contains(res.Reason, tc.reason) || res.Revision != tc.revison {
+			if res.Key != tc.key || res.Holder != "" || !strings.Contains(res.Reason, tc.reason) || res.Revision != tc.revison {
 				t.Errorf("result %+v: want key %q, revision %d, a reason with %q", res, tc.key, tc.revison, tc.reason)
 			}
 			// Only the applied index moved: every key is as it was.
@@ -248,5 +250,53 @@ func TestConfigRefusesBatchesOverAFrame(t *testing.T) {
 	op := BatchOp{Op: OpDelete, Key: "k", Value: []byte("v"), HasPrev: true, PrevRevision: ^uint64(0)}
 	if got := len(marshalBatchOps([]BatchOp{op})) - 1 - len(op.Key) - len(op.Value); got > batchOpOverheadBytes {
 		t.Fatalf("an op's encoding takes %d bytes besides its key and value, over %d", got, batchOpOverheadBytes)
+	}
+}
+
+// TestFailedBatchKeepsItsKeyThroughASnapshot: a client's retry gets the
+// result it was first given, from a restored snapshot too: a failed
+// batch's Key, and a lease's Holder, each in its own field. The snapshot
+// keeps them in the one field Holder alone had before Key existed, so
+// that snapshots read alike by builds before and after it.
+func TestFailedBatchKeepsItsKeyThroughASnapshot(t *testing.T) {
+	a := newApplier(t)
+	a.want(Command{Op: OpPut, Key: "x", Value: []byte("x")}, StatusOK)
+	a.want(Command{Op: OpAcquire, Key: "L", Holder: "alice", TTL: time.Minute}, StatusOK)
+	cmds := []Command{
+		{Op: OpBatch, Client: 9, Seq: 1, Ops: []BatchOp{batchPut("a", "1"), {Op: OpPut, Key: "x", Value: []byte("v"), HasPrev: true, PrevRevision: 99}}},
+		{Op: OpBatch, Client: 9, Seq: 2, Ops: []BatchOp{batchPut("a", "1"), {Op: OpDelete, Key: "none"}}},
+		{Op: OpAcquire, Client: 9, Seq: 3, Key: "L", Holder: "bob", TTL: time.Minute},
+	}
+	want := []Result{
+		a.want(cmds[0], StatusConflict),
+		a.want(cmds[1], StatusNotFound),
+		a.want(cmds[2], StatusHeld),
+	}
+	if want[0].Key != "x" || want[1].Key != "none" || want[2].Holder != "alice" || want[2].Key != "" {
+		t.Fatalf("results %+v: want keys x and none, then holder alice", want)
+	}
+	restored := &applier{t: t, m: NewMachine(DefaultLimits()), index: a.index}
+	if err := restored.m.Restore(a.m.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cmds {
+		if got := restored.do(c); got != want[i] {
+			t.Errorf("retry of %v after a restore: %+v, want %+v as first answered", c.Op, got, want[i])
+		}
+	}
+
+	// The field's bytes are the ones written before Key existed.
+	for _, r := range []Result{want[0], want[2]} {
+		var got, old wire.Encoder
+		r.encode(&got)
+		old.Byte(byte(r.Status))
+		old.Uvarint(r.Revision)
+		old.String(r.Holder + r.Key)
+		old.Uvarint(r.Token)
+		old.Varint(int64(r.TTL))
+		old.String(r.Reason)
+		if !bytes.Equal(got.Buf, old.Buf) {
+			t.Errorf("%+v encoded as %x, want %x as before Result.Key", r, got.Buf, old.Buf)
+		}
 	}
 }

@@ -27,8 +27,9 @@ func bodyBytesMax(route string, limits Limits) int64 {
 // batch serves POST /v1/batch: the operations of the body, checked against
 // the limits (and, with tokens, each key against the token's prefix) before
 // they are proposed as one OpBatch, so that a bad batch gets a clear 4xx
-// and never reaches the log.
-func (a *API) batch(w http.ResponseWriter, r *request) error {
+// and never reaches the log. tok is the request's token, as the guard
+// resolved it (handleWithToken).
+func (a *API) batch(w http.ResponseWriter, r *request, tok Token) error {
 	ops, err := parseBatch(r.body)
 	if err != nil {
 		return err
@@ -36,7 +37,7 @@ func (a *API) batch(w http.ResponseWriter, r *request) error {
 	if reason := checkBatch(a.cfg.Limits, ops); reason != "" {
 		return fmt.Errorf("%w: %s", ErrInvalid, reason)
 	}
-	if err := a.checkBatchToken(r, ops); err != nil {
+	if err := a.checkBatchToken(tok, ops); err != nil {
 		return err
 	}
 	return a.propose(w, r, Command{Op: OpBatch, Ops: ops}, func(res Result) error {
@@ -104,20 +105,13 @@ func batchOp(o api.BatchOp) (BatchOp, error) {
 	return op, nil
 }
 
-// checkBatchToken refuses a batch with a key outside the request's token's
-// prefix (403, naming the key). The guard checked the token's role, as the
-// route's table entry asks, but a batch's keys are in its body.
-func (a *API) checkBatchToken(r *request, ops []BatchOp) error {
+// checkBatchToken refuses a batch with a key outside the prefix of its
+// token, tok (403, naming the key). The guard checked the token's role, as
+// the route's table entry asks, and resolved it, but a batch's keys are in
+// its body.
+func (a *API) checkBatchToken(tok Token, ops []BatchOp) error {
 	if !a.cfg.Auth {
 		return nil
-	}
-	secret, err := bearer(r.Request)
-	if err != nil {
-		return err
-	}
-	tok, ok := a.lookupToken(HashToken(secret))
-	if !ok {
-		return unauthenticated("unknown or revoked token")
 	}
 	if key, denied := batchDenial(tok, ops); denied {
 		ae := fail(api.CodePermissionDenied, denial(tok, access{role: TokenWrite, scope: scopeKey}, key))

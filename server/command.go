@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"coord/internal/assert"
 	"coord/internal/wire"
 )
 
@@ -301,19 +302,28 @@ type Result struct {
 	// StatusConflict); for leases, the revision of the lease record.
 	Revision uint64
 	// Holder, Token and TTL describe the lease after the command (or the
-	// current holder on StatusHeld and StatusLost). A failed OpBatch names
-	// in Holder the key of the operation that failed.
+	// current holder on StatusHeld and StatusLost).
 	Holder string
 	Token  uint64
 	TTL    time.Duration
+	// Key names, in a failed OpBatch's result (StatusNotFound,
+	// StatusConflict or StatusForbidden), the key of the operation that
+	// failed.
+	Key string
 	// Reason explains StatusInvalid.
 	Reason string
 }
 
+// encode writes r for a snapshot's session table. Holder and Key share
+// one field, the one Holder alone once had, so that snapshots read alike
+// by builds before and after Key: a lease's result (StatusOK, StatusHeld,
+// StatusLost) has no Key, and a failed batch's, with a status no lease
+// operation returns, no Holder (keyStatus).
 func (r Result) encode(e *wire.Encoder) {
+	assert.That(r.Holder == "" || r.Key == "", "server: result %v has holder %q and key %q", r.Status, r.Holder, r.Key)
 	e.Byte(byte(r.Status))
 	e.Uvarint(r.Revision)
-	e.String(r.Holder)
+	e.String(r.Holder + r.Key)
 	e.Uvarint(r.Token)
 	e.Varint(int64(r.TTL))
 	e.String(r.Reason)
@@ -323,12 +333,23 @@ func decodeResult(d *wire.Decoder) Result {
 	var r Result
 	r.Status = Status(d.Byte("status"))
 	r.Revision = d.Uvarint("revision")
-	r.Holder = d.String("holder", maxEncodedField)
+	holderOrKey := d.String("holder", maxEncodedField)
 	r.Token = d.Uvarint("token")
 	r.TTL = time.Duration(d.Varint("ttl"))
 	r.Reason = d.String("reason", maxEncodedField)
 	if d.Err() == nil && int(r.Status) >= len(statusNames) {
 		d.Fail(fmt.Sprintf("status %d", r.Status))
 	}
+	if keyStatus(r.Status) {
+		r.Key = holderOrKey
+	} else {
+		r.Holder = holderOrKey
+	}
 	return r
+}
+
+// keyStatus reports whether a result of status s may name a failed
+// batch's key (Result.Key): a lease operation never returns it.
+func keyStatus(s Status) bool {
+	return s == StatusNotFound || s == StatusConflict || s == StatusForbidden
 }

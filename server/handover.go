@@ -298,7 +298,8 @@ func (h *handedOver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if phase := h.phase.Load(); phase != handOverDone {
 		if phase == handOverServing && r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w = &handOverAnswer{ResponseWriter: w, h: h, ctx: r.Context()}
+			h.serveAnswered(w, r)
+			return
 		}
 		h.next.ServeHTTP(w, r)
 		return
@@ -321,6 +322,24 @@ func (h *handedOver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Connection", "close")
 	_ = writeJSON(w, http.StatusServiceUnavailable, api.ErrorResponse{Code: api.CodeUnavailable, Error: msg, Leader: &leader})
 }
+
+// serveAnswered passes a write to next through a handOverAnswer, taken
+// from a pool: every write before a hand-over goes through one, for a
+// hand-over that comes once in a process's life, and a pooled one costs
+// the write no allocation. It cannot be left out until a hand-over is near
+// (an atomic checked at the write's arrival): the write it is for arrived
+// before the hand-over began. The handler must not keep the writer after
+// it returns (net/http's rule), so the wrapper goes back to the pool then.
+func (h *handedOver) serveAnswered(w http.ResponseWriter, r *http.Request) {
+	a := handOverAnswers.Get().(*handOverAnswer)
+	*a = handOverAnswer{ResponseWriter: w, h: h, ctx: r.Context()}
+	h.next.ServeHTTP(a, r)
+	*a = handOverAnswer{} // the pool keeps no request's writer or context
+	handOverAnswers.Put(a)
+}
+
+// handOverAnswers holds the idle handOverAnswers (serveAnswered).
+var handOverAnswers = sync.Pool{New: func() any { return new(handOverAnswer) }}
 
 // handOverAnswer is the ResponseWriter of a write that came before the
 // transfer began. If it is refused (503) once the transfer has begun (it

@@ -57,15 +57,29 @@ func (d *discardWriter) Write(p []byte) (int, error) {
 // BenchmarkAPIPutHandler is one PUT of a 256-byte value through the API's
 // handler (routing, token check, body read, propose to the fake, JSON
 // answer, metrics), with no connection: the handler's own cost and
-// allocations per request.
+// allocations per request. The handedOver cases serve it as Serve does,
+// behind the hand-over's handler (handedOver, serving: no hand-over
+// begun), to show what that costs every write.
 func BenchmarkAPIPutHandler(b *testing.B) {
-	for _, auth := range []bool{false, true} {
-		b.Run("auth="+strconv.FormatBool(auth), func(b *testing.B) {
-			a := benchAPI(b, auth)
+	for _, c := range []struct {
+		name             string
+		auth, handedOver bool
+	}{
+		{"auth=false", false, false},
+		{"auth=true", true, false},
+		{"auth=false,handedOver", false, true},
+		{"auth=true,handedOver", true, true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			a := benchAPI(b, c.auth)
+			var h http.Handler = a
+			if c.handedOver {
+				h = newHandedOver(a, nil)
+			}
 			value := bytes.Repeat([]byte("v"), 256)
 			base := httptest.NewRequest("PUT", "/v1/kv/bench/key", nil)
 			base.Header.Set("Content-Type", "application/octet-stream")
-			if auth {
+			if c.auth {
 				base.Header.Set("Authorization", "Bearer "+benchSecret)
 			}
 			w := &discardWriter{header: http.Header{}}
@@ -77,7 +91,7 @@ func BenchmarkAPIPutHandler(b *testing.B) {
 				body.Reset(value)
 				r := base.Clone(base.Context())
 				r.Body = io.NopCloser(body)
-				a.ServeHTTP(w, r)
+				h.ServeHTTP(w, r)
 				if w.code != http.StatusOK {
 					b.Fatalf("status %d", w.code)
 				}

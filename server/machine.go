@@ -230,7 +230,7 @@ func (m *Machine) authorize(c Command) (Result, bool) {
 	if c.Op == OpBatch {
 		if key, denied := batchDenial(t, c.Ops); denied {
 			need := access{role: TokenWrite, scope: scopeKey}
-			return Result{Status: StatusForbidden, Holder: key, Reason: denial(t, need, key) + " (as of this write's entry)"}, false
+			return Result{Status: StatusForbidden, Key: key, Reason: denial(t, need, key) + " (as of this write's entry)"}, false
 		}
 		return Result{}, true
 	}

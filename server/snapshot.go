@@ -24,8 +24,9 @@ import (
 //	    name, holder, token, ttl (varint ns), renewed, revision
 //	session count, then per session in client order:
 //	    client, acked, last used, result count, then per result in
-//	    sequence order: sequence, status byte, revision, holder, token,
-//	    ttl (varint ns), reason
+//	    sequence order: sequence, status byte, revision, holder (or, for
+//	    a failed batch, its key: Result.encode), token, ttl (varint ns),
+//	    reason
 //	peer count, then per peer in ID order: ID, address
 //	tokens ever made (byte 0 or 1), token count, then per token in ID
 //	    order: ID, hash (length-prefixed, 32 bytes), role byte, key

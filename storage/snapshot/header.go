@@ -15,8 +15,8 @@ type header struct {
 	version uint32
 	// metaLen is the metadata's length, at most maxMetadataBytes.
 	metaLen int64
-	// dataLen is version 1's data length (bytes 16-23), unchecked
-	// against the file's size, which only the caller knows; 0 in
+	// dataLen is version 1's data length (bytes 16-23), checked against
+	// the file's size, which only the caller knows, by dataBytes; 0 in
 	// version 2, whose length is in the trailer.
 	dataLen uint64
 }
@@ -35,6 +35,30 @@ func (h header) trailerBytes() int64 {
 		return trailerSize
 	}
 	return trailerSizeV2
+}
+
+// dataBytes returns the length of the data in a file of fileSize bytes
+// whose header is h: version 1's length field, which must agree with the
+// file's size; in version 2, what the size leaves between the metadata and
+// the trailer (the trailer's own length field is checked against it by
+// whoever reads the trailer: decode, or a Source at the data's end). A
+// size that disagrees wraps ErrCorrupt. Read and Stat both size the data
+// here.
+func (h header) dataBytes(fileSize int64) (int64, error) {
+	if h.version == 1 {
+		// Compare without overflowing: dataLen comes from the file.
+		if h.dataLen > uint64(fileSize) || headerSize+h.metaLen+int64(h.dataLen)+trailerSize != fileSize {
+			return 0, fmt.Errorf("%w: truncated or padded: %d bytes, the file says %d of metadata and %d of data",
+				ErrCorrupt, fileSize, h.metaLen, h.dataLen)
+		}
+		return int64(h.dataLen), nil
+	}
+	n := fileSize - headerSize - h.metaLen - trailerSizeV2
+	if n < 0 {
+		return 0, fmt.Errorf("%w: truncated: %d bytes, shorter than a header, %d of metadata and a trailer",
+			ErrCorrupt, fileSize, h.metaLen)
+	}
+	return n, nil
 }
 
 // parseHeader parses and checks the header at the start of b. Every fault

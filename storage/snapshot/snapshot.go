@@ -24,6 +24,10 @@ var (
 	// ErrEmpty is returned by Write for a snapshot at index 0, which stands
 	// for "no snapshot".
 	ErrEmpty = errors.New("snapshot: empty snapshot (index 0)")
+	// ErrMetadataTooLarge is returned by Create (and Write) for metadata
+	// longer than a reader accepts (a membership of more than 3×2^16
+	// node IDs): such a file could be written but never read back.
+	ErrMetadataTooLarge = errors.New("snapshot: metadata too large")
 )
 
 const (
@@ -85,7 +89,7 @@ func List(fsys vfs.FS, dir string) (files []File, tmps []string, err error) {
 // encodeHead returns the header and metadata of a version 2 file: the
 // data's length goes in the trailer, so that the data can be streamed.
 func encodeHead(meta raft.SnapshotMetadata) []byte {
-	var m []byte
+	m := make([]byte, 0, metadataBytes(meta))
 	m = binary.LittleEndian.AppendUint64(m, meta.Index)
 	m = binary.LittleEndian.AppendUint64(m, meta.Term)
 	cs := meta.ConfState
@@ -101,6 +105,13 @@ func encodeHead(meta raft.SnapshotMetadata) []byte {
 	binary.LittleEndian.PutUint32(head[12:], uint32(len(m)))
 	// head[16:24] stays zero: version 1 kept the data's length there.
 	return append(head, m...)
+}
+
+// metadataBytes returns the length of meta encoded (encodeHead): index,
+// term, and each membership list's count and IDs.
+func metadataBytes(meta raft.SnapshotMetadata) int64 {
+	cs := meta.ConfState
+	return 16 + 3*4 + 8*int64(len(cs.Voters)+len(cs.Learners)+len(cs.VotersOutgoing))
 }
 
 // Write stores snap in dir under FileName(index, term), atomically and
@@ -142,7 +153,8 @@ type Writer struct {
 
 // Create starts the file for a snapshot with metadata meta in dir: it
 // writes "<FileName>.tmp" (see the package doc) and returns a Writer for
-// its data. ErrEmpty for index 0.
+// its data. ErrEmpty for index 0; ErrMetadataTooLarge for metadata a
+// reader would refuse, before any file is made.
 func Create(fsys vfs.FS, dir string, meta raft.SnapshotMetadata) (*Writer, error) {
 	return CreateTemp(fsys, dir, meta, FileName(meta.Index, meta.Term)+tmpSuffix)
 }
@@ -152,9 +164,17 @@ func Create(fsys vfs.FS, dir string, meta raft.SnapshotMetadata) (*Writer, error
 // of "<FileName>.tmp": a snapshot received from a leader is spooled so,
 // beside the node's own, and sealed (Seal) rather than committed, until
 // its owner adopts it (Adopt).
+//
+// Metadata longer than a reader accepts (parseHeader) is refused with
+// ErrMetadataTooLarge before anything is written.
 func CreateTemp(fsys vfs.FS, dir string, meta raft.SnapshotMetadata, tmpName string) (*Writer, error) {
 	if meta.Index == 0 {
 		return nil, ErrEmpty
+	}
+	if n := metadataBytes(meta); n > maxMetadataBytes {
+		cs := meta.ConfState
+		return nil, fmt.Errorf("%w: %d bytes (%d voters, %d learners, %d outgoing voters), over the %d bytes a reader accepts",
+			ErrMetadataTooLarge, n, len(cs.Voters), len(cs.Learners), len(cs.VotersOutgoing), maxMetadataBytes)
 	}
 	if !strings.HasSuffix(tmpName, tmpSuffix) || filepath.Base(tmpName) != tmpName {
 		return nil, fmt.Errorf("snapshot: temporary file name %q: want a base name ending in %q", tmpName, tmpSuffix)
@@ -307,17 +327,18 @@ func decode(data []byte) (raft.Snapshot, uint32, error) {
 	if err != nil {
 		return raft.Snapshot{}, 0, err
 	}
-	metaLen, dataLen, trailer := uint64(h.metaLen), h.dataLen, uint64(h.trailerBytes())
-	if size < headerSize+trailer {
-		return raft.Snapshot{}, 0, fmt.Errorf("%w: truncated: %d bytes, shorter than a header and trailer", ErrCorrupt, size)
+	dataLen, err := h.dataBytes(int64(size))
+	if err != nil {
+		return raft.Snapshot{}, 0, err
 	}
+	metaLen, trailer := uint64(h.metaLen), uint64(h.trailerBytes())
 	if h.version == 2 {
-		dataLen = binary.LittleEndian.Uint64(data[size-trailerSizeV2:])
-	}
-	// Compare without overflowing: dataLen comes from the file.
-	if want := headerSize + metaLen + trailer; dataLen > size || want+dataLen != size {
-		return raft.Snapshot{}, 0, fmt.Errorf("%w: truncated or padded: %d bytes, the file says %d of metadata and %d of data",
-			ErrCorrupt, size, metaLen, dataLen)
+		// The trailer's length field must name the data the file's size
+		// leaves (dataBytes).
+		if stored := binary.LittleEndian.Uint64(data[size-trailerSizeV2:]); stored != uint64(dataLen) {
+			return raft.Snapshot{}, 0, fmt.Errorf("%w: truncated or padded: %d bytes, the file says %d of metadata and %d of data",
+				ErrCorrupt, size, metaLen, stored)
+		}
 	}
 	body := data[:size-trailerSize]
 	if got, want := binary.LittleEndian.Uint32(data[size-trailerSize:]), crc32.Checksum(body, castagnoli); got != want {

@@ -362,3 +362,46 @@ func TestWriterAbort(t *testing.T) {
 		t.Fatal("Commit after Abort succeeded")
 	}
 }
+
+// TestWriterRefusesMetadataReadersRefuse: metadata at the readers' limit
+// is written and read back; one ID more is refused by Create, with
+// ErrMetadataTooLarge, before any file is made, so that nothing is written
+// that no reader accepts.
+func TestWriterRefusesMetadataReadersRefuse(t *testing.T) {
+	ids := func(n int) []uint64 {
+		out := make([]uint64, n)
+		for i := range out {
+			out[i] = uint64(i + 1)
+		}
+		return out
+	}
+	atLimit := int(snapshot.MaxMetadataBytes-16-3*4) / 8 // IDs in the three lists together
+	m := vfs.NewMemFS()
+	must(t, m.MkdirAll("/snap"))
+	fits := raft.Snapshot{
+		Metadata: raft.SnapshotMetadata{Index: 42, Term: 7, ConfState: raft.ConfState{Voters: ids(atLimit - 2), Learners: ids(1), VotersOutgoing: ids(1)}},
+		Data:     []byte("state"),
+	}
+	name, _, err := snapshot.Write(m, "/snap", fits)
+	must(t, err)
+	got, _, err := snapshot.Read(m, filepath.Join("/snap", name))
+	must(t, err)
+	if !equal(got, fits) {
+		t.Fatalf("metadata at the limit: read back %d voters, want %d", len(got.Metadata.ConfState.Voters), atLimit-2)
+	}
+	must(t, m.Remove(filepath.Join("/snap", name)))
+
+	over := fits
+	over.Metadata.ConfState.Learners = ids(2)
+	if _, _, err := snapshot.Write(m, "/snap", over); !errors.Is(err, snapshot.ErrMetadataTooLarge) || !strings.Contains(err.Error(), "2 learners") {
+		t.Fatalf("Write of metadata one ID over the limit: %v, want ErrMetadataTooLarge naming the lists", err)
+	}
+	if _, err := snapshot.CreateTemp(m, "/snap", over.Metadata, "received.tmp"); !errors.Is(err, snapshot.ErrMetadataTooLarge) {
+		t.Fatalf("CreateTemp of metadata one ID over the limit: %v, want ErrMetadataTooLarge", err)
+	}
+	files, tmps, err := snapshot.List(m, "/snap")
+	must(t, err)
+	if len(files) != 0 || len(tmps) != 0 {
+		t.Fatalf("after the refusals: files %+v, temporary files %q; want none", files, tmps)
+	}
+}

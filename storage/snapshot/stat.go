@@ -44,24 +44,11 @@ func stat(f vfs.File) (raft.SnapshotMetadata, int64, error) {
 	if err != nil {
 		return raft.SnapshotMetadata{}, 0, err
 	}
-	metaLen, lenField := h.metaLen, h.dataLen
-	var size int64
-	switch h.version {
-	case 1:
-		// Compare without overflowing: lenField comes from the file.
-		if lenField > uint64(fileSize) || headerSize+metaLen+int64(lenField)+trailerSize != fileSize {
-			return raft.SnapshotMetadata{}, 0, fmt.Errorf("%w: truncated or padded: %d bytes, the file says %d of metadata and %d of data",
-				ErrCorrupt, fileSize, metaLen, lenField)
-		}
-		size = int64(lenField)
-	default:
-		size = fileSize - headerSize - metaLen - trailerSizeV2
-		if size < 0 {
-			return raft.SnapshotMetadata{}, 0, fmt.Errorf("%w: truncated: %d bytes, shorter than a header, %d of metadata and a trailer",
-				ErrCorrupt, fileSize, metaLen)
-		}
+	size, err := h.dataBytes(fileSize)
+	if err != nil {
+		return raft.SnapshotMetadata{}, 0, err
 	}
-	p := make([]byte, metaLen)
+	p := make([]byte, h.metaLen)
 	if _, err := io.ReadFull(f, p); err != nil {
 		return raft.SnapshotMetadata{}, 0, fmt.Errorf("%w: truncated: reading the metadata: %w", ErrCorrupt, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,4 +75,41 @@ func TestStat(t *testing.T) {
 
 func raftSnapshot(meta raft.SnapshotMetadata, data []byte) raft.Snapshot {
 	return raft.Snapshot{Metadata: meta, Data: data}
+}
+
+// Read and Stat size a file's data alike (one rule, header.dataBytes): for
+// a file of either version cut to every length, or padded, a file Read
+// accepts gets from Stat the length of the data Read returned, and a file
+// Stat refuses Read refuses too. (Stat may accept a file Read refuses:
+// damage after the header and metadata shows when the data is read.)
+func TestReadAndStatSizeTheDataAlike(t *testing.T) {
+	m := vfs.NewMemFS()
+	must(t, m.MkdirAll("/snap"))
+	name, _, err := snapshot.Write(m, "/snap", sample())
+	must(t, err)
+	v2, err := vfs.ReadFile(m, filepath.Join("/snap", name))
+	must(t, err)
+	for version, good := range map[int][]byte{1: versionOne(), 2: v2} {
+		var files [][]byte
+		for n := range len(good) + 1 {
+			files = append(files, good[:n])
+		}
+		files = append(files, append(slices.Clone(good), 0), append(slices.Clone(good), make([]byte, 12)...))
+		path := filepath.Join("/snap", name)
+		for _, file := range files {
+			f, err := m.Create(path)
+			must(t, err)
+			_, err = f.Write(file)
+			must(t, err)
+			must(t, f.Close())
+			snap, _, readErr := snapshot.Read(m, path)
+			_, size, statErr := snapshot.Stat(m, path)
+			switch {
+			case readErr == nil && (statErr != nil || size != int64(len(snap.Data))):
+				t.Errorf("version %d, %d of %d bytes: Read gives %d bytes of data, Stat %d, %v", version, len(file), len(good), len(snap.Data), size, statErr)
+			case statErr != nil && readErr == nil:
+				t.Errorf("version %d, %d of %d bytes: Stat refuses (%v), Read accepts", version, len(file), len(good), statErr)
+			}
+		}
+	}
 }

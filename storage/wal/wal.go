@@ -289,7 +289,9 @@ func (w *WAL) recover() (State, error) {
 // segmentScans holds the segments Open read and parsed, by sequence number
 // and whether each was parsed as the last segment (which may have a torn
 // tail), with the parse's error: Open reads each segment once, though
-// dropInterruptedRoll looks at the last two before the replay does.
+// dropInterruptedRoll looks at the last two before the replay does (and
+// parses the one before the last as the last: scanSegment reuses that
+// parse where it equals an earlier segment's).
 type segmentScans map[segmentRole]scanResult
 
 type segmentRole struct {
@@ -308,6 +310,15 @@ func (w *WAL) scanSegment(scanned segmentScans, seq uint64, last bool) (scan, er
 	role := segmentRole{seq, last}
 	if r, ok := scanned[role]; ok {
 		return r.scan, r.err
+	}
+	if r, ok := scanned[segmentRole{seq, true}]; ok && !last && r.err == nil && !r.scan.torn && r.scan.endsWithSegmentEnd() {
+		// dropInterruptedRoll parsed it as the last segment and found a
+		// completed roll: no torn tail, and the end-of-segment record
+		// last. Those are the only places where the two parses differ
+		// (a torn tail, or zeros not after that record, are corrupt in
+		// an earlier segment), so this is what parsing it as an earlier
+		// segment would give.
+		return r.scan, nil
 	}
 	var r scanResult
 	data, err := vfs.ReadFile(w.fs, w.path(seq))
