@@ -64,6 +64,12 @@ type Stats struct {
 	// read sent to a node that does not lead, or held by a deposed
 	// leader).
 	ReadsRefused int
+	// ElectionWrites counts the writes a candidate held
+	// (node.Handler.ProposeAtElection), of Writes; ElectionWritesRefused
+	// those it refused at once (past the held-proposal bounds, or no
+	// candidate any more), ElectionWritesNotElected those it held and
+	// then ended with node.ErrNotElected. Both are checked never to apply.
+	ElectionWrites, ElectionWritesRefused, ElectionWritesNotElected int
 }
 
 // Result is the outcome of one run.
@@ -109,14 +115,16 @@ type Sim struct {
 	// snapshotRng delays background snapshots: a stream of its own, so
 	// that the main one, and what each seed replays, is as before.
 	snapshotRng *rand.Rand
-	now         int64 // microseconds
-	seq         uint64
-	events      eventQueue
-	nodes       map[uint64]*node
-	ids         []uint64 // every node ever started, ascending
-	nextID      uint64
-	cut         map[[2]uint64]bool
-	links       map[[2]uint64]uint64 // connection generation of each pair (lower ID first); a cut bumps it
+	// limits are the handlers' byte bounds, drawn by the seed.
+	limits byteLimits
+	now    int64 // microseconds
+	seq    uint64
+	events eventQueue
+	nodes  map[uint64]*node
+	ids    []uint64 // every node ever started, ascending
+	nextID uint64
+	cut    map[[2]uint64]bool
+	links  map[[2]uint64]uint64 // connection generation of each pair (lower ID first); a cut bumps it
 	// lastSent is when the last message sent on each one-way link arrives
 	// (or would, had it not been lost): a close arrives after it.
 	lastSent map[[2]uint64]int64
@@ -129,7 +137,7 @@ type Sim struct {
 	writeSeq     uint64
 	readSeq      uint64 // read IDs, unique in the run
 	acked        []ackedWrite
-	denied       []deniedWrite // forwarded writes answered as never applied
+	denied       []deniedWrite // writes answered as never applied
 	maxAcked     uint64
 	healedAt     int64
 	livenessMet  bool
@@ -164,8 +172,9 @@ type node struct {
 	forwarded map[string]int64
 }
 
-// deniedWrite is a forwarded write answered as never applied: refused,
-// or lost to another entry at its index.
+// deniedWrite is a write answered as never applied: forwarded and refused
+// or lost to another entry at its index, or held by a candidate that was
+// not elected, or refused by it.
 type deniedWrite struct{ data, why string }
 
 type ackedWrite struct {
@@ -183,6 +192,7 @@ func New(cfg Config) (*Sim, error) {
 		rng: rand.New(rand.NewPCG(cfg.Seed, 0x51a)),
 
 		snapshotRng: rand.New(rand.NewPCG(cfg.Seed, 0x5a9)),
+		limits:      drawByteLimits(cfg.Seed),
 		nodes:       map[uint64]*node{},
 		cut:         map[[2]uint64]bool{},
 		links:       map[[2]uint64]uint64{},
@@ -290,6 +300,7 @@ func (s *Sim) exp(mean time.Duration) int64 {
 }
 
 func (s *Sim) start() {
+	s.tracef("byte limits: %v", s.limits)
 	peers := make([]uint64, s.cfg.Nodes)
 	for i := range peers {
 		peers[i] = uint64(i + 1)
@@ -394,8 +405,11 @@ func (s *Sim) boot(n *node, peers []uint64) {
 		Transport:       transport{s},
 		StateMachine:    n.machine,
 		SnapshotEntries: s.cfg.SnapshotEntries,
+		SnapshotBytes:   s.limits.snapshotBytes,
 		Background:      s.background(n),
 		Hooks:           s.hooks(n),
+
+		MaxElectionProposalBytes: s.limits.electionBytes,
 	})
 	if err != nil {
 		s.fail("restart", "node %d: %v", n.id, err)
