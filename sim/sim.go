@@ -44,9 +44,11 @@ type Stats struct {
 	// LeaderChanges counts elections after the first leader's.
 	LeaderChanges int
 	// UnprovokedLeaderChanges counts the leader changes no fault explains:
-	// the previous leader had been elected more than two maximal election
-	// timeouts after the last fault, and no message faults were active. A
-	// run without faults fails on the first one.
+	// the new leader was elected more than two maximal election timeouts
+	// after the last fault, no message faults were active, and the
+	// leaders that stopped leading since the election before did not all
+	// stop within that window of a fault. A run without faults fails on
+	// the first one.
 	UnprovokedLeaderChanges int
 	// CommitsLost counts restarts that lost a commit index saved without
 	// sync, as they may.
@@ -147,6 +149,10 @@ type Sim struct {
 
 	lastFault int64 // when the last fault was injected (0: the start)
 	leaderAt  int64 // when the latest leader was elected; -1 before the first
+	// stepDowns are the leaders that stopped leading (stepped down or
+	// crashed) since the latest election: whether any did, and whether
+	// each did within the settle window of a fault (leaderChanged).
+	stepDowns struct{ any, nearFaults bool }
 }
 
 type node struct {
@@ -440,6 +446,9 @@ func (s *Sim) crash(n *node) {
 	}
 	s.tracef("crash node %d (%v)", n.id, n.role)
 	s.lastFault = s.now
+	if n.role == raft.Leader {
+		s.leaderSteppedDown()
+	}
 	if n.fs != nil {
 		// Power loss: only what was synced is sure to survive; some of
 		// the rest may, torn.
