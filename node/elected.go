@@ -62,8 +62,7 @@ func (h *Handler) ProposeAtElection(data []byte, done Waiter) error {
 		return h.Propose(data, done) // after those held while it campaigned
 	case raft.Candidate:
 		if h.canHold(uint64(len(data))) {
-			h.atElection = append(h.atElection, electionProposal{data: data, done: done, tick: h.ticks})
-			h.atElectionBytes += uint64(len(data))
+			h.hold(electionProposal{data: data, done: done, tick: h.ticks})
 			return nil
 		}
 	}
@@ -82,6 +81,12 @@ func (h *Handler) canHold(size uint64) bool {
 		return true
 	}
 	return h.atElectionBytes+size <= h.maxElectionBytes
+}
+
+// hold keeps p until the election ends, counting its bytes (canHold).
+func (h *Handler) hold(p electionProposal) {
+	h.atElection = append(h.atElection, p)
+	h.atElectionBytes += uint64(len(p.data))
 }
 
 // releaseOnceLeading releases the proposals held during an election if
@@ -116,8 +121,7 @@ func (h *Handler) releaseElectionProposals() {
 	case raft.Candidate:
 		for _, p := range held {
 			if h.ticks-p.tick < uint64(h.electionTicks) {
-				h.atElection = append(h.atElection, p)
-				h.atElectionBytes += uint64(len(p.data))
+				h.hold(p) // it was within the bounds when it came
 				continue
 			}
 			p.done(Result{Err: ErrNotElected})

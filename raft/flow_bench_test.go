@@ -24,21 +24,59 @@ import (
 func BenchmarkFlowControlUnderReads(b *testing.B) {
 	for _, reads := range []int{0, 10} {
 		b.Run(fmt.Sprintf("reads=%d", reads), func(b *testing.B) {
-			var peak, perInterval float64
+			var got slowFollower
 			for range b.N {
-				peak, perInterval = slowFollowerUnderReads(b, reads)
+				got = slowFollowerUnderReads(b, reads, 1_000_000)
 			}
-			b.ReportMetric(peak/1e6, "peak-unacked-MB")
-			b.ReportMetric(perInterval, "entries/interval")
+			b.ReportMetric(got.peakUnackedBytes/1e6, "peak-unacked-MB")
+			b.ReportMetric(got.entriesPerInterval, "entries/interval")
 		})
 	}
 }
 
+// BenchmarkAppendsUnderReads counts the append messages a follower with a
+// slow disk gets from its leader while clients read, when its window has
+// room: the scenario of BenchmarkFlowControlUnderReads with 100-byte
+// writes, so every entry is sent at once and waits for the follower's
+// disk. It reports the appends sent to the follower per heartbeat interval
+// (appends/interval), and the empty ones among them
+// (empty-appends/interval): a heartbeat answer, one per read round, gets
+// the follower an empty append at most once an interval; the others carry
+// the commit index after an acknowledgement. Deterministic, like
+// BenchmarkFlowControlUnderReads.
+//
+//	go test ./raft -run '^$' -bench AppendsUnderReads -benchtime 1x
+func BenchmarkAppendsUnderReads(b *testing.B) {
+	for _, reads := range []int{0, 10} {
+		b.Run(fmt.Sprintf("reads=%d", reads), func(b *testing.B) {
+			var got slowFollower
+			for range b.N {
+				got = slowFollowerUnderReads(b, reads, 100)
+			}
+			b.ReportMetric(got.appendsPerInterval, "appends/interval")
+			b.ReportMetric(got.emptyAppendsPerInterval, "empty-appends/interval")
+			b.ReportMetric(got.entriesPerInterval, "entries/interval")
+		})
+	}
+}
+
+// slowFollower is what slowFollowerUnderReads measured.
+type slowFollower struct {
+	// peakUnackedBytes is the peak of the entry data sent to the
+	// follower and not yet acknowledged.
+	peakUnackedBytes float64
+	// entriesPerInterval are the entries committed per heartbeat
+	// interval.
+	entriesPerInterval float64
+	// appendsPerInterval are the appends sent to the follower per
+	// heartbeat interval, emptyAppendsPerInterval those without entries.
+	appendsPerInterval, emptyAppendsPerInterval float64
+}
+
 // slowFollowerUnderReads runs the scenario of BenchmarkFlowControlUnderReads
-// with reads read rounds an interval, and returns the peak of the entry
-// data unacknowledged, in bytes, and the entries committed per interval.
-func slowFollowerUnderReads(b *testing.B, reads int) (peak, perInterval float64) {
-	const cycles, ackIntervals, writesPerInterval, valueBytes = 10, 5, 8, 1_000_000
+// with reads read rounds an interval and writes of valueBytes.
+func slowFollowerUnderReads(b *testing.B, reads, valueBytes int) slowFollower {
+	const cycles, ackIntervals, writesPerInterval = 10, 5, 8
 	n := rafttest.NewNetwork()
 	if err := n.Bootstrap(1, 2); err != nil {
 		b.Fatal(err)
@@ -56,6 +94,7 @@ func slowFollowerUnderReads(b *testing.B, reads int) (peak, perInterval float64)
 		return m.Type == raft.MsgHeartbeatRequest || m.Type == raft.MsgHeartbeatResponse
 	}
 	readID := uint64(0)
+	var got slowFollower
 	for range cycles {
 		for range ackIntervals {
 			for range writesPerInterval {
@@ -87,12 +126,16 @@ func slowFollowerUnderReads(b *testing.B, reads int) (peak, perInterval float64)
 		unacked := 0
 		for _, m := range n.Queue {
 			if m.Type == raft.MsgAppendRequest && m.To == 2 {
+				got.appendsPerInterval++
+				if len(m.Entries) == 0 {
+					got.emptyAppendsPerInterval++
+				}
 				for _, e := range m.Entries {
 					unacked += len(e.Data)
 				}
 			}
 		}
-		peak = max(peak, float64(unacked))
+		got.peakUnackedBytes = max(got.peakUnackedBytes, float64(unacked))
 		// The follower's disk write is done: it takes what came, answers,
 		// and the leader hears the answers (and sends what they allow,
 		// which waits for the next write).
@@ -105,6 +148,9 @@ func slowFollowerUnderReads(b *testing.B, reads int) (peak, perInterval float64)
 			b.Fatal(err)
 		}
 	}
-	committed := leader.Core.Status().Commit - start
-	return peak, float64(committed) / (cycles * ackIntervals)
+	const intervals = cycles * ackIntervals
+	got.entriesPerInterval = float64(leader.Core.Status().Commit-start) / intervals
+	got.appendsPerInterval /= intervals
+	got.emptyAppendsPerInterval /= intervals
+	return got
 }

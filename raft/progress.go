@@ -50,7 +50,7 @@ func (s ProgressState) String() string {
 //   - Appends are in flight only in ProgressReplicate, and each ends in
 //     (Match, Next): acknowledged ones are freed, and Next is past every
 //     one sent.
-//   - ProbeSent only in ProgressProbe; windowProbed only in
+//   - ProbeSent only in ProgressProbe; emptyAppendSent only in
 //     ProgressReplicate; snapshotTicks only in ProgressSnapshot.
 type Progress struct {
 	// Match is the highest index known to be replicated on the follower.
@@ -67,10 +67,10 @@ type Progress struct {
 	RecentActive bool
 	// ProbeSent pauses a probing follower until it answers.
 	ProbeSent bool
-	// windowProbed is set once an empty append went to this follower,
-	// whose window was full, since the last heartbeat interval began: at
-	// most one such probe goes per follower per interval (probeWindow).
-	windowProbed bool
+	// emptyAppendSent is set once a heartbeat answer got this follower
+	// an empty append since the last heartbeat interval began: at most
+	// one goes per follower per interval (emptyAppendDue).
+	emptyAppendSent bool
 	// snapshotTicks counts ticks spent in ProgressSnapshot; the leader
 	// retries when a snapshot seems lost.
 	snapshotTicks int
@@ -107,8 +107,8 @@ func (p *Progress) check() {
 	if p.ProbeSent && p.State != ProgressProbe {
 		assert.Fail("progress: probe sent in state %v", p.State)
 	}
-	if p.windowProbed && p.State != ProgressReplicate {
-		assert.Fail("progress: full window probed in state %v", p.State)
+	if p.emptyAppendSent && p.State != ProgressReplicate {
+		assert.Fail("progress: empty append sent in state %v", p.State)
 	}
 	if p.inflights.count == 0 {
 		return
@@ -125,7 +125,7 @@ func (p *Progress) check() {
 
 func (p *Progress) resetState(state ProgressState) {
 	p.ProbeSent = false
-	p.windowProbed = false
+	p.emptyAppendSent = false
 	p.PendingSnapshot = 0
 	p.snapshotTicks = 0
 	p.State = state
@@ -209,30 +209,36 @@ func (p *Progress) isPaused() bool {
 	}
 }
 
-// probeWindow reports whether a follower that answered a heartbeat should
-// get an empty append because its window is full, and records that it
-// got one. The follower is alive, but the acknowledgements that would
-// free its window may have been lost: the empty append, at Next-1, makes
-// it acknowledge what it holds, or reject, and either frees the window.
+// emptyAppendDue reports whether a replicating follower that answered a
+// heartbeat should get an empty append, and records that it got one. It
+// should when it has appends unacknowledged (Match < lastIndex, the
+// leader's) and gets no new entries: its window is full, or every entry
+// was sent. The follower is alive, but an append or the acknowledgement
+// that would free its window may have been lost: the empty append, at
+// Next-1, makes it acknowledge what it holds, or reject (it lacks a lost
+// append), and either frees the window or starts a probe that re-sends.
 // No slot is freed without an acknowledgement, so the entry data in
 // flight stays within the bound: heartbeat answers go ahead of a
 // follower's fsync, and under read load they come many times an interval
 // while its acknowledgements wait for the disk (freeing the oldest append
-// at each let appends go out past the bound). At most one probe goes per
-// heartbeat interval (newHeartbeatInterval), so read rounds do not turn
-// into a stream of empty appends.
-func (p *Progress) probeWindow() bool {
-	if p.State != ProgressReplicate || !p.inflights.full() || p.windowProbed {
+// at each let appends go out past the bound). At most one empty append
+// goes per heartbeat interval (newHeartbeatInterval), so read rounds,
+// which are heartbeat rounds, do not turn into a stream of them.
+func (p *Progress) emptyAppendDue(lastIndex uint64) bool {
+	if p.State != ProgressReplicate || p.Match >= lastIndex || p.emptyAppendSent {
 		return false
 	}
-	p.windowProbed = true
+	if !p.inflights.full() && p.Next <= lastIndex {
+		return false // it gets new entries instead
+	}
+	p.emptyAppendSent = true
 	p.check()
 	return true
 }
 
-// newHeartbeatInterval lets a follower whose window is full be probed
-// again (probeWindow).
-func (p *Progress) newHeartbeatInterval() { p.windowProbed = false }
+// newHeartbeatInterval lets a follower be sent an empty append again
+// (emptyAppendDue).
+func (p *Progress) newHeartbeatInterval() { p.emptyAppendSent = false }
 
 // sentEntries records an append of count entries ending at last, holding
 // bytes of entry data.

@@ -100,7 +100,7 @@ func TestProgressInvariantsHoldUnderRandomUse(t *testing.T) {
 			case 7: // a heartbeat answer
 				step("heartbeat response", func() {
 					pr.ProbeSent = false
-					pr.probeWindow()
+					pr.emptyAppendDue(last)
 				})
 			case 8: // snapshot ticks
 				if pr.State == ProgressSnapshot {
@@ -126,7 +126,7 @@ func TestProgressCheckCatchesBrokenInvariants(t *testing.T) {
 		{"snapshot state, next elsewhere", func(p *Progress) { p.State, p.PendingSnapshot = ProgressSnapshot, 9 }, "next 5 in state snapshot"},
 		{"pending snapshot while probing", func(p *Progress) { p.PendingSnapshot = 3 }, "pending snapshot 3 in state probe"},
 		{"probe sent while replicating", func(p *Progress) { p.State, p.ProbeSent = ProgressReplicate, true }, "probe sent in state replicate"},
-		{"full window probed while probing", func(p *Progress) { p.windowProbed = true }, "full window probed in state probe"},
+		{"empty append sent while probing", func(p *Progress) { p.emptyAppendSent = true }, "empty append sent in state probe"},
 		{"in flight while probing", func(p *Progress) { p.inflights.add(4, 1) }, "1 appends in flight in state probe"},
 		{"in flight at or below match", func(p *Progress) { p.State = ProgressReplicate; p.inflights.add(2, 1) }, "outside (match 3, next 5)"},
 		{"in flight at or past next", func(p *Progress) { p.State = ProgressReplicate; p.inflights.add(5, 1) }, "outside (match 3, next 5)"},

@@ -751,10 +751,14 @@ func stepLeader(r *Core, m Message) {
 		pr.RecentActive = true
 		pr.ProbeSent = false
 		switch {
-		case pr.probeWindow():
-			// Its window is full: an empty append finds out whether the
-			// acknowledgements were lost, without freeing a slot.
+		case pr.emptyAppendDue(r.log.lastIndex()):
+			// It has appends unacknowledged and gets no new entries:
+			// an empty append finds out whether an append or its
+			// acknowledgement was lost, without freeing a slot.
 			r.sendEmptyAppend(m.From, pr)
+		case pr.State == ProgressReplicate:
+			// Entries the window has room for, if any are new.
+			r.sendAppend(m.From, false)
 		case pr.Match < r.log.lastIndex() || pr.State == ProgressProbe:
 			// A follower behind the log gets what it lacks; a follower
 			// in Probe gets an append even if caught up, since its
@@ -955,43 +959,45 @@ func (r *Core) send(m Message) {
 }
 
 // sendAppend sends the follower what it needs next: entries from Next, or
-// a snapshot if they were compacted. It reports whether it sent anything.
+// a snapshot if they were compacted. With no new entries it sends an empty
+// append only if sendIfEmpty. It reports whether it sent anything.
 func (r *Core) sendAppend(to uint64, sendIfEmpty bool) bool {
 	pr := r.progress[to]
 	if pr == nil || to == r.id || pr.isPaused() {
 		return false
 	}
+	if !sendIfEmpty && pr.Next > r.log.lastIndex() {
+		return false // nothing new
+	}
+	return r.sendAppendAfter(to, pr, true)
+}
+
+// sendEmptyAppend sends an append of no entries after the last one sent to
+// a replicating follower (emptyAppendDue), even with its window full: its
+// answer acknowledges what the follower holds, or rejects, and carries no
+// entry data past the window.
+func (r *Core) sendEmptyAppend(to uint64, pr *Progress) {
+	r.sendAppendAfter(to, pr, false)
+}
+
+// sendAppendAfter sends an append after entry Next-1, with the entries
+// from Next (up to MaxAppendBytes) if withEntries, or a snapshot if the
+// log there was compacted. It reports whether it sent anything.
+func (r *Core) sendAppendAfter(to uint64, pr *Progress, withEntries bool) bool {
 	prevIndex := pr.Next - 1
 	prevTerm, err := r.log.term(prevIndex)
 	var entries []Entry
-	if err == nil {
+	if err == nil && withEntries {
 		entries, err = r.log.entries(pr.Next, r.cfg.MaxAppendBytes)
 	}
 	if errors.Is(err, ErrCompacted) {
 		return r.sendSnapshot(to, pr)
 	}
 	assert.NoError(err, "leader reading its log")
-	if len(entries) == 0 && !sendIfEmpty {
-		return false
-	}
 	r.send(Message{Type: MsgAppendRequest, To: to, LogIndex: prevIndex, LogTerm: prevTerm,
 		Entries: entries, Commit: r.log.committed})
 	pr.sentEntries(len(entries), prevIndex+uint64(len(entries)), entriesBytes(entries))
 	return true
-}
-
-// sendEmptyAppend sends an append of no entries after the last one sent to
-// a replicating follower (probeWindow): its answer acknowledges what the
-// follower holds, or rejects, and carries no entry data past the window.
-func (r *Core) sendEmptyAppend(to uint64, pr *Progress) {
-	prevIndex := pr.Next - 1
-	prevTerm, err := r.log.term(prevIndex)
-	if errors.Is(err, ErrCompacted) {
-		r.sendSnapshot(to, pr)
-		return
-	}
-	assert.NoError(err, "leader reading its log")
-	r.send(Message{Type: MsgAppendRequest, To: to, LogIndex: prevIndex, LogTerm: prevTerm, Commit: r.log.committed})
 }
 
 func (r *Core) sendSnapshot(to uint64, pr *Progress) bool {

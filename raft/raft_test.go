@@ -500,6 +500,123 @@ func TestAppendFlowControlRecoversLostAcknowledgements(t *testing.T) {
 	}
 }
 
+// A follower whose appends were all sent, and are unacknowledged (its disk
+// is slow), but whose window has room, gets at most one empty append per
+// heartbeat interval however many read rounds its heartbeat answers
+// close: each answer used to get it one, so reads cost the follower an
+// append message per round. And that one is enough: when the appends are
+// lost, the empty append of the next interval makes the follower reject,
+// and the leader re-sends them.
+func TestEmptyAppendsUnderReadsOncePerInterval(t *testing.T) {
+	const heartbeatTicks, proposals = 2, 3
+	n := rafttest.NewNetwork()
+	n.Config = func(id uint64) raft.Config {
+		cfg := rafttest.DefaultConfig(id)
+		cfg.HeartbeatTicks = heartbeatTicks
+		cfg.MaxInflightMsgs = 100
+		return cfg
+	}
+	if err := n.Bootstrap(1, 2); err != nil {
+		t.Fatal(err)
+	}
+	leader := elect(t, n, 1)
+	for i := range proposals {
+		if _, _, err := leader.Core.Propose(fmt.Appendf(nil, "%04d", i)); err != nil {
+			t.Fatalf("proposal %d: %v", i, err)
+		}
+	}
+	heartbeats := func(m raft.Message) bool {
+		return m.Type == raft.MsgHeartbeatRequest || m.Type == raft.MsgHeartbeatResponse
+	}
+	countAppends := func() (withEntries, empty int) {
+		for _, m := range n.Queue {
+			switch {
+			case m.Type != raft.MsgAppendRequest:
+			case len(m.Entries) == 0:
+				empty++
+			default:
+				withEntries++
+			}
+		}
+		return withEntries, empty
+	}
+	if _, err := n.Process(); err != nil {
+		t.Fatal(err)
+	}
+	proposalAppends, _ := countAppends()
+	if proposalAppends == 0 {
+		t.Fatal("the proposals went out in no append")
+	}
+	const rounds, readsPerRound = 30, 3
+	answers, ticks := 0, 0
+	for round := range rounds {
+		for i := range readsPerRound {
+			if err := leader.Core.ReadIndex(uint64(round*readsPerRound + i + 1)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := n.Process(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if round%2 == 1 {
+			if err := n.Tick(1, 1); err != nil {
+				t.Fatal(err)
+			}
+			ticks++
+		}
+		// Heartbeats and their answers only; the appends stay queued,
+		// unanswered. Two passes: the requests, then the answers.
+		for range 2 {
+			for _, m := range n.Queue {
+				if m.Type == raft.MsgHeartbeatResponse {
+					answers++
+				}
+			}
+			if _, err := n.Deliver(heartbeats); err != nil {
+				t.Fatal(err)
+			}
+		}
+		withEntries, empty := countAppends()
+		if withEntries != proposalAppends {
+			t.Fatalf("round %d: %d appends with entries queued, want the %d the proposals went in (nothing is new)", round, withEntries, proposalAppends)
+		}
+		// The first interval began at the election.
+		if intervals := 1 + ticks/heartbeatTicks; empty > intervals {
+			t.Fatalf("round %d, %d heartbeat answers: %d empty appends in %d heartbeat intervals, want at most one each", round, answers, empty, intervals)
+		}
+	}
+	if answers < rounds*readsPerRound {
+		t.Fatalf("only %d heartbeat answers reached the leader: the test did not exercise them", answers)
+	}
+	if st := leader.Core.Status(); st.Commit == st.LastIndex {
+		t.Fatalf("commit %d at the last index with no append delivered", st.Commit)
+	}
+
+	// Lose every append, then let one heartbeat interval pass.
+	kept := n.Queue[:0]
+	for _, m := range n.Queue {
+		if m.Type != raft.MsgAppendRequest {
+			kept = append(kept, m)
+		}
+	}
+	n.Queue = kept
+	if err := n.Tick(1, heartbeatTicks); err != nil {
+		t.Fatal(err)
+	}
+	mustStabilize(t, n)
+	st := leader.Core.Status()
+	if st.Commit != st.LastIndex {
+		t.Fatalf("commit %d, last %d: the lost appends were not re-sent within a heartbeat interval", st.Commit, st.LastIndex)
+	}
+	follower, err := n.Node(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := follower.Core.Status(); got.LastIndex != st.LastIndex {
+		t.Errorf("follower's last index %d, leader's %d", got.LastIndex, st.LastIndex)
+	}
+}
+
 func TestUncommittedBytesBound(t *testing.T) {
 	n := rafttest.NewNetwork()
 	n.Config = func(id uint64) raft.Config {

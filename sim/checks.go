@@ -131,7 +131,7 @@ func (s *Sim) finalChecks() {
 	}
 	for _, index := range slices.Sorted(maps.Keys(s.check.appliedAt)) {
 		if w, ok := denied[s.check.appliedAt[index].data]; ok {
-			s.fail("forwarded write", "write %q was answered as never applied (%s), and the cluster applied it at %d", w.data, w.why, index)
+			s.fail("denied write", "write %q was answered as never applied (%s), and the cluster applied it at %d", w.data, w.why, index)
 			return
 		}
 	}

@@ -8,8 +8,9 @@
 // the parts: sim.go (the run, nodes booting and crashing), handler.go (the
 // node's handler and its storage), network.go, faults.go, workload.go
 // (client writes and reads), checker.go (the safety checks), checks.go
-// (phases, liveness, the final checks) and snapshot.go (snapshots written
-// in the background, at a later event than the view they write).
+// (phases, liveness, the final checks), snapshot.go (snapshots written
+// in the background, at a later event than the view they write) and
+// limits.go (the handlers' byte limits each seed chooses).
 //
 // One seed drives everything: the network (loss, delay, reordering,
 // duplication, symmetric and one-way partitions), the nodes' clocks (each
@@ -17,7 +18,10 @@
 // contract persisted survives), membership changes (learners added, caught
 // up and promoted; voters removed, leaders included) and a client workload
 // of writes and ReadIndex reads, on leaders and on followers (which ask the
-// leader for the read index). Time is simulated: a run of minutes takes
+// leader for the read index), and in some seeds on candidates (which hold
+// a write until the election ends). It chooses small flow-control and byte
+// limits too (snapshots every few bytes, a bound on a candidate's held
+// writes), so that what they trigger runs under faults. Time is simulated: a run of minutes takes
 // milliseconds, and the same seed replays the same run exactly.
 //
 // The checkers (see Violation) are Raft's safety properties: at most one

@@ -37,13 +37,14 @@ func TestWrongForwardAnswersFailTheRun(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		wrong func(s *Sim, n *node, data string)
+		check string // the check that fails
 	}{
 		{"refused, then applied", func(s *Sim, n *node, data string) {
 			s.forwardDone(n, data, shell.Result{Err: &shell.RefusedError{Err: fmt.Errorf("%w: a wrong answer", raft.ErrNotLeader)}})
-		}},
+		}, "denied write"},
 		{"applied at another write's index", func(s *Sim, n *node, data string) {
 			s.forwardDone(n, data, shell.Result{Index: 1})
-		}},
+		}, "forwarded write"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig(3)
@@ -71,7 +72,7 @@ func TestWrongForwardAnswersFailTheRun(t *testing.T) {
 			s.advance(4 * time.Second) // absolute: 2s more
 
 			s.finalChecks()
-			if s.failure == nil || s.failure.Check != "forwarded write" {
+			if s.failure == nil || s.failure.Check != tt.check {
 				t.Fatalf("a wrong answer passed the checkers: %v", s.failure)
 			}
 		})

@@ -44,9 +44,11 @@ type Stats struct {
 	// LeaderChanges counts elections after the first leader's.
 	LeaderChanges int
 	// UnprovokedLeaderChanges counts the leader changes no fault explains:
-	// the previous leader had been elected more than two maximal election
-	// timeouts after the last fault, and no message faults were active. A
-	// run without faults fails on the first one.
+	// the new leader was elected more than two maximal election timeouts
+	// after the last fault, no message faults were active, and the
+	// leaders that stopped leading since the election before did not all
+	// stop within that window of a fault. A run without faults fails on
+	// the first one.
 	UnprovokedLeaderChanges int
 	// CommitsLost counts restarts that lost a commit index saved without
 	// sync, as they may.
@@ -64,6 +66,12 @@ type Stats struct {
 	// read sent to a node that does not lead, or held by a deposed
 	// leader).
 	ReadsRefused int
+	// ElectionWrites counts the writes a candidate held
+	// (node.Handler.ProposeAtElection), of Writes; ElectionWritesRefused
+	// those it refused at once (past the held-proposal bounds, or no
+	// candidate any more), ElectionWritesNotElected those it held and
+	// then ended with node.ErrNotElected. Both are checked never to apply.
+	ElectionWrites, ElectionWritesRefused, ElectionWritesNotElected int
 }
 
 // Result is the outcome of one run.
@@ -109,14 +117,16 @@ type Sim struct {
 	// snapshotRng delays background snapshots: a stream of its own, so
 	// that the main one, and what each seed replays, is as before.
 	snapshotRng *rand.Rand
-	now         int64 // microseconds
-	seq         uint64
-	events      eventQueue
-	nodes       map[uint64]*node
-	ids         []uint64 // every node ever started, ascending
-	nextID      uint64
-	cut         map[[2]uint64]bool
-	links       map[[2]uint64]uint64 // connection generation of each pair (lower ID first); a cut bumps it
+	// limits are the handlers' byte bounds, drawn by the seed.
+	limits byteLimits
+	now    int64 // microseconds
+	seq    uint64
+	events eventQueue
+	nodes  map[uint64]*node
+	ids    []uint64 // every node ever started, ascending
+	nextID uint64
+	cut    map[[2]uint64]bool
+	links  map[[2]uint64]uint64 // connection generation of each pair (lower ID first); a cut bumps it
 	// lastSent is when the last message sent on each one-way link arrives
 	// (or would, had it not been lost): a close arrives after it.
 	lastSent map[[2]uint64]int64
@@ -129,7 +139,7 @@ type Sim struct {
 	writeSeq     uint64
 	readSeq      uint64 // read IDs, unique in the run
 	acked        []ackedWrite
-	denied       []deniedWrite // forwarded writes answered as never applied
+	denied       []deniedWrite // writes answered as never applied
 	maxAcked     uint64
 	healedAt     int64
 	livenessMet  bool
@@ -139,6 +149,10 @@ type Sim struct {
 
 	lastFault int64 // when the last fault was injected (0: the start)
 	leaderAt  int64 // when the latest leader was elected; -1 before the first
+	// stepDowns are the leaders that stopped leading (stepped down or
+	// crashed) since the latest election: whether any did, and whether
+	// each did within the settle window of a fault (leaderChanged).
+	stepDowns struct{ any, nearFaults bool }
 }
 
 type node struct {
@@ -164,8 +178,9 @@ type node struct {
 	forwarded map[string]int64
 }
 
-// deniedWrite is a forwarded write answered as never applied: refused,
-// or lost to another entry at its index.
+// deniedWrite is a write answered as never applied: forwarded and refused
+// or lost to another entry at its index, or held by a candidate that was
+// not elected, or refused by it.
 type deniedWrite struct{ data, why string }
 
 type ackedWrite struct {
@@ -183,6 +198,7 @@ func New(cfg Config) (*Sim, error) {
 		rng: rand.New(rand.NewPCG(cfg.Seed, 0x51a)),
 
 		snapshotRng: rand.New(rand.NewPCG(cfg.Seed, 0x5a9)),
+		limits:      drawByteLimits(cfg.Seed),
 		nodes:       map[uint64]*node{},
 		cut:         map[[2]uint64]bool{},
 		links:       map[[2]uint64]uint64{},
@@ -290,6 +306,7 @@ func (s *Sim) exp(mean time.Duration) int64 {
 }
 
 func (s *Sim) start() {
+	s.tracef("byte limits: %v", s.limits)
 	peers := make([]uint64, s.cfg.Nodes)
 	for i := range peers {
 		peers[i] = uint64(i + 1)
@@ -394,8 +411,11 @@ func (s *Sim) boot(n *node, peers []uint64) {
 		Transport:       transport{s},
 		StateMachine:    n.machine,
 		SnapshotEntries: s.cfg.SnapshotEntries,
+		SnapshotBytes:   s.limits.snapshotBytes,
 		Background:      s.background(n),
 		Hooks:           s.hooks(n),
+
+		MaxElectionProposalBytes: s.limits.electionBytes,
 	})
 	if err != nil {
 		s.fail("restart", "node %d: %v", n.id, err)
@@ -426,6 +446,9 @@ func (s *Sim) crash(n *node) {
 	}
 	s.tracef("crash node %d (%v)", n.id, n.role)
 	s.lastFault = s.now
+	if n.role == raft.Leader {
+		s.leaderSteppedDown()
+	}
 	if n.fs != nil {
 		// Power loss: only what was synced is sure to survive; some of
 		// the rest may, torn.

@@ -41,7 +41,11 @@ func (s *Sim) clientWrite() {
 	s.writeSeq++
 	data := fmt.Sprintf("w%d", s.writeSeq)
 	at := s.now
-	if n.role != raft.Leader {
+	switch {
+	case n.role == raft.Candidate && s.limits.electionWrites:
+		s.electionWrite(n, data, at)
+		return
+	case n.role != raft.Leader:
 		s.forwardWrite(n, data, at)
 		return
 	}
@@ -68,6 +72,35 @@ func (s *Sim) forwardWrite(n *node, data string, at int64) {
 	n.forwarded[data] = at
 	s.stats.Writes++
 	s.stats.ForwardedWrites++
+	s.process(n)
+}
+
+// electionWrite has a candidate hold a write until its election ends
+// (ProposeAtElection), as the server does with a write that reaches a
+// leader's successor in a hand-over; it is proposed if the candidate
+// wins, and acknowledged when the new leader applies it. A write refused
+// at once (past the held-proposal bounds), or ended with ErrNotElected,
+// was appended nowhere: it must never apply, which finalChecks holds the
+// cluster to.
+func (s *Sim) electionWrite(n *node, data string, at int64) {
+	err := n.h.ProposeAtElection([]byte(data), func(r shell.Result) {
+		if errors.Is(r.Err, shell.ErrNotElected) {
+			s.stats.ElectionWritesNotElected++
+			s.denied = append(s.denied, deniedWrite{data: data, why: r.Err.Error()})
+			return
+		}
+		s.writeDone(n, data, at, r)
+	})
+	switch {
+	case errors.Is(err, shell.ErrNotElected):
+		s.stats.ElectionWritesRefused++
+		s.denied = append(s.denied, deniedWrite{data: data, why: err.Error()})
+		return
+	case err != nil:
+		return // busy, or a full disk: the client would retry elsewhere
+	}
+	s.stats.Writes++
+	s.stats.ElectionWrites++
 	s.process(n)
 }
 

@@ -63,7 +63,10 @@ which is silent. cut resets the connection between two live nodes: both ends
 see it close, a false hint. --hints=false makes nodes ignore closed
 connections, as coord server --peer-close-hint=false does. The run reports
 leader changes, and those no fault explains; a run without faults fails on
-the first of those.
+the first of those. Each seed also chooses small flow-control and byte
+limits (snapshots every few bytes, a bound on a candidate's held writes), and
+in half the seeds a write that reaches a candidate is held until its election
+ends (ProposeAtElection); one it refuses must never apply.
 
 --seeds N runs seeds --seed .. --seed+N-1 (in parallel; each run is still
 deterministic). A failure prints the seed and the command that replays it;
@@ -213,6 +216,8 @@ feed:
 	fmt.Fprintf(stdout, "writes forwarded by followers: %d accepted, %d acknowledged\n", total.ForwardedWrites, total.ForwardedAcked)
 	fmt.Fprintf(stdout, "forwarded writes answered: %d refused, %d lost to another entry (both checked never to apply), %d unanswered; read index refusals: %d\n",
 		total.ForwardedRefused, total.ForwardedLost, total.ForwardedUnanswered, total.ReadsRefused)
+	fmt.Fprintf(stdout, "writes held by candidates: %d; refused at once: %d; not elected: %d (both checked never to apply)\n",
+		total.ElectionWrites, total.ElectionWritesRefused, total.ElectionWritesNotElected)
 	fmt.Fprintf(stdout, "process kills: %d; connections reset: %d; closes reported to nodes: %d; leader changes: %d (no fault explains: %d)\n",
 		total.Kills, total.Cuts, total.Hints, total.LeaderChanges, total.UnprovokedLeaderChanges)
 	if base.Disk {
@@ -258,6 +263,9 @@ func addStats(a, b sim.Stats) sim.Stats {
 	a.ForwardedLost += b.ForwardedLost
 	a.ForwardedUnanswered += b.ForwardedUnanswered
 	a.ReadsRefused += b.ReadsRefused
+	a.ElectionWrites += b.ElectionWrites
+	a.ElectionWritesRefused += b.ElectionWritesRefused
+	a.ElectionWritesNotElected += b.ElectionWritesNotElected
 	a.Reads += b.Reads
 	a.FollowerReads += b.FollowerReads
 	a.MaxQueuedToNode = max(a.MaxQueuedToNode, b.MaxQueuedToNode)
