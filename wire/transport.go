@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"sync"
 	"time"
 )
@@ -53,7 +54,8 @@ func NewTransport(cfg TransportConfig) *Transport {
 }
 
 // RoundTrip sends req over the connection to its host and returns the
-// answer as soon as its head arrives; the body streams as data frames
+// answer as soon as its head arrives (the request's httptrace
+// WroteRequest hook, if any, runs once its frame is written); the body streams as data frames
 // come. The request's context ending (before or after the head) cancels
 // it on the server. The body is read whole before sending and must fit a
 // frame (Limits.FrameBytesMax with the headers).
@@ -230,7 +232,8 @@ type clientConn struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	out     []byte
-	err     error // why the connection failed; nil while it works
+	wrote   []func(httptrace.WroteRequestInfo) // the WroteRequest hooks of the requests in out
+	err     error                              // why the connection failed; nil while it works
 	streams map[uint32]*clientStream
 	next    uint32
 }
@@ -266,6 +269,9 @@ func (cc *clientConn) open(req *http.Request, body []byte) (*clientStream, error
 		go cc.forget()
 	}
 	cc.out = out
+	if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && trace.WroteRequest != nil {
+		cc.wrote = append(cc.wrote, trace.WroteRequest)
+	}
 	st := &clientStream{id: id, head: make(chan head, 1), done: make(chan struct{}), notify: make(chan struct{}, 1)}
 	cc.streams[id] = st
 	cc.cond.Broadcast()
@@ -329,12 +335,15 @@ func (cc *clientConn) writeLoop() {
 			cc.mu.Unlock()
 			return
 		}
-		batch := cc.out
-		cc.out = spare[:0]
+		batch, wrote := cc.out, cc.wrote
+		cc.out, cc.wrote = spare[:0], nil
 		cc.mu.Unlock()
 		if _, err := cc.conn.Write(batch); err != nil {
 			cc.fail(err)
 			return
+		}
+		for _, hook := range wrote {
+			hook(httptrace.WroteRequestInfo{})
 		}
 		spare = batch
 		if cap(spare) > 1<<20 {
