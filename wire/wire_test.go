@@ -403,3 +403,99 @@ func FuzzReadFrame(f *testing.F) {
 		}
 	})
 }
+
+// A connection with no request in flight closes after IdleTimeout; one
+// with a request in flight does not.
+func TestIdleConnectionCloses(t *testing.T) {
+	release := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		io.WriteString(w, "ok")
+	})
+	addr, _ := serve(t, h, ServerConfig{IdleTimeout: 50 * time.Millisecond})
+	c, r := rawConn(t, addr)
+	if _, err := c.Write(request(t, 1, "/slow", nil)); err != nil {
+		t.Fatal(err)
+	}
+	// The request outlasts the idle timeout many times over (the handler
+	// waits for release, sent only after a read that would fail had the
+	// connection been closed meanwhile): its answer still arrives.
+	go func() {
+		time.Sleep(300 * time.Millisecond) // lets the idle timeout pass several times; not a wait for a state
+		close(release)
+	}()
+	var buf []byte
+	ended := false
+	for !ended {
+		f, next, err := ReadFrame(r, buf, 1<<20)
+		buf = next
+		if err != nil {
+			t.Fatalf("while a request was in flight: %v", err)
+		}
+		ended = f.Type == FrameEnd
+	}
+	if _, _, err := ReadFrame(r, buf, 1<<20); !errors.Is(err, io.EOF) {
+		t.Fatalf("idle connection: %v, want it closed", err)
+	}
+}
+
+// Drain closes idle connections, lets requests in flight finish and
+// refuses new ones.
+func TestDrain(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(started)
+			<-release
+		}
+		io.WriteString(w, "ok")
+	})
+	addr, ws := serve(t, h, ServerConfig{})
+	busy, busyReader := rawConn(t, addr)
+	idle, idleReader := rawConn(t, addr)
+	if _, err := idle.Write(request(t, 1, "/", nil)); err != nil {
+		t.Fatal(err)
+	}
+	var buf []byte
+	for {
+		f, next, err := ReadFrame(idleReader, buf, 1<<20)
+		buf = next
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Type == FrameEnd {
+			break
+		}
+	}
+	if _, err := busy.Write(request(t, 1, "/slow", nil)); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	ws.Drain()
+	if _, _, err := ReadFrame(idleReader, buf, 1<<20); !errors.Is(err, io.EOF) {
+		t.Fatalf("idle connection after Drain: %v, want it closed", err)
+	}
+	if _, err := busy.Write(request(t, 3, "/", nil)); err != nil {
+		t.Fatal(err)
+	}
+	f, _, err := ReadFrame(busyReader, buf, 1<<20)
+	if err != nil || f.Type != FrameRefuse || f.Stream != 3 {
+		t.Fatalf("a new request after Drain: %+v %v, want it refused", f, err)
+	}
+	close(release)
+	types := []FrameType{}
+	for {
+		f, next, err := ReadFrame(busyReader, buf, 1<<20)
+		buf = next
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatal(err)
+			}
+			break
+		}
+		types = append(types, f.Type)
+	}
+	if fmt.Sprint(types) != fmt.Sprint([]FrameType{FrameHead, FrameData, FrameEnd}) {
+		t.Fatalf("the request in flight at Drain got frames %v, want head, data, end, then the close", types)
+	}
+}

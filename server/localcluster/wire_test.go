@@ -127,6 +127,23 @@ func TestWireClientAgainstACluster(t *testing.T) {
 			if err := lines.Err(); err != nil {
 				t.Fatalf("stream: %v", err)
 			}
+			// A follower forwards a write it is sent over wire, and says
+			// which node it is.
+			preq, _ := http.NewRequestWithContext(ctx, "PUT", scheme+"://"+cfg.Endpoints[0]+"/v1/kv/w/f", strings.NewReader("forwarded"))
+			if cfg.Token != "" {
+				preq.Header.Set("Authorization", "Bearer "+cfg.Token)
+			}
+			presp, err := tr.RoundTrip(preq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			presp.Body.Close()
+			if presp.StatusCode != 200 || presp.Header.Get("Coord-Node") == presp.Header.Get("Coord-Leader") {
+				t.Fatalf("PUT through follower %s: %d, node %q, leader %q", cfg.Endpoints[0], presp.StatusCode, presp.Header.Get("Coord-Node"), presp.Header.Get("Coord-Leader"))
+			}
+			if kv, err := cl.Get(ctx, "w/f"); err != nil || string(kv.Value) != "forwarded" {
+				t.Fatalf("forwarded write: %q, %v", kv.Value, err)
+			}
 			_ = c
 		})
 	}
