@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"coord/api"
-	"coord/wire"
+	"coord/apiwire"
 )
 
 // Errors. A failure the cluster answered is an *Error, which matches one of
@@ -308,7 +308,7 @@ func New(cfg Config) (*Client, error) {
 	hc := cfg.HTTPClient
 	switch {
 	case hc == nil && cfg.Wire:
-		hc = &http.Client{Transport: wire.NewTransport(wire.TransportConfig{TLS: cfg.TLS, DialTimeout: cfg.AttemptTimeout})}
+		hc = &http.Client{Transport: apiwire.NewTransport(apiwire.TransportConfig{TLS: cfg.TLS, DialTimeout: cfg.AttemptTimeout})}
 	case hc == nil:
 		hc = &http.Client{Transport: NewTransport(cfg)}
 	}

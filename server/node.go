@@ -138,7 +138,7 @@ type Config struct {
 	// knowledge). HTTP/1.1 clients are served as before either way.
 	HTTP2 bool
 	// NoWire stops Serve from serving the API over coord's multiplexed
-	// connection (package wire) beside HTTP (--wire=false).
+	// connection (package apiwire) beside HTTP (--wire=false).
 	NoWire bool
 }
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"coord/wire"
+	"coord/apiwire"
 )
 
 // Options are the command-line settings of one server (`coord server`).
@@ -218,7 +218,7 @@ func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, ht
 	limitTrack := srv.ConnState
 	stoppable := newStoppableAPI(srv)
 	var served net.Listener = hl
-	var ws *wire.Server
+	var ws *apiwire.Server
 	if !cfg.NoWire {
 		served, ws = listenWire(hl, srv, limitTrack, httpLimits(cfg), cfg.Limits, logger(cfg.Logger))
 	}

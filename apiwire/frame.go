@@ -1,4 +1,4 @@
-package wire
+package apiwire
 
 import (
 	"bufio"
@@ -36,7 +36,7 @@ const frameHeaderBytes = 9
 
 // ErrMalformed is wrapped by every error about bytes that break the
 // format or a limit.
-var ErrMalformed = errors.New("wire: malformed frame")
+var ErrMalformed = errors.New("apiwire: malformed frame")
 
 // RequestHeaders are the request headers that travel: the bearer token,
 // the content type and the Coord-* headers of sessions and forwarding
@@ -74,7 +74,7 @@ func (l Limits) Validate() error {
 		value int
 	}{{"FrameBytesMax", l.FrameBytesMax}, {"StreamsMax", l.StreamsMax}, {"HeadersMax", l.HeadersMax}, {"HeaderBytesMax", l.HeaderBytesMax}} {
 		if f.value <= 0 {
-			errs = append(errs, fmt.Errorf("wire: Limits.%s %d must be positive", f.name, f.value))
+			errs = append(errs, fmt.Errorf("apiwire: Limits.%s %d must be positive", f.name, f.value))
 		}
 	}
 	return errors.Join(errs...)
@@ -156,10 +156,10 @@ func appendHeaders(b []byte, h http.Header, fixed []string, max int) ([]byte, er
 		}
 		for _, v := range values {
 			if n == max || n == 255 {
-				return nil, fmt.Errorf("wire: more than %d headers to send", n)
+				return nil, fmt.Errorf("apiwire: more than %d headers to send", n)
 			}
 			if len(name) > 255 || len(v) > 65535 {
-				return nil, fmt.Errorf("wire: header %s of %d bytes too long to send", name, len(v))
+				return nil, fmt.Errorf("apiwire: header %s of %d bytes too long to send", name, len(v))
 			}
 			b = append(b, byte(len(name)))
 			b = append(b, name...)
@@ -303,7 +303,7 @@ func containsSpace(b []byte) bool {
 // appendRequest appends a request frame on stream to b.
 func appendRequest(b []byte, stream uint32, method, target string, h http.Header, body []byte, l Limits) ([]byte, error) {
 	if len(method) > 255 || len(target) > 65535 {
-		return nil, fmt.Errorf("wire: method or target too long to send (%d, %d bytes)", len(method), len(target))
+		return nil, fmt.Errorf("apiwire: method or target too long to send (%d, %d bytes)", len(method), len(target))
 	}
 	start := len(b)
 	b = appendFrameHeader(b, FrameRequest, stream, 0)
@@ -318,7 +318,7 @@ func appendRequest(b []byte, stream uint32, method, target string, h http.Header
 	b = append(b, body...)
 	length := len(b) - start - frameHeaderBytes
 	if length > l.FrameBytesMax {
-		return nil, fmt.Errorf("wire: request of %d bytes over the frame limit of %d", length, l.FrameBytesMax)
+		return nil, fmt.Errorf("apiwire: request of %d bytes over the frame limit of %d", length, l.FrameBytesMax)
 	}
 	binary.BigEndian.PutUint32(b[start:], uint32(length))
 	return b, nil

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"coord/apiwire"
 	"coord/internal/pki"
-	"coord/wire"
 )
 
 // wireServer serves a leading fake replica's API as Serve does: HTTP
@@ -54,7 +54,7 @@ func wireClient(t *testing.T, roots *x509.CertPool) *http.Client {
 	if roots != nil {
 		conf = &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: roots}
 	}
-	tr := wire.NewTransport(wire.TransportConfig{TLS: conf})
+	tr := apiwire.NewTransport(apiwire.TransportConfig{TLS: conf})
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr}
 }

@@ -1,4 +1,4 @@
-package wire
+package apiwire
 
 import (
 	"bufio"
@@ -104,7 +104,7 @@ func (s *serverConn) serve() error {
 	go s.writeLoop()
 	err := s.readLoop()
 	if errors.Is(err, ErrMalformed) {
-		s.cfg.Logger.Warn("wire: closing a connection that sent a malformed frame", "remote", s.conn.RemoteAddr().String(), "err", err)
+		s.cfg.Logger.Warn("apiwire: closing a connection that sent a malformed frame", "remote", s.conn.RemoteAddr().String(), "err", err)
 		s.shut()
 		return err
 	}
@@ -224,7 +224,7 @@ func (s *serverConn) run(stream uint32, req *http.Request, cancel context.Cancel
 			// the server. The stream still ends, so the client is not left
 			// waiting.
 			if p != http.ErrAbortHandler {
-				s.cfg.Logger.Error("wire: handler panic", "path", req.URL.Path, "panic", p)
+				s.cfg.Logger.Error("apiwire: handler panic", "path", req.URL.Path, "panic", p)
 			}
 		}
 		w.finish()
@@ -253,7 +253,7 @@ func (s *serverConn) enqueue(deadline time.Time, add func([]byte) ([]byte, error
 	for len(s.out) >= pendingBytesMax && !s.closed {
 		if !deadline.IsZero() {
 			if !time.Now().Before(deadline) {
-				return fmt.Errorf("wire: write deadline passed: %w", errTimeout)
+				return fmt.Errorf("apiwire: write deadline passed: %w", errTimeout)
 			}
 			if timer == nil {
 				timer = time.AfterFunc(time.Until(deadline), func() {
@@ -346,7 +346,7 @@ func (w *responseWriter) WriteHeader(status int) {
 		return
 	}
 	if status < 100 || status > 999 {
-		panic(fmt.Sprintf("wire: invalid WriteHeader code %d", status))
+		panic(fmt.Sprintf("apiwire: invalid WriteHeader code %d", status))
 	}
 	if status < 200 {
 		return // informational answers do not travel

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"coord/apiwire"
 	"coord/client"
-	"coord/wire"
 )
 
 // wireCluster starts a 3-node cluster (TLS with tokens unless insecure)
@@ -95,7 +95,7 @@ func TestWireClientAgainstACluster(t *testing.T) {
 				t.Fatalf("long poll: %v", err)
 			}
 			// An event stream, through the follower, over a wire transport.
-			tr := wire.NewTransport(wire.TransportConfig{TLS: cfg.TLS})
+			tr := apiwire.NewTransport(apiwire.TransportConfig{TLS: cfg.TLS})
 			defer tr.CloseIdleConnections()
 			scheme := "https"
 			if insecure {

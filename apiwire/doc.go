@@ -1,4 +1,4 @@
-// Package wire carries coord's HTTP API over one multiplexed connection:
+// Package apiwire carries coord's HTTP API over one multiplexed connection:
 // many requests in flight at once on one TCP (or TLS) connection, each
 // served by the API's own http.Handler, unchanged. It exists for cost:
 // net/http spends one read and one write system call on every request
@@ -49,4 +49,4 @@
 // stream holds the server's writes to that connection back (a write
 // deadline, as over HTTP, ends such a stream), and a client buffers in
 // memory whatever a server sends it.
-package wire
+package apiwire

@@ -1,4 +1,4 @@
-package wire
+package apiwire
 
 import (
 	"bufio"
@@ -66,7 +66,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
-		return nil, fmt.Errorf("wire: unsupported scheme %q", req.URL.Scheme)
+		return nil, fmt.Errorf("apiwire: unsupported scheme %q", req.URL.Scheme)
 	}
 	cc, err := t.conn(ctx, req.URL.Scheme, req.URL.Host)
 	if err != nil {
@@ -114,7 +114,7 @@ func (t *Transport) CloseIdleConnections() {
 	}
 	t.mu.Unlock()
 	for _, cc := range idle {
-		cc.fail(errors.New("wire: connection closed as idle"))
+		cc.fail(errors.New("apiwire: connection closed as idle"))
 	}
 }
 
@@ -125,10 +125,10 @@ func readRequestBody(req *http.Request, limit int) ([]byte, error) {
 	defer req.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(req.Body, int64(limit)+1))
 	if err != nil {
-		return nil, fmt.Errorf("wire: read request body: %w", err)
+		return nil, fmt.Errorf("apiwire: read request body: %w", err)
 	}
 	if len(body) > limit {
-		return nil, fmt.Errorf("wire: request body over the frame limit of %d bytes", limit)
+		return nil, fmt.Errorf("apiwire: request body over the frame limit of %d bytes", limit)
 	}
 	return body, nil
 }
@@ -212,7 +212,7 @@ func (t *Transport) dialConn(scheme, host string) (net.Conn, error) {
 		return fail(err)
 	}
 	if p := tc.ConnectionState().NegotiatedProtocol; p != ALPN {
-		return fail(fmt.Errorf("wire: server at %s does not speak %s (ALPN chose %q)", host, ALPN, p))
+		return fail(fmt.Errorf("apiwire: server at %s does not speak %s (ALPN chose %q)", host, ALPN, p))
 	}
 	return tc, nil
 }
@@ -311,7 +311,7 @@ func (cc *clientConn) fail(err error) {
 		cc.mu.Unlock()
 		return
 	}
-	cc.err = fmt.Errorf("wire: connection to %s: %w", cc.conn.RemoteAddr(), err)
+	cc.err = fmt.Errorf("apiwire: connection to %s: %w", cc.conn.RemoteAddr(), err)
 	streams := cc.streams
 	cc.streams = map[uint32]*clientStream{}
 	close(cc.dead)
@@ -402,7 +402,7 @@ func (cc *clientConn) dispatch(f Frame) error {
 	case FrameEnd, FrameRefuse:
 		var err error = io.EOF
 		if f.Type == FrameRefuse {
-			err = fmt.Errorf("wire: server refused the request: %s", f.Payload)
+			err = fmt.Errorf("apiwire: server refused the request: %s", f.Payload)
 		} else if !st.headed {
 			return fmt.Errorf("%w: end before the head on stream %d", ErrMalformed, f.Stream)
 		}

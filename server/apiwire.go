@@ -6,24 +6,24 @@ import (
 	"net"
 	"net/http"
 
-	"coord/wire"
+	"coord/apiwire"
 )
 
 // listenWire serves the API over coord's multiplexed connection (package
 // wire) on the API's own listener hl, beside HTTP: it returns the
 // listener the http.Server serves (the connections that do not speak
 // wire) and the wire server, which Serve drains when it stops. Plain
-// connections speak wire when they open with wire.Preface, TLS ones when
-// ALPN chose wire.ALPN (offerWire). Requests go through srv's handler,
+// connections speak wire when they open with apiwire.Preface, TLS ones when
+// ALPN chose apiwire.ALPN (offerWire). Requests go through srv's handler,
 // the same mux, tokens and forwarding as over HTTP, with srv's base
 // context; a wire connection counts against the HTTP connection limit
 // (track is the http.Server's own ConnState hook, connLimit.track) and
 // closes after the idle timeout.
-func listenWire(hl net.Listener, srv *http.Server, track func(net.Conn, http.ConnState), limits HTTPLimits, apiLimits Limits, logger *slog.Logger) (net.Listener, *wire.Server) {
+func listenWire(hl net.Listener, srv *http.Server, track func(net.Conn, http.ConnState), limits HTTPLimits, apiLimits Limits, logger *slog.Logger) (net.Listener, *apiwire.Server) {
 	wl := wireLimits(apiLimits)
-	ws := wire.NewServer(srv.Handler, wire.ServerConfig{Limits: wl, IdleTimeout: limits.IdleTimeout, Logger: logger,
+	ws := apiwire.NewServer(srv.Handler, apiwire.ServerConfig{Limits: wl, IdleTimeout: limits.IdleTimeout, Logger: logger,
 		BaseContext: srv.BaseContext(hl)})
-	l := wire.NewListener(hl, limits.ReadHeaderTimeout, func(c net.Conn) {
+	l := apiwire.NewListener(hl, limits.ReadHeaderTimeout, func(c net.Conn) {
 		track(c, http.StateNew)
 		defer track(c, http.StateClosed)
 		ws.ServeConn(c)
@@ -35,19 +35,19 @@ func listenWire(hl net.Listener, srv *http.Server, track func(net.Conn, http.Con
 // holds the largest body the API takes (a batch) with its headers, and at
 // least the 4 MiB a wire client sends, so that an oversized body reaches
 // the API and gets its clear 413 rather than a closed connection.
-func wireLimits(apiLimits Limits) wire.Limits {
+func wireLimits(apiLimits Limits) apiwire.Limits {
 	if apiLimits == (Limits{}) {
 		apiLimits = DefaultLimits()
 	}
-	l := wire.DefaultLimits()
-	body := max(bodyBytesMax("kv_batch", apiLimits), bodyBytesMax("kv", apiLimits), int64(wire.DefaultLimits().FrameBytesMax))
+	l := apiwire.DefaultLimits()
+	body := max(bodyBytesMax("kv_batch", apiLimits), bodyBytesMax("kv", apiLimits), int64(apiwire.DefaultLimits().FrameBytesMax))
 	l.FrameBytesMax = int(body) + l.HeaderBytesMax
 	return l
 }
 
 // offerWire makes c, a configuration whose GetConfigForClient returns the
 // one each handshake uses (pki.ServerConfig, after offerHTTP2), also
-// agree to wire.ALPN, last: a client that offers HTTP too gets HTTP.
+// agree to apiwire.ALPN, last: a client that offers HTTP too gets HTTP.
 func offerWire(c *tls.Config) *tls.Config {
 	inner := c.GetConfigForClient
 	c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
@@ -57,7 +57,7 @@ func offerWire(c *tls.Config) *tls.Config {
 			if len(protos) == 0 {
 				protos = []string{"http/1.1"}
 			}
-			hc.NextProtos = append(protos[:len(protos):len(protos)], wire.ALPN)
+			hc.NextProtos = append(protos[:len(protos):len(protos)], apiwire.ALPN)
 		}
 		return hc, err
 	}

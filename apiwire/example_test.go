@@ -1,4 +1,4 @@
-package wire_test
+package apiwire_test
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"coord/wire"
+	"coord/apiwire"
 )
 
 // One port serves the same handler over HTTP/1.1 and over wire; a client
@@ -21,14 +21,14 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	ws := wire.NewServer(handler, wire.ServerConfig{})
-	l := wire.NewListener(inner, 10*time.Second, func(c net.Conn) { ws.ServeConn(c) })
+	ws := apiwire.NewServer(handler, apiwire.ServerConfig{})
+	l := apiwire.NewListener(inner, 10*time.Second, func(c net.Conn) { ws.ServeConn(c) })
 	srv := &http.Server{Handler: handler}
 	go srv.Serve(l)
 	defer srv.Close()
 	defer ws.Drain()
 
-	tr := wire.NewTransport(wire.TransportConfig{})
+	tr := apiwire.NewTransport(apiwire.TransportConfig{})
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
 	resp, err := hc.Get("http://" + l.Addr().String() + "/v1/status")
