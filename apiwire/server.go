@@ -221,13 +221,15 @@ func (s *serverConn) run(stream uint32, req *http.Request, cancel context.Cancel
 	defer func() {
 		if p := recover(); p != nil {
 			// As net/http does: a panicking handler loses its answer, not
-			// the server. The stream still ends, so the client is not left
-			// waiting.
+			// the server. The stream is refused rather than ended, so that
+			// the client does not take a cut answer for a whole one.
 			if p != http.ErrAbortHandler {
 				s.cfg.Logger.Error("apiwire: handler panic", "path", req.URL.Path, "panic", p)
 			}
+			w.abort()
+		} else {
+			w.finish()
 		}
-		w.finish()
 		cancel()
 		s.mu.Lock()
 		delete(s.streams, stream)
@@ -416,6 +418,16 @@ func (w *responseWriter) finish() {
 	}
 	w.s.enqueue(time.Time{}, func(b []byte) ([]byte, error) {
 		return appendFrame(b, FrameEnd, w.stream, nil), nil
+	})
+}
+
+// abort ends the stream with a refuse frame: its answer is lost.
+func (w *responseWriter) abort() {
+	if w.err != nil {
+		return
+	}
+	w.s.enqueue(time.Time{}, func(b []byte) ([]byte, error) {
+		return appendFrame(b, FrameRefuse, w.stream, []byte("the handler failed; the answer is lost")), nil
 	})
 }
 

@@ -499,3 +499,31 @@ func TestDrain(t *testing.T) {
 		t.Fatalf("the request in flight at Drain got frames %v, want head, data, end, then the close", types)
 	}
 }
+
+// A handler that panics mid-answer loses its answer: the client's read
+// fails rather than taking the cut answer for a whole one, and the
+// connection carries on.
+func TestPanickingHandlerFailsItsStream(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/panic" {
+			io.WriteString(w, "half an answer")
+			panic(http.ErrAbortHandler)
+		}
+		io.WriteString(w, "ok")
+	})
+	addr, _ := serve(t, h, ServerConfig{})
+	hc := client(t)
+	resp, err := hc.Get("http://" + addr + "/panic")
+	if err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("a panicking handler's answer: %v, want the stream refused", err)
+	}
+	resp, err = hc.Get("http://" + addr + "/next")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
