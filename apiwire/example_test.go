@@ -22,7 +22,7 @@ func Example() {
 		panic(err)
 	}
 	ws := apiwire.NewServer(handler, apiwire.ServerConfig{})
-	l := apiwire.NewListener(inner, 10*time.Second, func(c net.Conn) { ws.ServeConn(c) })
+	l := apiwire.NewListener(inner, apiwire.ListenerConfig{SortTimeout: 10 * time.Second}, func(c net.Conn) { ws.ServeConn(c) })
 	srv := &http.Server{Handler: handler}
 	go srv.Serve(l)
 	defer srv.Close()

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -13,13 +14,16 @@ import (
 // ALPN) go to serve, on a goroutine of their own; Accept returns the
 // others, with any bytes read to sort them still to be read, for an
 // http.Server. Sorting runs on a goroutine per connection, within
-// sortTimeout: a slow client holds up no other.
+// ListenerConfig.SortTimeout: a slow client holds up no other, and
+// ListenerConfig.SortingMax bounds how many are sorted at once.
 //
 // Listener is safe for concurrent use.
 type Listener struct {
 	inner       net.Listener
 	serve       func(net.Conn)
 	sortTimeout time.Duration
+	sortingMax  int64
+	sorting     atomic.Int64 // connections being sorted (or waiting for Accept)
 	conns       chan net.Conn
 	done        chan struct{}
 	closeOnce   sync.Once
@@ -27,9 +31,22 @@ type Listener struct {
 	err         error
 }
 
+// ListenerConfig configures a Listener.
+type ListenerConfig struct {
+	// SortTimeout bounds the time a connection has to complete its TLS
+	// handshake, or to send its first bytes, before it is closed.
+	SortTimeout time.Duration
+	// SortingMax bounds the connections being sorted at once (in their
+	// handshake, or not yet sent their first bytes): one more is closed
+	// as soon as it is accepted. Sorted connections count no longer:
+	// their server's own limits take over. 0: no bound.
+	SortingMax int
+}
+
 // NewListener starts sorting inner's connections (see Listener).
-func NewListener(inner net.Listener, sortTimeout time.Duration, serve func(net.Conn)) *Listener {
-	l := &Listener{inner: inner, serve: serve, sortTimeout: sortTimeout, conns: make(chan net.Conn), done: make(chan struct{})}
+func NewListener(inner net.Listener, cfg ListenerConfig, serve func(net.Conn)) *Listener {
+	l := &Listener{inner: inner, serve: serve, sortTimeout: cfg.SortTimeout, sortingMax: int64(cfg.SortingMax),
+		conns: make(chan net.Conn), done: make(chan struct{})}
 	go l.acceptLoop()
 	return l
 }
@@ -48,6 +65,11 @@ func (l *Listener) acceptLoop() {
 			l.Close()
 			return
 		}
+		if n := l.sorting.Add(1); l.sortingMax > 0 && n > l.sortingMax {
+			l.sorting.Add(-1)
+			c.Close()
+			continue
+		}
 		go l.sort(c)
 	}
 }
@@ -60,6 +82,7 @@ func (l *Listener) sort(c net.Conn) {
 		// again and logs it as it always has.
 		if tc.Handshake() == nil && tc.ConnectionState().NegotiatedProtocol == ALPN {
 			c.SetDeadline(time.Time{})
+			l.sorting.Add(-1)
 			l.serve(c)
 			return
 		}
@@ -72,6 +95,7 @@ func (l *Listener) sort(c net.Conn) {
 	for n := 1; n <= len(Preface); n++ {
 		b, err := br.Peek(n)
 		if err != nil {
+			l.sorting.Add(-1)
 			c.Close() // nothing sent within the timeout: as net/http's header timeout
 			return
 		}
@@ -84,13 +108,16 @@ func (l *Listener) sort(c net.Conn) {
 	bc := &bufferedConn{Conn: c, r: br}
 	if wire {
 		br.Discard(len(Preface))
+		l.sorting.Add(-1)
 		l.serve(bc)
 		return
 	}
 	l.hand(bc)
 }
 
+// hand queues c for Accept; it stops counting as being sorted once taken.
 func (l *Listener) hand(c net.Conn) {
+	defer l.sorting.Add(-1)
 	select {
 	case l.conns <- c:
 	case <-l.done:

@@ -31,7 +31,7 @@ func serve(t *testing.T, h http.Handler, cfg ServerConfig) (string, *Server) {
 		cfg.Logger = quiet
 	}
 	ws := NewServer(h, cfg)
-	l := NewListener(inner, 10*time.Second, func(c net.Conn) { ws.ServeConn(c) })
+	l := NewListener(inner, ListenerConfig{SortTimeout: 10 * time.Second}, func(c net.Conn) { ws.ServeConn(c) })
 	srv := &http.Server{Handler: h}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close(); ws.Drain() })
@@ -524,6 +524,51 @@ func TestPanickingHandlerFailsItsStream(t *testing.T) {
 	resp, err = hc.Get("http://" + addr + "/next")
 	if err != nil {
 		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
+// Connections still being sorted (no byte sent yet) count against
+// SortingMax: one more is closed at once; once they are sorted, there is
+// room again.
+func TestSortingMaxBoundsUnsortedConnections(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := NewServer(echo, ServerConfig{Logger: quiet})
+	l := NewListener(inner, ListenerConfig{SortTimeout: time.Minute, SortingMax: 1}, func(c net.Conn) { ws.ServeConn(c) })
+	srv := &http.Server{Handler: echo}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close(); ws.Drain() })
+	silent, err := net.Dial("tcp", l.Addr().String()) // sends nothing: stays in sorting
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	// The listener's accept loop takes silent first (it was dialed first
+	// and the backlog is served in order), so the next one is over the
+	// bound and closed without a byte read.
+	extra, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	extra.Write(append([]byte(Preface), request(t, 1, "/", nil)...)) // may fail: it is closed
+	if f, _, err := ReadFrame(bufio.NewReader(extra), nil, 1<<20); err == nil {
+		t.Fatalf("a connection over SortingMax was served: %+v", f)
+	}
+	// silent sends the preface: sorted, it makes room.
+	io.WriteString(silent, Preface)
+	if _, err := silent.Write(request(t, 1, "/", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if f, _, err := ReadFrame(bufio.NewReader(silent), nil, 1<<20); err != nil || f.Type != FrameHead {
+		t.Fatalf("the sorted connection: %+v %v", f, err)
+	}
+	resp, err := client(t).Get("http://" + l.Addr().String() + "/after")
+	if err != nil {
+		t.Fatalf("after the first was sorted: %v", err)
 	}
 	resp.Body.Close()
 }

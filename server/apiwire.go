@@ -23,7 +23,10 @@ func listenWire(hl net.Listener, srv *http.Server, track func(net.Conn, http.Con
 	wl := wireLimits(apiLimits)
 	ws := apiwire.NewServer(srv.Handler, apiwire.ServerConfig{Limits: wl, IdleTimeout: limits.IdleTimeout, Logger: logger,
 		BaseContext: srv.BaseContext(hl)})
-	l := apiwire.NewListener(hl, limits.ReadHeaderTimeout, func(c net.Conn) {
+	// The connections still in their TLS handshake or before their first
+	// byte are bounded as the http.Server bounds its own (it counted them
+	// from the accept before they were sorted here).
+	l := apiwire.NewListener(hl, apiwire.ListenerConfig{SortTimeout: limits.ReadHeaderTimeout, SortingMax: limits.ConnectionsMax}, func(c net.Conn) {
 		track(c, http.StateNew)
 		defer track(c, http.StateClosed)
 		ws.ServeConn(c)
