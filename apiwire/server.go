@@ -153,8 +153,8 @@ func (s *serverConn) readLoop() error {
 	}
 }
 
-// idle arms the idle timeout if no request is in flight; s.mu must not be
-// held.
+// idle arms the idle timeout; the caller holds s.mu or has opened no
+// request yet.
 func (s *serverConn) idle() {
 	if s.cfg.IdleTimeout > 0 {
 		s.conn.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
@@ -235,12 +235,14 @@ func (s *serverConn) run(stream uint32, req *http.Request, cancel context.Cancel
 		delete(s.streams, stream)
 		idle := len(s.streams) == 0 && !s.closed
 		draining := s.draining
-		s.mu.Unlock()
-		switch {
-		case idle && draining:
-			s.closeWhenFlushed()
-		case idle:
+		if idle && !draining {
+			// Under mu, as open lifts the deadline: a request opened
+			// meanwhile is not cut off by this one's idle timeout.
 			s.idle()
+		}
+		s.mu.Unlock()
+		if idle && draining {
+			s.closeWhenFlushed()
 		}
 	}()
 	s.handler.ServeHTTP(w, req)
