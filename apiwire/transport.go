@@ -402,7 +402,7 @@ func (cc *clientConn) dispatch(f Frame) error {
 	case FrameEnd, FrameRefuse:
 		var err error = io.EOF
 		if f.Type == FrameRefuse {
-			err = fmt.Errorf("apiwire: server refused the request: %s", f.Payload)
+			err = fmt.Errorf("apiwire: server refused the request: %q", f.Payload)
 		} else if !st.headed {
 			return fmt.Errorf("%w: end before the head on stream %d", ErrMalformed, f.Stream)
 		}
