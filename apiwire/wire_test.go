@@ -572,3 +572,23 @@ func TestSortingMaxBoundsUnsortedConnections(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// A request's context ends when its connection closes.
+func TestConnectionCloseEndsRequests(t *testing.T) {
+	started, ended := make(chan struct{}), make(chan error, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-r.Context().Done()
+		ended <- r.Context().Err()
+	})
+	addr, _ := serve(t, h, ServerConfig{})
+	c, _ := rawConn(t, addr)
+	if _, err := c.Write(request(t, 1, "/block", nil)); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	c.Close()
+	if err := <-ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the handler's context after its connection closed: %v", err)
+	}
+}
