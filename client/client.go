@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"coord/api"
+	"coord/apiwire"
 )
 
 // Errors. A failure the cluster answered is an *Error, which matches one of
@@ -161,6 +162,14 @@ type Config struct {
 	// that does not; in plain mode (TLS nil) it speaks h2c with prior
 	// knowledge, which only nodes run with --http2 understand.
 	HTTP2 bool
+	// Wire makes the client's own HTTP client (when HTTPClient is nil)
+	// send its requests over coord's multiplexed connection (package
+	// wire, docs/API.md): one connection per node carries every request
+	// in flight, with TLS by ALPN "coord-wire/1" or, in plain mode, a
+	// preface. Nodes serve it unless run with --wire=false. Everything
+	// above the transport (leader following, retries, sessions, watches)
+	// is unchanged. It takes precedence over HTTP2.
+	Wire bool
 }
 
 // DefaultConfig returns a Config for the given endpoints.
@@ -297,7 +306,10 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	hc := cfg.HTTPClient
-	if hc == nil {
+	switch {
+	case hc == nil && cfg.Wire:
+		hc = &http.Client{Transport: apiwire.NewTransport(apiwire.TransportConfig{TLS: cfg.TLS, DialTimeout: cfg.AttemptTimeout})}
+	case hc == nil:
 		hc = &http.Client{Transport: NewTransport(cfg)}
 	}
 	var b [8]byte

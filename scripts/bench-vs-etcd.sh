@@ -16,6 +16,10 @@
 #   scripts/bench-vs-etcd.sh [DURATION] [ROUNDS]      # default 5s 1
 #   CLIENTS="1 64" KEYS=1000 VALUE_BYTES=256 COORD=/tmp/coord scripts/bench-vs-etcd.sh 10s 3
 #   CLIENTS=64 MODES=reads VIAS="leader follower" scripts/bench-vs-etcd.sh 5s 3   # reads only
+#   COORD_PROTO=wire CLIENTS="16 64 256" scripts/bench-vs-etcd.sh 5s 1   # coord's cells over wire
+#
+# COORD_PROTO picks how the load generator talks to coord: http1 (the
+# default) or wire (coord's multiplexed connection, loadgen --wire).
 #
 # Raw lines go to stderr as they come; the table to stdout.
 set -euo pipefail
@@ -28,6 +32,12 @@ clients=${CLIENTS:-1 16 64 256} keys=${KEYS:-1000} vbytes=${VALUE_BYTES:-256}
 # MODES and VIAS pick the cells: writes and/or reads, through the leader
 # and/or a follower.
 modes=${MODES:-writes reads} vias=${VIAS:-leader follower}
+coord_proto=${COORD_PROTO:-http1} coord_flags=()
+case $coord_proto in
+  http1) ;;
+  wire) coord_flags=(--wire) ;;
+  *) echo "bench-vs-etcd: COORD_PROTO=$coord_proto: want http1 or wire" >&2; exit 2 ;;
+esac
 
 command -v etcd >/dev/null || ensure_pkg etcd-server
 command -v etcdctl >/dev/null || ensure_pkg etcd-client
@@ -133,17 +143,17 @@ echo "# $(date -u +%FT%TZ) $(nproc) cores, load $load0; $rounds rounds of $durat
 cell=0
 # run TARGET VIA MODE CLIENTS ROUND: one cell, appended to $results.
 run() {
-  local target=$1 via=$2 mode=$3 n=$4 r=$5 i line eps pidlist
+  local target=$1 via=$2 mode=$3 n=$4 r=$5 i line eps pidlist flags=()
   if [ "$target" = coord ]; then
     i=$(coord_leader) || i=0
-    eps=("${coord_eps[@]}") pidlist=$(IFS=,; echo "${coord_pids[*]}")
+    eps=("${coord_eps[@]}") pidlist=$(IFS=,; echo "${coord_pids[*]}") flags=("${coord_flags[@]}")
   else
     i=$(etcd_leader) || i=0
     eps=("${etcd_eps[@]}") pidlist=$(IFS=,; echo "${etcd_pids[*]}")
   fi
   [ "$via" = follower ] && i=$(((i + 1) % 3))
   line=$(lg --target "$target" --endpoints "${eps[i]}" --skip-load --clients "$n" --duration "$duration" \
-    --mode "$mode" --pids "$pidlist" | grep -E "^$target +(steady|reads) " || true)
+    --mode "$mode" --pids "$pidlist" "${flags[@]}" | grep -E "^$target +(steady|reads) " || true)
   echo "$target $via (member $((i + 1))) $mode $n clients: ${line:-failed}" >&2
   # round clients via mode target ops/s p50
   [ -n "$line" ] && awk -v r="$r" -v n="$n" -v via="$via" -v m="$mode" -v t="$target" \
@@ -165,7 +175,7 @@ done
 median() { sort -n | awk '{a[NR] = $1} END {if (NR == 0) print 0; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 pick() { awk -v n="$1" -v via="$2" -v m="$3" -v t="$4" -v col="$5" '$2 == n && $3 == via && $4 == m && $5 == t {print $col}' "$results" | median; }
 
-echo "# coord vs etcd $(etcd --version | sed -n 's/etcd Version: //p'), 3 members each on loopback, fsync on, no TLS; $(nproc) cores"
+echo "# coord ($coord_proto) vs etcd $(etcd --version | sed -n 's/etcd Version: //p'), 3 members each on loopback, fsync on, no TLS; $(nproc) cores"
 echo "# load average $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end; medians of $rounds rounds of $duration"
 echo "# one fsync (dd oflag=dsync, 4 KiB): $fsync_ms ms"
 printf '%-8s %-9s %-7s %10s %10s %7s %9s %9s\n' clients via op "coord/s" "etcd/s" ratio "coord p50" "etcd p50"

@@ -137,6 +137,9 @@ type Config struct {
 	// to clients that open with HTTP/2's preface (h2c with prior
 	// knowledge). HTTP/1.1 clients are served as before either way.
 	HTTP2 bool
+	// NoWire stops Serve from serving the API over coord's multiplexed
+	// connection (package apiwire) beside HTTP (--wire=false).
+	NoWire bool
 }
 
 // frameHeadroomBytes is kept in a transport frame, beside a command's key

@@ -219,7 +219,7 @@ func (o SecurityOptions) Load(id uint64, logger *slog.Logger) (*Security, error)
 
 // listenHTTP listens for the API: over TLS when the node is secure,
 // offering HTTP/2 in ALPN if http2.
-func listenHTTP(addr string, sec *Security, http2 bool) (net.Listener, error) {
+func listenHTTP(addr string, sec *Security, http2, wire bool) (net.Listener, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("server: listen http %s: %w", addr, err)
@@ -230,7 +230,11 @@ func listenHTTP(addr string, sec *Security, http2 bool) (net.Listener, error) {
 		}
 		return l, nil
 	}
-	return tls.NewListener(l, offerHTTP2(pki.ServerConfig(sec.HTTP, sec.ClientCAs), http2)), nil
+	c := offerHTTP2(pki.ServerConfig(sec.HTTP, sec.ClientCAs), http2)
+	if wire {
+		c = offerWire(c)
+	}
+	return tls.NewListener(l, c), nil
 }
 
 // offerHTTP2 makes c, a configuration whose GetConfigForClient returns

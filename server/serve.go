@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"coord/apiwire"
 )
 
 // Options are the command-line settings of one server (`coord server`).
@@ -42,6 +44,9 @@ type Options struct {
 	Pprof bool
 	// HTTP2 serves the API over HTTP/2 too (--http2, Config.HTTP2).
 	HTTP2 bool
+	// Wire serves the API over coord's multiplexed connection too (--wire,
+	// the opposite of Config.NoWire).
+	Wire bool
 }
 
 // Register defines the flags of Options on fs.
@@ -67,6 +72,7 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	o.HTTPLimits = d.HTTP
 	o.HTTPLimits.Register(fs)
 	fs.BoolVar(&o.Pprof, "pprof", false, "serve the Go profiler at /debug/pprof/ on the API (admin tokens only)")
+	fs.BoolVar(&o.Wire, "wire", true, "serve the API over coord's multiplexed connection (coord-wire/1, docs/API.md) as well, on the same port: by TLS ALPN, or in plain mode to clients that open with its preface (coord/client Config.Wire)")
 	fs.BoolVar(&o.HTTP2, "http2", false, "serve the API over HTTP/2 as well as HTTP/1.1: by TLS ALPN (h2), or in plain mode (--insecure) to clients that speak h2c with prior knowledge (coord/client Config.HTTP2)")
 }
 
@@ -148,6 +154,7 @@ func (o Options) Config() (Config, error) {
 	cfg.HTTP = o.HTTPLimits
 	cfg.Pprof = o.Pprof
 	cfg.HTTP2 = o.HTTP2
+	cfg.NoWire = !o.Wire
 	if err := cfg.HTTP.Validate(); err != nil {
 		return cfg, fmt.Errorf("--http-max-*, --http-*-timeout: %w", err)
 	}
@@ -185,7 +192,7 @@ func handOver(node *Node, cfg Config, drain *handedOver) uint64 {
 // tokens, and the certificates are reloaded on SIGHUP and when their
 // files change; without, Serve logs a warning.
 func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, http string)) error {
-	hl, err := listenHTTP(httpAddr, cfg.Security, cfg.HTTP2)
+	hl, err := listenHTTP(httpAddr, cfg.Security, cfg.HTTP2, !cfg.NoWire)
 	if err != nil {
 		return err
 	}
@@ -208,9 +215,15 @@ func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, ht
 	srv := newServeHTTP(node, cfg)
 	drain := newHandedOver(srv.Handler, node)
 	srv.Handler = drain
+	limitTrack := srv.ConnState
 	stoppable := newStoppableAPI(srv)
+	var served net.Listener = hl
+	var ws *apiwire.Server
+	if !cfg.NoWire {
+		served, ws = listenWire(hl, srv, limitTrack, httpLimits(cfg), cfg.Limits, logger(cfg.Logger))
+	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(hl) }()
+	go func() { errc <- srv.Serve(served) }()
 	if ready != nil {
 		ready(node.PeerAddr(), cfg.HTTPAddr)
 	}
@@ -230,6 +243,9 @@ func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, ht
 		drain.end(srv, handOver(node, cfg, drain))
 	}
 	shutdownStart := time.Now()
+	if ws != nil {
+		ws.Drain() // idle wire connections close now, the others as their requests end
+	}
 	serr := stoppable.shutdown(2 * time.Second)
 	log.Debug("trace: API shut down", "took", time.Since(shutdownStart), "err", serr)
 	if cerr := node.Close(); err == nil {

@@ -11,7 +11,8 @@
 #
 # MODE is loadgen's (writes or reads). A TARGET is a coord binary; with
 # "+h2c" after it, the servers run with --http2 and loadgen speaks h2c
-# (--http2). DURATION (default 8s) and PORT_BASE (default 28400) from the
+# (--http2); with "+wire", loadgen speaks coord's multiplexed connection
+# (--wire; the servers serve it by default). DURATION (default 8s) and PORT_BASE (default 28400) from the
 # environment. One line per run: target, protocol, ops, ops/s, p50, the
 # leader's CPU per operation, the load average.
 set -euo pipefail
@@ -30,6 +31,7 @@ check_port_base PORT_BASE "$base" 13
 one() {
   local bin=${1%+h2c} c=$2 sflags=() lflags=() proto=http1 peers="" eps=() i l lp c0 c1 res
   if [ "$1" != "$bin" ]; then sflags=(--http2) lflags=(--http2) proto=h2c; fi
+  if [ "${bin%+wire}" != "$bin" ]; then bin=${bin%+wire} lflags=(--wire) proto=wire; fi
   pids=()
   for i in 1 2 3; do peers+="$i=127.0.0.1:$((base + i)),"; done
   for i in 1 2 3; do

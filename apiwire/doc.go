@@ -1,0 +1,52 @@
+// Package apiwire carries coord's HTTP API over one multiplexed connection:
+// many requests in flight at once on one TCP (or TLS) connection, each
+// served by the API's own http.Handler, unchanged. It exists for cost:
+// net/http spends one read and one write system call on every request
+// and more on its background read and goroutine hand-offs; here one
+// reader goroutine decodes many frames per read, and one writer goroutine
+// sends every answer completed meanwhile in one write (a Raft batch
+// commits many writes at once).
+//
+// # Frames
+//
+// Both directions are a sequence of frames:
+//
+//	[u32 length][u32 stream][u8 type][payload: length bytes]
+//
+// big-endian, length counting the payload only. The client opens a stream
+// with a request frame under an odd stream number it has not used on the
+// connection; the server answers on the same number with a head frame,
+// zero or more data frames and an end frame. Types:
+//
+//	1 request  method, target, headers, body (the whole request)
+//	2 head     status, headers
+//	3 data     body bytes of the answer
+//	4 end      the answer is complete (no payload)
+//	5 cancel   client to server: the request's context ended
+//	6 refuse   server to client: the stream was not served (a UTF-8 reason)
+//
+// A request's payload: u8 method length, method; u16 target length,
+// target (path and query); then the headers; then the body to the end of
+// the payload. A head's payload: u16 status; then the headers. Headers:
+// u8 count, then per header u8 name length, name, u16 value length,
+// value. Only the headers the API uses travel (RequestHeaders,
+// ResponseHeaders); others are dropped.
+//
+// In plain mode a client opens the connection with Preface; over TLS it
+// offers ALPN protocol ALPN instead, and sends no preface.
+//
+// # Limits
+//
+// Every length and count is checked against Limits before anything is
+// allocated for it. A frame that breaks the format or a limit closes its
+// connection (the server logs why); a request beyond StreamsMax is
+// refused on its own stream and the connection carries on. Bytes from
+// the peer are input: decoding never panics (FuzzReadFrame).
+//
+// # What it does not do
+//
+// There is no flow control: a client that does not read an answer
+// stream holds the server's writes to that connection back (a write
+// deadline, as over HTTP, ends such a stream), and a client buffers in
+// memory whatever a server sends it.
+package apiwire

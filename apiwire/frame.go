@@ -1,0 +1,353 @@
+package apiwire
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// Preface opens a plain (not TLS) wire connection: a server that reads it
+// first speaks wire on the connection, HTTP otherwise. It cannot start an
+// HTTP/1.x request line or HTTP/2's preface.
+const Preface = "COORD-WIRE/1\r\n\r\n"
+
+// ALPN is the TLS application protocol a client offers, and a server
+// agrees to, to speak wire over TLS.
+const ALPN = "coord-wire/1"
+
+// FrameType says what a frame carries (the package doc lists them).
+type FrameType uint8
+
+// The frame types.
+const (
+	FrameRequest FrameType = 1
+	FrameHead    FrameType = 2
+	FrameData    FrameType = 3
+	FrameEnd     FrameType = 4
+	FrameCancel  FrameType = 5
+	FrameRefuse  FrameType = 6
+)
+
+// frameHeaderBytes is the fixed part of a frame: length, stream, type.
+const frameHeaderBytes = 9
+
+// ErrMalformed is wrapped by every error about bytes that break the
+// format or a limit.
+var ErrMalformed = errors.New("apiwire: malformed frame")
+
+// RequestHeaders are the request headers that travel: the bearer token,
+// the content type and the Coord-* headers of sessions and forwarding
+// (any header whose name starts with "Coord-" travels too).
+var RequestHeaders = []string{"Authorization", "Content-Type", "Accept", "Last-Event-Id"}
+
+// ResponseHeaders are the answer headers that travel besides Coord-*.
+var ResponseHeaders = []string{"Content-Type", "Retry-After", "Location", "Www-Authenticate", "Cache-Control"}
+
+// Limits bound what a peer may send on one connection. Every field must
+// be positive; start from DefaultLimits.
+type Limits struct {
+	// FrameBytesMax bounds a frame's payload: a request's whole body and
+	// headers must fit in it (the server's body limit plus HeaderBytesMax).
+	FrameBytesMax int
+	// StreamsMax bounds the requests in flight on one connection; one
+	// more is refused (FrameRefuse) and the connection carries on.
+	StreamsMax int
+	// HeadersMax bounds the headers of a request or an answer, and
+	// HeaderBytesMax their names and values together.
+	HeadersMax, HeaderBytesMax int
+}
+
+// DefaultLimits returns 4 MiB frames, 1,024 streams, 32 headers of 16 KiB
+// in all.
+func DefaultLimits() Limits {
+	return Limits{FrameBytesMax: 4 << 20, StreamsMax: 1024, HeadersMax: 32, HeaderBytesMax: 16 << 10}
+}
+
+// Validate names the fields that are not positive.
+func (l Limits) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		name  string
+		value int
+	}{{"FrameBytesMax", l.FrameBytesMax}, {"StreamsMax", l.StreamsMax}, {"HeadersMax", l.HeadersMax}, {"HeaderBytesMax", l.HeaderBytesMax}} {
+		if f.value <= 0 {
+			errs = append(errs, fmt.Errorf("apiwire: Limits.%s %d must be positive", f.name, f.value))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Frame is one decoded frame. Payload aliases the reader's buffer only
+// until the next ReadFrame.
+type Frame struct {
+	Type    FrameType
+	Stream  uint32
+	Payload []byte
+}
+
+// ReadFrame reads one frame from r into buf (grown as needed, never past
+// maxPayload) and returns it with the buffer to pass next time. Errors
+// from r are returned as they are (io.EOF between frames); a frame whose
+// length passes maxPayload, or an unknown type, wraps ErrMalformed.
+func ReadFrame(r *bufio.Reader, buf []byte, maxPayload int) (Frame, []byte, error) {
+	var head [frameHeaderBytes]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return Frame{}, buf, err
+	}
+	length := binary.BigEndian.Uint32(head[0:4])
+	f := Frame{Stream: binary.BigEndian.Uint32(head[4:8]), Type: FrameType(head[8])}
+	if f.Type < FrameRequest || f.Type > FrameRefuse {
+		return Frame{}, buf, fmt.Errorf("%w: unknown type %d on stream %d", ErrMalformed, f.Type, f.Stream)
+	}
+	if uint64(length) > uint64(maxPayload) {
+		return Frame{}, buf, fmt.Errorf("%w: %d bytes of payload on stream %d, over the limit of %d", ErrMalformed, length, f.Stream, maxPayload)
+	}
+	if cap(buf) < int(length) {
+		buf = make([]byte, length)
+	}
+	f.Payload = buf[:length]
+	if _, err := io.ReadFull(r, f.Payload); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return Frame{}, buf, err
+	}
+	return f, buf, nil
+}
+
+// appendFrame appends a frame of type t on stream with payload to b.
+func appendFrame(b []byte, t FrameType, stream uint32, payload []byte) []byte {
+	b = appendFrameHeader(b, t, stream, len(payload))
+	return append(b, payload...)
+}
+
+func appendFrameHeader(b []byte, t FrameType, stream uint32, length int) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(length))
+	b = binary.BigEndian.AppendUint32(b, stream)
+	return append(b, byte(t))
+}
+
+// travels reports whether header name (canonical) is carried, given the
+// fixed list of the direction.
+func travels(name string, fixed []string) bool {
+	if len(name) > 6 && name[:6] == "Coord-" {
+		return true
+	}
+	for _, f := range fixed {
+		if f == name {
+			return true
+		}
+	}
+	return false
+}
+
+// appendHeaders appends the headers of h that travel (first values only
+// for the fixed ones, all values for Coord-*), at most max of them.
+func appendHeaders(b []byte, h http.Header, fixed []string, max int) ([]byte, error) {
+	countAt := len(b)
+	b = append(b, 0)
+	n := 0
+	for name, values := range h {
+		if !travels(name, fixed) {
+			continue
+		}
+		for _, v := range values {
+			if n == max || n == 255 {
+				return nil, fmt.Errorf("apiwire: more than %d headers to send", n)
+			}
+			if len(name) > 255 || len(v) > 65535 {
+				return nil, fmt.Errorf("apiwire: header %s of %d bytes too long to send", name, len(v))
+			}
+			b = append(b, byte(len(name)))
+			b = append(b, name...)
+			b = binary.BigEndian.AppendUint16(b, uint16(len(v)))
+			b = append(b, v...)
+			n++
+		}
+	}
+	b[countAt] = byte(n)
+	return b, nil
+}
+
+// decoder reads fields off a payload, remembering the first error.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
+	}
+}
+
+func (d *decoder) bytes(n int, what string) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n > len(d.b) {
+		d.fail("%s of %d bytes past the end of the frame (%d left)", what, n, len(d.b))
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) u8(what string) int {
+	v := d.bytes(1, what)
+	if v == nil {
+		return 0
+	}
+	return int(v[0])
+}
+
+func (d *decoder) u16(what string) int {
+	v := d.bytes(2, what)
+	if v == nil {
+		return 0
+	}
+	return int(binary.BigEndian.Uint16(v))
+}
+
+// headers decodes a header block into h, within limits. Names must be
+// tokens and values printable (no CR, LF or NUL), as over HTTP.
+func (d *decoder) headers(h http.Header, l Limits) {
+	n := d.u8("header count")
+	if n > l.HeadersMax {
+		d.fail("%d headers, over the limit of %d", n, l.HeadersMax)
+		return
+	}
+	total := 0
+	for i := 0; i < n && d.err == nil; i++ {
+		name := d.bytes(d.u8("header name length"), "header name")
+		value := d.bytes(d.u16("header value length"), "header value")
+		if d.err != nil {
+			return
+		}
+		total += len(name) + len(value)
+		switch {
+		case total > l.HeaderBytesMax:
+			d.fail("headers of more than %d bytes", l.HeaderBytesMax)
+		case !validName(name):
+			d.fail("header name %q is not a token", name)
+		case !validValue(value):
+			d.fail("header %s holds a control character", name)
+		default:
+			key := http.CanonicalHeaderKey(string(name))
+			h[key] = append(h[key], string(value))
+		}
+	}
+}
+
+func validName(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	for _, c := range b {
+		if c <= ' ' || c >= 0x7f || c == ':' || c == '(' || c == ')' || c == ',' || c == ';' || c == '"' || c == '/' || c == '\\' || c == '[' || c == ']' || c == '?' || c == '=' || c == '{' || c == '}' || c == '<' || c == '>' || c == '@' {
+			return false
+		}
+	}
+	return true
+}
+
+func validValue(b []byte) bool {
+	for _, c := range b {
+		if (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true // values may hold any bytes but controls, as over HTTP/1.1
+}
+
+// RequestFrame is a decoded request: Body aliases the frame's payload.
+type RequestFrame struct {
+	Method, Target string
+	Header         http.Header
+	Body           []byte
+}
+
+// DecodeRequest decodes a request frame's payload within l. Errors wrap
+// ErrMalformed.
+func DecodeRequest(payload []byte, l Limits) (RequestFrame, error) {
+	d := decoder{b: payload}
+	method := d.bytes(d.u8("method length"), "method")
+	target := d.bytes(d.u16("target length"), "target")
+	h := make(http.Header)
+	d.headers(h, l)
+	if d.err != nil {
+		return RequestFrame{}, d.err
+	}
+	if !validName(method) {
+		return RequestFrame{}, fmt.Errorf("%w: method %q is not a token", ErrMalformed, method)
+	}
+	if len(target) == 0 || target[0] != '/' || !validValue(target) || containsSpace(target) {
+		return RequestFrame{}, fmt.Errorf("%w: target %q: want an absolute path", ErrMalformed, target)
+	}
+	return RequestFrame{Method: string(method), Target: string(target), Header: h, Body: d.b}, nil
+}
+
+func containsSpace(b []byte) bool {
+	for _, c := range b {
+		if c == ' ' || c == '\t' {
+			return true
+		}
+	}
+	return false
+}
+
+// appendRequest appends a request frame on stream to b.
+func appendRequest(b []byte, stream uint32, method, target string, h http.Header, body []byte, l Limits) ([]byte, error) {
+	if len(method) > 255 || len(target) > 65535 {
+		return nil, fmt.Errorf("apiwire: method or target too long to send (%d, %d bytes)", len(method), len(target))
+	}
+	start := len(b)
+	b = appendFrameHeader(b, FrameRequest, stream, 0)
+	b = append(b, byte(len(method)))
+	b = append(b, method...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(target)))
+	b = append(b, target...)
+	b, err := appendHeaders(b, h, RequestHeaders, l.HeadersMax)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, body...)
+	length := len(b) - start - frameHeaderBytes
+	if length > l.FrameBytesMax {
+		return nil, fmt.Errorf("apiwire: request of %d bytes over the frame limit of %d", length, l.FrameBytesMax)
+	}
+	binary.BigEndian.PutUint32(b[start:], uint32(length))
+	return b, nil
+}
+
+// appendHead appends a head frame (status and the headers that travel).
+func appendHead(b []byte, stream uint32, status int, h http.Header, l Limits) ([]byte, error) {
+	start := len(b)
+	b = appendFrameHeader(b, FrameHead, stream, 0)
+	b = binary.BigEndian.AppendUint16(b, uint16(status))
+	b, err := appendHeaders(b, h, ResponseHeaders, l.HeadersMax)
+	if err != nil {
+		return nil, err
+	}
+	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-frameHeaderBytes))
+	return b, nil
+}
+
+// decodeHead decodes a head frame's payload.
+func decodeHead(payload []byte, l Limits) (int, http.Header, error) {
+	d := decoder{b: payload}
+	status := d.u16("status")
+	h := make(http.Header)
+	d.headers(h, l)
+	if d.err == nil && (status < 100 || status > 999) {
+		d.fail("status %d", status)
+	}
+	if d.err == nil && len(d.b) > 0 {
+		d.fail("%d bytes after the headers of a head frame", len(d.b))
+	}
+	return status, h, d.err
+}

@@ -1,0 +1,515 @@
+package apiwire
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// ServerConfig configures the server side of connections.
+type ServerConfig struct {
+	// Limits bound what a client may send (DefaultLimits if zero).
+	Limits Limits
+	// IdleTimeout closes a connection that carries no request for this
+	// long (0: never).
+	IdleTimeout time.Duration
+	// BaseContext is the parent of every request's context (nil:
+	// context.Background()); ending it ends every request.
+	BaseContext context.Context
+	// Logger gets the reason a connection was closed for bad input (nil:
+	// slog.Default()).
+	Logger *slog.Logger
+}
+
+// pendingBytesMax bounds the answer bytes a connection holds for its
+// writer: past it, a handler's Write waits (up to its write deadline) for
+// the writer to catch up, so a client that does not read does not grow
+// the server's memory.
+const pendingBytesMax = 4 << 20
+
+// dataFrameBytesMax bounds one data frame: a larger Write goes out in
+// pieces.
+const dataFrameBytesMax = 256 << 10
+
+// ServeConn serves wire requests on conn with handler until the client
+// closes it, it breaks, it idles past cfg.IdleTimeout or a frame is
+// malformed (logged), then closes conn and returns the reason (nil when
+// the client closed it between frames). The plain-mode preface, if any,
+// must already have been read. Each request runs handler.ServeHTTP on a
+// goroutine of its own; r.TLS is set when conn is a *tls.Conn.
+func ServeConn(conn net.Conn, handler http.Handler, cfg ServerConfig) error {
+	s := newServerConn(conn, handler, cfg)
+	return s.serve()
+}
+
+// serverConn is one connection's state. Its reader goroutine (serve)
+// owns buf; mu guards the rest, which handlers' goroutines and the
+// writer share.
+type serverConn struct {
+	conn    net.Conn
+	handler http.Handler
+	cfg     ServerConfig
+	tls     *tls.ConnectionState
+	base    context.Context
+	stop    context.CancelFunc
+
+	mu     sync.Mutex
+	cond   *sync.Cond // signalled when out grows, shrinks, or the connection closes
+	out    []byte     // frames waiting for the writer
+	closed bool
+	// draining: new requests are refused, and the connection closes when
+	// the last one in flight ends.
+	draining bool
+	// flushThenClose: the writer closes the connection once it has sent
+	// what is waiting.
+	flushThenClose bool
+	werr           error                         // the writer's error, once it failed
+	streams        map[uint32]context.CancelFunc // requests in flight
+	last           uint32                        // the highest stream number opened
+}
+
+func newServerConn(conn net.Conn, handler http.Handler, cfg ServerConfig) *serverConn {
+	if cfg.Limits == (Limits{}) {
+		cfg.Limits = DefaultLimits()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	base := cfg.BaseContext
+	if base == nil {
+		base = context.Background()
+	}
+	s := &serverConn{conn: conn, handler: handler, cfg: cfg, streams: map[uint32]context.CancelFunc{}}
+	s.base, s.stop = context.WithCancel(base)
+	s.cond = sync.NewCond(&s.mu)
+	if tc, ok := conn.(*tls.Conn); ok {
+		st := tc.ConnectionState()
+		s.tls = &st
+	}
+	return s
+}
+
+func (s *serverConn) serve() error {
+	go s.writeLoop()
+	err := s.readLoop()
+	if errors.Is(err, ErrMalformed) {
+		s.cfg.Logger.Warn("apiwire: closing a connection that sent a malformed frame", "remote", s.conn.RemoteAddr().String(), "err", err)
+		s.shut()
+		return err
+	}
+	s.shut()
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// shut closes the connection and ends every request's context.
+func (s *serverConn) shut() {
+	s.mu.Lock()
+	s.closed = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	s.stop()
+	s.conn.Close()
+}
+
+func (s *serverConn) readLoop() error {
+	r := bufio.NewReaderSize(s.conn, 64<<10)
+	var buf []byte
+	s.idle()
+	for {
+		f, next, err := ReadFrame(r, buf, s.cfg.Limits.FrameBytesMax)
+		buf = next
+		if err != nil {
+			return err
+		}
+		switch f.Type {
+		case FrameRequest:
+			if err := s.open(f); err != nil {
+				return err
+			}
+		case FrameCancel:
+			s.mu.Lock()
+			cancel := s.streams[f.Stream]
+			s.mu.Unlock()
+			if cancel != nil {
+				cancel()
+			}
+		default:
+			return fmt.Errorf("%w: a client sent frame type %d", ErrMalformed, f.Type)
+		}
+	}
+}
+
+// idle arms the idle timeout; the caller holds s.mu or has opened no
+// request yet.
+func (s *serverConn) idle() {
+	if s.cfg.IdleTimeout > 0 {
+		s.conn.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+	}
+}
+
+// open starts serving request frame f on a goroutine of its own. The
+// body is copied: f's payload is the reader's buffer.
+func (s *serverConn) open(f Frame) error {
+	if f.Stream%2 == 0 {
+		return fmt.Errorf("%w: request on even stream %d", ErrMalformed, f.Stream)
+	}
+	rf, err := DecodeRequest(f.Payload, s.cfg.Limits)
+	if err != nil {
+		return fmt.Errorf("stream %d: %w", f.Stream, err)
+	}
+	u, err := url.ParseRequestURI(rf.Target)
+	if err != nil {
+		return fmt.Errorf("%w: stream %d: target %q: %v", ErrMalformed, f.Stream, rf.Target, err)
+	}
+	s.mu.Lock()
+	if f.Stream <= s.last {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: stream %d reused (the last opened was %d)", ErrMalformed, f.Stream, s.last)
+	}
+	s.last = f.Stream
+	if s.draining || len(s.streams) >= s.cfg.Limits.StreamsMax {
+		reason := fmt.Sprintf("too many streams: %d in flight, the limit", s.cfg.Limits.StreamsMax)
+		if s.draining {
+			reason = "server shutting down"
+		}
+		s.out = appendFrame(s.out, FrameRefuse, f.Stream, []byte(reason))
+		s.cond.Broadcast()
+		s.mu.Unlock()
+		return nil
+	}
+	ctx, cancel := context.WithCancel(s.base)
+	s.streams[f.Stream] = cancel
+	if len(s.streams) == 1 {
+		s.conn.SetReadDeadline(time.Time{}) // a request in flight: not idle
+	}
+	s.mu.Unlock()
+
+	req := &http.Request{
+		Method: rf.Method, URL: u, RequestURI: rf.Target,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: rf.Header, Host: s.conn.LocalAddr().String(), RemoteAddr: s.conn.RemoteAddr().String(),
+		TLS: s.tls,
+	}
+	if len(rf.Body) > 0 {
+		body := bytes.Clone(rf.Body)
+		req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	} else {
+		req.Body = http.NoBody
+	}
+	req = req.WithContext(ctx)
+	go s.run(f.Stream, req, cancel)
+	return nil
+}
+
+// run serves one request and ends its stream.
+func (s *serverConn) run(stream uint32, req *http.Request, cancel context.CancelFunc) {
+	w := &responseWriter{s: s, stream: stream, header: make(http.Header)}
+	defer func() {
+		if p := recover(); p != nil {
+			// As net/http does: a panicking handler loses its answer, not
+			// the server. The stream is refused rather than ended, so that
+			// the client does not take a cut answer for a whole one.
+			if p != http.ErrAbortHandler {
+				s.cfg.Logger.Error("apiwire: handler panic", "path", req.URL.Path, "panic", p)
+			}
+			w.abort()
+		} else {
+			w.finish()
+		}
+		cancel()
+		s.mu.Lock()
+		delete(s.streams, stream)
+		idle := len(s.streams) == 0 && !s.closed
+		draining := s.draining
+		if idle && !draining {
+			// Under mu, as open lifts the deadline: a request opened
+			// meanwhile is not cut off by this one's idle timeout.
+			s.idle()
+		}
+		s.mu.Unlock()
+		if idle && draining {
+			s.closeWhenFlushed()
+		}
+	}()
+	s.handler.ServeHTTP(w, req)
+}
+
+// enqueue appends frames built by add to the output, waiting for room (up
+// to deadline, if set) when the connection holds pendingBytesMax already.
+func (s *serverConn) enqueue(deadline time.Time, add func([]byte) ([]byte, error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var timer *time.Timer
+	for len(s.out) >= pendingBytesMax && !s.closed {
+		if !deadline.IsZero() {
+			if !time.Now().Before(deadline) {
+				return fmt.Errorf("apiwire: write deadline passed: %w", errTimeout)
+			}
+			if timer == nil {
+				timer = time.AfterFunc(time.Until(deadline), func() {
+					s.mu.Lock()
+					s.cond.Broadcast()
+					s.mu.Unlock()
+				})
+				defer timer.Stop()
+			}
+		}
+		s.cond.Wait()
+	}
+	if s.closed {
+		if s.werr != nil {
+			return s.werr
+		}
+		return net.ErrClosed
+	}
+	out, err := add(s.out)
+	if err != nil {
+		return err
+	}
+	s.out = out
+	s.cond.Broadcast()
+	return nil
+}
+
+var errTimeout = timeoutError{}
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string { return "i/o timeout" }
+func (timeoutError) Timeout() bool { return true }
+
+// writeLoop sends whatever frames are waiting in one write, until the
+// connection closes.
+func (s *serverConn) writeLoop() {
+	var spare []byte
+	for {
+		s.mu.Lock()
+		for len(s.out) == 0 && !s.closed && !s.flushThenClose {
+			s.cond.Wait()
+		}
+		if s.closed {
+			s.mu.Unlock()
+			return
+		}
+		if len(s.out) == 0 { // flushThenClose, and all is sent
+			s.mu.Unlock()
+			s.shut()
+			return
+		}
+		batch := s.out
+		s.out = spare[:0]
+		s.cond.Broadcast() // room for writers waiting on pendingBytesMax
+		s.mu.Unlock()
+		if _, err := s.conn.Write(batch); err != nil {
+			s.mu.Lock()
+			s.werr = err
+			s.mu.Unlock()
+			s.shut()
+			return
+		}
+		spare = batch
+		if cap(spare) > 1<<20 {
+			spare = nil // do not keep a burst's buffer forever
+		}
+	}
+}
+
+// responseWriter is the http.ResponseWriter of one stream.
+//
+// responseWriter is used by its handler's goroutine only, as net/http's.
+type responseWriter struct {
+	s        *serverConn
+	stream   uint32
+	header   http.Header
+	status   int // 0 until the head is sent
+	deadline time.Time
+	err      error
+}
+
+// Header returns the answer's headers, sent with the head.
+func (w *responseWriter) Header() http.Header { return w.header }
+
+// WriteHeader sends the head with status (once; later calls are ignored,
+// as net/http's apart from its log line).
+func (w *responseWriter) WriteHeader(status int) {
+	if w.status != 0 || w.err != nil {
+		return
+	}
+	if status < 100 || status > 999 {
+		panic(fmt.Sprintf("apiwire: invalid WriteHeader code %d", status))
+	}
+	if status < 200 {
+		return // informational answers do not travel
+	}
+	w.status = status
+	var encodeErr error
+	w.err = w.s.enqueue(w.deadline, func(b []byte) ([]byte, error) {
+		out, err := appendHead(b, w.stream, status, w.header, w.s.cfg.Limits)
+		if err != nil {
+			// Headers that cannot travel: the stream ends refused, so the
+			// client learns why rather than waiting.
+			encodeErr = err
+			return appendFrame(b, FrameRefuse, w.stream, []byte(err.Error())), nil
+		}
+		return out, nil
+	})
+	if w.err == nil {
+		w.err = encodeErr
+	}
+}
+
+// Write sends p as data frames, the head first if not sent.
+func (w *responseWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		if w.header.Get("Content-Type") == "" && len(p) > 0 {
+			w.header.Set("Content-Type", http.DetectContentType(p))
+		}
+		w.WriteHeader(http.StatusOK)
+	}
+	written := 0
+	for w.err == nil && written < len(p) {
+		chunk := p[written:min(len(p), written+dataFrameBytesMax)]
+		w.err = w.s.enqueue(w.deadline, func(b []byte) ([]byte, error) {
+			return appendFrame(b, FrameData, w.stream, chunk), nil
+		})
+		if w.err == nil {
+			written += len(chunk)
+		}
+	}
+	return written, w.err
+}
+
+// Flush sends the head if it was not sent: data frames leave as soon as
+// the writer goroutine runs, without a flush.
+func (w *responseWriter) Flush() {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// SetWriteDeadline bounds the waits of later Writes (http.ResponseController).
+func (w *responseWriter) SetWriteDeadline(t time.Time) error {
+	w.deadline = t
+	return nil
+}
+
+// SetReadDeadline does nothing: the request's body arrived with it.
+func (w *responseWriter) SetReadDeadline(time.Time) error { return nil }
+
+// finish ends the stream: the head if none was sent, then the end frame.
+func (w *responseWriter) finish() {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.err != nil {
+		return
+	}
+	w.s.enqueue(time.Time{}, func(b []byte) ([]byte, error) {
+		return appendFrame(b, FrameEnd, w.stream, nil), nil
+	})
+}
+
+// abort ends the stream with a refuse frame: its answer is lost.
+func (w *responseWriter) abort() {
+	if w.err != nil {
+		return
+	}
+	w.s.enqueue(time.Time{}, func(b []byte) ([]byte, error) {
+		return appendFrame(b, FrameRefuse, w.stream, []byte("the handler failed; the answer is lost")), nil
+	})
+}
+
+// statusText is strconv.Itoa(status) + " " + http.StatusText(status), as
+// an http.Response's Status.
+func statusText(status int) string {
+	return strconv.Itoa(status) + " " + http.StatusText(status)
+}
+
+// Server serves wire connections with one handler and can drain them all
+// at shutdown.
+//
+// Server is safe for concurrent use.
+type Server struct {
+	handler http.Handler
+	cfg     ServerConfig
+
+	mu       sync.Mutex
+	conns    map[*serverConn]struct{}
+	draining bool
+}
+
+// NewServer returns a server of handler.
+func NewServer(handler http.Handler, cfg ServerConfig) *Server {
+	return &Server{handler: handler, cfg: cfg, conns: map[*serverConn]struct{}{}}
+}
+
+// ServeConn is the package's ServeConn, for a connection the server
+// drains.
+func (s *Server) ServeConn(conn net.Conn) error {
+	sc := newServerConn(conn, s.handler, s.cfg)
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		conn.Close()
+		return net.ErrClosed
+	}
+	s.conns[sc] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, sc)
+		s.mu.Unlock()
+	}()
+	return sc.serve()
+}
+
+// Drain refuses new requests on every connection, closes those with none
+// in flight at once and the others as their last request ends (a request
+// ends early when BaseContext ends).
+func (s *Server) Drain() {
+	s.mu.Lock()
+	s.draining = true
+	conns := make([]*serverConn, 0, len(s.conns))
+	for sc := range s.conns {
+		conns = append(conns, sc)
+	}
+	s.mu.Unlock()
+	for _, sc := range conns {
+		sc.drain()
+	}
+}
+
+// drain refuses new requests and closes the connection once none is in
+// flight.
+func (s *serverConn) drain() {
+	s.mu.Lock()
+	s.draining = true
+	idle := len(s.streams) == 0
+	s.mu.Unlock()
+	if idle {
+		s.closeWhenFlushed()
+	}
+}
+
+// closeWhenFlushed has the writer close the connection once the answers
+// waiting are sent.
+func (s *serverConn) closeWhenFlushed() {
+	s.mu.Lock()
+	s.flushThenClose = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}

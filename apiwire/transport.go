@@ -1,0 +1,506 @@
+package apiwire
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"time"
+)
+
+// TransportConfig configures a Transport.
+type TransportConfig struct {
+	// TLS is the configuration of connections to https:// URLs (nil: the
+	// system's roots). The transport offers ALPN only, whatever
+	// NextProtos says.
+	TLS *tls.Config
+	// DialTimeout bounds a dial and its TLS handshake (0: 10 s).
+	DialTimeout time.Duration
+	// Limits bound what a server may send (DefaultLimits if zero); the
+	// transport keeps at most StreamsMax requests in flight per
+	// connection, the rest wait.
+	Limits Limits
+}
+
+// Transport is an http.RoundTripper that sends requests over one wire
+// connection per host (scheme and address), dialed on first use and
+// again after it breaks. A broken connection fails the requests in flight
+// on it with an error that wraps the cause (not a dial error: the server
+// may have read them); a failed dial returns the *net.OpError of Op
+// "dial".
+//
+// Transport is safe for concurrent use.
+type Transport struct {
+	cfg   TransportConfig
+	mu    sync.Mutex
+	conns map[string]*clientConn
+}
+
+// NewTransport returns a transport configured by cfg.
+func NewTransport(cfg TransportConfig) *Transport {
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 10 * time.Second
+	}
+	if cfg.Limits == (Limits{}) {
+		cfg.Limits = DefaultLimits()
+	}
+	return &Transport{cfg: cfg, conns: map[string]*clientConn{}}
+}
+
+// RoundTrip sends req over the connection to its host and returns the
+// answer as soon as its head arrives (the request's httptrace
+// WroteRequest hook, if any, runs once its frame is written); the body streams as data frames
+// come. The request's context ending (before or after the head) cancels
+// it on the server. The body is read whole before sending and must fit a
+// frame (Limits.FrameBytesMax with the headers).
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	body, err := readRequestBody(req, t.cfg.Limits.FrameBytesMax)
+	if err != nil {
+		return nil, err
+	}
+	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+		return nil, fmt.Errorf("apiwire: unsupported scheme %q", req.URL.Scheme)
+	}
+	cc, err := t.conn(ctx, req.URL.Scheme, req.URL.Host)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case cc.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-cc.dead:
+		return nil, cc.failure()
+	}
+	st, err := cc.open(req, body)
+	if err != nil {
+		<-cc.slots
+		return nil, err
+	}
+	select {
+	case h := <-st.head:
+		return &http.Response{
+			Status: statusText(h.status), StatusCode: h.status,
+			Proto: "COORD-WIRE/1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: h.header, ContentLength: -1, Request: req,
+			Body: &responseBody{cc: cc, st: st, ctx: ctx},
+		}, nil
+	case <-st.done:
+		return nil, st.err
+	case <-ctx.Done():
+		cc.cancel(st)
+		return nil, ctx.Err()
+	}
+}
+
+// CloseIdleConnections closes every connection with no request in flight.
+func (t *Transport) CloseIdleConnections() {
+	t.mu.Lock()
+	var idle []*clientConn
+	for key, cc := range t.conns {
+		cc.mu.Lock()
+		if cc.conn != nil && len(cc.streams) == 0 {
+			idle = append(idle, cc)
+			delete(t.conns, key)
+		}
+		cc.mu.Unlock()
+	}
+	t.mu.Unlock()
+	for _, cc := range idle {
+		cc.fail(errors.New("apiwire: connection closed as idle"))
+	}
+}
+
+func readRequestBody(req *http.Request, limit int) ([]byte, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil, nil
+	}
+	defer req.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(req.Body, int64(limit)+1))
+	if err != nil {
+		return nil, fmt.Errorf("apiwire: read request body: %w", err)
+	}
+	if len(body) > limit {
+		return nil, fmt.Errorf("apiwire: request body over the frame limit of %d bytes", limit)
+	}
+	return body, nil
+}
+
+// conn returns the live connection to scheme://host, dialing one if there
+// is none.
+func (t *Transport) conn(ctx context.Context, scheme, host string) (*clientConn, error) {
+	key := scheme + "://" + host
+	t.mu.Lock()
+	cc := t.conns[key]
+	if cc == nil {
+		cc = newClientConn(t.cfg.Limits)
+		t.conns[key] = cc
+		go t.dial(cc, key, scheme, host)
+	}
+	t.mu.Unlock()
+	select {
+	case <-cc.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if cc.dialErr != nil {
+		return nil, cc.dialErr
+	}
+	return cc, nil
+}
+
+// dial makes cc's connection and starts its goroutines, or records why it
+// could not; a failed or broken connection leaves the map so that the
+// next request dials again.
+func (t *Transport) dial(cc *clientConn, key, scheme, host string) {
+	conn, err := t.dialConn(scheme, host)
+	forget := func() {
+		t.mu.Lock()
+		if t.conns[key] == cc {
+			delete(t.conns, key)
+		}
+		t.mu.Unlock()
+	}
+	if err != nil {
+		forget()
+		cc.dialErr = err
+		close(cc.ready)
+		return
+	}
+	cc.conn = conn
+	cc.forget = forget
+	if scheme == "http" {
+		cc.out = append(cc.out, Preface...)
+	}
+	close(cc.ready)
+	go cc.writeLoop()
+	go cc.readLoop()
+}
+
+func (t *Transport) dialConn(scheme, host string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.DialTimeout)
+	defer cancel()
+	d := net.Dialer{KeepAlive: 30 * time.Second}
+	raw, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return nil, err
+	}
+	if scheme == "http" {
+		return raw, nil
+	}
+	conf := &tls.Config{}
+	if t.cfg.TLS != nil {
+		conf = t.cfg.TLS.Clone()
+	}
+	conf.NextProtos = []string{ALPN}
+	if conf.ServerName == "" {
+		conf.ServerName, _, _ = net.SplitHostPort(host)
+	}
+	tc := tls.Client(raw, conf)
+	fail := func(err error) (net.Conn, error) {
+		raw.Close()
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: raw.RemoteAddr(), Err: err}
+	}
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return fail(err)
+	}
+	if p := tc.ConnectionState().NegotiatedProtocol; p != ALPN {
+		return fail(fmt.Errorf("apiwire: server at %s does not speak %s (ALPN chose %q)", host, ALPN, p))
+	}
+	return tc, nil
+}
+
+// clientConn is one connection to a server. Its reader and writer
+// goroutines and the RoundTrips share it under mu; a goroutine that holds
+// the transport's mu may take a connection's, never the other way round.
+type clientConn struct {
+	limits  Limits
+	ready   chan struct{} // closed once dialed (conn set) or failed (dialErr set)
+	dialErr error
+	conn    net.Conn
+	forget  func()        // takes the connection out of the transport's map
+	slots   chan struct{} // one per request in flight
+	dead    chan struct{} // closed when the connection fails
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	out     []byte
+	wrote   []func(httptrace.WroteRequestInfo) // the WroteRequest hooks of the requests in out
+	err     error                              // why the connection failed; nil while it works
+	streams map[uint32]*clientStream
+	next    uint32
+}
+
+func newClientConn(l Limits) *clientConn {
+	cc := &clientConn{limits: l, ready: make(chan struct{}), slots: make(chan struct{}, l.StreamsMax),
+		dead: make(chan struct{}), streams: map[uint32]*clientStream{}, next: 1}
+	cc.cond = sync.NewCond(&cc.mu)
+	return cc
+}
+
+// streamsMaxPerConn is the stream numbers a connection uses before the
+// transport dials another (numbers are odd and never reused).
+const streamsMaxPerConn = 1<<31 - 1
+
+// open sends req on a new stream.
+func (cc *clientConn) open(req *http.Request, body []byte) (*clientStream, error) {
+	target := req.URL.RequestURI()
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.err != nil {
+		return nil, cc.err
+	}
+	id := cc.next
+	out, err := appendRequest(cc.out, id, req.Method, target, req.Header, body, cc.limits)
+	if err != nil {
+		return nil, err
+	}
+	cc.next += 2
+	if cc.next >= streamsMaxPerConn {
+		// This one finishes its streams; the next request dials. Not
+		// under mu: the transport's lock comes before it.
+		go cc.forget()
+	}
+	cc.out = out
+	if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && trace.WroteRequest != nil {
+		cc.wrote = append(cc.wrote, trace.WroteRequest)
+	}
+	st := &clientStream{id: id, head: make(chan head, 1), done: make(chan struct{}), notify: make(chan struct{}, 1)}
+	cc.streams[id] = st
+	cc.cond.Broadcast()
+	return st, nil
+}
+
+// cancel tells the server to stop serving st, and forgets it.
+func (cc *clientConn) cancel(st *clientStream) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.streams[st.id] != st {
+		return
+	}
+	delete(cc.streams, st.id)
+	<-cc.slots
+	st.finish(context.Canceled)
+	if cc.err == nil {
+		cc.out = appendFrame(cc.out, FrameCancel, st.id, nil)
+		cc.cond.Broadcast()
+	}
+}
+
+// failure returns why the connection failed.
+func (cc *clientConn) failure() error {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.err
+}
+
+// fail closes the connection and fails every stream in flight with err.
+func (cc *clientConn) fail(err error) {
+	// First, and not under mu (the transport's lock comes before it): a
+	// request made once this one has failed dials again.
+	cc.forget()
+	cc.mu.Lock()
+	if cc.err != nil {
+		cc.mu.Unlock()
+		return
+	}
+	cc.err = fmt.Errorf("apiwire: connection to %s: %w", cc.conn.RemoteAddr(), err)
+	streams := cc.streams
+	cc.streams = map[uint32]*clientStream{}
+	close(cc.dead)
+	cc.cond.Broadcast()
+	for _, st := range streams {
+		st.finish(cc.err)
+		<-cc.slots
+	}
+	cc.mu.Unlock()
+	cc.conn.Close()
+}
+
+func (cc *clientConn) writeLoop() {
+	var spare []byte
+	for {
+		cc.mu.Lock()
+		for len(cc.out) == 0 && cc.err == nil {
+			cc.cond.Wait()
+		}
+		if cc.err != nil {
+			cc.mu.Unlock()
+			return
+		}
+		batch, wrote := cc.out, cc.wrote
+		cc.out, cc.wrote = spare[:0], nil
+		cc.mu.Unlock()
+		if _, err := cc.conn.Write(batch); err != nil {
+			cc.fail(err)
+			return
+		}
+		for _, hook := range wrote {
+			hook(httptrace.WroteRequestInfo{})
+		}
+		spare = batch
+		if cap(spare) > 1<<20 {
+			spare = nil
+		}
+	}
+}
+
+func (cc *clientConn) readLoop() {
+	r := bufio.NewReaderSize(cc.conn, 64<<10)
+	var buf []byte
+	for {
+		f, next, err := ReadFrame(r, buf, cc.limits.FrameBytesMax)
+		buf = next
+		if err == nil {
+			err = cc.dispatch(f)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF // the server closed it: not a clean end to callers
+			}
+			cc.fail(err)
+			return
+		}
+	}
+}
+
+// dispatch hands frame f to its stream. Frames of a stream the client
+// cancelled are dropped.
+func (cc *clientConn) dispatch(f Frame) error {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	st := cc.streams[f.Stream]
+	if st == nil {
+		if f.Stream%2 == 0 || f.Stream >= cc.next {
+			return fmt.Errorf("%w: frame type %d on stream %d, never opened", ErrMalformed, f.Type, f.Stream)
+		}
+		return nil
+	}
+	switch f.Type {
+	case FrameHead:
+		if st.headed {
+			return fmt.Errorf("%w: second head on stream %d", ErrMalformed, f.Stream)
+		}
+		status, h, err := decodeHead(f.Payload, cc.limits)
+		if err != nil {
+			return err
+		}
+		st.headed = true
+		st.head <- head{status, h}
+	case FrameData:
+		if !st.headed {
+			return fmt.Errorf("%w: data before the head on stream %d", ErrMalformed, f.Stream)
+		}
+		st.push(append([]byte(nil), f.Payload...))
+	case FrameEnd, FrameRefuse:
+		var err error = io.EOF
+		if f.Type == FrameRefuse {
+			err = fmt.Errorf("apiwire: server refused the request: %q", f.Payload)
+		} else if !st.headed {
+			return fmt.Errorf("%w: end before the head on stream %d", ErrMalformed, f.Stream)
+		}
+		delete(cc.streams, f.Stream)
+		<-cc.slots
+		st.finish(err)
+	default:
+		return fmt.Errorf("%w: a server sent frame type %d", ErrMalformed, f.Type)
+	}
+	return nil
+}
+
+type head struct {
+	status int
+	header http.Header
+}
+
+// clientStream is one request in flight. Its connection's reader fills
+// it (under the connection's mutex); its RoundTrip and body read it.
+type clientStream struct {
+	id     uint32
+	headed bool      // guarded by the connection's mutex
+	head   chan head // the head, once
+	done   chan struct{}
+	notify chan struct{} // a token when data or the end arrives
+
+	mu   sync.Mutex
+	data [][]byte
+	err  error // io.EOF at the end; set before done closes
+	over bool
+}
+
+func (st *clientStream) push(p []byte) {
+	st.mu.Lock()
+	st.data = append(st.data, p)
+	st.mu.Unlock()
+	st.wake()
+}
+
+func (st *clientStream) finish(err error) {
+	st.mu.Lock()
+	if st.over {
+		st.mu.Unlock()
+		return
+	}
+	st.over, st.err = true, err
+	st.mu.Unlock()
+	close(st.done)
+	st.wake()
+}
+
+func (st *clientStream) wake() {
+	select {
+	case st.notify <- struct{}{}:
+	default:
+	}
+}
+
+// responseBody reads a stream's data frames.
+type responseBody struct {
+	cc  *clientConn
+	st  *clientStream
+	ctx context.Context
+}
+
+// Read returns the answer's bytes as they arrive, io.EOF after the end
+// frame, the connection's error if it broke, the context's if it ended.
+func (b *responseBody) Read(p []byte) (int, error) {
+	for {
+		b.st.mu.Lock()
+		if len(b.st.data) > 0 {
+			n := copy(p, b.st.data[0])
+			if n == len(b.st.data[0]) {
+				b.st.data[0] = nil
+				b.st.data = b.st.data[1:]
+			} else {
+				b.st.data[0] = b.st.data[0][n:]
+			}
+			b.st.mu.Unlock()
+			return n, nil
+		}
+		if b.st.over {
+			err := b.st.err
+			b.st.mu.Unlock()
+			return 0, err
+		}
+		b.st.mu.Unlock()
+		select {
+		case <-b.st.notify:
+		case <-b.ctx.Done():
+			b.cc.cancel(b.st)
+			return 0, b.ctx.Err()
+		}
+	}
+}
+
+// Close cancels the stream on the server if its answer has not ended.
+func (b *responseBody) Close() error {
+	b.cc.cancel(b.st)
+	return nil
+}

@@ -1,0 +1,77 @@
+package server
+
+import (
+	"crypto/tls"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"coord/apiwire"
+)
+
+// listenWire serves the API over coord's multiplexed connection (package
+// wire) on the API's own listener hl, beside HTTP: it returns the
+// listener the http.Server serves (the connections that do not speak
+// wire) and the wire server, which Serve drains when it stops. Plain
+// connections speak wire when they open with apiwire.Preface, TLS ones when
+// ALPN chose apiwire.ALPN (offerWire). Requests go through srv's handler,
+// the same mux, tokens and forwarding as over HTTP, with srv's base
+// context; a wire connection counts against the HTTP connection limit
+// (track is the http.Server's own ConnState hook, connLimit.track) and
+// closes after the idle timeout.
+func listenWire(hl net.Listener, srv *http.Server, track func(net.Conn, http.ConnState), limits HTTPLimits, apiLimits Limits, logger *slog.Logger) (net.Listener, *apiwire.Server) {
+	wl := wireLimits(apiLimits)
+	ws := apiwire.NewServer(srv.Handler, apiwire.ServerConfig{Limits: wl, IdleTimeout: limits.IdleTimeout, Logger: logger,
+		BaseContext: srv.BaseContext(hl)})
+	// The connections still in their TLS handshake or before their first
+	// byte are bounded as the http.Server bounds its own (it counted them
+	// from the accept before they were sorted here).
+	l := apiwire.NewListener(hl, apiwire.ListenerConfig{SortTimeout: limits.ReadHeaderTimeout, SortingMax: limits.ConnectionsMax}, func(c net.Conn) {
+		track(c, http.StateNew)
+		defer track(c, http.StateClosed)
+		ws.ServeConn(c)
+	})
+	return l, ws
+}
+
+// wireLimits returns the wire limits of an API with apiLimits: a frame
+// holds the largest body the API takes (a batch) with its headers, and at
+// least the 4 MiB a wire client sends, so that an oversized body reaches
+// the API and gets its clear 413 rather than a closed connection.
+func wireLimits(apiLimits Limits) apiwire.Limits {
+	if apiLimits == (Limits{}) {
+		apiLimits = DefaultLimits()
+	}
+	l := apiwire.DefaultLimits()
+	body := max(bodyBytesMax("kv_batch", apiLimits), bodyBytesMax("kv", apiLimits), int64(apiwire.DefaultLimits().FrameBytesMax))
+	l.FrameBytesMax = int(body) + l.HeaderBytesMax
+	return l
+}
+
+// offerWire makes c, a configuration whose GetConfigForClient returns the
+// one each handshake uses (pki.ServerConfig, after offerHTTP2), also
+// agree to apiwire.ALPN, last: a client that offers HTTP too gets HTTP.
+func offerWire(c *tls.Config) *tls.Config {
+	inner := c.GetConfigForClient
+	c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		hc, err := inner(hello)
+		if hc != nil {
+			protos := hc.NextProtos
+			if len(protos) == 0 {
+				protos = []string{"http/1.1"}
+			}
+			hc.NextProtos = append(protos[:len(protos):len(protos)], apiwire.ALPN)
+		}
+		return hc, err
+	}
+	return c
+}
+
+// httpLimits returns cfg.HTTP, DefaultHTTPLimits if zero (as
+// newServeHTTP).
+func httpLimits(cfg Config) HTTPLimits {
+	if cfg.HTTP == (HTTPLimits{}) {
+		return DefaultHTTPLimits()
+	}
+	return cfg.HTTP
+}

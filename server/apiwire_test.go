@@ -1,0 +1,146 @@
+package server
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"coord/apiwire"
+	"coord/internal/pki"
+)
+
+// wireServer serves a leading fake replica's API as Serve does: HTTP
+// (and HTTP/2 if http2) and wire on one listener, TLS if secure, under
+// limits. It returns the base URL and the TLS roots (nil in clear).
+func wireServer(t *testing.T, secure, http2 bool, limits HTTPLimits) (string, *x509.CertPool) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := "http"
+	var roots *x509.CertPool
+	if secure {
+		dir, ca := nodeFiles(t, "wire", 1)
+		src, err := pki.NewSource(pki.Files{Cert: filepath.Join(dir, "n1.crt"), Key: filepath.Join(dir, "n1.key")}, pki.SourceOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots = x509.NewCertPool()
+		roots.AddCert(ca.Cert)
+		l = tls.NewListener(l, offerWire(offerHTTP2(pki.ServerConfig(src, nil), http2)))
+		scheme = "https"
+	} else if http2 {
+		l = bufferedListener{l}
+	}
+	srv := newHTTPServer(NewAPI(newFake(1, 1), APIConfig{}), limits, quiet, nil)
+	srv.Protocols = apiProtocols(http2)
+	track := srv.ConnState
+	newStoppableAPI(srv)
+	wl, ws := listenWire(l, srv, track, limits, Limits{}, quiet)
+	go srv.Serve(wl)
+	t.Cleanup(func() { srv.Close(); ws.Drain() })
+	return scheme + "://" + l.Addr().String(), roots
+}
+
+func wireClient(t *testing.T, roots *x509.CertPool) *http.Client {
+	var conf *tls.Config
+	if roots != nil {
+		conf = &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: roots}
+	}
+	tr := apiwire.NewTransport(apiwire.TransportConfig{TLS: conf})
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// One port serves wire beside HTTP/1.1 and HTTP/2, over TLS (ALPN) and in
+// clear (the preface); the answers are the same.
+func TestWireServedBesideHTTP(t *testing.T) {
+	for _, secure := range []bool{false, true} {
+		for _, http2 := range []bool{false, true} {
+			t.Run(fmt.Sprintf("tls=%v,http2=%v", secure, http2), func(t *testing.T) {
+				base, roots := wireServer(t, secure, http2, DefaultHTTPLimits())
+				if got := put(t, httpClient(roots, false), base, "a", "1"); got != 1 {
+					t.Errorf("an HTTP/1.1 client was answered over HTTP/%d", got)
+				}
+				if http2 {
+					if got := put(t, httpClient(roots, true), base, "a", "2"); got != 2 {
+						t.Errorf("an HTTP/2 client was answered over HTTP/%d", got)
+					}
+				}
+				wc := wireClient(t, roots)
+				for i := range 3 {
+					put(t, wc, base, "w", strings.Repeat("v", 100*i+1))
+				}
+				resp, err := wc.Get(base + "/v1/kv/w")
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.Proto != "COORD-WIRE/1" || resp.StatusCode != 200 || !strings.Contains(string(body), `"revision"`) {
+					t.Fatalf("GET over wire: %s %d %s", resp.Proto, resp.StatusCode, body)
+				}
+				// An error answer travels as it is.
+				resp, err = wc.Get(base + "/v1/kv/missing")
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ = io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 404 || !strings.Contains(string(body), "not_found") {
+					t.Fatalf("missing key over wire: %d %s", resp.StatusCode, body)
+				}
+			})
+		}
+	}
+}
+
+// A wire connection counts against --http-max-connections with HTTP's:
+// with room for one, a wire connection leaves none for HTTP, and an HTTP
+// connection none for wire.
+func TestWireCountsAgainstTheConnectionLimit(t *testing.T) {
+	limits := DefaultHTTPLimits()
+	limits.ConnectionsMax = 1
+
+	base, _ := wireServer(t, false, false, limits)
+	put(t, wireClient(t, nil), base, "a", "1") // the connection stays open
+	if resp, err := httpClient(nil, false).Get(base + "/v1/kv/a"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("an HTTP request beside a wire connection at the limit: %d, want the connection closed", resp.StatusCode)
+	}
+
+	base, _ = wireServer(t, false, false, limits)
+	put(t, httpClient(nil, false), base, "a", "1") // kept alive
+	if resp, err := wireClient(t, nil).Get(base + "/v1/kv/a"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a wire request beside an HTTP connection at the limit: %d, want the connection closed", resp.StatusCode)
+	}
+}
+
+// A body over the API's limit gets the API's own answer over wire, as
+// over HTTP, not a closed connection: the frame limit leaves room for it.
+func TestWireOversizedBodyGetsTheAPIsAnswer(t *testing.T) {
+	base, _ := wireServer(t, false, false, DefaultHTTPLimits())
+	answer := func(hc *http.Client) (int, string) {
+		req, _ := http.NewRequest("PUT", base+"/v1/kv/big", strings.NewReader(strings.Repeat("x", DefaultLimits().ValueBytes+5000)))
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(body)
+	}
+	hs, hb := answer(httpClient(nil, false))
+	ws, wb := answer(wireClient(t, nil))
+	if hs < 400 || hs > 499 || ws != hs || wb != hb {
+		t.Fatalf("oversized value: over wire %d %s, over HTTP %d %s; want the same 4xx", ws, wb, hs, hb)
+	}
+}
