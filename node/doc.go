@@ -38,7 +38,12 @@
 //     change recorded as the core worked it out (raft.Ready.ConfChanges);
 //     waiting proposals and reads are answered;
 //  4. Core.Advance, then log compaction every SnapshotEntries entries (or
-//     SnapshotBytes of entry data, if sooner).
+//     SnapshotBytes of entry data, if sooner), and, with
+//     SnapshotLogPercent (Node's default: 50), no sooner than the entry
+//     data applied since the last snapshot is that share of its size,
+//     plus up to a quarter drawn per snapshot so that the members do not
+//     snapshot together: snapshots then cost the same per write however
+//     large the state grows.
 //
 // A snapshot need not stop the loop for the size of the state: when the
 // StateMachine is a SnapshotViewer and the Handler has a Background (Node

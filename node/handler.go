@@ -75,6 +75,20 @@ type HandlerConfig struct {
 	// ten thousand 1 MiB entries would be 10 GiB of it. It takes effect
 	// only when SnapshotEntries is not 0.
 	SnapshotBytes uint64
+	// SnapshotLogPercent, if not 0, makes snapshots amortized: once
+	// SnapshotEntries entries or SnapshotBytes of data were applied since
+	// the last snapshot, the next waits further until the entry data
+	// applied since then reaches this percentage of the last snapshot's
+	// size, plus a share drawn from Raft.Rand for each snapshot, up to a
+	// quarter more (snapshotJitterDivisor), so that the members of a
+	// cluster, which apply the same entries, do not all snapshot at the
+	// same moment. A snapshot costs about its size to encode and write,
+	// so its cost per write then stays the same however large the state
+	// grows, as Redis's auto-aof-rewrite-percentage or an LSM tree's size
+	// ratio keep theirs; a restart replays at most about this percentage
+	// of the state's size in log (or SnapshotEntries entries, if more).
+	// 0: SnapshotEntries and SnapshotBytes alone.
+	SnapshotLogPercent uint64
 	// Background, if set, takes snapshots off the caller's goroutine
 	// when the StateMachine is a SnapshotViewer: the state is encoded and
 	// written (streamed, with a SnapshotStorage) while the handler goes
@@ -185,6 +199,8 @@ type Handler struct {
 	log             *slog.Logger
 	snapshotEntries uint64
 	snapshotBytes   uint64
+	snapshotPercent uint64
+	rand            raft.Rand
 	background      Background
 	snapshotting    bool // a snapshot is being written in the background
 	// restoring says a snapshot from the leader is being decoded in the
@@ -218,8 +234,12 @@ type Handler struct {
 	// taken (SnapshotBytes); bytesTaken, the part of it that the snapshot
 	// being written covers, counted again if that snapshot fails.
 	bytesSince, bytesTaken uint64
-	conf                   raft.ConfState // the membership as of applied
-	leading                bool
+	// logBytesMin is the entry data to apply since the last snapshot
+	// before the next (SnapshotLogPercent of its size, with its share
+	// drawn); 0 without SnapshotLogPercent.
+	logBytesMin uint64
+	conf        raft.ConfState // the membership as of applied
+	leading     bool
 
 	// proposals holds the callers waiting for their entry, in index order
 	// (and, at one index, in the order they proposed). One index may have
@@ -279,6 +299,8 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		log:             cfg.Logger,
 		snapshotEntries: cfg.SnapshotEntries,
 		snapshotBytes:   cfg.SnapshotBytes,
+		snapshotPercent: cfg.SnapshotLogPercent,
+		rand:            cfg.Raft.Rand,
 		background:      cfg.Background,
 		reads:           map[uint64]Waiter{},
 		forwards:        map[uint64]ForwardWaiter{},
@@ -304,6 +326,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		}
 		h.applied, h.lastSnapshot, h.conf = snap.Metadata.Index, snap.Metadata.Index, snap.Metadata.ConfState
 		h.appliedTerm = snap.Metadata.Term
+		h.snapshotSizeIs(snap.Size())
 	}
 	rc := cfg.Raft
 	rc.Storage = cfg.Storage
@@ -819,6 +842,7 @@ func (h *Handler) installSnapshot(s raft.Snapshot) error {
 func (h *Handler) snapshotRestored(s raft.Snapshot) {
 	h.applied, h.lastSnapshot, h.conf = s.Metadata.Index, s.Metadata.Index, s.Metadata.ConfState
 	h.bytesSince, h.bytesTaken = 0, 0
+	h.snapshotSizeIs(s.Size())
 	// The entries the snapshot covers were never seen here: whether a
 	// waiter's entry is among them is unknown.
 	n := 0
@@ -979,7 +1003,8 @@ const (
 
 // maybeCompact snapshots the state machine and compacts the log once
 // SnapshotEntries entries, or SnapshotBytes of entry data, were applied
-// since the last time: in the background if
+// since the last time, and, with SnapshotLogPercent, at least logBytesMin
+// of entry data: in the background if
 // it can (snapshot.go), else here. A failure (a full disk) is logged and
 // retried later, with back-off: the log just grows meanwhile, and nothing
 // is lost.
@@ -988,6 +1013,9 @@ func (h *Handler) maybeCompact() {
 		return
 	}
 	if h.applied < h.lastSnapshot+h.snapshotEntries && (h.snapshotBytes == 0 || h.bytesSince < h.snapshotBytes) {
+		return
+	}
+	if h.bytesSince < h.logBytesMin {
 		return
 	}
 	h.bytesTaken, h.bytesSince = h.bytesSince, 0
@@ -1016,6 +1044,7 @@ func (h *Handler) Compact() error {
 		return fmt.Errorf("node %d: snapshot at %d: %w", h.id, h.applied, err)
 	}
 	h.bytesSince = 0 // called directly, not by maybeCompact, it counts too
+	h.snapshotSizeIs(int64(len(data)))
 	h.compacted(raft.SnapshotMetadata{Index: h.applied, Term: h.appliedTerm, ConfState: cloneConf(h.conf)})
 	return nil
 }

@@ -94,6 +94,7 @@ func (c *testCluster) start(id uint64, storage Storage, peers []uint64) *member 
 	cfg.StateMachine = m.sm
 	cfg.TickInterval = 10 * time.Millisecond
 	cfg.SnapshotEntries = 5
+	cfg.SnapshotLogPercent = 0 // every 5 entries, however small the log
 	n, err := Start(cfg)
 	if err != nil {
 		c.t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 
 	"coord/raft"
@@ -79,24 +80,39 @@ func (h *Handler) snapshotInBackground() bool {
 		h.compactFailed(fmt.Errorf("node %d: snapshot view at %d: %w", h.id, meta.Index, err))
 		return true
 	}
+	// The view's size is read in step 3: Background orders work before
+	// finish.
+	counted := &countedView{view: view}
 	var work func() error
 	var install func() error
 	if s, ok := h.storage.(SnapshotStorage); ok {
-		work = func() error { return s.WriteSnapshot(meta, view) }
+		work = func() error { return s.WriteSnapshot(meta, counted) }
 		install = func() error { return s.CompactTo(meta) }
 	} else {
 		var buf bytes.Buffer
-		work = func() error { _, err := view.WriteTo(&buf); return err }
+		work = func() error { _, err := counted.WriteTo(&buf); return err }
 		install = func() error { return h.storage.Compact(meta.Index, buf.Bytes(), meta.ConfState) }
 	}
 	h.snapshotting = true
-	h.background(work, func(err error) { h.snapshotWritten(meta, err, install) })
+	h.background(work, func(err error) { h.snapshotWritten(meta, err, install, counted.bytes) })
 	return true
 }
 
+// countedView is a snapshot view that counts the bytes it wrote.
+type countedView struct {
+	view  io.WriterTo
+	bytes int64
+}
+
+func (v *countedView) WriteTo(w io.Writer) (int64, error) {
+	n, err := v.view.WriteTo(w)
+	v.bytes += n
+	return n, err
+}
+
 // snapshotWritten is step 3: on the handler's goroutine, once the
-// snapshot at meta.Index is durable (or failed to be).
-func (h *Handler) snapshotWritten(meta raft.SnapshotMetadata, err error, install func() error) {
+// snapshot at meta.Index, of size bytes, is durable (or failed to be).
+func (h *Handler) snapshotWritten(meta raft.SnapshotMetadata, err error, install func() error, size int64) {
 	h.snapshotting = false
 	if h.stopped != nil {
 		return
@@ -112,7 +128,27 @@ func (h *Handler) snapshotWritten(meta raft.SnapshotMetadata, err error, install
 		h.compactFailed(fmt.Errorf("node %d: snapshot at %d: %w", h.id, meta.Index, err))
 		return
 	}
+	h.snapshotSizeIs(size)
 	h.compacted(meta)
+}
+
+// snapshotJitterDivisor bounds the share of logBytesMin drawn for each
+// snapshot (SnapshotLogPercent): up to a quarter more.
+const snapshotJitterDivisor = 4
+
+// snapshotSizeIs sets the entry data the next snapshot waits for
+// (SnapshotLogPercent) from the size of the snapshot just taken or
+// installed.
+func (h *Handler) snapshotSizeIs(size int64) {
+	if h.snapshotPercent == 0 || size <= 0 {
+		h.logBytesMin = 0
+		return
+	}
+	base := uint64(size) / 100 * h.snapshotPercent
+	if h.rand != nil && base/snapshotJitterDivisor > 0 {
+		base += uint64(h.rand.IntN(int(min(base/snapshotJitterDivisor, math.MaxInt32))))
+	}
+	h.logBytesMin = base
 }
 
 // compacted records a durable snapshot and compacted log at meta.

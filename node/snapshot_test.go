@@ -86,6 +86,7 @@ func testSnapshotInBackground(t *testing.T, disk bool) {
 		cfg.Storage, cfg.Transport, cfg.StateMachine = storage, NewMemoryNetwork().Transport(1), sm
 		cfg.TickInterval = 10 * time.Millisecond
 		cfg.SnapshotEntries = 5
+		cfg.SnapshotLogPercent = 0 // every 5 entries, however small the log
 		n, err := Start(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -211,6 +212,7 @@ func TestSnapshotAfterSnapshotBytes(t *testing.T) {
 				cfg.Storage, cfg.Transport, cfg.StateMachine = storage, NewMemoryNetwork().Transport(1), newKV()
 				cfg.TickInterval = 10 * time.Millisecond
 				cfg.SnapshotEntries, cfg.SnapshotBytes = 1000, bound
+				cfg.SnapshotLogPercent = 0 // SnapshotBytes alone
 				n, err := Start(cfg)
 				if err != nil {
 					t.Fatal(err)

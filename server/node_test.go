@@ -101,6 +101,7 @@ func (c *testCluster) start(id uint64, raftL net.Listener, dir string, opts ...f
 	cfg.TickInterval = 20 * time.Millisecond
 	cfg.Logger = quiet
 	cfg.SnapshotEntries = 50 // compact often, so restarts exercise snapshots
+	cfg.SnapshotLogPercent = 0
 	if c.fsFor != nil {
 		cfg.FS = c.fsFor(id)
 	}

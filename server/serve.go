@@ -34,6 +34,9 @@ type Options struct {
 	WALSegmentBytes int64
 	PeerCloseHint   bool
 	HandOverMax     time.Duration
+	// SnapshotLogPercent is --snapshot-log-percent
+	// (Config.SnapshotLogPercent).
+	SnapshotLogPercent uint64
 	// LeaseSessionGrace is --lease-session-grace (Config.LeaseSessionGrace).
 	LeaseSessionGrace time.Duration
 	// Security are the TLS and token flags (security.go).
@@ -64,6 +67,7 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.HeartbeatTicks, "heartbeat-ticks", d.HeartbeatTicks, "heartbeat interval in ticks")
 	fs.Uint64Var(&o.SnapshotEntries, "snapshot-entries", d.SnapshotEntries, "entries applied between snapshots")
 	fs.Uint64Var(&o.SnapshotBytes, "snapshot-bytes", d.SnapshotBytes, "bytes of entries applied after which a snapshot is taken, however few the entries (0: --snapshot-entries alone)")
+	fs.Uint64Var(&o.SnapshotLogPercent, "snapshot-log-percent", d.SnapshotLogPercent, "once --snapshot-entries or --snapshot-bytes are reached, wait further until the entries applied since the last snapshot are this percentage of its size (up to a quarter more, drawn per snapshot so that the nodes do not snapshot together): snapshots then cost the same per write however large the state, and a restart replays at most about this share of it in log (0: --snapshot-entries and --snapshot-bytes alone)")
 	fs.Int64Var(&o.WALSegmentBytes, "wal-segment-bytes", 0, "size past which the write-ahead log starts a new segment (0: 64 MiB)")
 	fs.BoolVar(&o.PeerCloseHint, "peer-close-hint", d.PeerCloseHint, "take the leader's connection closing from its end as a hint that its process died, and elect a new leader at once (false: wait for the election timeout)")
 	fs.DurationVar(&o.HandOverMax, "shutdown-handover", d.HandOverMax, "on SIGTERM, a leader hands leadership to its most up-to-date follower and waits at most this long for it to take over before exiting (0: exit at once, and the others elect a leader as after a crash)")
@@ -143,6 +147,7 @@ func (o Options) Config() (Config, error) {
 	cfg.ID, cfg.Peers, cfg.DataDir, cfg.Join = o.ID, peers, o.Data, o.Join
 	cfg.TickInterval, cfg.ElectionTicks, cfg.HeartbeatTicks, cfg.SnapshotEntries = o.Tick, o.ElectionTicks, o.HeartbeatTicks, o.SnapshotEntries
 	cfg.SnapshotBytes = o.SnapshotBytes
+	cfg.SnapshotLogPercent = o.SnapshotLogPercent
 	cfg.WALSegmentBytes = o.WALSegmentBytes
 	cfg.PeerCloseHint = o.PeerCloseHint
 	cfg.HandOverMax = o.HandOverMax

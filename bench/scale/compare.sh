@@ -18,6 +18,12 @@
 # KEYS other keys (no load phase in that mode):
 #
 #   LOADGEN_ARGS="--mode watch --watchers 1000 --rate 5000" bench/scale/compare.sh 10000 1 20s ...
+#
+# A COORD_BINARY may carry server flags after it, in one quoted word
+# ("/tmp/coord --snapshot-log-percent 30"), shown on its "# leader"
+# line. Each coord phase reports the snapshots each
+# server started in it ("# steady: snapshots started per server"), from its
+# data directory. COMPARE_ETCD=0 leaves etcd out (coord builds A/B only).
 set -euo pipefail
 keys=${1:-100000} rounds=${2:-1} duration=${3:-20s}
 shift 3 || true
@@ -31,22 +37,26 @@ base=${COMPARE_PORT_BASE:-27100}
 . "$here/ports.sh"
 check_port_base COMPARE_PORT_BASE "$base" 33
 
-run_coord() { # binary
-  local bin=$1 peers="" pids=() eps=()
+run_coord() { # "binary [server flags...]"
+  local spec=$1 bin flags peers="" pids=() eps=() dirs=()
+  read -r bin flags <<<"$spec"
   for i in 1 2 3; do peers+="$i=127.0.0.1:$((base + i)),"; done
   for i in 1 2 3; do
+    # shellcheck disable=SC2086 # $flags is split into the server's flags
     "$bin" server --insecure --id $i --peers "${peers%,}" --http 127.0.0.1:$((base + 10 + i)) \
-      --data "$work/coord-$i" --log-level error >>"$work/coord.log" 2>&1 &
+      --data "$work/coord-$i" --log-level error $flags >>"$work/coord.log" 2>&1 &
     pids+=($!)
     eps+=(http://127.0.0.1:$((base + 10 + i)))
+    dirs+=("$work/coord-$i")
   done
   until curl -sf "${eps[0]}/v1/status" | grep -q '"leader":[1-9]'; do
     kill -0 "${pids[@]}" 2>/dev/null || { echo "compare: $bin did not start; see $work/coord.log" >&2; tail -3 "$work/coord.log" >&2; exit 1; }
     sleep 0.2
   done
-  echo "# leader: node $(curl -s "${eps[0]}/v1/status" | sed 's/.*"leader":\([0-9]*\).*/\1/') of ${pids[*]}"
+  echo "# leader: node $(curl -s "${eps[0]}/v1/status" | sed 's/.*"leader":\([0-9]*\).*/\1/') of ${pids[*]}${flags:+ (server flags: $flags)}"
   "$work/loadgen" --target coord --endpoints "$(IFS=,; echo "${eps[*]}")" --keys "$keys" \
-    --duration "$duration" --pids "$(IFS=,; echo "${pids[*]}")" ${LOADGEN_ARGS:-} | sed "s|^coord |$(basename "$bin") |"
+    --duration "$duration" --pids "$(IFS=,; echo "${pids[*]}")" --data-dirs "$(IFS=,; echo "${dirs[*]}")" \
+    ${LOADGEN_ARGS:-} | sed "s|^coord |$(basename "$bin") |"
   kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
   rm -rf "$work"/coord-*
 }
@@ -75,5 +85,5 @@ run_etcd() {
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $keys keys, $rounds rounds, steady $duration"
 for r in $(seq "$rounds"); do
   for b in "${binaries[@]}"; do run_coord "$b"; done
-  run_etcd
+  [ "${COMPARE_ETCD:-1}" = 0 ] || run_etcd
 done

@@ -149,7 +149,15 @@ type Writer struct {
 	crc       uint32
 	dataBytes uint64
 	err       error // the first failure; every later call returns it
+	// unsyncedBytes is the data written since the last vfs.WriteBack.
+	unsyncedBytes int
 }
+
+// writeBackBytes is how much data a Writer writes between two calls of
+// vfs.WriteBack: a snapshot of hundreds of megabytes left dirty until its
+// final fsync would stall the write-ahead log's fsyncs behind its flush.
+// A variable so that tests can shrink it.
+var writeBackBytes = 1 << 20
 
 // Create starts the file for a snapshot with metadata meta in dir: it
 // writes "<FileName>.tmp" (see the package doc) and returns a Writer for
@@ -226,6 +234,12 @@ func (w *Writer) Write(p []byte) (int, error) {
 	w.dataBytes += uint64(n)
 	if err != nil {
 		return n, w.fail(err)
+	}
+	if w.unsyncedBytes += n; w.unsyncedBytes >= writeBackBytes {
+		w.unsyncedBytes = 0
+		if err := vfs.WriteBack(w.f); err != nil {
+			return n, w.fail(err)
+		}
 	}
 	return n, nil
 }

@@ -51,6 +51,7 @@ type config struct {
 	duration   time.Duration
 	prefix     string
 	pids       []int
+	dataDirs   []string // coord's data directories, to count snapshots in
 	skipLoad   bool
 	token      string
 	// mode "leases": leases acquired once, then renewed every renewEvery
@@ -79,7 +80,7 @@ type config struct {
 
 func main() {
 	var cfg config
-	var endpoints, pids string
+	var endpoints, pids, dataDirs string
 	flag.StringVar(&cfg.target, "target", "coord", "coord or etcd")
 	flag.StringVar(&endpoints, "endpoints", "", "comma-separated API endpoints of the cluster")
 	flag.IntVar(&cfg.keys, "keys", 10000, "keys to write in the load phase, and to overwrite in the steady phase")
@@ -89,6 +90,7 @@ func main() {
 	flag.DurationVar(&cfg.duration, "duration", 30*time.Second, "length of the steady phase (0: none)")
 	flag.StringVar(&cfg.prefix, "prefix", "bench/", "key prefix")
 	flag.StringVar(&pids, "pids", "", "comma-separated server process IDs whose peak RSS and CPU to report")
+	flag.StringVar(&dataDirs, "data-dirs", "", "comma-separated data directories of coord's servers: each phase also reports how many snapshots each server started in it (snapshots.go)")
 	flag.BoolVar(&cfg.skipLoad, "skip-load", false, "skip the load phase (the keys are there already)")
 	flag.StringVar(&cfg.token, "token", "", "bearer token (coord clusters run without --insecure)")
 	flag.StringVar(&cfg.mode, "mode", "writes", "writes (load then overwrite keys), reads (load, then linearizable reads of random keys), leases (acquire --leases leases, then renew each every --renew-every) or watch (--watchers watchers of one key put every --watch-every, under --rate background writes/s to --keys other keys)")
@@ -108,6 +110,9 @@ func main() {
 		if pid, err := strconv.Atoi(strings.TrimSpace(p)); err == nil {
 			cfg.pids = append(cfg.pids, pid)
 		}
+	}
+	if dataDirs != "" {
+		cfg.dataDirs = strings.Split(dataDirs, ",")
 	}
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
@@ -269,6 +274,7 @@ func phase(cfg config, write writeFunc, name string, next func(*rand.Rand) (int,
 	}
 	cpu0 := cpuSeconds(cfg.pids)
 	peak := newPeakRSS(cfg.pids)
+	snapshots := watchSnapshots(cfg.dataDirs)
 	start := time.Now()
 	latencies := make([][]time.Duration, cfg.clients)
 	var failed, written atomic.Int64
@@ -301,6 +307,7 @@ func phase(cfg config, write writeFunc, name string, next func(*rand.Rand) (int,
 	wg.Wait()
 	elapsed := time.Since(start)
 	rss := peak.stop()
+	snapshotsStarted := snapshots.stop()
 	all := slices.Concat(latencies...)
 	slices.Sort(all)
 	if len(all) == 0 {
@@ -311,6 +318,9 @@ func phase(cfg config, write writeFunc, name string, next func(*rand.Rand) (int,
 		float64(written.Load())/elapsed.Seconds(), q(0.5), q(0.99), q(1), rss, cpuSeconds(cfg.pids)-cpu0)
 	if n := failed.Load(); n > 0 {
 		fmt.Printf("# %s: %d operations failed, the first: %v\n", name, n, firstErr.Load())
+	}
+	if len(cfg.dataDirs) > 0 {
+		fmt.Printf("# %s: snapshots started per server (--data-dirs order): %v\n", name, snapshotsStarted)
 	}
 	return nil
 }
