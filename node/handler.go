@@ -72,13 +72,14 @@ type HandlerConfig struct {
 	// SnapshotBytes, if not 0, also triggers a snapshot once this much
 	// entry data was applied since the last one was taken, however few
 	// the entries: the log since a snapshot is kept until the next, and
-	// ten thousand 1 MiB entries would be 10 GiB of it. It takes effect
-	// only when SnapshotEntries is not 0.
+	// ten thousand 1 MiB entries would be 10 GiB of it. It is a cap:
+	// SnapshotLogPercent does not hold a snapshot back past it. It takes
+	// effect only when SnapshotEntries is not 0.
 	SnapshotBytes uint64
 	// SnapshotLogPercent, if not 0, makes snapshots amortized: once
-	// SnapshotEntries entries or SnapshotBytes of data were applied since
-	// the last snapshot, the next waits further until the entry data
-	// applied since then reaches this percentage of the last snapshot's
+	// SnapshotEntries entries were applied since the last snapshot, the
+	// next waits further (but not past SnapshotBytes of entry data) until
+	// the entry data applied since then reaches this percentage of the last snapshot's
 	// size, plus a share drawn from Raft.Rand for each snapshot, up to a
 	// quarter more (snapshotJitterDivisor), so that the members of a
 	// cluster, which apply the same entries, do not all snapshot at the
@@ -86,7 +87,10 @@ type HandlerConfig struct {
 	// so its cost per write then stays the same however large the state
 	// grows, as Redis's auto-aof-rewrite-percentage or an LSM tree's size
 	// ratio keep theirs; a restart replays at most about this percentage
-	// of the state's size in log (or SnapshotEntries entries, if more).
+	// of the state's size in log (or SnapshotEntries entries, if more),
+	// and at most SnapshotBytes: past a state of about 100/P times
+	// SnapshotBytes, snapshots come every SnapshotBytes and cost more per
+	// write as the state grows, the price of a log kept in memory.
 	// 0: SnapshotEntries and SnapshotBytes alone.
 	SnapshotLogPercent uint64
 	// Background, if set, takes snapshots off the caller's goroutine
@@ -1012,10 +1016,12 @@ func (h *Handler) maybeCompact() {
 	if h.snapshotEntries == 0 || h.snapshotting || h.restoring || h.ticks < h.compactAfter {
 		return
 	}
-	if h.applied < h.lastSnapshot+h.snapshotEntries && (h.snapshotBytes == 0 || h.bytesSince < h.snapshotBytes) {
-		return
-	}
-	if h.bytesSince < h.logBytesMin {
+	// Due: the entry floor reached and, with SnapshotLogPercent, the log
+	// that share of the last snapshot's size. Capped: SnapshotBytes of
+	// log, which the Disk keeps in memory, whatever the percentage says.
+	due := h.applied >= h.lastSnapshot+h.snapshotEntries && h.bytesSince >= h.logBytesMin
+	capped := h.snapshotBytes != 0 && h.bytesSince >= h.snapshotBytes
+	if !due && !capped {
 		return
 	}
 	h.bytesTaken, h.bytesSince = h.bytesSince, 0

@@ -77,7 +77,8 @@ type Config struct {
 	// log compaction; 0 never compacts.
 	SnapshotEntries uint64
 	// SnapshotBytes, if not 0, also triggers one once this much entry
-	// data was applied since the last (HandlerConfig.SnapshotBytes).
+	// data was applied since the last, whatever SnapshotLogPercent says:
+	// a cap on the log kept in memory (HandlerConfig.SnapshotBytes).
 	SnapshotBytes uint64
 	// SnapshotLogPercent, if not 0, holds a snapshot back until the entry
 	// data applied since the last reaches this percentage of its size

@@ -146,6 +146,33 @@ func TestSnapshotLogPercentWaitsForTheLogToMatchTheSnapshot(t *testing.T) {
 	}
 }
 
+// TestSnapshotBytesCapsTheLogPercent: SnapshotBytes is a cap on the log
+// kept between snapshots (the Disk holds it in memory): SnapshotLogPercent
+// does not hold a snapshot back past it, however large the state.
+func TestSnapshotBytesCapsTheLogPercent(t *testing.T) {
+	const entries, entryBytes, stateBytes, capBytes = 10, 100, 10_000, 2_000
+	g := newTriggerRig(t, func(c *HandlerConfig) {
+		c.SnapshotEntries, c.SnapshotLogPercent, c.SnapshotBytes = entries, 100, capBytes
+	})
+	g.sm.size = stateBytes
+	for i := 0; !g.startedAfter(1, entryBytes); i++ { // the first: SnapshotEntries alone decides
+		if i > entries {
+			t.Fatalf("no snapshot after SnapshotEntries (%d) entries, the first", entries)
+		}
+	}
+	g.finishAll()
+	written := 0
+	for !g.startedAfter(1, entryBytes) {
+		if written += entryBytes; written > stateBytes {
+			t.Fatalf("no snapshot after %d bytes of entries, with SnapshotBytes %d", written, capBytes)
+		}
+	}
+	if written += entryBytes; written != capBytes {
+		t.Fatalf("a snapshot after %d bytes of entries since one of %d bytes, want at SnapshotBytes (%d): percent 100 alone waits for %d",
+			written, stateBytes, capBytes, g.h.logBytesMin)
+	}
+}
+
 // TestSnapshotLogPercentJittersEachNode: two nodes that apply the same
 // entries, with different random sources, do not wait for the same amount
 // of log (the three members of a cluster would all snapshot at once).
