@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"coord/apiwire"
 	"coord/client"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -324,6 +325,11 @@ func coordWatchTarget(cfg config) watchTarget {
 			return dialer.DialContext(ctx, network, addr)
 		}
 		ccfg.HTTPClient = &http.Client{Transport: countingTransport{next: tr, attempts: &attempts, failed: &failed, dials: &dials}}
+		if cfg.wire {
+			// The client's own multiplexed transport, one connection per
+			// client and node: its attempts and dials are not counted.
+			ccfg.HTTPClient, ccfg.Wire = nil, true
+		}
 		if pool[i], err = client.New(ccfg); err != nil {
 			break
 		}
@@ -346,6 +352,10 @@ func coordWatchTarget(cfg config) watchTarget {
 		watchTransport.Protocols = client.HTTP2Protocols(false)
 	}
 	hc := &http.Client{Transport: watchTransport}
+	if cfg.wire {
+		// The watchers' streams share one multiplexed connection per node.
+		hc = &http.Client{Transport: apiwire.NewTransport(apiwire.TransportConfig{})}
+	}
 	// The servers' counters are read over connections of their own (one
 	// to each node, dialed by the first reading and so counted before the
 	// phase), so that reading them does not add to what they count.
