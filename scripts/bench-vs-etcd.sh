@@ -16,10 +16,12 @@
 #   scripts/bench-vs-etcd.sh [DURATION] [ROUNDS]      # default 5s 1
 #   CLIENTS="1 64" KEYS=1000 VALUE_BYTES=256 COORD=/tmp/coord scripts/bench-vs-etcd.sh 10s 3
 #   CLIENTS=64 MODES=reads VIAS="leader follower" scripts/bench-vs-etcd.sh 5s 3   # reads only
-#   COORD_PROTO=wire CLIENTS="16 64 256" scripts/bench-vs-etcd.sh 5s 1   # coord's cells over wire
+#   COORD_PROTO=http1 CLIENTS="16 64 256" scripts/bench-vs-etcd.sh 5s 1  # coord's cells over HTTP/1.1
 #
-# COORD_PROTO picks how the load generator talks to coord: http1 (the
-# default) or wire (coord's multiplexed connection, loadgen --wire).
+# COORD_PROTO picks how the load generator talks to coord: wire (the
+# default: coord's multiplexed connection, loadgen --wire, as etcd's
+# client multiplexes gRPC) or http1 (one HTTP/1.1 request per connection
+# at a time).
 #
 # Raw lines go to stderr as they come; the table to stdout.
 set -euo pipefail
@@ -32,7 +34,7 @@ clients=${CLIENTS:-1 16 64 256} keys=${KEYS:-1000} vbytes=${VALUE_BYTES:-256}
 # MODES and VIAS pick the cells: writes and/or reads, through the leader
 # and/or a follower.
 modes=${MODES:-writes reads} vias=${VIAS:-leader follower}
-coord_proto=${COORD_PROTO:-http1} coord_flags=()
+coord_proto=${COORD_PROTO:-wire} coord_flags=()
 case $coord_proto in
   http1) ;;
   wire) coord_flags=(--wire) ;;
