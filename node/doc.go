@@ -39,7 +39,7 @@
 //     waiting proposals and reads are answered;
 //  4. Core.Advance, then log compaction every SnapshotEntries entries (or
 //     SnapshotBytes of entry data, if sooner), and, with
-//     SnapshotLogPercent (Node's default: 50), no sooner than the entry
+//     SnapshotLogPercent (Node's default: 25), no sooner than the entry
 //     data applied since the last snapshot is that share of its size,
 //     plus up to a quarter drawn per snapshot so that the members do not
 //     snapshot together: snapshots then cost the same per write however

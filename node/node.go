@@ -121,15 +121,18 @@ type Config struct {
 const DefaultSnapshotBytes = 128 << 20
 
 // DefaultSnapshotLogPercent is DefaultConfig's SnapshotLogPercent: a
-// snapshot once the log since the last is half its size. The storage
-// keeps that log in memory (raftstore.Disk), so the share is a trade:
-// at 100 the snapshots cost half as much CPU per write, and the log adds
-// up to 125% of the state to each node's memory instead of 62%.
-const DefaultSnapshotLogPercent = 50
+// snapshot once the log since the last is a quarter of its size. The
+// storage keeps that log in memory (raftstore.Disk), so the share is a
+// trade: at 50 the snapshots cost half as much CPU per write, and the log
+// adds up to 62% of the state to each node's memory instead of 31%. At
+// 500,000 keys, 25 had the lower worst write and peak memory of 10, 25
+// and 50 (docs/BENCHMARKS.md, "The snapshot trigger's share on a quiet
+// machine").
+const DefaultSnapshotLogPercent = 25
 
 // DefaultConfig returns a Config with 100 ms ticks (elections after 1-2 s),
 // a snapshot every 10,000 entries or 128 MiB of them, and no sooner than
-// the log since the last is half its size (DefaultSnapshotLogPercent), an inbox of 4096 messages and batches
+// the log since the last is a quarter of its size (DefaultSnapshotLogPercent), an inbox of 4096 messages and batches
 // of at most 4 MiB of entries.
 func DefaultConfig() Config {
 	return Config{
