@@ -75,38 +75,63 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	select {
 	case cc.slots <- struct{}{}:
 	case <-ctx.Done():
+		t.leave(cc)
 		return nil, ctx.Err()
 	case <-cc.dead:
+		t.leave(cc)
 		return nil, cc.failure()
 	}
 	st, err := cc.open(req, body)
+	t.leave(cc)
 	if err != nil {
 		<-cc.slots
 		return nil, err
 	}
-	select {
-	case h := <-st.head:
+	if testHookOpened != nil {
+		testHookOpened(st.done)
+	}
+	answer := func(h head) *http.Response {
 		return &http.Response{
 			Status: statusText(h.status), StatusCode: h.status,
 			Proto: "COORD-WIRE/1", ProtoMajor: 1, ProtoMinor: 1,
 			Header: h.header, ContentLength: -1, Request: req,
 			Body: &responseBody{cc: cc, st: st, ctx: ctx},
-		}, nil
+		}
+	}
+	select {
+	case h := <-st.head:
+		return answer(h), nil
 	case <-st.done:
-		return nil, st.err
+		// A short answer's head and end may both have come before this
+		// select, which then picks either: the head, if it came, wins.
+		select {
+		case h := <-st.head:
+			return answer(h), nil
+		default:
+			return nil, st.err
+		}
 	case <-ctx.Done():
 		cc.cancel(st)
 		return nil, ctx.Err()
 	}
 }
 
+// testHookOpened, if set, runs once a RoundTrip's stream is open, with
+// the channel its end closes (tests).
+var testHookOpened func(done <-chan struct{})
+
 // CloseIdleConnections closes every connection with no request in flight.
 func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
 	var idle []*clientConn
 	for key, cc := range t.conns {
+		select {
+		case <-cc.ready:
+		default:
+			continue // still dialing: dial sets its fields, and a caller waits for it
+		}
 		cc.mu.Lock()
-		if cc.conn != nil && len(cc.streams) == 0 {
+		if cc.conn != nil && len(cc.streams) == 0 && cc.callers == 0 {
 			idle = append(idle, cc)
 			delete(t.conns, key)
 		}
@@ -144,16 +169,28 @@ func (t *Transport) conn(ctx context.Context, scheme, host string) (*clientConn,
 		t.conns[key] = cc
 		go t.dial(cc, key, scheme, host)
 	}
+	cc.callers++
 	t.mu.Unlock()
 	select {
 	case <-cc.ready:
 	case <-ctx.Done():
+		t.leave(cc)
 		return nil, ctx.Err()
 	}
 	if cc.dialErr != nil {
+		t.leave(cc)
 		return nil, cc.dialErr
 	}
 	return cc, nil
+}
+
+// leave ends a caller's claim on cc (conn) once its stream is open, or
+// it gave up before: CloseIdleConnections leaves a connection alone while
+// a caller is between the two.
+func (t *Transport) leave(cc *clientConn) {
+	t.mu.Lock()
+	cc.callers--
+	t.mu.Unlock()
 }
 
 // dial makes cc's connection and starts its goroutines, or records why it
@@ -228,6 +265,7 @@ type clientConn struct {
 	forget  func()        // takes the connection out of the transport's map
 	slots   chan struct{} // one per request in flight
 	dead    chan struct{} // closed when the connection fails
+	callers int           // RoundTrips given it that have not yet opened their stream; guarded by Transport.mu
 
 	mu      sync.Mutex
 	cond    *sync.Cond

@@ -81,6 +81,27 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestShortAnswerWholeBeforeTheCallerWaits: an answer whose head and end
+// have both arrived before RoundTrip waits for them is the answer, not an
+// EOF (both are ready then, and a select picks either).
+func TestShortAnswerWholeBeforeTheCallerWaits(t *testing.T) {
+	addr, _ := serve(t, echo, ServerConfig{})
+	hc := client(t)
+	testHookOpened = func(done <-chan struct{}) { <-done }
+	defer func() { testHookOpened = nil }()
+	for i := range 50 {
+		resp, err := hc.Get("http://" + addr + "/short")
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 201 || !strings.HasPrefix(string(b), "GET /short") {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, b)
+		}
+	}
+}
+
 // Many requests in flight at once share one connection and each gets its
 // own answer.
 func TestConcurrentRequestsShareAConnection(t *testing.T) {
