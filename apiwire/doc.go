@@ -38,7 +38,10 @@
 // # Limits
 //
 // Every length and count is checked against Limits before anything is
-// allocated for it. A frame that breaks the format or a limit closes its
+// allocated for it, and a payload is read into memory as it arrives, not
+// at the length its header claims. ServerConfig.FrameTimeout bounds a
+// frame's payload once its header came, and a connection's first frame;
+// ServerConfig.WriteTimeout one write of answers. A frame that breaks the format or a limit closes its
 // connection (the server logs why); a request beyond StreamsMax is
 // refused on its own stream and the connection carries on. Bytes from
 // the peer are input: decoding never panics (FuzzReadFrame).
@@ -46,7 +49,8 @@
 // # What it does not do
 //
 // There is no flow control: a client that does not read an answer
-// stream holds the server's writes to that connection back (a write
-// deadline, as over HTTP, ends such a stream), and a client buffers in
-// memory whatever a server sends it.
+// stream holds the server's writes to that connection back until a write
+// outlasts ServerConfig.WriteTimeout, which closes the connection and
+// ends every request on it; a client buffers in memory whatever a server
+// sends it.
 package apiwire

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 )
 
 // Preface opens a plain (not TLS) wire connection: a server that reads it
@@ -93,6 +94,17 @@ type Frame struct {
 // from r are returned as they are (io.EOF between frames); a frame whose
 // length passes maxPayload, or an unknown type, wraps ErrMalformed.
 func ReadFrame(r *bufio.Reader, buf []byte, maxPayload int) (Frame, []byte, error) {
+	return readFrame(r, buf, maxPayload, nil)
+}
+
+// readStep is the most of a frame's payload read into memory before its
+// bytes have arrived: a header alone does not make the reader allocate
+// the length it claims.
+const readStep = 64 << 10
+
+// readFrame is ReadFrame, calling afterHeader (if set) once the frame's
+// header is read and valid, before its payload.
+func readFrame(r *bufio.Reader, buf []byte, maxPayload int, afterHeader func()) (Frame, []byte, error) {
 	var head [frameHeaderBytes]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
 		return Frame{}, buf, err
@@ -105,16 +117,24 @@ func ReadFrame(r *bufio.Reader, buf []byte, maxPayload int) (Frame, []byte, erro
 	if uint64(length) > uint64(maxPayload) {
 		return Frame{}, buf, fmt.Errorf("%w: %d bytes of payload on stream %d, over the limit of %d", ErrMalformed, length, f.Stream, maxPayload)
 	}
-	if cap(buf) < int(length) {
-		buf = make([]byte, length)
+	if afterHeader != nil {
+		afterHeader()
 	}
-	f.Payload = buf[:length]
-	if _, err := io.ReadFull(r, f.Payload); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	// The buffer grows as the payload arrives, a step at a time.
+	buf = buf[:0]
+	for len(buf) < int(length) {
+		step := min(int(length)-len(buf), readStep)
+		buf = slices.Grow(buf, step)
+		n, err := io.ReadFull(r, buf[len(buf):len(buf)+step])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return Frame{}, buf, err
 		}
-		return Frame{}, buf, err
 	}
+	f.Payload = buf
 	return f, buf, nil
 }
 

@@ -3,6 +3,7 @@ package apiwire
 import (
 	"bufio"
 	"crypto/tls"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -52,12 +53,20 @@ func NewListener(inner net.Listener, cfg ListenerConfig, serve func(net.Conn)) *
 }
 
 func (l *Listener) acceptLoop() {
+	var backoff time.Duration
 	for {
 		c, err := l.inner.Accept()
 		if err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				time.Sleep(5 * time.Millisecond) // as net/http backs off a failing accept
-				continue
+			if !errors.Is(err, net.ErrClosed) {
+				// Out of file descriptors (EMFILE), a timeout: wait and
+				// try again, 5 ms doubling to 1 s, as net/http does; the
+				// API must not stop for a passing shortage.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				select {
+				case <-time.After(backoff):
+					continue
+				case <-l.done:
+				}
 			}
 			l.errMu.Lock()
 			l.err = err
@@ -65,6 +74,7 @@ func (l *Listener) acceptLoop() {
 			l.Close()
 			return
 		}
+		backoff = 0
 		if n := l.sorting.Add(1); l.sortingMax > 0 && n > l.sortingMax {
 			l.sorting.Add(-1)
 			c.Close()

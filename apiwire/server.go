@@ -24,6 +24,14 @@ type ServerConfig struct {
 	// IdleTimeout closes a connection that carries no request for this
 	// long (0: never).
 	IdleTimeout time.Duration
+	// FrameTimeout bounds the time a frame's payload takes to arrive once
+	// its header did, and the first frame of a connection (0: no bound):
+	// a client that sends slowly is cut off, as HTTP's read timeouts do.
+	FrameTimeout time.Duration
+	// WriteTimeout bounds one write of answers to the connection (0: no
+	// bound): a client that stops reading loses its connection, and the
+	// requests and watches it held end.
+	WriteTimeout time.Duration
 	// BaseContext is the parent of every request's context (nil:
 	// context.Background()); ending it ends every request.
 	BaseContext context.Context
@@ -128,12 +136,34 @@ func (s *serverConn) shut() {
 func (s *serverConn) readLoop() error {
 	r := bufio.NewReaderSize(s.conn, 64<<10)
 	var buf []byte
-	s.idle()
+	if s.cfg.FrameTimeout > 0 {
+		s.conn.SetReadDeadline(time.Now().Add(s.cfg.FrameTimeout)) // the first frame
+	} else {
+		s.idle()
+	}
+	payloadDue := func() {
+		if s.cfg.FrameTimeout > 0 {
+			s.conn.SetReadDeadline(time.Now().Add(s.cfg.FrameTimeout))
+		}
+	}
 	for {
-		f, next, err := ReadFrame(r, buf, s.cfg.Limits.FrameBytesMax)
+		f, next, err := readFrame(r, buf, s.cfg.Limits.FrameBytesMax, payloadDue)
 		buf = next
+		if cap(buf) > readStep {
+			buf = nil // a large frame's buffer is not kept for the connection's life
+		}
 		if err != nil {
 			return err
+		}
+		// Until the next header: no bound while requests are in flight
+		// (the client may be waiting for their answers), else idle.
+		s.mu.Lock()
+		inFlight := len(s.streams) > 0
+		s.mu.Unlock()
+		if inFlight {
+			s.conn.SetReadDeadline(time.Time{})
+		} else {
+			s.idle()
 		}
 		switch f.Type {
 		case FrameRequest:
@@ -182,6 +212,11 @@ func (s *serverConn) open(f Frame) error {
 	}
 	s.last = f.Stream
 	if s.draining || len(s.streams) >= s.cfg.Limits.StreamsMax {
+		if len(s.out) >= pendingBytesMax {
+			// Refusals the client does not read would grow without bound.
+			s.mu.Unlock()
+			return fmt.Errorf("%w: stream %d refused while %d bytes of answers wait for the client to read them", ErrMalformed, f.Stream, pendingBytesMax)
+		}
 		reason := fmt.Sprintf("too many streams: %d in flight, the limit", s.cfg.Limits.StreamsMax)
 		if s.draining {
 			reason = "server shutting down"
@@ -314,6 +349,9 @@ func (s *serverConn) writeLoop() {
 		s.out = spare[:0]
 		s.cond.Broadcast() // room for writers waiting on pendingBytesMax
 		s.mu.Unlock()
+		if s.cfg.WriteTimeout > 0 {
+			s.conn.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+		}
 		if _, err := s.conn.Write(batch); err != nil {
 			s.mu.Lock()
 			s.werr = err

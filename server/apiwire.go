@@ -22,7 +22,7 @@ import (
 func listenWire(hl net.Listener, srv *http.Server, track func(net.Conn, http.ConnState), limits HTTPLimits, apiLimits Limits, logger *slog.Logger) (net.Listener, *apiwire.Server) {
 	wl := wireLimits(apiLimits)
 	ws := apiwire.NewServer(srv.Handler, apiwire.ServerConfig{Limits: wl, IdleTimeout: limits.IdleTimeout, Logger: logger,
-		BaseContext: srv.BaseContext(hl)})
+		BaseContext: srv.BaseContext(hl), FrameTimeout: limits.ReadHeaderTimeout, WriteTimeout: StreamWriteTimeoutDefault})
 	// The connections still in their TLS handshake or before their first
 	// byte are bounded as the http.Server bounds its own (it counted them
 	// from the accept before they were sorted here).

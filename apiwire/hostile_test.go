@@ -1,0 +1,97 @@
+package apiwire
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestFrameHeaderAloneDoesNotAllocateItsLength: a header that claims a
+// payload of megabytes, followed by a few bytes, makes the reader hold
+// about what arrived, not what was claimed.
+func TestFrameHeaderAloneDoesNotAllocateItsLength(t *testing.T) {
+	var in bytes.Buffer
+	in.Write(binary.BigEndian.AppendUint32(nil, 4<<20))
+	in.Write(binary.BigEndian.AppendUint32(nil, 1))
+	in.WriteByte(byte(FrameRequest))
+	in.WriteString("only a few bytes")
+	_, buf, err := ReadFrame(bufio.NewReader(&in), nil, 8<<20)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("a frame cut short: %v, want io.ErrUnexpectedEOF", err)
+	}
+	if cap(buf) > readStep {
+		t.Fatalf("a header claiming 4 MiB and 16 bytes of it: the reader holds %d bytes, want at most %d", cap(buf), readStep)
+	}
+}
+
+// TestPartialFrameTimesOut: a client that sends a frame's header and then
+// stalls is cut off after FrameTimeout, requests in flight or not.
+func TestPartialFrameTimesOut(t *testing.T) {
+	addr, _ := serve(t, echo, ServerConfig{FrameTimeout: 50 * time.Millisecond})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var b []byte
+	b = append(b, Preface...)
+	b = binary.BigEndian.AppendUint32(b, 100)
+	b = binary.BigEndian.AppendUint32(b, 1)
+	b = append(b, byte(FrameRequest))
+	b = append(b, "ten bytes."...)
+	if _, err := c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(20 * time.Second)) // only so that a failure does not hang
+	_, err = c.Read(make([]byte, 1))
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the server kept a connection that stalled in the middle of a frame")
+	}
+	if err == nil {
+		t.Fatal("the server answered a frame it never got whole")
+	}
+}
+
+// flakyListener fails its first Accept with EMFILE.
+type flakyListener struct {
+	net.Listener
+	failed bool
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if !l.failed {
+		l.failed = true
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: syscall.EMFILE}
+	}
+	return l.Listener.Accept()
+}
+
+// TestListenerOutlivesEMFILE: running out of file descriptors once does
+// not stop the listener (the node's API would stop with it).
+func TestListenerOutlivesEMFILE(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewListener(&flakyListener{Listener: inner}, ListenerConfig{SortTimeout: 10 * time.Second}, func(c net.Conn) { c.Close() })
+	defer l.Close()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("GET / HTTP/1.1\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.Accept()
+	if err != nil {
+		t.Fatalf("Accept after one EMFILE: %v", err)
+	}
+	got.Close()
+}
