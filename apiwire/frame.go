@@ -253,7 +253,7 @@ func (d *decoder) headers(h http.Header, l Limits) {
 		case total > l.HeaderBytesMax:
 			d.fail("headers of more than %d bytes", l.HeaderBytesMax)
 		case !validName(name):
-			d.fail("header name %q is not a token", name)
+			d.fail("header name %q is not a token", clip(string(name)))
 		case !validValue(value):
 			d.fail("header %s holds a control character", name)
 		default:
@@ -303,10 +303,10 @@ func DecodeRequest(payload []byte, l Limits) (RequestFrame, error) {
 		return RequestFrame{}, d.err
 	}
 	if !validName(method) {
-		return RequestFrame{}, fmt.Errorf("%w: method %q is not a token", ErrMalformed, method)
+		return RequestFrame{}, fmt.Errorf("%w: method %q is not a token", ErrMalformed, clip(string(method)))
 	}
 	if len(target) == 0 || target[0] != '/' || !validValue(target) || containsSpace(target) {
-		return RequestFrame{}, fmt.Errorf("%w: target %q: want an absolute path", ErrMalformed, target)
+		return RequestFrame{}, fmt.Errorf("%w: target %q: want an absolute path", ErrMalformed, clip(string(target)))
 	}
 	return RequestFrame{Method: string(method), Target: string(target), Header: h, Body: d.b}, nil
 }
@@ -370,4 +370,16 @@ func decodeHead(payload []byte, l Limits) (int, http.Header, error) {
 		d.fail("%d bytes after the headers of a head frame", len(d.b))
 	}
 	return status, h, d.err
+}
+
+// clipBytes bounds what an error quotes of a peer's input: the peer
+// chooses it, and the server logs it.
+const clipBytes = 128
+
+// clip returns s cut to clipBytes, marked when cut.
+func clip(s string) string {
+	if len(s) <= clipBytes {
+		return s
+	}
+	return s[:clipBytes] + "..."
 }

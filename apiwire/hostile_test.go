@@ -95,3 +95,25 @@ func TestListenerOutlivesEMFILE(t *testing.T) {
 	}
 	got.Close()
 }
+
+// TestLogLimit: one line a second gets through; the next one says how
+// many were withheld meanwhile.
+func TestLogLimit(t *testing.T) {
+	var l logLimit
+	if n, ok := l.allow(); !ok || n != 0 {
+		t.Fatalf("the first line: allowed %v, withheld before it %d", ok, n)
+	}
+	for range 3 {
+		if _, ok := l.allow(); ok {
+			t.Fatal("a second line within the second was allowed")
+		}
+	}
+	l.last = l.last.Add(-2 * time.Second) // a second and more later
+	if n, ok := l.allow(); !ok || n != 3 {
+		t.Fatalf("a line a second later: allowed %v, withheld before it %d, want true and 3", ok, n)
+	}
+	var none *logLimit
+	if _, ok := none.allow(); !ok {
+		t.Fatal("a nil logLimit withheld a line")
+	}
+}

@@ -65,6 +65,7 @@ func ServeConn(conn net.Conn, handler http.Handler, cfg ServerConfig) error {
 // owns buf; mu guards the rest, which handlers' goroutines and the
 // writer share.
 type serverConn struct {
+	logs    *logLimit // nil: log every malformed connection
 	conn    net.Conn
 	handler http.Handler
 	cfg     ServerConfig
@@ -112,7 +113,9 @@ func (s *serverConn) serve() error {
 	go s.writeLoop()
 	err := s.readLoop()
 	if errors.Is(err, ErrMalformed) {
-		s.cfg.Logger.Warn("apiwire: closing a connection that sent a malformed frame", "remote", s.conn.RemoteAddr().String(), "err", err)
+		if n, ok := s.logs.allow(); ok {
+			s.cfg.Logger.Warn("apiwire: closing a connection that sent a malformed frame", "remote", s.conn.RemoteAddr().String(), "err", err, "not_logged_before", n)
+		}
 		s.shut()
 		return err
 	}
@@ -203,7 +206,7 @@ func (s *serverConn) open(f Frame) error {
 	}
 	u, err := url.ParseRequestURI(rf.Target)
 	if err != nil {
-		return fmt.Errorf("%w: stream %d: target %q: %v", ErrMalformed, f.Stream, rf.Target, err)
+		return fmt.Errorf("%w: stream %d: target %q: %v", ErrMalformed, f.Stream, clip(rf.Target), err)
 	}
 	s.mu.Lock()
 	if f.Stream <= s.last {
@@ -484,6 +487,7 @@ func statusText(status int) string {
 type Server struct {
 	handler http.Handler
 	cfg     ServerConfig
+	logs    logLimit // the malformed connections logged: one a second
 
 	mu       sync.Mutex
 	conns    map[*serverConn]struct{}
@@ -499,6 +503,7 @@ func NewServer(handler http.Handler, cfg ServerConfig) *Server {
 // drains.
 func (s *Server) ServeConn(conn net.Conn) error {
 	sc := newServerConn(conn, s.handler, s.cfg)
+	sc.logs = &s.logs
 	s.mu.Lock()
 	if s.draining {
 		s.mu.Unlock()
@@ -550,4 +555,28 @@ func (s *serverConn) closeWhenFlushed() {
 	s.flushThenClose = true
 	s.cond.Broadcast()
 	s.mu.Unlock()
+}
+
+// logLimit lets one log line through a second, so that a peer sending
+// malformed frames on connection after connection cannot flood the log.
+type logLimit struct {
+	mu       sync.Mutex
+	last     time.Time
+	withheld int
+}
+
+// allow reports whether to log now, and how many lines it withheld since
+// the last it allowed. A nil logLimit allows every line.
+func (l *logLimit) allow() (withheld int, ok bool) {
+	if l == nil {
+		return 0, true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now := time.Now(); now.Sub(l.last) >= time.Second {
+		withheld, l.withheld, l.last = l.withheld, 0, now
+		return withheld, true
+	}
+	l.withheld++
+	return 0, false
 }

@@ -319,8 +319,9 @@ func TestBadFramesCloseTheirConnection(t *testing.T) {
 		})
 	}
 	logMu.Lock()
-	if n := strings.Count(logged.String(), "closing a connection"); n != len(cases) {
-		t.Errorf("logged %d malformed connections, want %d:\n%s", n, len(cases), logged.String())
+	// Logged, at most a line a second (logLimit): at least the first.
+	if n := strings.Count(logged.String(), "closing a connection"); n < 1 || n > len(cases) {
+		t.Errorf("logged %d malformed connections, want 1 to %d:\n%s", n, len(cases), logged.String())
 	}
 	logMu.Unlock()
 	resp, err := client(t).Get("http://" + addr + "/still")
