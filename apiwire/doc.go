@@ -23,7 +23,10 @@
 //	3 data     body bytes of the answer
 //	4 end      the answer is complete (no payload)
 //	5 cancel   client to server: the request's context ended
-//	6 refuse   server to client: the stream was not served (a UTF-8 reason)
+//	6 refuse   server to client: the stream was not served, so the request
+//	           had no effect (a UTF-8 reason; ErrRefused)
+//	7 abort    server to client: the answer is lost after the handler ran
+//	           (a panic, headers that cannot travel): it may have had its effect
 //
 // A request's payload: u8 method length, method; u16 target length,
 // target (path and query); then the headers; then the body to the end of

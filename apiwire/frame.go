@@ -30,6 +30,7 @@ const (
 	FrameEnd     FrameType = 4
 	FrameCancel  FrameType = 5
 	FrameRefuse  FrameType = 6
+	FrameAbort   FrameType = 7
 )
 
 // frameHeaderBytes is the fixed part of a frame: length, stream, type.
@@ -38,6 +39,13 @@ const frameHeaderBytes = 9
 // ErrMalformed is wrapped by every error about bytes that break the
 // format or a limit.
 var ErrMalformed = errors.New("apiwire: malformed frame")
+
+// ErrRefused is wrapped by the error of a request the server refused
+// before its handler ran (FrameRefuse: too many streams, or the server is
+// shutting down): it had no effect, and may be sent again. An answer lost
+// after the handler ran (FrameAbort) is not refused: it may have had its
+// effect.
+var ErrRefused = errors.New("apiwire: request refused before it was served")
 
 // RequestHeaders are the request headers that travel: the bearer token,
 // the content type and the Coord-* headers of sessions and forwarding
@@ -111,7 +119,7 @@ func readFrame(r *bufio.Reader, buf []byte, maxPayload int, afterHeader func()) 
 	}
 	length := binary.BigEndian.Uint32(head[0:4])
 	f := Frame{Stream: binary.BigEndian.Uint32(head[4:8]), Type: FrameType(head[8])}
-	if f.Type < FrameRequest || f.Type > FrameRefuse {
+	if f.Type < FrameRequest || f.Type > FrameAbort {
 		return Frame{}, buf, fmt.Errorf("%w: unknown type %d on stream %d", ErrMalformed, f.Type, f.Stream)
 	}
 	if uint64(length) > uint64(maxPayload) {

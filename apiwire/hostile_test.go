@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"syscall"
 	"testing"
 	"time"
@@ -115,5 +116,40 @@ func TestLogLimit(t *testing.T) {
 	var none *logLimit
 	if _, ok := none.allow(); !ok {
 		t.Fatal("a nil logLimit withheld a line")
+	}
+}
+
+// TestRefusedRequestIsErrRefused: a request the server refused before
+// serving it fails with an error wrapping ErrRefused (it had no effect:
+// the client may send it again), unlike a lost answer.
+func TestRefusedRequestIsErrRefused(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			entered <- struct{}{}
+			<-release
+		}
+	})
+	limits := DefaultLimits()
+	limits.StreamsMax = 1
+	addr, _ := serve(t, h, ServerConfig{Limits: limits})
+	hc := client(t)
+	held := make(chan error, 1)
+	go func() {
+		resp, err := hc.Get("http://" + addr + "/hold")
+		if err == nil {
+			resp.Body.Close()
+		}
+		held <- err
+	}()
+	<-entered
+	_, err := hc.Get("http://" + addr + "/second")
+	close(release)
+	if !errors.Is(err, ErrRefused) {
+		t.Fatalf("a request over the server's stream limit: %v, want ErrRefused", err)
+	}
+	if err := <-held; err != nil {
+		t.Fatalf("the request in flight: %v", err)
 	}
 }

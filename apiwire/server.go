@@ -401,10 +401,10 @@ func (w *responseWriter) WriteHeader(status int) {
 	w.err = w.s.enqueue(w.deadline, func(b []byte) ([]byte, error) {
 		out, err := appendHead(b, w.stream, status, w.header, w.s.cfg.Limits)
 		if err != nil {
-			// Headers that cannot travel: the stream ends refused, so the
-			// client learns why rather than waiting.
+			// Headers that cannot travel: the stream ends aborted (the
+			// handler ran), so the client learns why rather than waiting.
 			encodeErr = err
-			return appendFrame(b, FrameRefuse, w.stream, []byte(err.Error())), nil
+			return appendFrame(b, FrameAbort, w.stream, []byte(err.Error())), nil
 		}
 		return out, nil
 	})
@@ -464,13 +464,15 @@ func (w *responseWriter) finish() {
 	})
 }
 
-// abort ends the stream with a refuse frame: its answer is lost.
+// abort ends the stream with an abort frame: its answer is lost, after
+// the handler ran (so not a refusal: the request may have had its
+// effect).
 func (w *responseWriter) abort() {
 	if w.err != nil {
 		return
 	}
 	w.s.enqueue(time.Time{}, func(b []byte) ([]byte, error) {
-		return appendFrame(b, FrameRefuse, w.stream, []byte("the handler failed; the answer is lost")), nil
+		return appendFrame(b, FrameAbort, w.stream, []byte("the handler failed; the answer is lost")), nil
 	})
 }
 

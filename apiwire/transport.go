@@ -437,11 +437,14 @@ func (cc *clientConn) dispatch(f Frame) error {
 			return fmt.Errorf("%w: data before the head on stream %d", ErrMalformed, f.Stream)
 		}
 		st.push(append([]byte(nil), f.Payload...))
-	case FrameEnd, FrameRefuse:
+	case FrameEnd, FrameRefuse, FrameAbort:
 		var err error = io.EOF
-		if f.Type == FrameRefuse {
-			err = fmt.Errorf("apiwire: server refused the request: %q", f.Payload)
-		} else if !st.headed {
+		switch {
+		case f.Type == FrameRefuse:
+			err = fmt.Errorf("%w: %q", ErrRefused, clip(string(f.Payload)))
+		case f.Type == FrameAbort:
+			err = fmt.Errorf("apiwire: the server lost the answer after serving the request: %q", clip(string(f.Payload)))
+		case !st.headed:
 			return fmt.Errorf("%w: end before the head on stream %d", ErrMalformed, f.Stream)
 		}
 		delete(cc.streams, f.Stream)

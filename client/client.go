@@ -100,12 +100,17 @@ var codeErrors = map[api.Code]error{
 // mayHaveApplied reports whether a failed attempt of a write may have
 // reached a leader's log: the API said unknown_outcome (or timeout), or the
 // connection failed after it was made (the request may have been read).
-// Everything else the API answers (unavailable, disk_full, ...) and a
-// connection that could not be made mean not applied.
+// Everything else the API answers (unavailable, disk_full, ...), a
+// connection that could not be made, and a request the multiplexed
+// connection refused before serving it (apiwire.ErrRefused) mean not
+// applied.
 func mayHaveApplied(err error) bool {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code == api.CodeUnknownOutcome || e.Code == api.CodeTimeout
+	}
+	if errors.Is(err, apiwire.ErrRefused) {
+		return false
 	}
 	var op *net.OpError
 	return !(errors.As(err, &op) && op.Op == "dial")
