@@ -3,6 +3,7 @@ package apiwire
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -151,5 +152,42 @@ func TestRefusedRequestIsErrRefused(t *testing.T) {
 	}
 	if err := <-held; err != nil {
 		t.Fatalf("the request in flight: %v", err)
+	}
+}
+
+// TestWaitForRequestsAfterDrain: Wait returns once the requests in flight
+// at Drain have ended and their connections closed, and not before.
+func TestWaitForRequestsAfterDrain(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+		io.WriteString(w, "answered")
+	})
+	addr, ws := serve(t, h, ServerConfig{})
+	hc := client(t)
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := hc.Get("http://" + addr + "/held")
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		answered <- err
+	}()
+	<-entered
+	ws.Drain()
+	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := ws.Wait(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait with a request in flight: %v, want it to wait (DeadlineExceeded)", err)
+	}
+	close(release)
+	if err := ws.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-answered; err != nil {
+		t.Fatalf("the request in flight at Drain: %v, want its answer", err)
 	}
 }

@@ -493,12 +493,13 @@ type Server struct {
 
 	mu       sync.Mutex
 	conns    map[*serverConn]struct{}
+	closed   chan struct{} // closed, and replaced, when a connection ends
 	draining bool
 }
 
 // NewServer returns a server of handler.
 func NewServer(handler http.Handler, cfg ServerConfig) *Server {
-	return &Server{handler: handler, cfg: cfg, conns: map[*serverConn]struct{}{}}
+	return &Server{handler: handler, cfg: cfg, conns: map[*serverConn]struct{}{}, closed: make(chan struct{})}
 }
 
 // ServeConn is the package's ServeConn, for a connection the server
@@ -517,6 +518,8 @@ func (s *Server) ServeConn(conn net.Conn) error {
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, sc)
+		close(s.closed)
+		s.closed = make(chan struct{})
 		s.mu.Unlock()
 	}()
 	return sc.serve()
@@ -535,6 +538,24 @@ func (s *Server) Drain() {
 	s.mu.Unlock()
 	for _, sc := range conns {
 		sc.drain()
+	}
+}
+
+// Wait waits until every connection the server serves has ended (after
+// Drain: once the requests in flight on it ended), or ctx does.
+func (s *Server) Wait(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		n, closed := len(s.conns), s.closed
+		s.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-closed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 

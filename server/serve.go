@@ -249,9 +249,22 @@ func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, ht
 	}
 	shutdownStart := time.Now()
 	if ws != nil {
-		ws.Drain() // idle wire connections close now, the others as their requests end
+		// Idle wire connections close now, the others as their requests
+		// end: the writes and reads in flight get streamGrace, as over
+		// HTTP, before the API's base context ends what is left (streams).
+		ws.Drain()
+		grace, cancel := context.WithTimeout(context.Background(), streamGrace)
+		ws.Wait(grace)
+		cancel()
 	}
 	serr := stoppable.shutdown(2 * time.Second)
+	if ws != nil {
+		// The base context has ended: the handlers still running on wire
+		// connections return, before the node they use is closed.
+		bound, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ws.Wait(bound)
+		cancel()
+	}
 	log.Debug("trace: API shut down", "took", time.Since(shutdownStart), "err", serr)
 	if cerr := node.Close(); err == nil {
 		err = cerr
