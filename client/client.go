@@ -169,11 +169,16 @@ type Config struct {
 	HTTP2 bool
 	// Wire makes the client's own HTTP client (when HTTPClient is nil)
 	// send its requests over coord's multiplexed connection (package
-	// wire, docs/API.md): one connection per node carries every request
+	// apiwire, docs/API.md): one connection per node carries every request
 	// in flight, with TLS by ALPN "coord-wire/1" or, in plain mode, a
 	// preface. Nodes serve it unless run with --wire=false. Everything
 	// above the transport (leader following, retries, sessions, watches)
-	// is unchanged. It takes precedence over HTTP2.
+	// works as over HTTP, but a connection carries at most 1,024 requests
+	// at once (apiwire.Limits.StreamsMax): past that, where HTTP/1.1
+	// would open another connection, a request waits for a slot, so a
+	// program that holds that many long polls or streams on one node
+	// should use a client of its own for them. It takes precedence over
+	// HTTP2.
 	Wire bool
 }
 

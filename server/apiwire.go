@@ -10,7 +10,7 @@ import (
 )
 
 // listenWire serves the API over coord's multiplexed connection (package
-// wire) on the API's own listener hl, beside HTTP: it returns the
+// apiwire) on the API's own listener hl, beside HTTP: it returns the
 // listener the http.Server serves (the connections that do not speak
 // wire) and the wire server, which Serve drains when it stops. Plain
 // connections speak wire when they open with apiwire.Preface, TLS ones when
