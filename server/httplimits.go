@@ -24,6 +24,11 @@ type HTTPLimits struct {
 	// ConnectionsMax bounds the open connections to the API. A connection
 	// beyond it is closed as soon as it is accepted, before a byte is
 	// read, so that clients learn at once rather than wait in the backlog.
+	// With the multiplexed connection served (Config.NoWire false) a
+	// connection is counted once it is sorted from HTTP: after its TLS
+	// handshake, or its first bytes in plain mode; the connections still
+	// being sorted are bounded by the same number (apiwire.ListenerConfig
+	// SortingMax), so twice as many descriptors may be open at worst.
 	ConnectionsMax int
 	// WatchesMax bounds the watches (long polls and event streams, those
 	// forwarded from other nodes included) that the node serves at once.

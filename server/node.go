@@ -1035,6 +1035,9 @@ func (r *readRounds) wait(ctx context.Context) error {
 	r.mu.Unlock()
 	select {
 	case <-round.done:
+		if err := ctx.Err(); err != nil {
+			return err // both were ready: the caller's end is what it hears
+		}
 		return round.err
 	case <-ctx.Done():
 		return ctx.Err()
