@@ -381,38 +381,8 @@ func TestAppendFlowControlHoldsUnderHeartbeatAnswers(t *testing.T) {
 		cfg.MaxInflightBytes = inflightBytes
 	})
 	proposeNumbered(t, leader, 40)
-	heartbeats := func(m raft.Message) bool {
-		return m.Type == raft.MsgHeartbeatRequest || m.Type == raft.MsgHeartbeatResponse
-	}
 	const rounds, readsPerRound = 30, 3
-	answers, ticks := 0, 0
-	for round := range rounds {
-		for i := range readsPerRound {
-			if err := leader.Core.ReadIndex(uint64(round*readsPerRound + i + 1)); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := n.Process(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if round%2 == 1 {
-			if err := n.Tick(1, 1); err != nil {
-				t.Fatal(err)
-			}
-			ticks++
-		}
-		// Heartbeats and their answers only; the appends stay queued,
-		// unanswered. Two passes: the requests, then the answers.
-		for range 2 {
-			for _, m := range n.Queue {
-				if m.Type == raft.MsgHeartbeatResponse {
-					answers++
-				}
-			}
-			if _, err := n.Deliver(heartbeats); err != nil {
-				t.Fatal(err)
-			}
-		}
+	answers := readRounds(t, n, leader, rounds, readsPerRound, func(round, answers, ticks int) {
 		total, empty := 0, 0
 		for _, m := range n.Queue {
 			if m.Type != raft.MsgAppendRequest {
@@ -434,7 +404,7 @@ func TestAppendFlowControlHoldsUnderHeartbeatAnswers(t *testing.T) {
 		if intervals := 1 + ticks/heartbeatTicks; empty > intervals {
 			t.Fatalf("round %d: %d empty appends in %d heartbeat intervals, want at most one each", round, empty, intervals)
 		}
-	}
+	})
 	if answers < rounds*readsPerRound {
 		t.Fatalf("only %d heartbeat answers reached the leader: the test did not exercise them", answers)
 	}
@@ -525,9 +495,6 @@ func TestEmptyAppendsUnderReadsOncePerInterval(t *testing.T) {
 			t.Fatalf("proposal %d: %v", i, err)
 		}
 	}
-	heartbeats := func(m raft.Message) bool {
-		return m.Type == raft.MsgHeartbeatRequest || m.Type == raft.MsgHeartbeatResponse
-	}
 	countAppends := func() (withEntries, empty int) {
 		for _, m := range n.Queue {
 			switch {
@@ -548,34 +515,7 @@ func TestEmptyAppendsUnderReadsOncePerInterval(t *testing.T) {
 		t.Fatal("the proposals went out in no append")
 	}
 	const rounds, readsPerRound = 30, 3
-	answers, ticks := 0, 0
-	for round := range rounds {
-		for i := range readsPerRound {
-			if err := leader.Core.ReadIndex(uint64(round*readsPerRound + i + 1)); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := n.Process(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if round%2 == 1 {
-			if err := n.Tick(1, 1); err != nil {
-				t.Fatal(err)
-			}
-			ticks++
-		}
-		// Heartbeats and their answers only; the appends stay queued,
-		// unanswered. Two passes: the requests, then the answers.
-		for range 2 {
-			for _, m := range n.Queue {
-				if m.Type == raft.MsgHeartbeatResponse {
-					answers++
-				}
-			}
-			if _, err := n.Deliver(heartbeats); err != nil {
-				t.Fatal(err)
-			}
-		}
+	answers := readRounds(t, n, leader, rounds, readsPerRound, func(round, answers, ticks int) {
 		withEntries, empty := countAppends()
 		if withEntries != proposalAppends {
 			t.Fatalf("round %d: %d appends with entries queued, want the %d the proposals went in (nothing is new)", round, withEntries, proposalAppends)
@@ -584,7 +524,7 @@ func TestEmptyAppendsUnderReadsOncePerInterval(t *testing.T) {
 		if intervals := 1 + ticks/heartbeatTicks; empty > intervals {
 			t.Fatalf("round %d, %d heartbeat answers: %d empty appends in %d heartbeat intervals, want at most one each", round, answers, empty, intervals)
 		}
-	}
+	})
 	if answers < rounds*readsPerRound {
 		t.Fatalf("only %d heartbeat answers reached the leader: the test did not exercise them", answers)
 	}
@@ -826,4 +766,46 @@ func TestSingleVoterCommitsOncePersisted(t *testing.T) {
 	if got := c.Status().Commit; got != index {
 		t.Fatalf("after the entry was persisted, commit %d, want %d", got, index)
 	}
+}
+
+// readRounds runs rounds of readsPerRound read-index requests on leader,
+// a heartbeat tick every second round, and delivers only heartbeats and
+// their answers (the appends stay queued, unanswered), calling check
+// after each round with the heartbeat answers and ticks so far. It
+// returns the heartbeat answers that reached the leader.
+func readRounds(t *testing.T, n *rafttest.Network, leader *rafttest.Node, rounds, readsPerRound int, check func(round, answers, ticks int)) int {
+	t.Helper()
+	heartbeats := func(m raft.Message) bool {
+		return m.Type == raft.MsgHeartbeatRequest || m.Type == raft.MsgHeartbeatResponse
+	}
+	answers, ticks := 0, 0
+	for round := range rounds {
+		for i := range readsPerRound {
+			if err := leader.Core.ReadIndex(uint64(round*readsPerRound + i + 1)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := n.Process(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if round%2 == 1 {
+			if err := n.Tick(1, 1); err != nil {
+				t.Fatal(err)
+			}
+			ticks++
+		}
+		// Two passes: the requests, then the answers.
+		for range 2 {
+			for _, m := range n.Queue {
+				if m.Type == raft.MsgHeartbeatResponse {
+					answers++
+				}
+			}
+			if _, err := n.Deliver(heartbeats); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check(round, answers, ticks)
+	}
+	return answers
 }
