@@ -56,10 +56,7 @@ func offerWire(c *tls.Config) *tls.Config {
 	c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 		hc, err := inner(hello)
 		if hc != nil {
-			protos := hc.NextProtos
-			if len(protos) == 0 {
-				protos = []string{"http/1.1"}
-			}
+			protos := hc.NextProtos // never empty: pki.ServerConfig offers http/1.1
 			hc.NextProtos = append(protos[:len(protos):len(protos)], apiwire.ALPN)
 		}
 		return hc, err

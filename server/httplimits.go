@@ -274,10 +274,7 @@ func (a *API) admitWatch(w http.ResponseWriter) (release func(), err error) {
 // under cfg.HTTP's limits. It also starts keeping the forwarding client's
 // connection to the leader warm (forwardwarm.go) until the node stops.
 func newServeHTTP(node *Node, cfg Config) *http.Server {
-	limits := cfg.HTTP
-	if limits == (HTTPLimits{}) {
-		limits = DefaultHTTPLimits()
-	}
+	limits := httpLimits(cfg)
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()

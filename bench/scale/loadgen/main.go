@@ -154,12 +154,13 @@ func run(cfg config) error {
 			ccfg := client.DefaultConfig(cfg.endpoints...)
 			ccfg.Token = cfg.token
 			perSession := (cfg.clients + len(sessions) - 1) / len(sessions)
-			ccfg.HTTP2 = cfg.http2
-			tr := client.NewTransport(ccfg)
-			tr.MaxIdleConnsPerHost = perSession + 8
-			ccfg.HTTPClient = &http.Client{Transport: tr}
 			if cfg.wire {
-				ccfg.HTTPClient, ccfg.Wire = nil, true // the client's own wire transport
+				ccfg.Wire = true // the client's own wire transport
+			} else {
+				ccfg.HTTP2 = cfg.http2
+				tr := client.NewTransport(ccfg)
+				tr.MaxIdleConnsPerHost = perSession + 8
+				ccfg.HTTPClient = &http.Client{Transport: tr}
 			}
 			cl, err := client.New(ccfg)
 			if err != nil {
