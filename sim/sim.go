@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"runtime/debug"
 	"time"
 
@@ -72,6 +73,18 @@ type Stats struct {
 	// candidate any more), ElectionWritesNotElected those it held and
 	// then ended with node.ErrNotElected. Both are checked never to apply.
 	ElectionWrites, ElectionWritesRefused, ElectionWritesNotElected int
+}
+
+// Add adds o's counts to s, as for a total over many runs: every count and
+// the simulated time are summed, MaxQueuedToNode is the larger of the two.
+func (s *Stats) Add(o Stats) {
+	mq := max(s.MaxQueuedToNode, o.MaxQueuedToNode)
+	sv, ov := reflect.ValueOf(s).Elem(), reflect.ValueOf(o)
+	for i := range sv.NumField() {
+		f := sv.Field(i)
+		f.SetInt(f.Int() + ov.Field(i).Int())
+	}
+	s.MaxQueuedToNode = mq
 }
 
 // Result is the outcome of one run.

@@ -179,14 +179,12 @@ feed:
 	elapsed := time.Since(start)
 
 	var total sim.Stats
-	var simulated time.Duration
 	for _, r := range results[:sent] {
 		if r.Err != nil {
 			fmt.Fprintln(stderr, r.Err)
 			return &exitError{code: exitFailure}
 		}
-		total = addStats(total, r.Stats)
-		simulated += r.Stats.SimulatedTime
+		total.Add(r.Stats)
 	}
 	storage := "raft.MemoryStorage"
 	if base.Disk {
@@ -195,7 +193,7 @@ feed:
 	if f.jsonOut {
 		err := writeJSON(stdout, simReport{FirstSeed: f.seed, Seeds: sent, Nodes: base.Nodes, Faults: base.Faults.String(),
 			ChaosMS: base.Chaos.Milliseconds(), Storage: storage, WallMS: elapsed.Milliseconds(),
-			SimulatedMS: simulated.Milliseconds(), Stats: total})
+			SimulatedMS: total.SimulatedTime.Milliseconds(), Stats: total})
 		if err != nil {
 			return err
 		}
@@ -207,7 +205,7 @@ feed:
 	fmt.Fprintf(stdout, "%d seeds passed (%d..%d), %d nodes, faults %s, %v of chaos each, storage: %s\n",
 		sent, f.seed, f.seed+uint64(sent)-1, base.Nodes, base.Faults, base.Chaos, storage)
 	fmt.Fprintf(stdout, "%d steps, %v simulated in %v wall time: %.0f seeds/s, %.0f steps/s\n",
-		total.Steps, simulated.Round(time.Second), elapsed.Round(time.Millisecond),
+		total.Steps, total.SimulatedTime.Round(time.Second), elapsed.Round(time.Millisecond),
 		float64(sent)/elapsed.Seconds(), float64(total.Steps)/elapsed.Seconds())
 	fmt.Fprintf(stdout, "messages: %d delivered, %d dropped; leaders elected: %d; crashes: %d; partitions: %d\n",
 		total.Delivered, total.Dropped, total.Leaders, total.Crashes, total.Partitions)
@@ -242,42 +240,6 @@ type simReport struct {
 	WallMS      int64     `json:"wall_ms"`
 	SimulatedMS int64     `json:"simulated_ms"`
 	Stats       sim.Stats `json:"stats"`
-}
-
-func addStats(a, b sim.Stats) sim.Stats {
-	a.Steps += b.Steps
-	a.Delivered += b.Delivered
-	a.Dropped += b.Dropped
-	a.Leaders += b.Leaders
-	a.Crashes += b.Crashes
-	a.Partitions += b.Partitions
-	a.ConfChanges += b.ConfChanges
-	a.JointChanges += b.JointChanges
-	a.Transfers += b.Transfers
-	a.Snapshots += b.Snapshots
-	a.Writes += b.Writes
-	a.AckedWrites += b.AckedWrites
-	a.ForwardedWrites += b.ForwardedWrites
-	a.ForwardedAcked += b.ForwardedAcked
-	a.ForwardedRefused += b.ForwardedRefused
-	a.ForwardedLost += b.ForwardedLost
-	a.ForwardedUnanswered += b.ForwardedUnanswered
-	a.ReadsRefused += b.ReadsRefused
-	a.ElectionWrites += b.ElectionWrites
-	a.ElectionWritesRefused += b.ElectionWritesRefused
-	a.ElectionWritesNotElected += b.ElectionWritesNotElected
-	a.Reads += b.Reads
-	a.FollowerReads += b.FollowerReads
-	a.MaxQueuedToNode = max(a.MaxQueuedToNode, b.MaxQueuedToNode)
-	a.DiskFulls += b.DiskFulls
-	a.StuckReadies += b.StuckReadies
-	a.LostDirs += b.LostDirs
-	a.Kills += b.Kills
-	a.Cuts += b.Cuts
-	a.Hints += b.Hints
-	a.LeaderChanges += b.LeaderChanges
-	a.UnprovokedLeaderChanges += b.UnprovokedLeaderChanges
-	return a
 }
 
 // newProgress returns lab/report's progress bar on w when w is a terminal
