@@ -35,11 +35,21 @@ type ProposalForwarder interface {
 
 var _ ProposalForwarder = (*Node)(nil)
 
-// forwardOutcome is what a forwarded write's waiter hears.
+// forwardOutcome is what a forwarded write's waiter hears: the state
+// machine's answer by request number (res, err), or, if isVerdict, the
+// handler's (verdict, from node.ForwardWaiter.Done).
 type forwardOutcome struct {
-	res Result
-	err error
+	res       Result
+	err       error
+	isVerdict bool
+	verdict   node.Result
 }
+
+// forwardOutcomes is the capacity of a forwarded write's channel: the
+// state machine answers a request number at most once (applied and
+// failAll forget it) and the handler calls Done once, so neither send
+// ever blocks the loop.
+const forwardOutcomes = 2
 
 // forwardWaiters is safe for concurrent use; a nil one waits for nothing.
 //
@@ -102,17 +112,17 @@ func newForwardWaiters() *forwardWaiters {
 	return f
 }
 
-// add returns a new request number and the channel its outcome comes on.
-func (f *forwardWaiters) add() (uint64, <-chan forwardOutcome) {
+// add returns a new request number, whose outcome comes on ch (of
+// capacity forwardOutcomes).
+func (f *forwardWaiters) add(ch chan forwardOutcome) uint64 {
 	id := f.next.Add(1)
 	if id == 0 {
 		id = f.next.Add(1) // 0 means "not forwarded"
 	}
-	ch := make(chan forwardOutcome, 1)
 	f.mu.Lock()
 	f.wait[id] = ch
 	f.mu.Unlock()
-	return id, ch
+	return id
 }
 
 func (f *forwardWaiters) remove(id uint64) {
@@ -200,20 +210,19 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 	}
 	closes := n.peerCloses.count(lead) // taken before the write goes out
 	cmd.Origin = n.cfg.ID
-	id, outcome := n.sm.forwards.add()
-	defer n.sm.forwards.remove(id)
+	// One channel hears both the state machine and the handler, and one
+	// allocation holds what the wait shares with the loop.
+	call := &forwardCall{outcome: make(chan forwardOutcome, forwardOutcomes), forwards: n.sm.forwards}
+	outcome := call.outcome
+	id := n.sm.forwards.add(outcome)
 	cmd.Request = id
-	// The leader's word on where it appended the write matters only if
-	// the leader changes: a flag the wait reads then, rather than a
-	// channel that would wake it for every write (at 256 clients the
-	// follower woke its 256 waiting writes at each answer of its leader,
-	// to park them again: half of its goroutines' wake-ups).
-	var placed atomic.Bool
-	verdict := make(chan node.Result, 1)
-	w := node.ForwardWaiter{
-		Placed: func(uint64, uint64) { placed.Store(true); n.sm.forwards.count(&n.sm.forwards.placed) },
-		Done:   func(r node.Result) { verdict <- r },
-	}
+	answered := false // by the state machine, which forgot id then
+	defer func() {
+		if !answered {
+			n.sm.forwards.remove(id)
+		}
+	}()
+	w := node.ForwardWaiter{Placed: call.place, Done: call.done}
 	if err := n.shell.Forward(ctx, cmd.Marshal(), w); err != nil {
 		// Refused on this node: it went nowhere.
 		return Result{}, mapErr(err)
@@ -228,14 +237,19 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 	for {
 		select {
 		case o := <-outcome:
-			return o.res, o.err
-		case r := <-verdict:
+			if !o.isVerdict {
+				answered = true
+				return o.res, o.err
+			}
+			r := o.verdict
 			if !errors.Is(r.Err, raft.ErrForwardUnanswered) {
 				return n.forwardEnded(outcome, r)
 			}
 			// No answer: wait, as without one, for the entry by its
-			// request number, until the leader changes.
-			verdict, unanswered, where = nil, true, "the leader never said where the write went"
+			// request number, until the leader changes. Done is called
+			// once: what comes on the channel from now on is the state
+			// machine's.
+			unanswered, where = true, "the leader never said where the write went"
 			if moved {
 				return n.forwardGaveUp(outcome, where)
 			}
@@ -245,7 +259,7 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 				moved = true
 				where = fmt.Sprintf("the leader changed from %d in term %d to %d in term %d before it said where the write went", lead, term, st.Lead, st.Term)
 				switch {
-				case placed.Load():
+				case call.placed.Load():
 					// The entry committed at its index will tell. Placed
 					// is called on the loop before the Ready's status is
 					// published, so an answer that came with the change
@@ -266,7 +280,7 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 				}
 			}
 		case <-grace:
-			if placed.Load() {
+			if call.placed.Load() {
 				// The deposed leader's answer came in its grace: the
 				// entry committed at the index it named will tell.
 				grace = nil
@@ -323,12 +337,43 @@ func (n *Node) forwardEnded(outcome <-chan forwardOutcome, r node.Result) (Resul
 
 // forwardGaveUp answers a forwarded write whose wait ended before its
 // entry applied here: unknown outcome, since the leader may have appended
-// it, unless it applied just now.
+// it, unless it applied just now (the state machine's answer waits on the
+// channel, maybe beside the handler's, which is passed over).
 func (n *Node) forwardGaveUp(outcome <-chan forwardOutcome, why string) (Result, error) {
-	select {
-	case o := <-outcome:
-		return o.res, o.err
-	default:
+	for range forwardOutcomes {
+		var o forwardOutcome
+		ok := true
+		select {
+		case o = <-outcome:
+		default:
+			ok = false
+		}
+		if !ok {
+			break
+		}
+		if !o.isVerdict {
+			return o.res, o.err
+		}
 	}
 	return Result{}, fmt.Errorf("%w: forwarded to the leader, then %s", ErrOutcomeUnknown, why)
 }
+
+// forwardCall is what a forwarded write's wait (ProposeForwarded) shares
+// with the node's loop, which calls place and done (node.ForwardWaiter).
+type forwardCall struct {
+	outcome  chan forwardOutcome // capacity forwardOutcomes
+	forwards *forwardWaiters     // for its counters
+	// placed is set once the leader said where it appended the write. It
+	// matters only if the leader changes: a flag the wait reads then,
+	// rather than a channel that would wake it for every write (at 256
+	// clients the follower woke each waiting write at its leader's
+	// answer, to park it again: half of its goroutines' wake-ups).
+	placed atomic.Bool
+}
+
+func (c *forwardCall) place(uint64, uint64) {
+	c.placed.Store(true)
+	c.forwards.count(&c.forwards.placed)
+}
+
+func (c *forwardCall) done(r node.Result) { c.outcome <- forwardOutcome{isVerdict: true, verdict: r} }

@@ -17,7 +17,8 @@
 # --pprof, and each run leaves in DIR a CPU profile of the follower and of
 # the leader taken over the middle of the steady phase
 # (DIR/RUN.{follower,leader}.pprof, RUN naming target, clients and round),
-# then a runtime trace of each for a second (DIR/RUN.{follower,leader}.trace).
+# then a runtime trace of each for a second (DIR/RUN.{follower,leader}.trace),
+# and the follower's allocations since it started (DIR/RUN.follower.allocs).
 # One line per run: target, via, clients, writes, writes/s, p50, the CPU per
 # write (µs) of the node served, the next (the leader; with VIA=leader a
 # follower) and the other,
@@ -65,7 +66,8 @@ one() {
       curl -s -o "$name.leader.pprof" "${eps[$((l - 1))]}/debug/pprof/profile?seconds=$secs" &
       wait
       curl -s -o "$name.follower.trace" "${eps[$((f - 1))]}/debug/pprof/trace?seconds=1"
-      curl -s -o "$name.leader.trace" "${eps[$((l - 1))]}/debug/pprof/trace?seconds=1") &
+      curl -s -o "$name.leader.trace" "${eps[$((l - 1))]}/debug/pprof/trace?seconds=1"
+      curl -s -o "$name.follower.allocs" "${eps[$((f - 1))]}/debug/pprof/allocs") &
     prof=$!
   fi
   res=$("$work/loadgen" --target coord --mode writes --endpoints "${eps[$((f - 1))]}" --keys 1000 --skip-load \
