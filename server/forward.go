@@ -62,12 +62,15 @@ type forwardWaiters struct {
 	// restarted node, replaying its log, never takes an entry of its
 	// previous life for one of its new requests.
 	next atomic.Uint64
-	// handed counts the writes handed to the node's loop, which sends
-	// them to the leader in the Ready that follows.
+	// queued counts the writes queued for the node's loop
+	// (forwardQueue.push).
+	queued atomic.Uint64
+	// handed counts the writes the node's loop took (forwardCall.Take),
+	// which it sends to the leader in the Ready that follows.
 	handed atomic.Uint64
 	// placed counts the writes whose leader said where it appended them.
 	placed atomic.Uint64
-	// counted is closed (and forgotten) when handed or placed moves, if
+	// counted is closed (and forgotten) when a counter moves, if
 	// someone asked for it (countChanged): tests wait on it.
 	countedMu sync.Mutex
 	counted   chan struct{}
@@ -76,7 +79,7 @@ type forwardWaiters struct {
 	wait      map[uint64]chan forwardOutcome
 }
 
-// count adds one to c (handed or placed) and wakes countChanged's
+// count adds one to c (queued, handed or placed) and wakes countChanged's
 // waiters.
 func (f *forwardWaiters) count(c *atomic.Uint64) {
 	c.Add(1)
@@ -91,7 +94,7 @@ func (f *forwardWaiters) count(c *atomic.Uint64) {
 	}
 }
 
-// countChanged returns a channel closed when handed or placed next moves.
+// countChanged returns a channel closed when a counter next moves.
 // Take it before reading the counters, so that a change in between is not
 // missed.
 func (f *forwardWaiters) countChanged() <-chan struct{} {
@@ -222,12 +225,12 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 			n.sm.forwards.remove(id)
 		}
 	}()
-	w := node.ForwardWaiter{Placed: call.place, Done: call.done}
-	if err := n.shell.Forward(ctx, cmd.Marshal(), w); err != nil {
-		// Refused on this node: it went nowhere.
-		return Result{}, mapErr(err)
-	}
-	n.sm.forwards.count(&n.sm.forwards.handed)
+	call.data, call.waiter = cmd.Marshal(), node.ForwardWaiter{Placed: call.place, Done: call.done}
+	// Queued for the loop, which takes it with the others queued
+	// meanwhile (forwardQueue). Until it does, the write can be given up
+	// as gone nowhere (abandon). A refusal on this node (no leader known,
+	// a failing storage) comes as the handler's verdict.
+	n.forwardQueue.push(call)
 	var (
 		where      = "the leader changed before it said where the write went"
 		unanswered bool
@@ -256,6 +259,15 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 		case <-changed:
 			changed = n.shell.RoleChanged()
 			if st := n.shell.Status(); !moved && (st.Lead != lead || st.Term != term) {
+				switch {
+				case call.abandon():
+					// Not taken yet: it goes nowhere, and HTTP forwarding
+					// finds the new leader.
+					return Result{}, fmt.Errorf("%w: node %d's leader changed from %d in term %d to %d in term %d before the write went out",
+						ErrNotLeader, n.cfg.ID, lead, term, st.Lead, st.Term)
+				case call.state.Load() == forwardRefused:
+					continue // its verdict waits on the channel
+				}
 				moved = true
 				where = fmt.Sprintf("the leader changed from %d in term %d to %d in term %d before it said where the write went", lead, term, st.Lead, st.Term)
 				switch {
@@ -288,8 +300,14 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 			}
 			return n.forwardGaveUp(outcome, where)
 		case <-ctx.Done():
+			if res, err, ended := n.forwardNotSent(call, ctx.Err()); ended {
+				return res, err
+			}
 			return n.forwardGaveUp(outcome, ctx.Err().Error())
 		case <-n.shell.Done():
+			if res, err, ended := n.forwardNotSent(call, mapErr(n.shell.Err())); ended {
+				return res, err
+			}
 			return n.forwardGaveUp(outcome, "the node stopped")
 		}
 	}
@@ -315,6 +333,22 @@ func (c *peerCloseCounts) count(id uint64) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n[id]
+}
+
+// forwardNotSent answers a forwarded write whose wait ends (for err) if
+// the write went nowhere: the loop never took it (it never will now), or
+// refused it (the refusal answers). Otherwise ended is false.
+func (n *Node) forwardNotSent(call *forwardCall, err error) (res Result, _ error, ended bool) {
+	switch {
+	case call.abandon():
+		return Result{}, err, true
+	case call.state.Load() == forwardRefused:
+		// Refused sends its verdict right after it sets the state.
+		o := <-call.outcome
+		res, err := n.forwardEnded(call.outcome, o.verdict)
+		return res, err, true
+	}
+	return Result{}, nil, false
 }
 
 // forwardEnded answers a forwarded write from the handler's verdict:
@@ -357,23 +391,3 @@ func (n *Node) forwardGaveUp(outcome <-chan forwardOutcome, why string) (Result,
 	}
 	return Result{}, fmt.Errorf("%w: forwarded to the leader, then %s", ErrOutcomeUnknown, why)
 }
-
-// forwardCall is what a forwarded write's wait (ProposeForwarded) shares
-// with the node's loop, which calls place and done (node.ForwardWaiter).
-type forwardCall struct {
-	outcome  chan forwardOutcome // capacity forwardOutcomes
-	forwards *forwardWaiters     // for its counters
-	// placed is set once the leader said where it appended the write. It
-	// matters only if the leader changes: a flag the wait reads then,
-	// rather than a channel that would wake it for every write (at 256
-	// clients the follower woke each waiting write at its leader's
-	// answer, to park it again: half of its goroutines' wake-ups).
-	placed atomic.Bool
-}
-
-func (c *forwardCall) place(uint64, uint64) {
-	c.placed.Store(true)
-	c.forwards.count(&c.forwards.placed)
-}
-
-func (c *forwardCall) done(r node.Result) { c.outcome <- forwardOutcome{isVerdict: true, verdict: r} }
