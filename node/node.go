@@ -386,16 +386,24 @@ type Forwarding interface {
 	Refused(err error)
 }
 
-// ForwardEach proposes each of batch as Forward does, in one turn of the
-// loop, and returns once the loop has taken them all: a caller that queues
-// proposals from many goroutines hands them over with one wake-up of the
-// loop, and none of theirs (Forward's caller waits for the loop, and is
-// woken, once per proposal). It fails with ErrStopped, or the error that
-// ended the loop, if the loop never took the batch; then none of it was
-// taken, and nothing is called.
-func (n *Node) ForwardEach(batch []Forwarding) error {
-	return n.do(context.Background(), func() {
-		for _, f := range batch {
+// ForwardEach proposes the proposals of batch as Forward does, in order,
+// in one turn of the loop, and returns how many of them the loop took: a
+// caller that queues proposals from many goroutines hands them over with
+// one wake-up of the loop, and none of theirs (Forward's caller waits for
+// the loop, and is woken, once per proposal). The loop takes them while
+// its batch holds less than MaxEntryBytesPerBatch of entry data, and the
+// first one always, as it takes Forward's; the rest are the caller's to
+// hand over again. It fails with ErrStopped, or the error that ended the
+// loop, if the loop never took the batch; then none of it was taken, and
+// nothing is called.
+func (n *Node) ForwardEach(batch []Forwarding) (taken int, err error) {
+	err = n.do(context.Background(), func() {
+		limit := n.cfg.MaxEntryBytesPerBatch
+		for i, f := range batch {
+			if limit > 0 && i > 0 && n.h.BatchBytes() >= limit {
+				taken = i
+				return
+			}
 			data, w, ok := f.Take()
 			if !ok {
 				continue
@@ -404,7 +412,9 @@ func (n *Node) ForwardEach(batch []Forwarding) error {
 				f.Refused(err)
 			}
 		}
+		taken = len(batch)
 	})
+	return taken, err
 }
 
 // ProposeAsync is Propose without the wait: it returns once the loop has

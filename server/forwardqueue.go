@@ -16,8 +16,8 @@ import (
 // wake-ups. Safe for concurrent use.
 type forwardQueue struct {
 	mu      sync.Mutex
-	pending []node.Forwarding
-	wake    chan struct{} // capacity 1: something was queued
+	pending []node.Forwarding // in the order they came
+	wake    chan struct{}     // capacity 1: something was queued
 }
 
 func newForwardQueue() *forwardQueue {
@@ -43,20 +43,35 @@ func (n *Node) feedForwards() {
 	defer close(n.feedDone)
 	q := n.forwardQueue
 	var batch []node.Forwarding
+	more := false // the loop left some of the last batch
 	for {
-		select {
-		case <-q.wake:
-		case <-n.shell.Done():
-			return
+		if !more {
+			select {
+			case <-q.wake:
+			case <-n.shell.Done():
+				return
+			}
 		}
 		q.mu.Lock()
 		batch, q.pending = q.pending, batch[:0]
 		q.mu.Unlock()
 		if len(batch) == 0 {
+			more = false
 			continue
 		}
-		if err := n.shell.ForwardEach(batch); err != nil {
+		taken, err := n.shell.ForwardEach(batch)
+		if err != nil {
 			return // the loop ended: see above
+		}
+		// What the loop left (past its batch's bound on entry data) goes
+		// first next time, before what was queued meanwhile.
+		more = taken < len(batch)
+		if more {
+			q.mu.Lock()
+			q.pending = append(batch[taken:len(batch):len(batch)], q.pending...)
+			q.mu.Unlock()
+			batch = nil // its array is the queue's now
+			continue
 		}
 		clear(batch) // the writes are the loop's now: hold none of them
 	}
