@@ -21,8 +21,8 @@
 # and the follower's allocations since it started (DIR/RUN.follower.allocs).
 # One line per run: target, via, clients, writes, writes/s, p50, the CPU per
 # write (µs) of the node served, the next (the leader; with VIA=leader a
-# follower) and the other,
-# their sum, the load average.
+# follower) and the other, their sum, the writes per storage write (Ready
+# persisted: coord_raft_append_seconds_count) of the three, the load average.
 set -euo pipefail
 rounds=$1 clients=$2
 shift 2
@@ -36,11 +36,13 @@ base=${PORT_BASE:-29000} duration=${DURATION:-5s} profile=${PROFILE:-} via=${VIA
 check_port_base PORT_BASE "$base" 13
 
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# saves ENDPOINT: the node's storage writes so far (one per Ready it persisted).
+saves() { curl -s "$1/metrics" | awk '/^coord_raft_append_seconds_count/ {print $2}'; }
 
 # one TARGET CLIENTS ROUND: one run.
 one() {
   local bin=$1 c=$2 round=$3 peers="" eps=() sflags=() i l f o res secs name prof=
-  local -a c0 c1
+  local -a c0 c1 s0 s1
   [ -n "$profile" ] && sflags=(--pprof)
   pids=()
   for i in 1 2 3; do peers+="$i=127.0.0.1:$((base + i)),"; done
@@ -57,7 +59,7 @@ one() {
   f=$((l % 3 + 1)) o=$(((l + 1) % 3 + 1)) # the follower served, the other
   if [ "$via" = leader ]; then f=$l l=$((l % 3 + 1)); fi # served: the leader; then two followers
   "$work/loadgen" --target coord --endpoints "${eps[$((f - 1))]}" --keys 1000 --duration 0 --wire >/dev/null
-  for i in $f $l $o; do c0+=("$(cpu "${pids[$((i - 1))]}")"); done
+  for i in $f $l $o; do c0+=("$(cpu "${pids[$((i - 1))]}")") s0+=("$(saves "${eps[$((i - 1))]}")"); done
   if [ -n "$profile" ]; then
     secs=$(($(sed 's/[^0-9].*//' <<<"$duration") / 2))
     name="$profile/$(basename "$bin").$via.c$c.r$round"
@@ -72,12 +74,13 @@ one() {
   fi
   res=$("$work/loadgen" --target coord --mode writes --endpoints "${eps[$((f - 1))]}" --keys 1000 --skip-load \
     --clients "$c" --duration "$duration" --wire | tail -1)
-  for i in $f $l $o; do c1+=("$(cpu "${pids[$((i - 1))]}")"); done
+  for i in $f $l $o; do c1+=("$(cpu "${pids[$((i - 1))]}")") s1+=("$(saves "${eps[$((i - 1))]}")"); done
   [ -n "$prof" ] && wait "$prof"
   awk -v t="$bin" -v c="$c" -v tf=$((c1[0] - c0[0])) -v tl=$((c1[1] - c0[1])) -v to=$((c1[2] - c0[2])) \
+    -v sf=$((s1[0] - s0[0])) -v sl=$((s1[1] - s0[1])) -v so=$((s1[2] - s0[2])) \
     -v hz="$(getconf CLK_TCK)" -v load="$(cut -d' ' -f1 /proc/loadavg)" \
-    -v via="$via" '{u = 1e6 / hz / $3; printf "%s via=%s clients=%s writes=%s writes/s=%s p50_ms=%s served_us/w=%.1f next_us/w=%.1f other_us/w=%.1f sum_us/w=%.1f load=%s\n",
-      t, via, c, $3, $4, $5, tf * u, tl * u, to * u, (tf + tl + to) * u, load}' <<<"$res"
+    -v via="$via" '{u = 1e6 / hz / $3; printf "%s via=%s clients=%s writes=%s writes/s=%s p50_ms=%s served_us/w=%.1f next_us/w=%.1f other_us/w=%.1f sum_us/w=%.1f writes/save=%.1f,%.1f,%.1f load=%s\n",
+      t, via, c, $3, $4, $5, tf * u, tl * u, to * u, (tf + tl + to) * u, $3 / (sf ? sf : 1), $3 / (sl ? sl : 1), $3 / (so ? so : 1), load}' <<<"$res"
   kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
   rm -rf "$work"/c?
 }
