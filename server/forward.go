@@ -343,8 +343,13 @@ func (n *Node) forwardNotSent(call *forwardCall, err error) (res Result, _ error
 	case call.abandon():
 		return Result{}, err, true
 	case call.state.Load() == forwardRefused:
-		// Refused sends its verdict right after it sets the state.
+		// Refused sends its verdict right after it sets the state; a
+		// snapshot installed before may have failed the request number
+		// first (failAll).
 		o := <-call.outcome
+		if !o.isVerdict {
+			return o.res, o.err, true
+		}
 		res, err := n.forwardEnded(call.outcome, o.verdict)
 		return res, err, true
 	}
