@@ -373,6 +373,50 @@ func (n *Node) Forward(ctx context.Context, data []byte, w ForwardWaiter) error 
 	return err
 }
 
+// Forwarding is one proposal for ForwardEach. Its methods are called on
+// the loop goroutine and must not block.
+type Forwarding interface {
+	// Take returns the proposal's data and waiter, or ok false if it is
+	// no longer wanted: it is skipped then, and hears nothing.
+	Take() (data []byte, w ForwardWaiter, ok bool)
+	// Refused is called with the handler's error when it refused the
+	// proposal here (raft.ErrNotLeader if no leader is known, ErrStorage
+	// while the storage fails, the error the node stopped with): it went
+	// nowhere, and its waiter hears nothing.
+	Refused(err error)
+}
+
+// ForwardEach proposes the proposals of batch as Forward does, in order,
+// in one turn of the loop, and returns how many of them the loop took: a
+// caller that queues proposals from many goroutines hands them over with
+// one wake-up of the loop, and none of theirs (Forward's caller waits for
+// the loop, and is woken, once per proposal). The loop takes them while
+// its batch holds less than MaxEntryBytesPerBatch of entry data, and the
+// first one always, as it takes Forward's; the rest are the caller's to
+// hand over again. It fails with ErrStopped, or the error that ended the
+// loop, if the loop never took the batch; then none of it was taken, and
+// nothing is called.
+func (n *Node) ForwardEach(batch []Forwarding) (taken int, err error) {
+	err = n.do(context.Background(), func() {
+		limit := n.cfg.MaxEntryBytesPerBatch
+		for i, f := range batch {
+			if limit > 0 && i > 0 && n.h.BatchBytes() >= limit {
+				taken = i
+				return
+			}
+			data, w, ok := f.Take()
+			if !ok {
+				continue
+			}
+			if err := n.h.Forward(data, w); err != nil {
+				f.Refused(err)
+			}
+		}
+		taken = len(batch)
+	})
+	return taken, err
+}
+
 // ProposeAsync is Propose without the wait: it returns once the loop has
 // taken the proposal, with a channel that receives, once, how it ended
 // (the Result of Propose's Waiter: Value the state machine's result, or

@@ -35,11 +35,21 @@ type ProposalForwarder interface {
 
 var _ ProposalForwarder = (*Node)(nil)
 
-// forwardOutcome is what a forwarded write's waiter hears.
+// forwardOutcome is what a forwarded write's waiter hears: the state
+// machine's answer by request number (res, err), or, if isVerdict, the
+// handler's (verdict, from node.ForwardWaiter.Done).
 type forwardOutcome struct {
-	res Result
-	err error
+	res       Result
+	err       error
+	isVerdict bool
+	verdict   node.Result
 }
+
+// forwardOutcomes is the capacity of a forwarded write's channel: the
+// state machine answers a request number at most once (applied and
+// failAll forget it) and the handler calls Done once, so neither send
+// ever blocks the loop.
+const forwardOutcomes = 2
 
 // forwardWaiters is safe for concurrent use; a nil one waits for nothing.
 //
@@ -52,12 +62,15 @@ type forwardWaiters struct {
 	// restarted node, replaying its log, never takes an entry of its
 	// previous life for one of its new requests.
 	next atomic.Uint64
-	// handed counts the writes handed to the node's loop, which sends
-	// them to the leader in the Ready that follows.
+	// queued counts the writes queued for the node's loop
+	// (forwardQueue.push).
+	queued atomic.Uint64
+	// handed counts the writes the node's loop took (forwardCall.Take),
+	// which it sends to the leader in the Ready that follows.
 	handed atomic.Uint64
 	// placed counts the writes whose leader said where it appended them.
 	placed atomic.Uint64
-	// counted is closed (and forgotten) when handed or placed moves, if
+	// counted is closed (and forgotten) when a counter moves, if
 	// someone asked for it (countChanged): tests wait on it.
 	countedMu sync.Mutex
 	counted   chan struct{}
@@ -66,7 +79,7 @@ type forwardWaiters struct {
 	wait      map[uint64]chan forwardOutcome
 }
 
-// count adds one to c (handed or placed) and wakes countChanged's
+// count adds one to c (queued, handed or placed) and wakes countChanged's
 // waiters.
 func (f *forwardWaiters) count(c *atomic.Uint64) {
 	c.Add(1)
@@ -81,7 +94,7 @@ func (f *forwardWaiters) count(c *atomic.Uint64) {
 	}
 }
 
-// countChanged returns a channel closed when handed or placed next moves.
+// countChanged returns a channel closed when a counter next moves.
 // Take it before reading the counters, so that a change in between is not
 // missed.
 func (f *forwardWaiters) countChanged() <-chan struct{} {
@@ -102,17 +115,17 @@ func newForwardWaiters() *forwardWaiters {
 	return f
 }
 
-// add returns a new request number and the channel its outcome comes on.
-func (f *forwardWaiters) add() (uint64, <-chan forwardOutcome) {
+// add returns a new request number, whose outcome comes on ch (of
+// capacity forwardOutcomes).
+func (f *forwardWaiters) add(ch chan forwardOutcome) uint64 {
 	id := f.next.Add(1)
 	if id == 0 {
 		id = f.next.Add(1) // 0 means "not forwarded"
 	}
-	ch := make(chan forwardOutcome, 1)
 	f.mu.Lock()
 	f.wait[id] = ch
 	f.mu.Unlock()
-	return id, ch
+	return id
 }
 
 func (f *forwardWaiters) remove(id uint64) {
@@ -200,22 +213,26 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 	}
 	closes := n.peerCloses.count(lead) // taken before the write goes out
 	cmd.Origin = n.cfg.ID
-	id, outcome := n.sm.forwards.add()
-	defer n.sm.forwards.remove(id)
+	// One channel hears both the state machine and the handler, and one
+	// allocation holds what the wait shares with the loop.
+	call := &forwardCall{outcome: make(chan forwardOutcome, forwardOutcomes), forwards: n.sm.forwards}
+	outcome := call.outcome
+	id := n.sm.forwards.add(outcome)
 	cmd.Request = id
-	placed, verdict := make(chan struct{}), make(chan node.Result, 1)
-	w := node.ForwardWaiter{
-		Placed: func(uint64, uint64) { n.sm.forwards.count(&n.sm.forwards.placed); close(placed) },
-		Done:   func(r node.Result) { verdict <- r },
-	}
-	if err := n.shell.Forward(ctx, cmd.Marshal(), w); err != nil {
-		// Refused on this node: it went nowhere.
-		return Result{}, mapErr(err)
-	}
-	n.sm.forwards.count(&n.sm.forwards.handed)
+	answered := false // by the state machine, which forgot id then
+	defer func() {
+		if !answered {
+			n.sm.forwards.remove(id)
+		}
+	}()
+	call.data, call.waiter = cmd.Marshal(), node.ForwardWaiter{Placed: call.place, Done: call.done}
+	// Queued for the loop, which takes it with the others queued
+	// meanwhile (forwardQueue). Until it does, the write can be given up
+	// as gone nowhere (abandon). A refusal on this node (no leader known,
+	// a failing storage) comes as the handler's verdict.
+	n.forwardQueue.push(call)
 	var (
 		where      = "the leader changed before it said where the write went"
-		isPlaced   bool
 		unanswered bool
 		moved      bool // the leader or term changed
 		grace      <-chan time.Time
@@ -223,27 +240,42 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 	for {
 		select {
 		case o := <-outcome:
-			return o.res, o.err
-		case r := <-verdict:
+			if !o.isVerdict {
+				answered = true
+				return o.res, o.err
+			}
+			r := o.verdict
 			if !errors.Is(r.Err, raft.ErrForwardUnanswered) {
 				return n.forwardEnded(outcome, r)
 			}
 			// No answer: wait, as without one, for the entry by its
-			// request number, until the leader changes.
-			verdict, unanswered, where = nil, true, "the leader never said where the write went"
+			// request number, until the leader changes. Done is called
+			// once: what comes on the channel from now on is the state
+			// machine's.
+			unanswered, where = true, "the leader never said where the write went"
 			if moved {
 				return n.forwardGaveUp(outcome, where)
 			}
-		case <-placed:
-			placed, isPlaced = nil, true
 		case <-changed:
 			changed = n.shell.RoleChanged()
 			if st := n.shell.Status(); !moved && (st.Lead != lead || st.Term != term) {
+				switch {
+				case call.abandon():
+					// Not taken yet: it goes nowhere, and HTTP forwarding
+					// finds the new leader.
+					return Result{}, fmt.Errorf("%w: node %d's leader changed from %d in term %d to %d in term %d before the write went out",
+						ErrNotLeader, n.cfg.ID, lead, term, st.Lead, st.Term)
+				case call.state.Load() == forwardRefused:
+					continue // its verdict waits on the channel
+				}
 				moved = true
 				where = fmt.Sprintf("the leader changed from %d in term %d to %d in term %d before it said where the write went", lead, term, st.Lead, st.Term)
 				switch {
-				case isPlaced:
-					// The entry committed at its index will tell.
+				case call.placed.Load():
+					// The entry committed at its index will tell. Placed
+					// is called on the loop before the Ready's status is
+					// published, so an answer that came with the change
+					// or before it is seen here.
 				case unanswered:
 					return n.forwardGaveUp(outcome, where)
 				case lead != n.cfg.ID && n.peerCloses.count(lead) != closes:
@@ -260,10 +292,22 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 				}
 			}
 		case <-grace:
+			if call.placed.Load() {
+				// The deposed leader's answer came in its grace: the
+				// entry committed at the index it named will tell.
+				grace = nil
+				continue
+			}
 			return n.forwardGaveUp(outcome, where)
 		case <-ctx.Done():
+			if res, err, ended := n.forwardNotSent(call, ctx.Err()); ended {
+				return res, err
+			}
 			return n.forwardGaveUp(outcome, ctx.Err().Error())
 		case <-n.shell.Done():
+			if res, err, ended := n.forwardNotSent(call, mapErr(n.shell.Err())); ended {
+				return res, err
+			}
 			return n.forwardGaveUp(outcome, "the node stopped")
 		}
 	}
@@ -291,6 +335,27 @@ func (c *peerCloseCounts) count(id uint64) uint64 {
 	return c.n[id]
 }
 
+// forwardNotSent answers a forwarded write whose wait ends (for err) if
+// the write went nowhere: the loop never took it (it never will now), or
+// refused it (the refusal answers). Otherwise ended is false.
+func (n *Node) forwardNotSent(call *forwardCall, err error) (res Result, _ error, ended bool) {
+	switch {
+	case call.abandon():
+		return Result{}, err, true
+	case call.state.Load() == forwardRefused:
+		// Refused sends its verdict right after it sets the state; a
+		// snapshot installed before may have failed the request number
+		// first (failAll).
+		o := <-call.outcome
+		if !o.isVerdict {
+			return o.res, o.err, true
+		}
+		res, err := n.forwardEnded(call.outcome, o.verdict)
+		return res, err, true
+	}
+	return Result{}, nil, false
+}
+
 // forwardEnded answers a forwarded write from the handler's verdict:
 // applied here (the state machine's result), refused (appended nowhere),
 // lost to another entry at its index (never applied), or unknown.
@@ -311,12 +376,23 @@ func (n *Node) forwardEnded(outcome <-chan forwardOutcome, r node.Result) (Resul
 
 // forwardGaveUp answers a forwarded write whose wait ended before its
 // entry applied here: unknown outcome, since the leader may have appended
-// it, unless it applied just now.
+// it, unless it applied just now (the state machine's answer waits on the
+// channel, maybe beside the handler's, which is passed over).
 func (n *Node) forwardGaveUp(outcome <-chan forwardOutcome, why string) (Result, error) {
-	select {
-	case o := <-outcome:
-		return o.res, o.err
-	default:
+	for range forwardOutcomes {
+		var o forwardOutcome
+		ok := true
+		select {
+		case o = <-outcome:
+		default:
+			ok = false
+		}
+		if !ok {
+			break
+		}
+		if !o.isVerdict {
+			return o.res, o.err
+		}
 	}
 	return Result{}, fmt.Errorf("%w: forwarded to the leader, then %s", ErrOutcomeUnknown, why)
 }

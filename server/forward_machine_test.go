@@ -95,8 +95,8 @@ func TestApplyChecksTheTokenAsOfTheEntry(t *testing.T) {
 // as of unknown outcome, and request numbers are never 0 (not forwarded).
 func TestForwardWaiters(t *testing.T) {
 	f := newForwardWaiters()
-	a, chA := f.add()
-	b, chB := f.add()
+	chA, chB, chC := make(chan forwardOutcome, forwardOutcomes), make(chan forwardOutcome, forwardOutcomes), make(chan forwardOutcome, forwardOutcomes)
+	a, b := f.add(chA), f.add(chB)
 	if a == 0 || b == 0 || a == b {
 		t.Fatalf("request numbers %d and %d", a, b)
 	}
@@ -114,7 +114,7 @@ func TestForwardWaiters(t *testing.T) {
 	if o := <-chB; !errors.Is(o.err, ErrOutcomeUnknown) {
 		t.Fatalf("waiter b heard %+v after a snapshot, want ErrOutcomeUnknown", o)
 	}
-	c, chC := f.add()
+	c := f.add(chC)
 	f.remove(c) // the request gave up
 	f.applied(c, Result{})
 	select {

@@ -46,14 +46,14 @@ func callAs(t *testing.T, method, url, token, body string) reply {
 
 // waitPeerConnected waits until n's Raft transport is connected to peer,
 // the condition for forwarding writes over it.
-func waitPeerConnected(t *testing.T, n *testNode, peer uint64) {
+func waitPeerConnected(t testing.TB, n *testNode, peer uint64) {
 	t.Helper()
 	waitPeerState(t, n, peer, true)
 }
 
 // waitPeerState waits until n's Raft transport is connected to peer
 // (connected) or not, looking again at each change the transport tells.
-func waitPeerState(t *testing.T, n *testNode, peer uint64, connected bool) {
+func waitPeerState(t testing.TB, n *testNode, peer uint64, connected bool) {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {

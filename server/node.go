@@ -252,6 +252,10 @@ type Node struct {
 	// come over a connection closed after the write went out on it
 	// (ProposeForwarded).
 	peerCloses peerCloseCounts
+	// forwardQueue holds the writes ProposeForwarded queued for the loop,
+	// which feedForwards hands over until feedDone is closed.
+	forwardQueue *forwardQueue
+	feedDone     chan struct{}
 
 	stop          chan struct{}
 	watchDone     chan struct{}
@@ -450,7 +454,7 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	cfg.Peers = maps.Clone(cfg.Peers) // the caller may change its map
 	n := &Node{cfg: cfg, log: logger(cfg.Logger).With("node", cfg.ID), stop: make(chan struct{}), watchDone: make(chan struct{}),
-		announced: map[uint64]string{}}
+		announced: map[uint64]string{}, forwardQueue: newForwardQueue(), feedDone: make(chan struct{})}
 	n.sm = &stateMachine{machine: NewMachine(cfg.Limits), lessor: newLessor(time.Second), changed: make(chan struct{}),
 		metrics: cfg.Metrics, log: n.log, self: cfg.ID, forwards: newForwardWaiters()}
 	n.sm.watches.bound = watchIndexBound(cfg.HTTP.WatchesMax)
@@ -465,6 +469,7 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	go n.watch()
+	go n.feedForwards()
 	return n, nil
 }
 
@@ -802,6 +807,7 @@ func (n *Node) Close() error {
 		close(n.stop)
 		err := n.shell.Stop()
 		<-n.watchDone
+		<-n.feedDone
 		if terr := n.tr.Close(); err == nil {
 			err = terr
 		}
