@@ -70,8 +70,11 @@ type serverConn struct {
 	handler http.Handler
 	cfg     ServerConfig
 	tls     *tls.ConnectionState
-	base    context.Context
-	stop    context.CancelFunc
+	// host and remote are the requests' Host and RemoteAddr: the
+	// connection's addresses, formatted once rather than per request.
+	host, remote string
+	base         context.Context
+	stop         context.CancelFunc
 
 	mu   sync.Mutex
 	cond *sync.Cond // signalled when out grows, shrinks, or the connection closes
@@ -103,7 +106,8 @@ func newServerConn(conn net.Conn, handler http.Handler, cfg ServerConfig) *serve
 	if base == nil {
 		base = context.Background()
 	}
-	s := &serverConn{conn: conn, handler: handler, cfg: cfg, streams: map[uint32]context.CancelFunc{}}
+	s := &serverConn{conn: conn, handler: handler, cfg: cfg, streams: map[uint32]context.CancelFunc{},
+		host: conn.LocalAddr().String(), remote: conn.RemoteAddr().String()}
 	s.base, s.stop = context.WithCancel(base)
 	s.cond = sync.NewCond(&s.mu)
 	if tc, ok := conn.(*tls.Conn); ok {
@@ -244,7 +248,7 @@ func (s *serverConn) open(f Frame) error {
 	req := &http.Request{
 		Method: rf.Method, URL: u, RequestURI: rf.Target,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: rf.Header, Host: s.conn.LocalAddr().String(), RemoteAddr: s.conn.RemoteAddr().String(),
+		Header: rf.Header, Host: s.host, RemoteAddr: s.remote,
 		TLS: s.tls,
 	}
 	if len(rf.Body) > 0 {
