@@ -70,12 +70,19 @@ type serverConn struct {
 	handler http.Handler
 	cfg     ServerConfig
 	tls     *tls.ConnectionState
-	base    context.Context
-	stop    context.CancelFunc
+	// host and remote are the requests' Host and RemoteAddr: the
+	// connection's addresses, formatted once rather than per request.
+	host, remote string
+	base         context.Context
+	stop         context.CancelFunc
 
-	mu     sync.Mutex
-	cond   *sync.Cond // signalled when out grows, shrinks, or the connection closes
-	out    []byte     // frames waiting for the writer
+	mu   sync.Mutex
+	cond *sync.Cond // signalled when out grows, shrinks, or the connection closes
+	out  []byte     // frames waiting for the writer
+	// ready is how much of out the writer may send: out up to its last
+	// frame that woke the writer (enqueue). Beyond it wait a handler's
+	// head and data until its Flush or end.
+	ready  int
 	closed bool
 	// draining: new requests are refused, and the connection closes when
 	// the last one in flight ends.
@@ -99,7 +106,8 @@ func newServerConn(conn net.Conn, handler http.Handler, cfg ServerConfig) *serve
 	if base == nil {
 		base = context.Background()
 	}
-	s := &serverConn{conn: conn, handler: handler, cfg: cfg, streams: map[uint32]context.CancelFunc{}}
+	s := &serverConn{conn: conn, handler: handler, cfg: cfg, streams: map[uint32]context.CancelFunc{},
+		host: conn.LocalAddr().String(), remote: conn.RemoteAddr().String()}
 	s.base, s.stop = context.WithCancel(base)
 	s.cond = sync.NewCond(&s.mu)
 	if tc, ok := conn.(*tls.Conn); ok {
@@ -225,6 +233,7 @@ func (s *serverConn) open(f Frame) error {
 			reason = "server shutting down"
 		}
 		s.out = appendFrame(s.out, FrameRefuse, f.Stream, []byte(reason))
+		s.ready = len(s.out)
 		s.cond.Broadcast()
 		s.mu.Unlock()
 		return nil
@@ -239,7 +248,7 @@ func (s *serverConn) open(f Frame) error {
 	req := &http.Request{
 		Method: rf.Method, URL: u, RequestURI: rf.Target,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: rf.Header, Host: s.conn.LocalAddr().String(), RemoteAddr: s.conn.RemoteAddr().String(),
+		Header: rf.Header, Host: s.host, RemoteAddr: s.remote,
 		TLS: s.tls,
 	}
 	if len(rf.Body) > 0 {
@@ -286,9 +295,20 @@ func (s *serverConn) run(stream uint32, req *http.Request, cancel context.Cancel
 	s.handler.ServeHTTP(w, req)
 }
 
+// quietBytesMax bounds the frames that may wait for the writer without
+// waking it (enqueue with wake false): a handler's head and data wait for
+// its Flush, its end or this many bytes, as net/http buffers an answer, so
+// that a short answer leaves in one write with its end frame, and the
+// answers of many streams in one write together, instead of a write per
+// frame.
+const quietBytesMax = 4 << 10
+
 // enqueue appends frames built by add to the output, waiting for room (up
 // to deadline, if set) when the connection holds pendingBytesMax already.
-func (s *serverConn) enqueue(deadline time.Time, add func([]byte) ([]byte, error)) error {
+// It wakes the writer if wake is set or quietBytesMax bytes wait; frames
+// enqueued without waking leave with the next that wakes it (each stream's
+// Flush, end or abort does).
+func (s *serverConn) enqueue(deadline time.Time, wake bool, add func([]byte) ([]byte, error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var timer *time.Timer
@@ -319,8 +339,21 @@ func (s *serverConn) enqueue(deadline time.Time, add func([]byte) ([]byte, error
 		return err
 	}
 	s.out = out
-	s.cond.Broadcast()
+	if wake || len(s.out)-s.ready >= quietBytesMax {
+		s.ready = len(s.out)
+		s.cond.Broadcast()
+	}
 	return nil
+}
+
+// wake has the writer send what waits (frames enqueued without waking).
+func (s *serverConn) wake() {
+	s.mu.Lock()
+	if len(s.out) > s.ready {
+		s.ready = len(s.out)
+		s.cond.Broadcast()
+	}
+	s.mu.Unlock()
 }
 
 var errTimeout = timeoutError{}
@@ -336,20 +369,26 @@ func (s *serverConn) writeLoop() {
 	var spare []byte
 	for {
 		s.mu.Lock()
-		for len(s.out) == 0 && !s.closed && !s.flushThenClose {
+		for s.ready == 0 && !s.closed && !s.flushThenClose {
 			s.cond.Wait()
 		}
 		if s.closed {
 			s.mu.Unlock()
 			return
 		}
-		if len(s.out) == 0 { // flushThenClose, and all is sent
+		if s.flushThenClose {
+			s.ready = len(s.out) // no handler is left to end its frames
+		}
+		if s.ready == 0 { // flushThenClose, and all is sent
 			s.mu.Unlock()
 			s.shut()
 			return
 		}
-		batch := s.out
-		s.out = spare[:0]
+		// The frames beyond ready (a handler's head and data before its
+		// end) stay for the next write.
+		batch := s.out[:s.ready]
+		s.out = append(spare[:0], s.out[s.ready:]...)
+		s.ready = 0
 		s.cond.Broadcast() // room for writers waiting on pendingBytesMax
 		s.mu.Unlock()
 		if s.cfg.WriteTimeout > 0 {
@@ -398,7 +437,7 @@ func (w *responseWriter) WriteHeader(status int) {
 	}
 	w.status = status
 	var encodeErr error
-	w.err = w.s.enqueue(w.deadline, func(b []byte) ([]byte, error) {
+	w.err = w.s.enqueue(w.deadline, false, func(b []byte) ([]byte, error) {
 		out, err := appendHead(b, w.stream, status, w.header, w.s.cfg.Limits)
 		if err != nil {
 			// Headers that cannot travel: the stream ends aborted (the
@@ -413,7 +452,9 @@ func (w *responseWriter) WriteHeader(status int) {
 	}
 }
 
-// Write sends p as data frames, the head first if not sent.
+// Write sends p as data frames, the head first if not sent. They leave
+// with the handler's next Flush or its end, or once quietBytesMax bytes
+// wait, as net/http's answers do.
 func (w *responseWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		if w.header.Get("Content-Type") == "" && len(p) > 0 {
@@ -424,7 +465,7 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	written := 0
 	for w.err == nil && written < len(p) {
 		chunk := p[written:min(len(p), written+dataFrameBytesMax)]
-		w.err = w.s.enqueue(w.deadline, func(b []byte) ([]byte, error) {
+		w.err = w.s.enqueue(w.deadline, false, func(b []byte) ([]byte, error) {
 			return appendFrame(b, FrameData, w.stream, chunk), nil
 		})
 		if w.err == nil {
@@ -434,12 +475,12 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	return written, w.err
 }
 
-// Flush sends the head if it was not sent: data frames leave as soon as
-// the writer goroutine runs, without a flush.
+// Flush sends the head if it was not sent, and what the handler wrote.
 func (w *responseWriter) Flush() {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
+	w.s.wake()
 }
 
 // SetWriteDeadline bounds the waits of later Writes (http.ResponseController).
@@ -457,9 +498,10 @@ func (w *responseWriter) finish() {
 		w.WriteHeader(http.StatusOK)
 	}
 	if w.err != nil {
+		w.s.wake() // whatever went before the error
 		return
 	}
-	w.s.enqueue(time.Time{}, func(b []byte) ([]byte, error) {
+	w.s.enqueue(time.Time{}, true, func(b []byte) ([]byte, error) {
 		return appendFrame(b, FrameEnd, w.stream, nil), nil
 	})
 }
@@ -471,7 +513,7 @@ func (w *responseWriter) abort() {
 	if w.err != nil {
 		return
 	}
-	w.s.enqueue(time.Time{}, func(b []byte) ([]byte, error) {
+	w.s.enqueue(time.Time{}, true, func(b []byte) ([]byte, error) {
 		return appendFrame(b, FrameAbort, w.stream, []byte("the handler failed; the answer is lost")), nil
 	})
 }

@@ -48,9 +48,11 @@ certificate files on SIGHUP and when they change. 'coord cluster up' makes
 all of these; docs/security.md explains them. --insecure runs without TLS
 and tokens: anyone who reaches a port may act as any node or client.
 
-The Go garbage collector runs with GOGC=50 unless the environment sets GOGC:
-a node's heap is mostly its long-lived state, so a collection every half of
-it costs little CPU and keeps the resident memory a fifth lower.`,
+Unless the environment sets GOGC, the Go garbage collector's target follows
+the live heap: Go's default (GOGC=100) up to 64 MiB live, 50 from 128 MiB,
+64 MiB of room between. A node's heap is mostly its long-lived state: a large
+one is collected every half of it for little CPU and a fifth less resident
+memory, a small one no more often than Go's default.`,
 		Example: `  coord server --id 1 --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 \
       --http 127.0.0.1:8001 --data /tmp/coord/1 \
       --peer-cert-file tls/node-1.crt --peer-key-file tls/node-1.key --peer-trusted-ca-file tls/ca.crt \
@@ -65,7 +67,7 @@ it costs little CPU and keeps the resident memory a fifth lower.`,
 				return err
 			}
 			cfg.Logger = slog.Default()
-			setServerGCPercent()
+			serverGCOnce.Do(func() { startServerGC() }) // one tuner a process
 			return server.Serve(cmd.Context(), cfg, o.HTTP, func(peer, http string) {
 				fmt.Fprintf(cmd.OutOrStdout(), "node %d: raft %s, http %s, data %s\n", cfg.ID, peer, http, cfg.DataDir)
 			})

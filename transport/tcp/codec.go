@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"slices"
 
 	"coord/internal/wire"
 	"coord/raft"
@@ -124,11 +125,34 @@ const (
 // marshalMessage encodes m, without m.Snapshot.Data (snapshot data travels
 // in chunks).
 func marshalMessage(m raft.Message) []byte {
+	return appendMessage(make([]byte, 0, messageSizeHint(m)), m)
+}
+
+// messageSizeHint is about the length of m's encoding: enough for its
+// fields and entries, so that encoding it grows no buffer.
+func messageSizeHint(m raft.Message) int {
 	size := 64
 	for _, e := range m.Entries {
 		size += 24 + len(e.Data)
 	}
-	e := wire.Encoder{Buf: make([]byte, 0, size)}
+	return size
+}
+
+// appendMessageFrame appends m as one message frame (appendFrame of its
+// encoding), encoded in place: the leader's appends, a few a write to each
+// follower, then cost no buffer of their own and no copy.
+func appendMessageFrame(buf []byte, m raft.Message) []byte {
+	buf = slices.Grow(buf, frameHeaderBytes+1+messageSizeHint(m)+frameTrailerBytes)
+	start := len(buf)
+	buf = append(buf, 0, 0, 0, 0, frameMessage) // the length, filled in below
+	buf = appendMessage(buf, m)
+	binary.BigEndian.PutUint32(buf[start:], uint32(len(buf)-start-frameHeaderBytes))
+	return binary.BigEndian.AppendUint32(buf, crc32.Checksum(buf[start+frameHeaderBytes:], castagnoli))
+}
+
+// appendMessage appends the encoding of m, without m.Snapshot.Data.
+func appendMessage(buf []byte, m raft.Message) []byte {
+	e := wire.Encoder{Buf: buf}
 	e.Byte(byte(m.Type))
 	e.Uvarint(m.From)
 	e.Uvarint(m.To)

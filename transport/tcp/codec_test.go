@@ -28,6 +28,36 @@ func TestMessageRoundTrip(t *testing.T) {
 	}
 }
 
+// A message frame encoded in place (appendMessageFrame, the leader's
+// appends) is the frame of its encoding, after whatever the buffer held,
+// and reads back as the message; its encoding allocates nothing once the
+// buffer has room.
+func TestMessageFrameInPlace(t *testing.T) {
+	msgs := append(sampleMessages(1, 2), followerPathMessages(1, 2)...)
+	msgs = append(msgs, raft.Message{Type: raft.MsgAppendRequest, From: 1, To: 2, Term: 3, LogIndex: 7, LogTerm: 3, Commit: 7,
+		Entries: []raft.Entry{{Term: 3, Index: 8, Data: bytes.Repeat([]byte{9}, 300)}, {Term: 3, Index: 9, Data: []byte("put b")}}})
+	var want []byte
+	buf := []byte("before")
+	for _, m := range msgs {
+		want = appendFrame(want, frameMessage, marshalMessage(m))
+		buf = appendMessageFrame(buf, m)
+	}
+	if !bytes.HasPrefix(buf, []byte("before")) || !bytes.Equal(buf[len("before"):], want) {
+		t.Fatalf("in place: %x\nwant: %x", buf, want)
+	}
+	got, err := decodeStream(buf[len("before"):])
+	if err != io.EOF || !reflect.DeepEqual(got, msgs) { // EOF: the stream's end
+		t.Fatalf("decoded %v, %v; want %v", got, err, msgs)
+	}
+	if raceEnabled {
+		return // the race detector's allocations
+	}
+	last := msgs[len(msgs)-1]
+	if n := testing.AllocsPerRun(100, func() { buf = appendMessageFrame(buf[:0], last) }); n != 0 {
+		t.Fatalf("an append's frame in a buffer with room: %v allocations, want 0", n)
+	}
+}
+
 // A follower's forwarded proposals (type 14) round-trip; one without
 // proposals, or with a membership change among them, does not decode.
 func TestProposalRequestCodec(t *testing.T) {

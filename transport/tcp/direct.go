@@ -84,13 +84,13 @@ func (t *Transport) writeDirect(p *peer, msgs []raft.Message) bool {
 		if m.Type == raft.MsgSnapshotRequest {
 			return false
 		}
-		payload := marshalMessage(m)
-		if len(frames)+len(payload)+1+frameHeaderBytes+frameTrailerBytes > t.cfg.DirectWriteMaxBytes {
+		frames = appendMessageFrame(frames, m)
+		if len(frames) > t.cfg.DirectWriteMaxBytes {
+			p.frames = keepFrames(frames)
 			return false // the writer writes it, or drops it if too large
 		}
-		frames = appendFrame(frames, frameMessage, payload)
 	}
-	p.frames = frames
+	p.frames = keepFrames(frames)
 	// No write deadline: nothing below waits (sock.Write). The one the
 	// writer goroutine left has lapsed if the peer was idle longer than
 	// WriteTimeout, and the runtime refuses any write past a deadline,

@@ -236,7 +236,7 @@ type peer struct {
 	writing sync.Mutex
 	cur     *conn         // the connection written to; under writing
 	w       *bufio.Writer // cur's buffered writer, empty between batches; under writing
-	frames  []byte        // a direct write's frames, reused; under writing
+	frames  []byte        // a write's frames, reused (keepFrames); under writing
 
 	mu        sync.Mutex
 	addr      string
@@ -964,14 +964,14 @@ func isClosed(c *conn) bool {
 // messages it took from the queue. The caller holds p.writing.
 func (t *Transport) writeBatch(p *peer, m raft.Message) (taken int64, err error) {
 	taken = 1
-	if err := t.writeMessage(p.w, m); err != nil {
+	if err := t.writeMessage(p, m); err != nil {
 		return taken, err
 	}
 	for range 256 {
 		select {
 		case m := <-p.queue:
 			taken++
-			if err := t.writeMessage(p.w, m); err != nil {
+			if err := t.writeMessage(p, m); err != nil {
 				return taken, err
 			}
 			continue
@@ -982,17 +982,33 @@ func (t *Transport) writeBatch(p *peer, m raft.Message) (taken int64, err error)
 	return taken, p.w.Flush()
 }
 
-func (t *Transport) writeMessage(w *bufio.Writer, m raft.Message) error {
-	payload := marshalMessage(m)
-	if len(payload)+1 > t.cfg.MaxFrameBytes {
+// writeMessage writes m's frame to p's buffered writer, encoded in p's
+// frame buffer (p.frames). The caller holds p.writing.
+func (t *Transport) writeMessage(p *peer, m raft.Message) error {
+	frame := appendMessageFrame(p.frames[:0], m)
+	p.frames = keepFrames(frame)
+	if len(frame)-frameHeaderBytes-frameTrailerBytes > t.cfg.MaxFrameBytes {
 		// The core bounds entries per message; a message over the frame
 		// limit is dropped here rather than rejected by the peer.
 		t.drop("too large", m)
 		return nil
 	}
-	_, err := w.Write(appendFrame(nil, frameMessage, payload))
+	_, err := p.w.Write(frame)
 	return err
 }
+
+// keepFrames returns the frame buffer to keep for the next write: frames,
+// unless a burst grew it past frameBufferKeepBytes.
+func keepFrames(frames []byte) []byte {
+	if cap(frames) > frameBufferKeepBytes {
+		return nil
+	}
+	return frames[:0]
+}
+
+// frameBufferKeepBytes bounds the frame buffer a peer keeps between
+// writes: enough for the appends of a busy leader, not a large entry's.
+const frameBufferKeepBytes = 1 << 20
 
 // writeSnapshot streams a snapshot in chunks, read from its Source (a
 // file) or Data as they go, sending the peer's other messages between

@@ -1,0 +1,84 @@
+package apiwire
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// writeCountingConn counts the writes to it and signals each on wrote.
+type writeCountingConn struct {
+	net.Conn
+	writes atomic.Int32
+	wrote  chan struct{}
+}
+
+func (c *writeCountingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	select {
+	case c.wrote <- struct{}{}:
+	default:
+	}
+	return c.Conn.Write(p)
+}
+
+// A short answer (head, data, end) leaves in one write: its head and data
+// wait for its end rather than each waking the writer (a write syscall per
+// frame was most of the leader's writes under the watch load). The handler
+// gives the writer a moment after its data, in which a writer woken by the
+// head would have sent it alone.
+func TestShortAnswerLeavesInOneWrite(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	wrote := make(chan struct{}, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Coord-Node", "7")
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"revision":3}`)
+		select { // the writer's chance to send the head and data alone
+		case <-wrote:
+		case <-time.After(100 * time.Millisecond):
+		}
+	})
+	served := make(chan *writeCountingConn, 1)
+	go func() {
+		c, err := inner.Accept()
+		if err != nil {
+			return
+		}
+		cc := &writeCountingConn{Conn: c, wrote: wrote}
+		served <- cc
+		ServeConn(cc, h, ServerConfig{Logger: quiet})
+	}()
+	c, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cc := <-served
+	r := bufio.NewReader(c)
+	for i, stream := range []uint32{1, 3} {
+		before := cc.writes.Load()
+		if _, err := c.Write(request(t, stream, "/v1/kv/a", nil)); err != nil {
+			t.Fatal(err)
+		}
+		var types []FrameType
+		for len(types) == 0 || types[len(types)-1] != FrameEnd {
+			f, _, err := readFrame(r, nil, 1<<20, nil)
+			if err != nil {
+				t.Fatalf("answer %d: %v after frames %v", i, err, types)
+			}
+			types = append(types, f.Type)
+		}
+		if n := cc.writes.Load() - before; n != 1 || len(types) != 3 {
+			t.Fatalf("answer %d: frames %v in %d writes, want head, data and end in 1", i, types, n)
+		}
+	}
+}
