@@ -321,3 +321,25 @@ func TestCompactToLeavesSnapshotRemovalToBackground(t *testing.T) {
 		must(t, d.Close())
 	}
 }
+
+// TestCloseWaitsForSnapshotRemoval: with Options.Background nil, the
+// replaced snapshot file is removed on a goroutine of the Disk's own, and
+// Close returns only once that removal ended: a closed Disk leaves no
+// goroutine behind, and the directory holds the current snapshot alone.
+func TestCloseWaitsForSnapshotRemoval(t *testing.T) {
+	m := vfs.NewMemFS()
+	d, err := raftstore.Open(m, "/node", raftstore.Options{SegmentBytes: opts.SegmentBytes, Logger: opts.Logger})
+	must(t, err)
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 30}, entries(1, 30, 1), true))
+	for _, i := range []uint64{10, 20} {
+		meta := raft.SnapshotMetadata{Index: i, Term: 1, ConfState: raft.ConfState{Voters: []uint64{1}}}
+		must(t, d.WriteSnapshot(meta, bytes.NewReader([]byte(fmt.Sprintf("state at %d", i)))))
+		must(t, d.CompactTo(meta))
+	}
+	must(t, d.Close())
+	names, err := m.List("/node/snap")
+	must(t, err)
+	if want := []string{snapshot.FileName(20, 1)}; !slices.Equal(names, want) {
+		t.Fatalf("snapshot directory after Close: %q, want %q", names, want)
+	}
+}
