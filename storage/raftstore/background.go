@@ -136,7 +136,7 @@ func (d *Disk) CompactTo(meta raft.SnapshotMetadata) error {
 	d.snapSum, d.snapSize = p.sum, p.size
 	d.ents = cloneEntries(keep) // frees the compacted prefix
 	d.dropStaleReceived()
-	if err := d.removeSnapshotsExcept(name); err != nil {
+	if err := d.retireSnapshotsExcept(name); err != nil {
 		d.logger.Warn("raftstore: removing replaced snapshots", "dir", d.snapDir, "err", err)
 	}
 	return nil

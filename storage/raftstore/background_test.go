@@ -3,8 +3,11 @@ package raftstore_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"coord/raft"
@@ -253,5 +256,90 @@ func TestCompactToCrashBeforeSegmentRemoval(t *testing.T) {
 			t.Fatalf("torn %v: segments after reopening %q, want only %s", torn, names, after[len(after)-1])
 		}
 		must(t, d.Close())
+	}
+}
+
+// TestCompactToLeavesSnapshotRemovalToBackground: the snapshot file a
+// CompactTo replaces is renamed on the caller's goroutine (the node's
+// loop), never removed there, nor is the snapshot directory synced: the
+// removal and the sync are work handed to Options.Background. A crash
+// before that work runs leaves the new snapshot and no other file after a
+// reopen; once it runs, the replaced file is gone.
+func TestCompactToLeavesSnapshotRemovalToBackground(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		m := vfs.NewMemFS()
+		var ops []vfs.Op
+		f := vfs.NewFaultFS(m, 1, func(op vfs.Op) vfs.Fault { ops = append(ops, op); return vfs.NoFault })
+		var held []func()
+		o := opts
+		o.Background = func(work func()) { held = append(held, work) }
+		d, err := raftstore.Open(f, "/node", o)
+		must(t, err)
+		must(t, d.Save(raft.HardState{Term: 1, Commit: 30}, entries(1, 30, 1), true))
+		for _, i := range []uint64{10, 20} {
+			meta := raft.SnapshotMetadata{Index: i, Term: 1, ConfState: raft.ConfState{Voters: []uint64{1}}}
+			must(t, d.WriteSnapshot(meta, bytes.NewReader([]byte(fmt.Sprintf("state at %d", i)))))
+			held, ops = nil, nil
+			must(t, d.CompactTo(meta))
+		}
+		for _, op := range ops {
+			if strings.HasPrefix(op.Name, "/node/snap") && (op.Kind == vfs.OpRemove || op.Kind == vfs.OpSyncDir) {
+				t.Fatalf("CompactTo did %s %s itself: the replaced snapshot's removal belongs in the background", op.Kind, op.Name)
+			}
+		}
+		old := snapshot.FileName(10, 1)
+		names, err := m.List("/node/snap")
+		must(t, err)
+		if !slices.Contains(names, old+".retired.tmp") || slices.Contains(names, old) {
+			t.Fatalf("snapshot directory after CompactTo: %q, want %s renamed, not removed", names, old)
+		}
+		if len(held) != 2 { // the log segments' removal and the snapshot file's
+			t.Fatalf("%d pieces of work handed to Options.Background, want 2", len(held))
+		}
+		if crash {
+			m.Crash()
+		} else {
+			for _, work := range held {
+				work()
+			}
+			names, err := m.List("/node/snap")
+			must(t, err)
+			if want := []string{snapshot.FileName(20, 1)}; !slices.Equal(names, want) {
+				t.Fatalf("snapshot directory once the background work ran: %q, want %q", names, want)
+			}
+			must(t, d.Close())
+		}
+		d = open(t, m, "/node")
+		snap, err := d.Snapshot()
+		must(t, err)
+		if data := storagetest.SnapshotData(t, snap); snap.Metadata.Index != 20 || string(data) != "state at 20" {
+			t.Fatalf("crash %v: snapshot after reopening: %+v %q, want index 20", crash, snap.Metadata, data)
+		}
+		if names, _ := m.List("/node/snap"); !slices.Equal(names, []string{snapshot.FileName(20, 1)}) {
+			t.Fatalf("crash %v: snapshot directory after reopening: %q", crash, names)
+		}
+		must(t, d.Close())
+	}
+}
+
+// TestCloseWaitsForSnapshotRemoval: with Options.Background nil, the
+// replaced snapshot file is removed on a goroutine of the Disk's own, and
+// Close returns only once that removal ended: a closed Disk leaves no
+// goroutine behind, and the directory holds the current snapshot alone.
+func TestCloseWaitsForSnapshotRemoval(t *testing.T) {
+	m := vfs.NewMemFS()
+	d, err := raftstore.Open(m, "/node", raftstore.Options{SegmentBytes: opts.SegmentBytes, Logger: opts.Logger})
+	must(t, err)
+	must(t, d.Save(raft.HardState{Term: 1, Commit: 30}, entries(1, 30, 1), true))
+	for _, i := range []uint64{10, 20} {
+		meta := raft.SnapshotMetadata{Index: i, Term: 1, ConfState: raft.ConfState{Voters: []uint64{1}}}
+		must(t, d.WriteSnapshot(meta, bytes.NewReader([]byte(fmt.Sprintf("state at %d", i)))))
+		must(t, d.CompactTo(meta))
+	}
+	must(t, d.Close())
+	names, err := m.List("/node/snap")
+	must(t, err)
+	if want := []string{snapshot.FileName(20, 1)}; !slices.Equal(names, want) {
+		t.Fatalf("snapshot directory after Close: %q, want %q", names, want)
 	}
 }

@@ -105,8 +105,9 @@
 // atomically (tmp, fsync, rename, fsync dir); then start a log segment that
 // opens with a checkpoint naming the snapshot (index, term, checksum),
 // followed by the hard state and the entries kept after the snapshot, and
-// fsync it and the directory; then remove the older snapshot files, and
-// the older segments in the background (Options.Background). A crash
+// fsync it and the directory; then rename the older snapshot files
+// (<name>.retired.tmp) and remove them, and the older segments, in the
+// background (Options.Background). A crash
 // between the steps leaves either the old state (the new snapshot file is
 // unreferenced, and Open removes it, with any leftover tmp file) or the
 // new one (Open removes what the checkpoint replaced).

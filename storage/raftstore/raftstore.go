@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -45,10 +46,14 @@ type Options struct {
 	SegmentBytes int64
 	// Logger receives recovery notices. nil means slog.Default().
 	Logger *slog.Logger
-	// Background runs the removal of the log segments a snapshot's
-	// checkpoint replaced, off the goroutine that installed it (see
-	// wal.Options.Background). nil means a goroutine of its own, which
-	// Close waits for.
+	// Background runs the removal of what a snapshot's checkpoint
+	// replaced, the log segments (see wal.Options.Background) and the
+	// older snapshot files, off the goroutine that installed it (the
+	// node's loop): unlinking a snapshot of a large state and syncing the
+	// directory took 59-121 ms at 500,000 keys (130 MB). It may run work on any
+	// goroutine, at any later time, or never: work touches only files the
+	// Disk no longer uses, and Open removes any that are left. nil means
+	// a goroutine of its own, which Close waits for.
 	Background func(work func())
 }
 
@@ -98,6 +103,12 @@ type Disk struct {
 	received map[string]*receivedSnapshot
 	spools   uint64 // received snapshots so far, to name their files
 
+	// background runs the removal of retired snapshot files
+	// (Options.Background); removals counts those running on goroutines
+	// of their own (Options.Background nil), which Close waits for.
+	background func(work func())
+	removals   sync.WaitGroup
+
 	closed bool
 }
 
@@ -123,7 +134,7 @@ func Open(fsys vfs.FS, dir string, opts Options) (*Disk, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	d := &Disk{fs: fsys, dir: dir, snapDir: filepath.Join(dir, "snap"), logger: logger}
+	d := &Disk{fs: fsys, dir: dir, snapDir: filepath.Join(dir, "snap"), logger: logger, background: opts.Background}
 	// Two processes appending to one log would interleave their records:
 	// the directory is locked for as long as the Disk is open.
 	if err := vfs.MkdirAllDurable(fsys, dir); err != nil {
@@ -334,18 +345,9 @@ func (d *Disk) Repair() error {
 // temporary file, then syncs the directory. Files being written in the
 // background, or waiting for CompactTo, stay.
 func (d *Disk) removeSnapshotsExcept(keep string) error {
-	files, tmps, err := snapshot.List(d.fs, d.snapDir)
-	if err != nil {
+	tmps, err := d.unusedSnapshots(keep)
+	if err != nil || len(tmps) == 0 {
 		return err
-	}
-	for _, f := range files {
-		if f.Name != keep {
-			tmps = append(tmps, f.Name)
-		}
-	}
-	tmps = slices.DeleteFunc(tmps, d.inProgress)
-	if len(tmps) == 0 {
-		return nil
 	}
 	for _, name := range tmps {
 		d.logger.Info("raftstore: removing snapshot file", "file", filepath.Join(d.snapDir, name))
@@ -354,6 +356,76 @@ func (d *Disk) removeSnapshotsExcept(keep string) error {
 		}
 	}
 	return d.fs.SyncDir(d.snapDir)
+}
+
+// unusedSnapshots returns the names of the snapshot files other than keep,
+// and of the temporary files, but those being written in the background or
+// waiting for CompactTo.
+func (d *Disk) unusedSnapshots(keep string) ([]string, error) {
+	files, tmps, err := snapshot.List(d.fs, d.snapDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		if f.Name != keep {
+			tmps = append(tmps, f.Name)
+		}
+	}
+	return slices.DeleteFunc(tmps, d.inProgress), nil
+}
+
+// retiredSuffix ends the name a replaced snapshot file is renamed to until
+// it is removed. It ends in the snapshot package's temporary suffix, so
+// that snapshot.List reports such a file as temporary and Open removes it.
+const retiredSuffix = ".retired.tmp"
+
+// retireSnapshotsExcept is removeSnapshotsExcept for a Disk in use, called
+// once a checkpoint made keep its snapshot: the files it would remove are
+// renamed (retiredSuffix), which takes no sync and frees no block, and
+// removed, with the directory synced, off the caller's goroutine
+// (Options.Background). The rename, under the Disk's lock, is what makes
+// the later removal safe: a snapshot written again under a retired file's
+// name (a retry at the same index) is a new file the removal never names.
+// A crash at any step leaves files the log does not refer to, which Open
+// removes.
+func (d *Disk) retireSnapshotsExcept(keep string) error {
+	names, err := d.unusedSnapshots(keep)
+	if err != nil {
+		return err
+	}
+	var retired []string
+	for _, name := range names {
+		path := filepath.Join(d.snapDir, name)
+		if !strings.HasSuffix(name, retiredSuffix) { // else retired already: its removal is on its way
+			if err := d.fs.Rename(path, path+retiredSuffix); err != nil {
+				return err
+			}
+			path += retiredSuffix
+		}
+		retired = append(retired, path)
+	}
+	if len(retired) == 0 {
+		return nil
+	}
+	fsys, dir, logger := d.fs, d.snapDir, d.logger
+	work := func() {
+		for _, path := range retired {
+			logger.Info("raftstore: removing snapshot file", "file", path)
+			if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				logger.Warn("raftstore: removing a replaced snapshot", "file", path, "err", err)
+				return
+			}
+		}
+		if err := fsys.SyncDir(dir); err != nil {
+			logger.Warn("raftstore: removing replaced snapshots", "dir", dir, "err", err)
+		}
+	}
+	if d.background != nil {
+		d.background(work)
+		return nil
+	}
+	d.removals.Go(work)
+	return nil
 }
 
 func (d *Disk) usable() error {
@@ -734,7 +806,7 @@ func (d *Disk) checkpoint(meta raft.SnapshotMetadata, sum uint32, size int64, hs
 	d.logSynced()
 	d.dropStaleReceived()
 	// The checkpoint holds; a file left behind is removed by the next Open.
-	if err := d.removeSnapshotsExcept(name); err != nil {
+	if err := d.retireSnapshotsExcept(name); err != nil {
 		d.logger.Warn("raftstore: removing replaced snapshots", "dir", d.snapDir, "err", err)
 	}
 	return nil
@@ -752,6 +824,7 @@ func (d *Disk) Close() error {
 		return nil
 	}
 	d.closed = true
+	d.removals.Wait()
 	err := errors.Join(d.wal.Close(), d.closeVoteFile())
 	if lerr := d.lock.Close(); err == nil {
 		err = lerr
