@@ -149,7 +149,8 @@ type HandlerConfig struct {
 //     client's write, committed) this comes before the sending: the
 //     answers are what a client waits for, the messages (the new commit
 //     index, for the followers) are not; with entries, the appends go
-//     first, as the followers' writes are the longer path. The core counts the leader's copy of
+//     first, as the followers' writes are the longer path. The core
+//     counts the leader's copy of
 //     the entries towards a quorum only at step 4 (Core.Advance), once
 //     they are durable. A candidate's vote requests of the term and vote
 //     for itself that step 1 writes go ahead too: the voters write their

@@ -396,7 +396,8 @@ func (n *Node) Barrier(ctx context.Context) error {
 }
 
 // ProposeAsync is Propose without the wait: it returns once the loop has
-// taken the proposal (it runs next), with a channel that receives, once, how it ended
+// taken the proposal (it runs it next; Barrier waits until it has), with
+// a channel that receives, once, how it ended
 // (the Result of Propose's Waiter: Value the state machine's result, or
 // Err). An error means the proposal was not taken (ctx ended first, or
 // the loop ended); a refusal by the core comes on the channel. A server
