@@ -3,9 +3,11 @@
 // served by the API's own http.Handler, unchanged. It exists for cost:
 // net/http spends one read and one write system call on every request
 // and more on its background read and goroutine hand-offs; here one
-// reader goroutine decodes many frames per read, and one writer goroutine
-// sends every answer completed meanwhile in one write (a Raft batch
-// commits many writes at once).
+// reader goroutine decodes many frames per read; an answer is held until
+// its handler flushes or ends and then goes out in one write, by the
+// handler's goroutine when the connection is not being written, and
+// otherwise by one writer goroutine, which sends every answer completed
+// meanwhile in one write (a Raft batch commits many writes at once).
 //
 // # Frames
 //

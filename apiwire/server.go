@@ -76,13 +76,9 @@ type serverConn struct {
 	base         context.Context
 	stop         context.CancelFunc
 
-	mu   sync.Mutex
-	cond *sync.Cond // signalled when out grows, shrinks, or the connection closes
-	out  []byte     // frames waiting for the writer
-	// ready is how much of out the writer may send: out up to its last
-	// frame that woke the writer (enqueue). Beyond it wait a handler's
-	// head and data until its Flush or end.
-	ready  int
+	mu     sync.Mutex
+	cond   *sync.Cond // signalled when out grows, shrinks, or the connection closes
+	out    []byte     // frames waiting for the writer
 	closed bool
 	// draining: new requests are refused, and the connection closes when
 	// the last one in flight ends.
@@ -90,9 +86,15 @@ type serverConn struct {
 	// flushThenClose: the writer closes the connection once it has sent
 	// what is waiting.
 	flushThenClose bool
-	werr           error                         // the writer's error, once it failed
-	streams        map[uint32]context.CancelFunc // requests in flight
-	last           uint32                        // the highest stream number opened
+	// writing: a goroutine is writing a batch taken from out to conn,
+	// the writer's or a handler's (send); one at a time, so that batches
+	// leave in the order they were taken. spare is a batch's buffer kept
+	// for reuse.
+	writing bool
+	spare   []byte
+	werr    error                         // the writer's error, once it failed
+	streams map[uint32]context.CancelFunc // requests in flight
+	last    uint32                        // the highest stream number opened
 }
 
 func newServerConn(conn net.Conn, handler http.Handler, cfg ServerConfig) *serverConn {
@@ -233,7 +235,6 @@ func (s *serverConn) open(f Frame) error {
 			reason = "server shutting down"
 		}
 		s.out = appendFrame(s.out, FrameRefuse, f.Stream, []byte(reason))
-		s.ready = len(s.out)
 		s.cond.Broadcast()
 		s.mu.Unlock()
 		return nil
@@ -295,22 +296,65 @@ func (s *serverConn) run(stream uint32, req *http.Request, cancel context.Cancel
 	s.handler.ServeHTTP(w, req)
 }
 
-// quietBytesMax bounds the frames that may wait for the writer without
-// waking it (enqueue with wake false): a handler's head and data wait for
-// its Flush, its end or this many bytes, as net/http buffers an answer, so
-// that a short answer leaves in one write with its end frame, and the
-// answers of many streams in one write together, instead of a write per
-// frame.
-const quietBytesMax = 4 << 10
-
-// enqueue appends frames built by add to the output, waiting for room (up
-// to deadline, if set) when the connection holds pendingBytesMax already.
-// It wakes the writer if wake is set or quietBytesMax bytes wait; frames
-// enqueued without waking leave with the next that wakes it (each stream's
-// Flush, end or abort does).
-func (s *serverConn) enqueue(deadline time.Time, wake bool, add func([]byte) ([]byte, error)) error {
+// send appends frames to the output, waiting for room (up to deadline, if
+// set) when the connection holds pendingBytesMax already, and writes them
+// itself when no one is writing: a single client's answer then leaves on
+// its handler's goroutine, without waking the writer's (a hand-off on
+// every write's path, issue 15). When a write is in progress it leaves
+// them to the writer, which sends them next, in order.
+func (s *serverConn) send(deadline time.Time, frames []byte) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	if err := s.room(deadline); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.out = append(s.out, frames...)
+	if s.writing {
+		s.cond.Broadcast()
+		s.mu.Unlock()
+		return nil
+	}
+	batch := s.take()
+	s.mu.Unlock()
+	return s.write(batch)
+}
+
+// take takes the waiting frames for writing; the caller holds s.mu and
+// writes them with write.
+func (s *serverConn) take() []byte {
+	batch := s.out
+	s.out, s.spare = s.spare[:0], nil
+	s.writing = true
+	s.cond.Broadcast() // room for writers waiting on pendingBytesMax
+	return batch
+}
+
+// write writes a batch taken by take, then hands the writing over: to the
+// writer, if frames came meanwhile. A failure closes the connection.
+func (s *serverConn) write(batch []byte) error {
+	if s.cfg.WriteTimeout > 0 {
+		s.conn.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	}
+	_, err := s.conn.Write(batch)
+	s.mu.Lock()
+	s.writing = false
+	if err != nil && s.werr == nil {
+		s.werr = err
+	}
+	if cap(batch) <= 1<<20 { // do not keep a burst's buffer forever
+		s.spare = batch[:0]
+	}
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	if err != nil {
+		s.shut()
+	}
+	return err
+}
+
+// room waits, with s.mu held, until the output is under pendingBytesMax
+// (up to deadline, if set), and fails if the connection is closed.
+func (s *serverConn) room(deadline time.Time) error {
 	var timer *time.Timer
 	for len(s.out) >= pendingBytesMax && !s.closed {
 		if !deadline.IsZero() {
@@ -334,26 +378,7 @@ func (s *serverConn) enqueue(deadline time.Time, wake bool, add func([]byte) ([]
 		}
 		return net.ErrClosed
 	}
-	out, err := add(s.out)
-	if err != nil {
-		return err
-	}
-	s.out = out
-	if wake || len(s.out)-s.ready >= quietBytesMax {
-		s.ready = len(s.out)
-		s.cond.Broadcast()
-	}
 	return nil
-}
-
-// wake has the writer send what waits (frames enqueued without waking).
-func (s *serverConn) wake() {
-	s.mu.Lock()
-	if len(s.out) > s.ready {
-		s.ready = len(s.out)
-		s.cond.Broadcast()
-	}
-	s.mu.Unlock()
 }
 
 var errTimeout = timeoutError{}
@@ -364,66 +389,57 @@ func (timeoutError) Error() string { return "i/o timeout" }
 func (timeoutError) Timeout() bool { return true }
 
 // writeLoop sends whatever frames are waiting in one write, until the
-// connection closes.
+// connection closes. Handlers write their own answers when no write is in
+// progress (send); the writer sends what comes while one is.
 func (s *serverConn) writeLoop() {
-	var spare []byte
 	for {
 		s.mu.Lock()
-		for s.ready == 0 && !s.closed && !s.flushThenClose {
+		for !s.closed && (s.writing || (len(s.out) == 0 && !s.flushThenClose)) {
 			s.cond.Wait()
 		}
 		if s.closed {
 			s.mu.Unlock()
 			return
 		}
-		if s.flushThenClose {
-			s.ready = len(s.out) // no handler is left to end its frames
-		}
-		if s.ready == 0 { // flushThenClose, and all is sent
+		if len(s.out) == 0 { // flushThenClose, and all is sent
 			s.mu.Unlock()
 			s.shut()
 			return
 		}
-		// The frames beyond ready (a handler's head and data before its
-		// end) stay for the next write.
-		batch := s.out[:s.ready]
-		s.out = append(spare[:0], s.out[s.ready:]...)
-		s.ready = 0
-		s.cond.Broadcast() // room for writers waiting on pendingBytesMax
+		batch := s.take()
 		s.mu.Unlock()
-		if s.cfg.WriteTimeout > 0 {
-			s.conn.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-		}
-		if _, err := s.conn.Write(batch); err != nil {
-			s.mu.Lock()
-			s.werr = err
-			s.mu.Unlock()
-			s.shut()
+		if s.write(batch) != nil {
 			return
-		}
-		spare = batch
-		if cap(spare) > 1<<20 {
-			spare = nil // do not keep a burst's buffer forever
 		}
 	}
 }
 
 // responseWriter is the http.ResponseWriter of one stream.
 //
+// It holds its frames until the handler flushes or ends, or until
+// flushBytesMin of them wait, as net/http's writer buffers its answer: a
+// short answer's head, data and end leave in one write, which the client
+// reads at once, instead of as many writes and wake-ups of its reader.
+//
 // responseWriter is used by its handler's goroutine only, as net/http's.
 type responseWriter struct {
 	s        *serverConn
 	stream   uint32
 	header   http.Header
-	status   int // 0 until the head is sent
+	status   int // 0 until the head is written
 	deadline time.Time
 	err      error
+	frames   []byte // written but not yet sent
 }
+
+// flushBytesMin is the frames a responseWriter holds before it sends them
+// without a flush.
+const flushBytesMin = 64 << 10
 
 // Header returns the answer's headers, sent with the head.
 func (w *responseWriter) Header() http.Header { return w.header }
 
-// WriteHeader sends the head with status (once; later calls are ignored,
+// WriteHeader writes the head with status (once; later calls are ignored,
 // as net/http's apart from its log line).
 func (w *responseWriter) WriteHeader(status int) {
 	if w.status != 0 || w.err != nil {
@@ -436,25 +452,19 @@ func (w *responseWriter) WriteHeader(status int) {
 		return // informational answers do not travel
 	}
 	w.status = status
-	var encodeErr error
-	w.err = w.s.enqueue(w.deadline, false, func(b []byte) ([]byte, error) {
-		out, err := appendHead(b, w.stream, status, w.header, w.s.cfg.Limits)
-		if err != nil {
-			// Headers that cannot travel: the stream ends aborted (the
-			// handler ran), so the client learns why rather than waiting.
-			encodeErr = err
-			return appendFrame(b, FrameAbort, w.stream, []byte(err.Error())), nil
-		}
-		return out, nil
-	})
-	if w.err == nil {
-		w.err = encodeErr
+	out, err := appendHead(w.frames, w.stream, status, w.header, w.s.cfg.Limits)
+	if err != nil {
+		// Headers that cannot travel: the stream ends aborted (the
+		// handler ran), so the client learns why rather than waiting.
+		w.frames = appendFrame(w.frames, FrameAbort, w.stream, []byte(err.Error()))
+		w.err = err
+		w.send()
+		return
 	}
+	w.frames = out
 }
 
-// Write sends p as data frames, the head first if not sent. They leave
-// with the handler's next Flush or its end, or once quietBytesMax bytes
-// wait, as net/http's answers do.
+// Write writes p as data frames, the head first if not written.
 func (w *responseWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		if w.header.Get("Content-Type") == "" && len(p) > 0 {
@@ -465,22 +475,34 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	written := 0
 	for w.err == nil && written < len(p) {
 		chunk := p[written:min(len(p), written+dataFrameBytesMax)]
-		w.err = w.s.enqueue(w.deadline, false, func(b []byte) ([]byte, error) {
-			return appendFrame(b, FrameData, w.stream, chunk), nil
-		})
-		if w.err == nil {
-			written += len(chunk)
+		w.frames = appendFrame(w.frames, FrameData, w.stream, chunk)
+		written += len(chunk)
+		if len(w.frames) >= flushBytesMin {
+			w.send()
 		}
 	}
 	return written, w.err
 }
 
-// Flush sends the head if it was not sent, and what the handler wrote.
+// send sends the frames held, and keeps the first error.
+func (w *responseWriter) send() {
+	if len(w.frames) == 0 {
+		return
+	}
+	if err := w.s.send(w.deadline, w.frames); err != nil && w.err == nil {
+		w.err = err
+	}
+	w.frames = w.frames[:0]
+}
+
+// Flush sends the head, if not written, and everything written.
 func (w *responseWriter) Flush() {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
-	w.s.wake()
+	if w.err == nil {
+		w.send()
+	}
 }
 
 // SetWriteDeadline bounds the waits of later Writes (http.ResponseController).
@@ -492,30 +514,30 @@ func (w *responseWriter) SetWriteDeadline(t time.Time) error {
 // SetReadDeadline does nothing: the request's body arrived with it.
 func (w *responseWriter) SetReadDeadline(time.Time) error { return nil }
 
-// finish ends the stream: the head if none was sent, then the end frame.
+// finish ends the stream: the head if none was written, the rest, then
+// the end frame, in one send.
 func (w *responseWriter) finish() {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
 	if w.err != nil {
-		w.s.wake() // whatever went before the error
 		return
 	}
-	w.s.enqueue(time.Time{}, true, func(b []byte) ([]byte, error) {
-		return appendFrame(b, FrameEnd, w.stream, nil), nil
-	})
+	w.frames = appendFrame(w.frames, FrameEnd, w.stream, nil)
+	w.deadline = time.Time{}
+	w.send()
 }
 
 // abort ends the stream with an abort frame: its answer is lost, after
 // the handler ran (so not a refusal: the request may have had its
-// effect).
+// effect). What the handler wrote and did not flush is dropped.
 func (w *responseWriter) abort() {
 	if w.err != nil {
 		return
 	}
-	w.s.enqueue(time.Time{}, true, func(b []byte) ([]byte, error) {
-		return appendFrame(b, FrameAbort, w.stream, []byte("the handler failed; the answer is lost")), nil
-	})
+	w.frames = appendFrame(w.frames[:0], FrameAbort, w.stream, []byte("the handler failed; the answer is lost"))
+	w.deadline = time.Time{}
+	w.send()
 }
 
 // statusText is strconv.Itoa(status) + " " + http.StatusText(status), as

@@ -144,7 +144,13 @@ type HandlerConfig struct {
 //     the committed entries and the answers to their proposers: a
 //     committed entry is durable on a quorum already (the leader counted
 //     its own copy only once written), so it need not wait for the fsync
-//     of the entries proposed since, which this Ready writes. The core counts the leader's copy of
+//     of the entries proposed since, which this Ready writes. In a
+//     Ready with no entries to write (a commit index moved: one
+//     client's write, committed) this comes before the sending: the
+//     answers are what a client waits for, the messages (the new commit
+//     index, for the followers) are not; with entries, the appends go
+//     first, as the followers' writes are the longer path. The core
+//     counts the leader's copy of
 //     the entries towards a quorum only at step 4 (Core.Advance), once
 //     they are durable. A candidate's vote requests of the term and vote
 //     for itself that step 1 writes go ahead too: the voters write their
@@ -599,8 +605,17 @@ func (h *Handler) Handle() error {
 	h.batchBytes = 0
 	for h.stopped == nil && !h.held && !h.restoring && h.core.HasReady() {
 		h.ready = pendingReady{rd: h.core.Ready()}
-		h.sendAhead()
-		h.applyAhead()
+		if len(h.ready.rd.Entries) == 0 {
+			// Nothing to write but a commit index, maybe: answer the
+			// proposers first (step 0).
+			h.applyAhead()
+			if h.stopped == nil {
+				h.sendAhead()
+			}
+		} else {
+			h.sendAhead()
+			h.applyAhead()
+		}
 		if h.stopped != nil {
 			break
 		}

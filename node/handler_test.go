@@ -119,7 +119,8 @@ func mustHandle(t *testing.T, h *Handler) {
 }
 
 // The Ready contract, step by step: a leader's appends go ahead of its own
-// write, and so do its committed entries, applied (step 0); a Ready's
+// write, and so do its committed entries, applied (step 0; in a Ready with
+// no entries to write, before the appends); a Ready's
 // writes come before its other messages (a vote or an acknowledgement
 // vouches for them); the hooks come at their places, and the proposer hears
 // the state machine's result.
@@ -142,11 +143,12 @@ func TestHandlerKeepsTheReadyOrder(t *testing.T) {
 		// The proposal: the appends that carry it, while its entry is
 		// written.
 		"send AppendRequest", "send AppendRequest", "save term=0 vote=0 entries=1", "persisted",
-		// 2's acknowledgement commits it: the appends that tell the
-		// commit index, the entry applied (committed, it needs no write
-		// here), then the write of the commit index (3's changes
-		// nothing).
-		"send AppendRequest", "send AppendRequest", "apply 3 x=1", "applied 3", "save term=2 vote=1 entries=0", "persisted",
+		// 2's acknowledgement commits it: the entry applied and its
+		// proposer answered (committed, it needs no write here, and
+		// the Ready has no entries, so the answer goes before the
+		// messages), the appends that tell the commit index, then the
+		// write of the commit index (3's changes nothing).
+		"apply 3 x=1", "applied 3", "send AppendRequest", "send AppendRequest", "save term=2 vote=1 entries=0", "persisted",
 	}
 	if !slices.Equal(r.events, want) {
 		t.Fatalf("events:\n  %s\nwant:\n  %s", strings.Join(r.events, "\n  "), strings.Join(want, "\n  "))

@@ -883,6 +883,7 @@ func (n *Node) propose(ctx context.Context, cmd Command) (Result, error) {
 // awaitProposal waits for the answer to a proposal the shell took at
 // start, on done, as a leader's proposal.
 func (n *Node) awaitProposal(ctx context.Context, done <-chan node.Result, start time.Time) (Result, error) {
+	ran := false
 	for {
 		// Woken when the role or term changes, not at every commit: at 64
 		// clients, every Ready woke every waiting proposer.
@@ -893,6 +894,12 @@ func (n *Node) awaitProposal(ctx context.Context, done <-chan node.Result, start
 			// next leader to decide, and is of unknown outcome until then.
 			// The leader is read before waiting on changed, so a loss
 			// between the append and the first read is seen here too.
+			// The shell took the proposal but may not have run it yet:
+			// once it has, a refusal is on done before the tick starts.
+			if !ran {
+				ran = true
+				_ = n.shell.Barrier(ctx) // on an error (ctx ended, the shell stopped) the select decides
+			}
 			select {
 			case r := <-done:
 				return proposeAnswer(r)

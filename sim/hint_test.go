@@ -65,7 +65,7 @@ func TestUnprovokedLeaderChangeFailsTheRun(t *testing.T) {
 // configuration for the first whose trace has the line.
 func TestLeaderLostToFaultsExplainsTheChange(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.Seed = 2120
+	cfg.Seed = 5386
 	cfg.Disk = true
 	s, err := New(cfg)
 	if err != nil {
