@@ -242,6 +242,12 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 		case o := <-outcome:
 			if !o.isVerdict {
 				answered = true
+				if o.err != nil && call.abandon() {
+					// A snapshot's failAll answered it before the loop
+					// took it: it goes nowhere, and HTTP forwarding may
+					// send it again.
+					return Result{}, fmt.Errorf("%w: node %d installed a snapshot before the write went out", ErrNotLeader, n.cfg.ID)
+				}
 				return o.res, o.err
 			}
 			r := o.verdict

@@ -17,6 +17,7 @@ import (
 type forwardQueue struct {
 	mu      sync.Mutex
 	pending []node.Forwarding // in the order they came
+	ended   bool              // the feeder is gone: nothing queued is taken
 	wake    chan struct{}     // capacity 1: something was queued
 }
 
@@ -24,9 +25,14 @@ func newForwardQueue() *forwardQueue {
 	return &forwardQueue{wake: make(chan struct{}, 1)}
 }
 
-// push queues c for the loop.
+// push queues c for the loop. Once the loop has ended it queues nothing:
+// c's wait sees the end and gives c up as not sent.
 func (q *forwardQueue) push(c *forwardCall) {
 	q.mu.Lock()
+	if q.ended {
+		q.mu.Unlock()
+		return
+	}
 	q.pending = append(q.pending, c)
 	q.mu.Unlock()
 	c.forwards.count(&c.forwards.queued)
@@ -37,11 +43,17 @@ func (q *forwardQueue) push(c *forwardCall) {
 }
 
 // feedForwards hands the queued writes to the loop until the loop ends;
-// then it closes feedDone. Writes queued after that are never taken: their
-// waits see the loop's end and give up (ProposeForwarded).
+// then it drops what is queued, queues nothing more, and closes feedDone.
+// Writes left are never taken: their waits see the loop's end and give up
+// (ProposeForwarded).
 func (n *Node) feedForwards() {
-	defer close(n.feedDone)
 	q := n.forwardQueue
+	defer func() {
+		q.mu.Lock()
+		q.ended, q.pending = true, nil
+		q.mu.Unlock()
+		close(n.feedDone)
+	}()
 	var batch []node.Forwarding
 	more := false // the loop left some of the last batch
 	for {
@@ -67,6 +79,7 @@ func (n *Node) feedForwards() {
 		// first next time, before what was queued meanwhile.
 		more = taken < len(batch)
 		if more {
+			clear(batch[:taken]) // the loop's now: hold none of them
 			q.mu.Lock()
 			q.pending = append(batch[taken:len(batch):len(batch)], q.pending...)
 			q.mu.Unlock()
