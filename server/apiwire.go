@@ -50,14 +50,16 @@ func wireLimits(apiLimits Limits) apiwire.Limits {
 
 // offerWire makes c, a configuration whose GetConfigForClient returns the
 // one each handshake uses (pki.ServerConfig, after offerHTTP2), also
-// agree to apiwire.ALPN, last: a client that offers HTTP too gets HTTP.
+// agree to apiwire.ALPN, first: the server's order decides in Go's TLS,
+// and a client that offers wire and HTTP (coord's client, which falls
+// back to HTTP with a node that does not speak wire) gets wire. A client
+// that does not offer it (curl, a browser) gets HTTP as before.
 func offerWire(c *tls.Config) *tls.Config {
 	inner := c.GetConfigForClient
 	c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 		hc, err := inner(hello)
 		if hc != nil {
-			protos := hc.NextProtos // never empty: pki.ServerConfig offers http/1.1
-			hc.NextProtos = append(protos[:len(protos):len(protos)], apiwire.ALPN)
+			hc.NextProtos = append([]string{apiwire.ALPN}, hc.NextProtos...)
 		}
 		return hc, err
 	}

@@ -42,7 +42,7 @@ func wireCluster(t *testing.T, insecure bool) (*Cluster, client.Config, uint64) 
 		}
 	}
 	cfg := c.Access().ClientConfig(endpoints...)
-	cfg.Wire = true
+	// The client speaks wire by default (Config.NoWire).
 	return c, cfg, leader
 }
 
@@ -157,7 +157,7 @@ func TestWireRefusesWhatHTTPRefuses(t *testing.T) {
 	for _, token := range []string{"", "not-a-token"} {
 		for _, useWire := range []bool{false, true} {
 			bad := cfg
-			bad.Token, bad.Wire = token, useWire
+			bad.Token, bad.NoWire = token, !useWire
 			cl, err := client.New(bad)
 			if err != nil {
 				t.Fatal(err)
