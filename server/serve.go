@@ -217,15 +217,14 @@ func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, ht
 		hl.Close()
 		return err
 	}
-	srv := newServeHTTP(node, cfg)
+	srv, limit := newServeHTTP(node, cfg)
 	drain := newHandedOver(srv.Handler, node)
 	srv.Handler = drain
-	limitTrack := srv.ConnState
 	stoppable := newStoppableAPI(srv)
 	var served net.Listener = hl
 	var ws *apiwire.Server
 	if !cfg.NoWire {
-		served, ws = listenWire(hl, srv, limitTrack, httpLimits(cfg), cfg.Limits, logger(cfg.Logger))
+		served, ws = listenWire(hl, srv, limit, httpLimits(cfg), cfg.Limits, logger(cfg.Logger))
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(served) }()
