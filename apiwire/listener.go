@@ -194,6 +194,15 @@ func (l *Listener) Close() error {
 // Addr returns the inner listener's address.
 func (l *Listener) Addr() net.Addr { return l.inner.Addr() }
 
+// NewBufferedConn returns c read through a buffer of size bytes: one
+// read system call takes in whatever the peer has sent, where a reader
+// of small pieces (net/http's HTTP/2 server reads a frame's 9-byte header,
+// then its payload) would make one each. The Listener hands its plain
+// connections on so, through the buffer it sorted them with.
+func NewBufferedConn(c net.Conn, size int) net.Conn {
+	return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, size)}
+}
+
 // bufferedConn is a connection read through r.
 //
 // bufferedConn is safe for one reader and one writer at a time, as

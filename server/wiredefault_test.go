@@ -159,3 +159,20 @@ func TestConnectionLimitAppliesAtAccept(t *testing.T) {
 		})
 	}
 }
+
+// In clear with HTTP/2, the API's connections are read through one 4 KiB
+// buffer: with wire, the one the listener sorting wire from HTTP read them
+// with (h2c beside wire: TestWireServedBesideHTTP), not a second one
+// under it; without wire, bufferedListener's.
+func TestClearHTTP2ReadsThroughOneBuffer(t *testing.T) {
+	for _, wire := range []bool{false, true} {
+		l, err := listenHTTP("127.0.0.1:0", nil, true, wire)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+		if _, buffered := l.(bufferedListener); buffered == wire {
+			t.Errorf("wire %v: the listener buffers reads: %v, want %v", wire, buffered, !wire)
+		}
+	}
+}
