@@ -61,7 +61,8 @@ const httpStatusLine = "HTTP/"
 
 // Transport is an http.RoundTripper that sends requests over one wire
 // connection per host (scheme and address), dialed on first use and
-// again after it breaks. A broken connection fails the requests in flight
+// again after it breaks, and over TransportConfig.Fallback to a host that
+// does not speak wire. A broken connection fails the requests in flight
 // on it with an error that wraps the cause (not a dial error: the server
 // may have read them); a failed dial returns the *net.OpError of Op
 // "dial".
