@@ -33,7 +33,7 @@ type apiKeys struct {
 	roots *x509.CertPool
 }
 
-func newAPIKeys(t *testing.T) *apiKeys {
+func newAPIKeys(t testing.TB) *apiKeys {
 	dir, ca := nodeFiles(t, "wire", 1)
 	src, err := pki.NewSource(pki.Files{Cert: filepath.Join(dir, "n1.crt"), Key: filepath.Join(dir, "n1.key")}, pki.SourceOptions{})
 	if err != nil {
@@ -56,14 +56,14 @@ type apiServer struct {
 // startAPIServer serves a leading fake replica's API on addr as Serve
 // does: through listenHTTP (over TLS with keys, in clear if nil), with
 // HTTP/2 if http2 and wire if wire, under limits.
-func startAPIServer(t *testing.T, addr string, keys *apiKeys, http2, wire bool, limits HTTPLimits) *apiServer {
+func startAPIServer(t testing.TB, addr string, keys *apiKeys, http2, wire bool, limits HTTPLimits) *apiServer {
 	t.Helper()
 	return serveAPI(t, newFake(1, 1), addr, keys, http2, wire, limits)
 }
 
 // serveAPI is startAPIServer for replica's API (a node restarted keeps
 // its state).
-func serveAPI(t *testing.T, replica Replica, addr string, keys *apiKeys, http2, wire bool, limits HTTPLimits) *apiServer {
+func serveAPI(t testing.TB, replica Replica, addr string, keys *apiKeys, http2, wire bool, limits HTTPLimits) *apiServer {
 	t.Helper()
 	var sec *Security
 	s := &apiServer{base: "http://", metrics: NewMetrics()}
