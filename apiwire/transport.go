@@ -39,7 +39,10 @@ type TransportConfig struct {
 	// Either way the requests meant for that connection go over Fallback
 	// instead (none of them reached a handler), and so do the host's
 	// requests for FallbackFor, after which the transport tries wire
-	// again. Nil: over TLS the transport offers ALPN alone, and a server
+	// again. An http.Transport fallback whose DialTLSContext is
+	// DialFallbackTLS serves its first request over the connection that
+	// found out, with no second TLS handshake. Nil: over TLS the
+	// transport offers ALPN alone, and a server
 	// that does not speak wire fails the handshake; in plain mode it fails
 	// the requests with ErrNotWire.
 	Fallback http.RoundTripper
@@ -75,6 +78,9 @@ type Transport struct {
 	// plainHTTP maps a host (scheme and address) found not to speak wire
 	// to when to try wire again (TransportConfig.Fallback).
 	plainHTTP map[string]time.Time
+	// spares are TLS connections, by address, whose handshake chose
+	// HTTP/1.1, for the fallback to take (DialFallbackTLS).
+	spares map[string][]*tls.Conn
 }
 
 // NewTransport returns a transport configured by cfg.
@@ -88,7 +94,7 @@ func NewTransport(cfg TransportConfig) *Transport {
 	if cfg.FallbackFor <= 0 {
 		cfg.FallbackFor = time.Minute
 	}
-	return &Transport{cfg: cfg, conns: map[string]*clientConn{}, plainHTTP: map[string]time.Time{}}
+	return &Transport{cfg: cfg, conns: map[string]*clientConn{}, plainHTTP: map[string]time.Time{}, spares: map[string][]*tls.Conn{}}
 }
 
 // RoundTrip sends req over the connection to its host and returns the
@@ -229,6 +235,15 @@ func (t *Transport) CloseIdleConnections() {
 	for _, cc := range idle {
 		cc.fail(errors.New("apiwire: connection closed as idle"))
 	}
+	t.mu.Lock()
+	spares := t.spares
+	t.spares = map[string][]*tls.Conn{}
+	t.mu.Unlock()
+	for _, cs := range spares {
+		for _, c := range cs {
+			c.Close()
+		}
+	}
 	if f, ok := t.cfg.Fallback.(interface{ CloseIdleConnections() }); ok {
 		f.CloseIdleConnections()
 	}
@@ -316,37 +331,103 @@ func (t *Transport) dial(cc *clientConn, key, scheme, host string) {
 func (t *Transport) dialConn(scheme, host string) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.DialTimeout)
 	defer cancel()
+	if scheme == "http" {
+		d := net.Dialer{KeepAlive: 30 * time.Second}
+		return d.DialContext(ctx, "tcp", host)
+	}
+	protos := []string{ALPN}
+	if t.cfg.Fallback != nil {
+		protos = append(protos, "http/1.1")
+	}
+	tc, err := t.dialTLS(ctx, host, protos)
+	if err != nil {
+		return nil, err
+	}
+	if p := tc.ConnectionState().NegotiatedProtocol; p != ALPN {
+		err := &net.OpError{Op: "dial", Net: "tcp", Addr: tc.RemoteAddr(), Err: fmt.Errorf("%w: server at %s: ALPN chose %q", ErrNotWire, host, p)}
+		if t.cfg.Fallback == nil {
+			tc.Close()
+			return nil, err
+		}
+		t.spare(host, tc) // HTTP/1.1 agreed: the fallback's to use (DialFallbackTLS)
+		return nil, err
+	}
+	return tc, nil
+}
+
+// dialTLS dials host and completes a TLS handshake offering protos.
+func (t *Transport) dialTLS(ctx context.Context, host string, protos []string) (*tls.Conn, error) {
 	d := net.Dialer{KeepAlive: 30 * time.Second}
 	raw, err := d.DialContext(ctx, "tcp", host)
 	if err != nil {
 		return nil, err
 	}
-	if scheme == "http" {
-		return raw, nil
-	}
 	conf := &tls.Config{}
 	if t.cfg.TLS != nil {
 		conf = t.cfg.TLS.Clone()
 	}
-	conf.NextProtos = []string{ALPN}
-	if t.cfg.Fallback != nil {
-		conf.NextProtos = append(conf.NextProtos, "http/1.1")
-	}
+	conf.NextProtos = protos
 	if conf.ServerName == "" {
 		conf.ServerName, _, _ = net.SplitHostPort(host)
 	}
 	tc := tls.Client(raw, conf)
-	fail := func(err error) (net.Conn, error) {
+	if err := tc.HandshakeContext(ctx); err != nil {
 		raw.Close()
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: raw.RemoteAddr(), Err: err}
 	}
-	if err := tc.HandshakeContext(ctx); err != nil {
-		return fail(err)
-	}
-	if p := tc.ConnectionState().NegotiatedProtocol; p != ALPN {
-		return fail(fmt.Errorf("%w: server at %s: ALPN chose %q", ErrNotWire, host, p))
-	}
 	return tc, nil
+}
+
+// spareFor is how long a TLS connection whose handshake chose HTTP/1.1
+// waits for the fallback to take it (DialFallbackTLS) before it is
+// closed: the fallback dials at once, unless it had a connection already.
+const spareFor = 10 * time.Second
+
+// spare keeps c, a TLS connection to host that agreed on HTTP/1.1, for
+// the fallback's next dial to host.
+func (t *Transport) spare(host string, c *tls.Conn) {
+	t.mu.Lock()
+	t.spares[host] = append(t.spares[host], c)
+	t.mu.Unlock()
+	time.AfterFunc(spareFor, func() {
+		if t.takeSpare(host, c) != nil {
+			c.Close()
+		}
+	})
+}
+
+// takeSpare removes a spare connection to host, want if not nil, and
+// returns it, or nil if there is none.
+func (t *Transport) takeSpare(host string, want *tls.Conn) *tls.Conn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, c := range t.spares[host] {
+		if want == nil || c == want {
+			t.spares[host] = append(t.spares[host][:i], t.spares[host][i+1:]...)
+			if len(t.spares[host]) == 0 {
+				delete(t.spares, host)
+			}
+			return c
+		}
+	}
+	return nil
+}
+
+// DialFallbackTLS is for the DialTLSContext of an http.Transport that is
+// the fallback (TransportConfig.Fallback): it returns the connection to
+// addr whose TLS handshake, made to try wire, chose HTTP/1.1, so that the
+// fallback's first request to a server that does not speak wire costs no
+// second handshake. Without one it dials addr and completes a handshake
+// offering "http/1.1", with TransportConfig's TLS and DialTimeout (the
+// http.Transport's TLSClientConfig and TLSHandshakeTimeout are not used
+// with DialTLSContext).
+func (t *Transport) DialFallbackTLS(ctx context.Context, network, addr string) (net.Conn, error) {
+	if c := t.takeSpare(addr, nil); c != nil {
+		return c, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.DialTimeout)
+	defer cancel()
+	return t.dialTLS(ctx, addr, []string{"http/1.1"})
 }
 
 // unconfirmedReadMax bounds the wait for a server's answer on a plain

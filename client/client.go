@@ -327,8 +327,12 @@ func New(cfg Config) (*Client, error) {
 	hc := cfg.HTTPClient
 	switch {
 	case hc == nil && !cfg.NoWire && !cfg.HTTP2:
-		hc = &http.Client{Transport: apiwire.NewTransport(apiwire.TransportConfig{TLS: cfg.TLS, DialTimeout: cfg.AttemptTimeout,
-			Fallback: NewTransport(cfg)})}
+		fallback := NewTransport(cfg)
+		wire := apiwire.NewTransport(apiwire.TransportConfig{TLS: cfg.TLS, DialTimeout: cfg.AttemptTimeout, Fallback: fallback})
+		// A TLS connection made to try wire that agreed on HTTP/1.1
+		// carries the fallback's first request: no second handshake.
+		fallback.DialTLSContext = wire.DialFallbackTLS
+		hc = &http.Client{Transport: wire}
 	case hc == nil:
 		hc = &http.Client{Transport: NewTransport(cfg)}
 	}
