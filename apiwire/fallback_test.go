@@ -242,3 +242,45 @@ func TestFallbackFollowsRestarts(t *testing.T) {
 		}
 	})
 }
+
+// A plain server that answers the preface as a bad request and resets the
+// connection (it closes with the client's bytes unread, as net/http does
+// when they outrun its buffer) may make the client's write fail before its
+// reader has seen the answer: the answer, still readable, decides, and the
+// request fails with ErrNotWire, not with the reset.
+func TestPrefaceAnsweredThenResetIsNotWire(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n400 Bad Request")
+			c.(*net.TCPConn).SetLinger(0) // a reset, whatever is unread
+			c.Close()
+		}
+	}()
+	big := strings.Repeat("b", 1<<20)
+	i := 0
+	for tries := 0; i < 20 && tries < 200; tries++ {
+		tr := NewTransport(TransportConfig{})
+		_, err := tryPut(&http.Client{Transport: tr}, "http://"+l.Addr().String(), "/k", big)
+		tr.CloseIdleConnections()
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			continue // the reset came before the dial was done: no request was sent
+		}
+		if !errors.Is(err, ErrNotWire) {
+			t.Fatalf("attempt %d: %v, want ErrNotWire", i, err)
+		}
+		i++
+	}
+	if i < 20 {
+		t.Fatalf("%d of 200 dials were done before the reset, want 20", i)
+	}
+}

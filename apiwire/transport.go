@@ -42,9 +42,9 @@ type TransportConfig struct {
 	// again. An http.Transport fallback whose DialTLSContext is
 	// DialFallbackTLS serves its first request over the connection that
 	// found out, with no second TLS handshake. Nil: over TLS the
-	// transport offers ALPN alone, and a server
-	// that does not speak wire fails the handshake; in plain mode it fails
-	// the requests with ErrNotWire.
+	// transport offers ALPN alone, and a server that does not speak wire
+	// fails the handshake; in plain mode it fails the requests with
+	// ErrNotWire.
 	Fallback http.RoundTripper
 	// FallbackFor is how long a host found not to speak wire is sent its
 	// requests over Fallback before a new connection tries wire again (0:
