@@ -175,10 +175,11 @@ type Config struct {
 	// ALPN "coord-wire/1" or, in plain mode, a preface. A node that does
 	// not speak it (run with --wire=false, or older than it) is sent its
 	// requests over HTTP/1.1 instead, found out on the first connection
-	// to it: over TLS the client offers "http/1.1" as well and the node
-	// chooses; in plain mode the node answers the preface as a bad HTTP
-	// request, which is sent nothing else and serves nothing, and the
-	// requests meant for that connection go over HTTP/1.1. The client
+	// to it: over TLS the client offers "http/1.1" as well, the node
+	// chooses, and a connection that chose HTTP/1.1 carries it; in plain
+	// mode the node answers the preface as a bad HTTP request, which is
+	// sent nothing else and serves nothing, and the requests meant for
+	// that connection go over a new HTTP/1.1 connection. The client
 	// remembers such a node for a minute, then tries the multiplexed
 	// connection again (a node restarted with wire gets it back).
 	// Everything above the transport (leader following, retries,
