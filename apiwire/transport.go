@@ -67,8 +67,9 @@ const httpStatusLine = "HTTP/"
 // again after it breaks, and over TransportConfig.Fallback to a host that
 // does not speak wire. A broken connection fails the requests in flight
 // on it with an error that wraps the cause (not a dial error: the server
-// may have read them); a failed dial returns the *net.OpError of Op
-// "dial".
+// may have read them); a failed dial, or a request whose context ended
+// while its connection was being dialed, returns a *net.OpError of Op
+// "dial": nothing of it was sent.
 //
 // Transport is safe for concurrent use.
 type Transport struct {
@@ -281,7 +282,8 @@ func (t *Transport) conn(ctx context.Context, scheme, host string) (*clientConn,
 	case <-cc.ready:
 	case <-ctx.Done():
 		t.leave(cc)
-		return nil, ctx.Err()
+		// As a failed dial: nothing of the request was sent.
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: ctx.Err()}
 	}
 	if cc.dialErr != nil {
 		t.leave(cc)
