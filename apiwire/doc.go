@@ -38,7 +38,12 @@
 // ResponseHeaders); others are dropped.
 //
 // In plain mode a client opens the connection with Preface; over TLS it
-// offers ALPN protocol ALPN instead, and sends no preface.
+// offers ALPN protocol ALPN instead, and sends no preface. A client with a
+// fallback (TransportConfig.Fallback) offers "http/1.1" after ALPN, and a
+// server that speaks wire must choose ALPN; a server that does not chooses
+// http/1.1 over TLS or, in plain mode, answers the preface with an HTTP
+// status line (net/http's 400 for a bad request line), and the client
+// sends HTTP instead.
 //
 // # Limits
 //

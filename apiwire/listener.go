@@ -15,13 +15,17 @@ import (
 // ALPN) go to serve, on a goroutine of their own; Accept returns the
 // others, with any bytes read to sort them still to be read, for an
 // http.Server. Sorting runs on a goroutine per connection, within
-// ListenerConfig.SortTimeout: a slow client holds up no other, and
-// ListenerConfig.SortingMax bounds how many are sorted at once.
+// ListenerConfig.SortTimeout: a slow client holds up no other.
+// ListenerConfig.Admit, a server's connection limit, decides at accept,
+// before sorting, which connections are kept, and SortingMax bounds how
+// many are sorted at once.
 //
 // Listener is safe for concurrent use.
 type Listener struct {
 	inner       net.Listener
 	serve       func(net.Conn)
+	admit       func(net.Conn) bool
+	release     func(net.Conn)
 	sortTimeout time.Duration
 	sortingMax  int64
 	sorting     atomic.Int64 // connections being sorted (or waiting for Accept)
@@ -34,6 +38,17 @@ type Listener struct {
 
 // ListenerConfig configures a Listener.
 type ListenerConfig struct {
+	// Admit, if set, decides at accept, before a byte is read or written
+	// (before a TLS handshake), whether a connection is kept: false closes
+	// it there, so that a server's connection limit holds for the
+	// connections still being sorted too. A connection Admit kept is
+	// passed to Release once if the listener closes it itself (it sent
+	// nothing within SortTimeout, or the listener closed first); one the
+	// listener hands on, to serve or to Accept, is the receiver's to
+	// account for. Admit and Release are called from the listener's
+	// goroutines.
+	Admit   func(net.Conn) bool
+	Release func(net.Conn)
 	// SortTimeout bounds the time a connection has to complete its TLS
 	// handshake, or to send its first bytes, before it is closed.
 	SortTimeout time.Duration
@@ -46,8 +61,14 @@ type ListenerConfig struct {
 
 // NewListener starts sorting inner's connections (see Listener).
 func NewListener(inner net.Listener, cfg ListenerConfig, serve func(net.Conn)) *Listener {
-	l := &Listener{inner: inner, serve: serve, sortTimeout: cfg.SortTimeout, sortingMax: int64(cfg.SortingMax),
-		conns: make(chan net.Conn), done: make(chan struct{})}
+	l := &Listener{inner: inner, serve: serve, admit: cfg.Admit, release: cfg.Release, sortTimeout: cfg.SortTimeout,
+		sortingMax: int64(cfg.SortingMax), conns: make(chan net.Conn), done: make(chan struct{})}
+	if l.admit == nil {
+		l.admit = func(net.Conn) bool { return true }
+	}
+	if l.release == nil {
+		l.release = func(net.Conn) {}
+	}
 	go l.acceptLoop()
 	return l
 }
@@ -75,9 +96,13 @@ func (l *Listener) acceptLoop() {
 			return
 		}
 		backoff = 0
+		if !l.admit(c) {
+			c.Close()
+			continue
+		}
 		if n := l.sorting.Add(1); l.sortingMax > 0 && n > l.sortingMax {
 			l.sorting.Add(-1)
-			c.Close()
+			l.drop(c)
 			continue
 		}
 		go l.sort(c)
@@ -106,7 +131,7 @@ func (l *Listener) sort(c net.Conn) {
 		b, err := br.Peek(n)
 		if err != nil {
 			l.sorting.Add(-1)
-			c.Close() // nothing sent within the timeout: as net/http's header timeout
+			l.drop(c) // nothing sent within the timeout: as net/http's header timeout
 			return
 		}
 		if b[n-1] != Preface[n-1] {
@@ -131,8 +156,14 @@ func (l *Listener) hand(c net.Conn) {
 	select {
 	case l.conns <- c:
 	case <-l.done:
-		c.Close()
+		l.drop(c)
 	}
+}
+
+// drop closes c, which the listener admitted and does not hand on.
+func (l *Listener) drop(c net.Conn) {
+	c.Close()
+	l.release(c)
 }
 
 // Accept returns the next connection that does not speak wire.
@@ -162,6 +193,15 @@ func (l *Listener) Close() error {
 
 // Addr returns the inner listener's address.
 func (l *Listener) Addr() net.Addr { return l.inner.Addr() }
+
+// NewBufferedConn returns c read through a buffer of size bytes: one
+// read system call takes in whatever the peer has sent, where a reader
+// of small pieces (net/http's HTTP/2 server reads a frame's 9-byte header,
+// then its payload) would make one each. The Listener hands its plain
+// connections on so, through the buffer it sorted them with.
+func NewBufferedConn(c net.Conn, size int) net.Conn {
+	return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, size)}
+}
 
 // bufferedConn is a connection read through r.
 //

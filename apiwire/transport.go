@@ -2,6 +2,7 @@ package apiwire
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -10,7 +11,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,20 +29,59 @@ type TransportConfig struct {
 	// transport keeps at most StreamsMax requests in flight per
 	// connection, the rest wait.
 	Limits Limits
+	// Fallback, if set, sends the requests to a server that does not
+	// speak wire (a coord node run with --wire=false, or one older than
+	// wire), found out when a connection to it is made: over TLS the
+	// transport offers "http/1.1" after ALPN, and a server that chooses
+	// it (or no protocol) does not speak wire; in plain mode a server that
+	// answers the preface with an HTTP status line (net/http's 400 for a
+	// request line it cannot parse: it read no further) does not either.
+	// Either way the requests meant for that connection go over Fallback
+	// instead (none of them reached a handler), and so do the host's
+	// requests for FallbackFor, after which the transport tries wire
+	// again. An http.Transport fallback whose DialTLSContext is
+	// DialFallbackTLS serves its first request over the connection that
+	// found out, with no second TLS handshake. Nil: over TLS the
+	// transport offers ALPN alone, and a server that does not speak wire
+	// fails the handshake; in plain mode it fails the requests with
+	// ErrNotWire.
+	Fallback http.RoundTripper
+	// FallbackFor is how long a host found not to speak wire is sent its
+	// requests over Fallback before a new connection tries wire again (0:
+	// one minute).
+	FallbackFor time.Duration
 }
+
+// ErrNotWire is wrapped by the error of a request sent to a server that
+// does not speak wire (TransportConfig.Fallback). The request had no
+// effect.
+var ErrNotWire = errors.New("apiwire: the server does not speak " + ALPN)
+
+// httpStatusLine is how an HTTP/1 server's answer opens: the first bytes
+// a plain server that does not speak wire sends back to the preface. A
+// frame never opens so: as a length, these bytes are over 1 GiB.
+const httpStatusLine = "HTTP/"
 
 // Transport is an http.RoundTripper that sends requests over one wire
 // connection per host (scheme and address), dialed on first use and
-// again after it breaks. A broken connection fails the requests in flight
+// again after it breaks, and over TransportConfig.Fallback to a host that
+// does not speak wire. A broken connection fails the requests in flight
 // on it with an error that wraps the cause (not a dial error: the server
-// may have read them); a failed dial returns the *net.OpError of Op
-// "dial".
+// may have read them); a failed dial, or a request whose context ended
+// while its connection was being dialed, returns a *net.OpError of Op
+// "dial": nothing of it was sent.
 //
 // Transport is safe for concurrent use.
 type Transport struct {
 	cfg   TransportConfig
 	mu    sync.Mutex
 	conns map[string]*clientConn
+	// plainHTTP maps a host (scheme and address) found not to speak wire
+	// to when to try wire again (TransportConfig.Fallback).
+	plainHTTP map[string]time.Time
+	// spares are TLS connections, by address, whose handshake chose
+	// HTTP/1.1, for the fallback to take (DialFallbackTLS).
+	spares map[string][]*tls.Conn
 }
 
 // NewTransport returns a transport configured by cfg.
@@ -50,7 +92,10 @@ func NewTransport(cfg TransportConfig) *Transport {
 	if cfg.Limits == (Limits{}) {
 		cfg.Limits = DefaultLimits()
 	}
-	return &Transport{cfg: cfg, conns: map[string]*clientConn{}}
+	if cfg.FallbackFor <= 0 {
+		cfg.FallbackFor = time.Minute
+	}
+	return &Transport{cfg: cfg, conns: map[string]*clientConn{}, plainHTTP: map[string]time.Time{}, spares: map[string][]*tls.Conn{}}
 }
 
 // RoundTrip sends req over the connection to its host and returns the
@@ -60,14 +105,63 @@ func NewTransport(cfg TransportConfig) *Transport {
 // it on the server. The body is read whole before sending and must fit a
 // frame (Limits.FrameBytesMax with the headers).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx := req.Context()
+	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+		return nil, fmt.Errorf("apiwire: unsupported scheme %q", req.URL.Scheme)
+	}
+	key := req.URL.Scheme + "://" + req.URL.Host
+	if t.cfg.Fallback != nil && t.speaksHTTP(key) {
+		return t.cfg.Fallback.RoundTrip(req)
+	}
 	body, err := readRequestBody(req, t.cfg.Limits.FrameBytesMax)
 	if err != nil {
 		return nil, err
 	}
-	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
-		return nil, fmt.Errorf("apiwire: unsupported scheme %q", req.URL.Scheme)
+	resp, err := t.roundTrip(req, body)
+	if t.cfg.Fallback != nil && errors.Is(err, ErrNotWire) {
+		t.fellBack(key)
+		return t.cfg.Fallback.RoundTrip(withBody(req, body))
 	}
+	return resp, err
+}
+
+// speaksHTTP reports whether requests to key go over the fallback.
+func (t *Transport) speaksHTTP(key string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	until, ok := t.plainHTTP[key]
+	if ok && !time.Now().Before(until) {
+		delete(t.plainHTTP, key) // try wire again
+		return false
+	}
+	return ok
+}
+
+// fellBack records that key does not speak wire.
+func (t *Transport) fellBack(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.plainHTTP[key]; !ok {
+		t.plainHTTP[key] = time.Now().Add(t.cfg.FallbackFor)
+	}
+}
+
+// withBody returns req with its body, already read, to be read again.
+func withBody(req *http.Request, body []byte) *http.Request {
+	r := req.Clone(req.Context())
+	r.ContentLength = int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) {
+		if len(body) == 0 {
+			return http.NoBody, nil
+		}
+		return io.NopCloser(bytes.NewReader(body)), nil
+	}
+	r.Body, _ = r.GetBody()
+	return r
+}
+
+// roundTrip sends req, its body read, over wire.
+func (t *Transport) roundTrip(req *http.Request, body []byte) (*http.Response, error) {
+	ctx := req.Context()
 	cc, err := t.conn(ctx, req.URL.Scheme, req.URL.Host)
 	if err != nil {
 		return nil, err
@@ -120,7 +214,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // the channel its end closes (tests).
 var testHookOpened func(done <-chan struct{})
 
-// CloseIdleConnections closes every connection with no request in flight.
+// CloseIdleConnections closes every connection with no request in
+// flight, the fallback's included.
 func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
 	var idle []*clientConn
@@ -140,6 +235,18 @@ func (t *Transport) CloseIdleConnections() {
 	t.mu.Unlock()
 	for _, cc := range idle {
 		cc.fail(errors.New("apiwire: connection closed as idle"))
+	}
+	t.mu.Lock()
+	spares := t.spares
+	t.spares = map[string][]*tls.Conn{}
+	t.mu.Unlock()
+	for _, cs := range spares {
+		for _, c := range cs {
+			c.Close()
+		}
+	}
+	if f, ok := t.cfg.Fallback.(interface{ CloseIdleConnections() }); ok {
+		f.CloseIdleConnections()
 	}
 }
 
@@ -175,7 +282,8 @@ func (t *Transport) conn(ctx context.Context, scheme, host string) (*clientConn,
 	case <-cc.ready:
 	case <-ctx.Done():
 		t.leave(cc)
-		return nil, ctx.Err()
+		// As a failed dial: nothing of the request was sent.
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: ctx.Err()}
 	}
 	if cc.dialErr != nil {
 		t.leave(cc)
@@ -215,6 +323,7 @@ func (t *Transport) dial(cc *clientConn, key, scheme, host string) {
 	cc.forget = forget
 	if scheme == "http" {
 		cc.out = append(cc.out, Preface...)
+		cc.unconfirmed.Store(true)
 	}
 	close(cc.ready)
 	go cc.writeLoop()
@@ -224,35 +333,108 @@ func (t *Transport) dial(cc *clientConn, key, scheme, host string) {
 func (t *Transport) dialConn(scheme, host string) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.DialTimeout)
 	defer cancel()
+	if scheme == "http" {
+		d := net.Dialer{KeepAlive: 30 * time.Second}
+		return d.DialContext(ctx, "tcp", host)
+	}
+	protos := []string{ALPN}
+	if t.cfg.Fallback != nil {
+		protos = append(protos, "http/1.1")
+	}
+	tc, err := t.dialTLS(ctx, host, protos)
+	if err != nil {
+		return nil, err
+	}
+	if p := tc.ConnectionState().NegotiatedProtocol; p != ALPN {
+		err := &net.OpError{Op: "dial", Net: "tcp", Addr: tc.RemoteAddr(), Err: fmt.Errorf("%w: server at %s: ALPN chose %q", ErrNotWire, host, p)}
+		if t.cfg.Fallback == nil {
+			tc.Close()
+			return nil, err
+		}
+		t.spare(host, tc) // HTTP/1.1 agreed: the fallback's to use (DialFallbackTLS)
+		return nil, err
+	}
+	return tc, nil
+}
+
+// dialTLS dials host and completes a TLS handshake offering protos.
+func (t *Transport) dialTLS(ctx context.Context, host string, protos []string) (*tls.Conn, error) {
 	d := net.Dialer{KeepAlive: 30 * time.Second}
 	raw, err := d.DialContext(ctx, "tcp", host)
 	if err != nil {
 		return nil, err
 	}
-	if scheme == "http" {
-		return raw, nil
-	}
 	conf := &tls.Config{}
 	if t.cfg.TLS != nil {
 		conf = t.cfg.TLS.Clone()
 	}
-	conf.NextProtos = []string{ALPN}
+	conf.NextProtos = protos
 	if conf.ServerName == "" {
 		conf.ServerName, _, _ = net.SplitHostPort(host)
 	}
 	tc := tls.Client(raw, conf)
-	fail := func(err error) (net.Conn, error) {
+	if err := tc.HandshakeContext(ctx); err != nil {
 		raw.Close()
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: raw.RemoteAddr(), Err: err}
 	}
-	if err := tc.HandshakeContext(ctx); err != nil {
-		return fail(err)
-	}
-	if p := tc.ConnectionState().NegotiatedProtocol; p != ALPN {
-		return fail(fmt.Errorf("apiwire: server at %s does not speak %s (ALPN chose %q)", host, ALPN, p))
-	}
 	return tc, nil
 }
+
+// spareFor is how long a TLS connection whose handshake chose HTTP/1.1
+// waits for the fallback to take it (DialFallbackTLS) before it is
+// closed: the fallback dials at once, unless it had a connection already.
+const spareFor = 10 * time.Second
+
+// spare keeps c, a TLS connection to host that agreed on HTTP/1.1, for
+// the fallback's next dial to host.
+func (t *Transport) spare(host string, c *tls.Conn) {
+	t.mu.Lock()
+	t.spares[host] = append(t.spares[host], c)
+	t.mu.Unlock()
+	time.AfterFunc(spareFor, func() {
+		if t.takeSpare(host, c) != nil {
+			c.Close()
+		}
+	})
+}
+
+// takeSpare removes a spare connection to host, want if not nil, and
+// returns it, or nil if there is none.
+func (t *Transport) takeSpare(host string, want *tls.Conn) *tls.Conn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, c := range t.spares[host] {
+		if want == nil || c == want {
+			t.spares[host] = append(t.spares[host][:i], t.spares[host][i+1:]...)
+			if len(t.spares[host]) == 0 {
+				delete(t.spares, host)
+			}
+			return c
+		}
+	}
+	return nil
+}
+
+// DialFallbackTLS is for the DialTLSContext of an http.Transport that is
+// the fallback (TransportConfig.Fallback): it returns the connection to
+// addr whose TLS handshake, made to try wire, chose HTTP/1.1, so that the
+// fallback's first request to a server that does not speak wire costs no
+// second handshake. Without one it dials addr and completes a handshake
+// offering "http/1.1", with TransportConfig's TLS and DialTimeout (the
+// http.Transport's TLSClientConfig and TLSHandshakeTimeout are not used
+// with DialTLSContext).
+func (t *Transport) DialFallbackTLS(ctx context.Context, network, addr string) (net.Conn, error) {
+	if c := t.takeSpare(addr, nil); c != nil {
+		return c, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.DialTimeout)
+	defer cancel()
+	return t.dialTLS(ctx, addr, []string{"http/1.1"})
+}
+
+// unconfirmedReadMax bounds the wait for a server's answer on a plain
+// connection that broke before its first frame arrived.
+const unconfirmedReadMax = 5 * time.Second
 
 // clientConn is one connection to a server. Its reader and writer
 // goroutines and the RoundTrips share it under mu; a goroutine that holds
@@ -266,6 +448,9 @@ type clientConn struct {
 	slots   chan struct{} // one per request in flight
 	dead    chan struct{} // closed when the connection fails
 	callers int           // RoundTrips given it that have not yet opened their stream; guarded by Transport.mu
+	// unconfirmed is true on a plain connection until its first frame
+	// arrives: until then the server may turn out not to speak wire.
+	unconfirmed atomic.Bool
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -377,6 +562,15 @@ func (cc *clientConn) writeLoop() {
 		cc.out, cc.wrote = spare[:0], nil
 		cc.mu.Unlock()
 		if _, err := cc.conn.Write(batch); err != nil {
+			if cc.unconfirmed.Load() {
+				// A server that does not speak wire answers the preface
+				// and closes, and this write may meet the reset; its
+				// answer, still to be read, says what happened (readLoop),
+				// which this error would hide. The reader ends soon: the
+				// connection is broken.
+				cc.conn.SetReadDeadline(time.Now().Add(unconfirmedReadMax))
+				return
+			}
 			cc.fail(err)
 			return
 		}
@@ -392,11 +586,20 @@ func (cc *clientConn) writeLoop() {
 
 func (cc *clientConn) readLoop() {
 	r := bufio.NewReaderSize(cc.conn, 64<<10)
+	if cc.unconfirmed.Load() {
+		if b, err := r.Peek(len(httpStatusLine)); err == nil && string(b) == httpStatusLine {
+			b, _ = r.Peek(r.Buffered())
+			line, _, _ := strings.Cut(string(b), "\r\n")
+			cc.fail(fmt.Errorf("%w: it answered the preface with %q", ErrNotWire, clip(line)))
+			return
+		}
+	}
 	var buf []byte
 	for {
 		f, next, err := ReadFrame(r, buf, cc.limits.FrameBytesMax)
 		buf = next
 		if err == nil {
+			cc.unconfirmed.Store(false)
 			err = cc.dispatch(f)
 		}
 		if err != nil {

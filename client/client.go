@@ -165,21 +165,30 @@ type Config struct {
 	// speak HTTP/2, its requests sharing one connection per node: over
 	// TLS it offers "h2" in ALPN and falls back to HTTP/1.1 with a node
 	// that does not; in plain mode (TLS nil) it speaks h2c with prior
-	// knowledge, which only nodes run with --http2 understand.
+	// knowledge, which only nodes run with --http2 understand. It takes
+	// precedence over the multiplexed connection (NoWire).
 	HTTP2 bool
-	// Wire makes the client's own HTTP client (when HTTPClient is nil)
-	// send its requests over coord's multiplexed connection (package
-	// apiwire, docs/API.md): one connection per node carries every request
-	// in flight, with TLS by ALPN "coord-wire/1" or, in plain mode, a
-	// preface. Nodes serve it unless run with --wire=false. Everything
-	// above the transport (leader following, retries, sessions, watches)
-	// works as over HTTP, but a connection carries at most 1,024 requests
-	// at once (apiwire.Limits.StreamsMax): past that, where HTTP/1.1
-	// would open another connection, a request waits for a slot, so a
-	// program that holds that many long polls or streams on one node
-	// should use a client of its own for them. It takes precedence over
-	// HTTP2.
-	Wire bool
+	// NoWire makes the client's own HTTP client (when HTTPClient is nil)
+	// speak HTTP/1.1 only. By default it sends its requests over coord's
+	// multiplexed connection (package apiwire, docs/API.md): one
+	// connection per node carries every request in flight, over TLS by
+	// ALPN "coord-wire/1" or, in plain mode, a preface. A node that does
+	// not speak it (run with --wire=false, or older than it) is sent its
+	// requests over HTTP/1.1 instead, found out on the first connection
+	// to it: over TLS the client offers "http/1.1" as well, the node
+	// chooses, and a connection that chose HTTP/1.1 carries it; in plain
+	// mode the node answers the preface as a bad HTTP request, which is
+	// sent nothing else and serves nothing, and the requests meant for
+	// that connection go over a new HTTP/1.1 connection. The client
+	// remembers such a node for a minute, then tries the multiplexed
+	// connection again (a node restarted with wire gets it back).
+	// Everything above the transport (leader following, retries,
+	// sessions, watches) works alike, but a wire connection carries at
+	// most 1,024 requests at once (apiwire.Limits.StreamsMax): past that,
+	// where HTTP/1.1 would open another connection, a request waits for a
+	// slot, so a program that holds that many long polls or streams on one
+	// node should set NoWire, or use a client of its own for them.
+	NoWire bool
 }
 
 // DefaultConfig returns a Config for the given endpoints.
@@ -297,10 +306,11 @@ const downFor = time.Second
 const idleConnsMax = 4096
 
 // NewTransport returns the HTTP transport a client of cfg makes for
-// itself when cfg.HTTPClient is nil: its idle connection limits, cfg.TLS,
-// the TLS handshake bounded by cfg.AttemptTimeout, and HTTP/2 if
-// cfg.HTTP2. A program that wraps the transport (to count or record what
-// it sends) starts from it.
+// itself when cfg.HTTPClient is nil and it speaks HTTP (cfg.NoWire or
+// cfg.HTTP2; otherwise its HTTP fallback): its idle connection limits,
+// cfg.TLS, the TLS handshake bounded by cfg.AttemptTimeout, and HTTP/2
+// if cfg.HTTP2. A program that wraps the transport (to count or record
+// what it sends) starts from it.
 func NewTransport(cfg Config) *http.Transport {
 	tr := &http.Transport{MaxIdleConns: idleConnsMax, MaxIdleConnsPerHost: idleConnsMax, IdleConnTimeout: 30 * time.Second,
 		TLSClientConfig: cfg.TLS, TLSHandshakeTimeout: cfg.AttemptTimeout}
@@ -317,8 +327,13 @@ func New(cfg Config) (*Client, error) {
 	}
 	hc := cfg.HTTPClient
 	switch {
-	case hc == nil && cfg.Wire:
-		hc = &http.Client{Transport: apiwire.NewTransport(apiwire.TransportConfig{TLS: cfg.TLS, DialTimeout: cfg.AttemptTimeout})}
+	case hc == nil && !cfg.NoWire && !cfg.HTTP2:
+		fallback := NewTransport(cfg)
+		wire := apiwire.NewTransport(apiwire.TransportConfig{TLS: cfg.TLS, DialTimeout: cfg.AttemptTimeout, Fallback: fallback})
+		// A TLS connection made to try wire that agreed on HTTP/1.1
+		// carries the fallback's first request: no second handshake.
+		fallback.DialTLSContext = wire.DialFallbackTLS
+		hc = &http.Client{Transport: wire}
 	case hc == nil:
 		hc = &http.Client{Transport: NewTransport(cfg)}
 	}

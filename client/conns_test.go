@@ -26,7 +26,7 @@ func countDials(t *testing.T, c *Client) *atomic.Int64 {
 	return &dials
 }
 
-// TestConcurrentLongPollsReuseConnections: a client with the default
+// TestConcurrentLongPollsReuseConnections: a client with its own HTTP/1.1
 // transport runs N long polls of one key at once (N connections over
 // HTTP/1.1), a write wakes them all, and N more run at once: they go over
 // the connections the first N left idle. A per-node cap on idle
@@ -37,7 +37,12 @@ func TestConcurrentLongPollsReuseConnections(t *testing.T) {
 	const watchers = 200
 	cluster := startCluster(t, 1)
 	ep := cluster.endpoints()[0]
-	c := cluster.client(ep)
+	cfg := DefaultConfig(ep)
+	cfg.NoWire = true // HTTP/1.1's connections are what this test counts
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dials := countDials(t, c)
 	ctx := testContext(t)
 

@@ -16,19 +16,19 @@ import (
 // connections speak wire when they open with apiwire.Preface, TLS ones when
 // ALPN chose apiwire.ALPN (offerWire). Requests go through srv's handler,
 // the same mux, tokens and forwarding as over HTTP, with srv's base
-// context; a wire connection counts against the HTTP connection limit
-// (track is the http.Server's own ConnState hook, connLimit.track) and
-// closes after the idle timeout.
-func listenWire(hl net.Listener, srv *http.Server, track func(net.Conn, http.ConnState), limits HTTPLimits, apiLimits Limits, logger *slog.Logger) (net.Listener, *apiwire.Server) {
+// context, and close after the idle timeout. The HTTP connection limit
+// (limit, srv's own) counts every connection from its accept, before it
+// is sorted (no TLS handshake, no read for one over the limit), until it
+// closes, whichever protocol it speaks.
+func listenWire(hl net.Listener, srv *http.Server, limit *connLimit, limits HTTPLimits, apiLimits Limits, logger *slog.Logger) (net.Listener, *apiwire.Server) {
 	wl := wireLimits(apiLimits)
 	ws := apiwire.NewServer(srv.Handler, apiwire.ServerConfig{Limits: wl, IdleTimeout: limits.IdleTimeout, Logger: logger,
 		BaseContext: srv.BaseContext(hl), FrameTimeout: limits.ReadHeaderTimeout, WriteTimeout: StreamWriteTimeoutDefault})
-	// The connections still in their TLS handshake or before their first
-	// byte are bounded as the http.Server bounds its own (it counted them
-	// from the accept before they were sorted here).
-	l := apiwire.NewListener(hl, apiwire.ListenerConfig{SortTimeout: limits.ReadHeaderTimeout, SortingMax: limits.ConnectionsMax}, func(c net.Conn) {
-		track(c, http.StateNew)
-		defer track(c, http.StateClosed)
+	limit.atAccept.Store(true) // before the http.Server is given a connection
+	l := apiwire.NewListener(hl, apiwire.ListenerConfig{SortTimeout: limits.ReadHeaderTimeout,
+		Admit: limit.admit, Release: func(net.Conn) { limit.release() }}, func(c net.Conn) {
+		limit.metrics.wireConnection()
+		defer limit.release()
 		ws.ServeConn(c)
 	})
 	return l, ws
@@ -50,14 +50,16 @@ func wireLimits(apiLimits Limits) apiwire.Limits {
 
 // offerWire makes c, a configuration whose GetConfigForClient returns the
 // one each handshake uses (pki.ServerConfig, after offerHTTP2), also
-// agree to apiwire.ALPN, last: a client that offers HTTP too gets HTTP.
+// agree to apiwire.ALPN, first: the server's order decides in Go's TLS,
+// and a client that offers wire and HTTP (coord's client, which falls
+// back to HTTP with a node that does not speak wire) gets wire. A client
+// that does not offer it (curl, a browser) gets HTTP as before.
 func offerWire(c *tls.Config) *tls.Config {
 	inner := c.GetConfigForClient
 	c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 		hc, err := inner(hello)
 		if hc != nil {
-			protos := hc.NextProtos // never empty: pki.ServerConfig offers http/1.1
-			hc.NextProtos = append(protos[:len(protos):len(protos)], apiwire.ALPN)
+			hc.NextProtos = append([]string{apiwire.ALPN}, hc.NextProtos...)
 		}
 		return hc, err
 	}

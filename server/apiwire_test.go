@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -20,33 +19,84 @@ import (
 // limits. It returns the base URL and the TLS roots (nil in clear).
 func wireServer(t *testing.T, secure, http2 bool, limits HTTPLimits) (string, *x509.CertPool) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	var keys *apiKeys
+	if secure {
+		keys = newAPIKeys(t)
+	}
+	s := startAPIServer(t, "127.0.0.1:0", keys, http2, true, limits)
+	return s.base, s.roots
+}
+
+// apiKeys are an API's certificate and the roots that trust it.
+type apiKeys struct {
+	sec   *Security
+	roots *x509.CertPool
+}
+
+func newAPIKeys(t testing.TB) *apiKeys {
+	dir, ca := nodeFiles(t, "wire", 1)
+	src, err := pki.NewSource(pki.Files{Cert: filepath.Join(dir, "n1.crt"), Key: filepath.Join(dir, "n1.key")}, pki.SourceOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	scheme := "http"
-	var roots *x509.CertPool
-	if secure {
-		dir, ca := nodeFiles(t, "wire", 1)
-		src, err := pki.NewSource(pki.Files{Cert: filepath.Join(dir, "n1.crt"), Key: filepath.Join(dir, "n1.key")}, pki.SourceOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		roots = x509.NewCertPool()
-		roots.AddCert(ca.Cert)
-		l = tls.NewListener(l, offerWire(offerHTTP2(pki.ServerConfig(src, nil), http2)))
-		scheme = "https"
-	} else if http2 {
-		l = bufferedListener{l}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	return &apiKeys{sec: &Security{HTTP: src}, roots: roots}
+}
+
+// apiServer is a leading fake replica's API served as Serve serves it.
+type apiServer struct {
+	base    string
+	roots   *x509.CertPool // nil in clear
+	limit   *connLimit
+	metrics *Metrics
+	stop    func()
+}
+
+// startAPIServer serves a leading fake replica's API on addr as Serve
+// does: through listenHTTP (over TLS with keys, in clear if nil), with
+// HTTP/2 if http2 and wire if wire, under limits.
+func startAPIServer(t testing.TB, addr string, keys *apiKeys, http2, wire bool, limits HTTPLimits) *apiServer {
+	t.Helper()
+	return serveAPI(t, newFake(1, 1), addr, keys, http2, wire, limits)
+}
+
+// serveAPI is startAPIServer for replica's API (a node restarted keeps
+// its state).
+func serveAPI(t testing.TB, replica Replica, addr string, keys *apiKeys, http2, wire bool, limits HTTPLimits) *apiServer {
+	t.Helper()
+	var sec *Security
+	s := &apiServer{base: "http://", metrics: NewMetrics()}
+	if keys != nil {
+		sec, s.roots, s.base = keys.sec, keys.roots, "https://"
 	}
-	srv := newHTTPServer(NewAPI(newFake(1, 1), APIConfig{}), limits, quiet, nil)
+	l, err := listenHTTP(addr, sec, http2, wire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.base += l.Addr().String()
+	var srv *http.Server
+	srv, s.limit = newLimitedHTTPServer(NewAPI(replica, APIConfig{}), limits, quiet, s.metrics)
 	srv.Protocols = apiProtocols(http2)
-	track := srv.ConnState
 	newStoppableAPI(srv)
-	wl, ws := listenWire(l, srv, track, limits, Limits{}, quiet)
-	go srv.Serve(wl)
-	t.Cleanup(func() { srv.Close(); ws.Drain() })
-	return scheme + "://" + l.Addr().String(), roots
+	var ws *apiwire.Server
+	if wire {
+		l, ws = listenWire(l, srv, s.limit, limits, Limits{}, quiet)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(l)
+	}()
+	s.stop = func() {
+		srv.Close()
+		<-served
+		if ws != nil {
+			ws.Drain()
+		}
+	}
+	t.Cleanup(s.stop)
+	return s
 }
 
 func wireClient(t *testing.T, roots *x509.CertPool) *http.Client {

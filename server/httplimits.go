@@ -23,12 +23,11 @@ import (
 type HTTPLimits struct {
 	// ConnectionsMax bounds the open connections to the API. A connection
 	// beyond it is closed as soon as it is accepted, before a byte is
-	// read, so that clients learn at once rather than wait in the backlog.
-	// With the multiplexed connection served (Config.NoWire false) a
-	// connection is counted once it is sorted from HTTP: after its TLS
-	// handshake, or its first bytes in plain mode; the connections still
-	// being sorted are bounded by the same number (apiwire.ListenerConfig
-	// SortingMax), so twice as many descriptors may be open at worst.
+	// read or written (before a TLS handshake), so that clients learn at
+	// once rather than wait in the backlog. With the multiplexed
+	// connection served (Config.NoWire false) the limit is applied where
+	// connections are accepted, before they are sorted into wire and HTTP
+	// (apiwire.ListenerConfig.Admit): those still being sorted count too.
 	ConnectionsMax int
 	// WatchesMax bounds the watches (long polls and event streams, those
 	// forwarded from other nodes included) that the node serves at once.
@@ -97,6 +96,13 @@ func (l *HTTPLimits) Register(fs *pflag.FlagSet) {
 // set: timeouts, and the connection limit enforced by a ConnState hook
 // (so that it holds for whatever listener the server is given).
 func newHTTPServer(h http.Handler, l HTTPLimits, logger *slog.Logger, metrics *Metrics) *http.Server {
+	srv, _ := newLimitedHTTPServer(h, l, logger, metrics)
+	return srv
+}
+
+// newLimitedHTTPServer is newHTTPServer, and returns its connection
+// limit too, for the listener that sorts wire from HTTP (listenWire).
+func newLimitedHTTPServer(h http.Handler, l HTTPLimits, logger *slog.Logger, metrics *Metrics) (*http.Server, *connLimit) {
 	cl := &connLimit{max: int64(l.ConnectionsMax), logger: logger, metrics: metrics, burst: newBurst()}
 	return &http.Server{
 		Handler:           h,
@@ -104,12 +110,17 @@ func newHTTPServer(h http.Handler, l HTTPLimits, logger *slog.Logger, metrics *M
 		ReadTimeout:       l.ReadTimeout,
 		IdleTimeout:       l.IdleTimeout,
 		ConnState:         cl.track,
-	}
+	}, cl
 }
 
 // connLimit counts a server's open connections and closes new ones beyond
 // max. The end of a burst of connections frees memory (see burst): a
 // connection holds more than the watch it carried, and closes after it.
+//
+// A connection is counted from the http.Server's StateNew (track), which
+// comes right after its accept, or, behind a listener that sorts wire from
+// HTTP, from that listener's accept (admit; track then counts only the
+// connection's end), until it closes.
 //
 // connLimit is safe for concurrent use: the server calls track from its
 // accept loop and from each connection's goroutine.
@@ -120,27 +131,54 @@ type connLimit struct {
 	metrics *Metrics
 	warned  rateLimit
 	burst   burst
+	// atAccept is set once admit counts the connections where they are
+	// accepted (listenWire), before the http.Server is given them.
+	atAccept atomic.Bool
 }
 
 func (c *connLimit) track(conn net.Conn, state http.ConnState) {
 	switch state {
 	case http.StateNew:
-		n := c.open.Add(1)
-		c.metrics.connectionAccepted()
-		c.metrics.addConnections(1)
-		c.burst.rose(n)
-		if n > c.max {
-			c.metrics.connectionRejected()
-			if c.warned.allow(time.Now()) {
-				c.logger.Warn("HTTP connection limit reached: closing new connections", "limit", c.max, "remote", conn.RemoteAddr().String())
-			}
+		if !c.atAccept.Load() && !c.take(conn) {
 			conn.Close() // the server sees StateClosed next, which counts it out
 		}
 	case http.StateClosed, http.StateHijacked:
-		n := c.open.Add(-1)
-		c.metrics.addConnections(-1)
-		c.burst.fell(n)
+		c.release()
 	}
+}
+
+// admit counts conn in, or reports false, counting nothing, if the limit
+// is reached: the caller closes it.
+func (c *connLimit) admit(conn net.Conn) bool {
+	if c.take(conn) {
+		return true
+	}
+	c.release()
+	return false
+}
+
+// take counts conn in and reports whether it is within the limit; one
+// over it stays counted until release.
+func (c *connLimit) take(conn net.Conn) bool {
+	n := c.open.Add(1)
+	c.metrics.connectionAccepted()
+	c.metrics.addConnections(1)
+	c.burst.rose(n)
+	if n <= c.max {
+		return true
+	}
+	c.metrics.connectionRejected()
+	if c.warned.allow(time.Now()) {
+		c.logger.Warn("HTTP connection limit reached: closing new connections", "limit", c.max, "remote", conn.RemoteAddr().String())
+	}
+	return false
+}
+
+// release counts a connection out.
+func (c *connLimit) release() {
+	n := c.open.Add(-1)
+	c.metrics.addConnections(-1)
+	c.burst.fell(n)
 }
 
 // rateLimit lets one event through per second, for log lines that an
@@ -271,9 +309,10 @@ func (a *API) admitWatch(w http.ResponseWriter) (release func(), err error) {
 }
 
 // newServeHTTP returns the http.Server that Serve runs for node: its API
-// under cfg.HTTP's limits. It also starts keeping the forwarding client's
-// connection to the leader warm (forwardwarm.go) until the node stops.
-func newServeHTTP(node *Node, cfg Config) *http.Server {
+// under cfg.HTTP's limits, and its connection limit. It also starts
+// keeping the forwarding client's connection to the leader warm
+// (forwardwarm.go) until the node stops.
+func newServeHTTP(node *Node, cfg Config) (*http.Server, *connLimit) {
 	limits := httpLimits(cfg)
 	logger := cfg.Logger
 	if logger == nil {
@@ -283,9 +322,9 @@ func newServeHTTP(node *Node, cfg Config) *http.Server {
 		SessionGrace: cfg.LeaseSessionGrace}
 	apiSecurity(&apiCfg, cfg.Security)
 	go node.warmForwarding(apiCfg.Client, apiCfg.ForwardScheme)
-	srv := newHTTPServer(NewAPI(node, apiCfg), limits, logger, cfg.Metrics)
+	srv, limit := newLimitedHTTPServer(NewAPI(node, apiCfg), limits, logger, cfg.Metrics)
 	srv.Protocols = apiProtocols(cfg.HTTP2)
-	return srv
+	return srv, limit
 }
 
 // apiProtocols returns the protocols the API's http.Server speaks:

@@ -42,6 +42,8 @@ type Metrics struct {
 	// included: its rate is the rate at which clients dial, which each
 	// cost an accept and, over TLS, a handshake.
 	connectionsAccepted prometheus.Counter
+	// wireConnections counts the connections that spoke coord-wire/1.
+	wireConnections prometheus.Counter
 
 	// Replication to each peer and the leases (metrics_cluster.go).
 	clusterMetrics
@@ -94,6 +96,8 @@ func NewMetrics() *Metrics {
 			Help: "Connections closed when accepted because the node had its maximum open."}),
 		connectionsAccepted: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_http_connections_total",
 			Help: "Connections accepted by the HTTP API since the start (refused ones included): its rate is how often clients dial."}),
+		wireConnections: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_http_wire_connections_total",
+			Help: "Connections accepted by the HTTP API that spoke coord's multiplexed connection (coord-wire/1) since the start."}),
 		clusterMetrics: newClusterMetrics(),
 		sessions:       newSessionMetrics(),
 
@@ -110,6 +114,7 @@ func NewMetrics() *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.registry.MustRegister(m.clusterMetrics.collectors()...)
 	m.registry.MustRegister(m.linearizableReads)
+	m.registry.MustRegister(m.wireConnections)
 	return m
 }
 
@@ -192,6 +197,12 @@ func (m *Metrics) addConnections(delta int64) {
 func (m *Metrics) connectionAccepted() {
 	if m != nil {
 		m.connectionsAccepted.Inc()
+	}
+}
+
+func (m *Metrics) wireConnection() {
+	if m != nil {
+		m.wireConnections.Inc()
 	}
 }
 

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -15,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"coord/apiwire"
 	"coord/internal/pki"
 	"coord/transport/tcp"
 
@@ -218,14 +218,18 @@ func (o SecurityOptions) Load(id uint64, logger *slog.Logger) (*Security, error)
 }
 
 // listenHTTP listens for the API: over TLS when the node is secure,
-// offering HTTP/2 in ALPN if http2.
+// offering HTTP/2 in ALPN if http2 and wire if wire (listenWire sorts
+// the connections); in clear with HTTP/2, reading through a buffer.
 func listenHTTP(addr string, sec *Security, http2, wire bool) (net.Listener, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("server: listen http %s: %w", addr, err)
 	}
 	if sec == nil {
-		if http2 {
+		if http2 && !wire {
+			// With wire, the listener that sorts wire from HTTP hands
+			// the HTTP connections on through the buffer it read them
+			// with: one buffer, not two.
 			return bufferedListener{l}, nil
 		}
 		return l, nil
@@ -322,16 +326,5 @@ func (l bufferedListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, 4<<10)}, nil
+	return apiwire.NewBufferedConn(c, 4<<10), nil
 }
-
-// bufferedConn is a connection read through r.
-//
-// bufferedConn is safe for one reader and one writer at a time, as
-// net.Conn is.
-type bufferedConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }

@@ -15,7 +15,7 @@ import (
 
 // nodeFiles writes a CA and node certificates of cluster for ids into a
 // directory, and returns it.
-func nodeFiles(t *testing.T, cluster string, ids ...uint64) (dir string, ca *pki.CA) {
+func nodeFiles(t testing.TB, cluster string, ids ...uint64) (dir string, ca *pki.CA) {
 	t.Helper()
 	dir = t.TempDir()
 	ca, err := pki.NewCA(cluster, time.Now(), time.Hour)

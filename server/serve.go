@@ -76,7 +76,7 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	o.HTTPLimits = d.HTTP
 	o.HTTPLimits.Register(fs)
 	fs.BoolVar(&o.Pprof, "pprof", false, "serve the Go profiler at /debug/pprof/ on the API (admin tokens only)")
-	fs.BoolVar(&o.Wire, "wire", true, "serve the API over coord's multiplexed connection (coord-wire/1, docs/API.md) as well, on the same port: by TLS ALPN, or in plain mode to clients that open with its preface (coord/client Config.Wire)")
+	fs.BoolVar(&o.Wire, "wire", true, "serve the API over coord's multiplexed connection (coord-wire/1, docs/API.md) as well, on the same port: by TLS ALPN, or in plain mode to clients that open with its preface (coord/client speaks it by default, and HTTP/1.1 to a node run with --wire=false)")
 	fs.BoolVar(&o.HTTP2, "http2", false, "serve the API over HTTP/2 as well as HTTP/1.1: by TLS ALPN (h2), or in plain mode (--insecure) to clients that speak h2c with prior knowledge (coord/client Config.HTTP2)")
 }
 
@@ -217,15 +217,14 @@ func Serve(ctx context.Context, cfg Config, httpAddr string, ready func(peer, ht
 		hl.Close()
 		return err
 	}
-	srv := newServeHTTP(node, cfg)
+	srv, limit := newServeHTTP(node, cfg)
 	drain := newHandedOver(srv.Handler, node)
 	srv.Handler = drain
-	limitTrack := srv.ConnState
 	stoppable := newStoppableAPI(srv)
 	var served net.Listener = hl
 	var ws *apiwire.Server
 	if !cfg.NoWire {
-		served, ws = listenWire(hl, srv, limitTrack, httpLimits(cfg), cfg.Limits, logger(cfg.Logger))
+		served, ws = listenWire(hl, srv, limit, httpLimits(cfg), cfg.Limits, logger(cfg.Logger))
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(served) }()

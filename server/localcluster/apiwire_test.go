@@ -42,7 +42,7 @@ func wireCluster(t *testing.T, insecure bool) (*Cluster, client.Config, uint64) 
 		}
 	}
 	cfg := c.Access().ClientConfig(endpoints...)
-	cfg.Wire = true
+	// The client speaks wire by default (Config.NoWire).
 	return c, cfg, leader
 }
 
@@ -157,7 +157,7 @@ func TestWireRefusesWhatHTTPRefuses(t *testing.T) {
 	for _, token := range []string{"", "not-a-token"} {
 		for _, useWire := range []bool{false, true} {
 			bad := cfg
-			bad.Token, bad.Wire = token, useWire
+			bad.Token, bad.NoWire = token, !useWire
 			cl, err := client.New(bad)
 			if err != nil {
 				t.Fatal(err)
@@ -228,5 +228,52 @@ func TestWireClientFollowsALeaderChange(t *testing.T) {
 				t.Fatalf("acknowledged write lc/%d/%d: %v", w, i, err)
 			}
 		}
+	}
+}
+
+// The client's default transport against real nodes that stop serving
+// wire: a node restarted with --wire=false is sent HTTP/1.1 (over TLS by
+// ALPN, in clear after its answer to the preface), and the client carries
+// on; the request that met the closed connection is retried as over HTTP.
+func TestDefaultClientAcrossARestartWithoutWire(t *testing.T) {
+	for _, insecure := range []bool{false, true} {
+		t.Run(fmt.Sprintf("insecure=%v", insecure), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			c, err := Start(ctx, Config{Nodes: 1, Dir: t.TempDir(), Binary: os.Args[0], SelfServe: true, Insecure: insecure,
+				Args: []string{"--tick", "20ms"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			if _, err := c.WaitLeader(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cl, err := client.New(c.ClientConfig()) // the default: wire, with a fallback
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cl.Put(ctx, "before", []byte("1")); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Stop(1); err != nil {
+				t.Fatal(err)
+			}
+			c.cfg.Args = append(c.cfg.Args, "--wire=false")
+			if err := c.Restart(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.WaitLeader(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cl.Put(ctx, "after", []byte("2")); err != nil {
+				t.Fatalf("a write after the restart without wire: %v", err)
+			}
+			for key, want := range map[string]string{"before": "1", "after": "2"} {
+				if kv, err := cl.Get(ctx, key); err != nil || string(kv.Value) != want {
+					t.Fatalf("get %s: %q %v, want %q", key, kv.Value, err, want)
+				}
+			}
+		})
 	}
 }

@@ -38,6 +38,7 @@ func runLeases(cfg config) error {
 	case "coord":
 		ccfg := client.DefaultConfig(cfg.endpoints...)
 		ccfg.Token = cfg.token
+		ccfg.NoWire = true // HTTP/1.1, as before wire was the client's default (--wire is for the other modes)
 		cl, err := client.New(ccfg)
 		if err != nil {
 			return err

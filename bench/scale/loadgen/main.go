@@ -103,7 +103,7 @@ func main() {
 	flag.DurationVar(&cfg.attemptTimeout, "attempt-timeout", 0, "coord client's AttemptTimeout in --mode watch: how long an attempt of a write goes unanswered before the client probes the node (GET /readyz) and abandons it unless it is ready (0: the client's default, 2 s; etcd's client has none, only the write's 10 s deadline)")
 	flag.IntVar(&cfg.batch, "batch", 1, "keys per write in the load phase: above 1, each client writes that many consecutive keys as one atomic batch (coord's POST /v1/batch, etcd's Txn: at most 128 puts by etcd's default --max-txn-ops); ops and ops/s then count keys, the latencies are per batch")
 	flag.BoolVar(&cfg.http2, "http2", false, "coord clients speak h2c (HTTP/2 in clear, one connection per session and node) instead of HTTP/1.1: the servers must run with --http2")
-	flag.BoolVar(&cfg.wire, "wire", false, "coord clients send their requests over coord's multiplexed connection (client.Config.Wire: one connection per session and node) instead of HTTP/1.1, in --mode writes, reads and watch (the watchers' streams too)")
+	flag.BoolVar(&cfg.wire, "wire", false, "coord clients send their requests over coord's multiplexed connection (one connection per session and node: the client's default transport) instead of HTTP/1.1, in --mode writes, reads and watch (the watchers' streams too); without it they speak HTTP/1.1 only (client.Config.NoWire), whatever the client's default")
 	flag.Parse()
 	cfg.endpoints = strings.Split(endpoints, ",")
 	for _, p := range strings.Split(pids, ",") {
@@ -155,7 +155,7 @@ func run(cfg config) error {
 			ccfg.Token = cfg.token
 			perSession := (cfg.clients + len(sessions) - 1) / len(sessions)
 			if cfg.wire {
-				ccfg.Wire = true // the client's own wire transport
+				// The client's own transport: wire (its default).
 			} else {
 				ccfg.HTTP2 = cfg.http2
 				tr := client.NewTransport(ccfg)

@@ -328,7 +328,7 @@ func coordWatchTarget(cfg config) watchTarget {
 		if cfg.wire {
 			// The client's own multiplexed transport, one connection per
 			// client and node: its attempts and dials are not counted.
-			ccfg.HTTPClient, ccfg.Wire = nil, true
+			ccfg.HTTPClient, ccfg.HTTP2 = nil, false // wire: the client's default
 		}
 		if pool[i], err = client.New(ccfg); err != nil {
 			break
