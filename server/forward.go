@@ -27,9 +27,14 @@ type ProposalForwarder interface {
 	// ProposeForwarded proposes cmd from whichever role this node has (a
 	// follower forwards it to its leader over the peer transport) and
 	// returns its result once this node has applied it. ErrNotLeader or
-	// ErrNoPeerRoute: it was not sent anywhere. ErrOutcomeUnknown: it may
-	// or may not apply (the context ended, leadership changed, the node
-	// stopped or installed a snapshot past it).
+	// ErrNoPeerRoute: it was not sent anywhere (also when the leader
+	// changed, or a snapshot was installed, before the loop took it).
+	// ctx's error, or the error the node stopped with: the context ended,
+	// or the node stopped, before the loop took it, so it was not sent
+	// either (the API still answers a timeout as of unknown outcome).
+	// ErrOutcomeUnknown: it may or may not apply (the context ended,
+	// leadership changed, the node stopped or installed a snapshot past
+	// it, after it was sent).
 	ProposeForwarded(ctx context.Context, cmd Command) (Result, error)
 }
 

@@ -41,20 +41,10 @@ saves() { curl -s "$1/metrics" | awk '/^coord_raft_append_seconds_count/ {print 
 
 # one TARGET CLIENTS ROUND: one run.
 one() {
-  local bin=$1 c=$2 round=$3 peers="" eps=() sflags=() i l f o res secs name prof=
+  local bin=$1 c=$2 round=$3 eps=() sflags=() i l f o res secs name prof=
   local -a c0 c1 s0 s1
   [ -n "$profile" ] && sflags=(--pprof)
-  pids=()
-  for i in 1 2 3; do peers+="$i=127.0.0.1:$((base + i)),"; done
-  for i in 1 2 3; do
-    "$bin" server --insecure --id $i --peers "${peers%,}" --http 127.0.0.1:$((base + 10 + i)) \
-      --data "$work/c$i" --log-level error "${sflags[@]}" >>"$work/log" 2>&1 &
-    pids+=($!) eps+=(http://127.0.0.1:$((base + 10 + i)))
-  done
-  until curl -sf "${eps[0]}/v1/status" | grep -q '"leader":[1-9]'; do
-    kill -0 "${pids[@]}" 2>/dev/null || { echo "follower-cpu: $bin did not start; see $work/log" >&2; tail -3 "$work/log" >&2; exit 1; }
-    sleep 0.2
-  done
+  start_coord3 follower-cpu "$bin" "$work" "$base" "${sflags[@]}"
   l=$(curl -s "${eps[0]}/v1/status" | sed 's/.*"leader":\([0-9]*\).*/\1/')
   f=$((l % 3 + 1)) o=$(((l + 1) % 3 + 1)) # the follower served, the other
   if [ "$via" = leader ]; then f=$l l=$((l % 3 + 1)); fi # served: the leader; then two followers

@@ -29,20 +29,10 @@ check_port_base PORT_BASE "$base" 13
 
 # one TARGET CLIENTS: one run.
 one() {
-  local bin=${1%+h2c} c=$2 sflags=() lflags=() proto=http1 peers="" eps=() i l lp c0 c1 res
+  local bin=${1%+h2c} c=$2 sflags=() lflags=() proto=http1 eps=() i l lp c0 c1 res
   if [ "$1" != "$bin" ]; then sflags=(--http2) lflags=(--http2) proto=h2c; fi
   if [ "${bin%+wire}" != "$bin" ]; then bin=${bin%+wire} lflags=(--wire) proto=wire; fi
-  pids=()
-  for i in 1 2 3; do peers+="$i=127.0.0.1:$((base + i)),"; done
-  for i in 1 2 3; do
-    "$bin" server --insecure --id $i --peers "${peers%,}" --http 127.0.0.1:$((base + 10 + i)) \
-      --data "$work/c$i" --log-level error "${sflags[@]}" >>"$work/log" 2>&1 &
-    pids+=($!) eps+=(http://127.0.0.1:$((base + 10 + i)))
-  done
-  until curl -sf "${eps[0]}/v1/status" | grep -q '"leader":[1-9]'; do
-    kill -0 "${pids[@]}" 2>/dev/null || { echo "leader-cpu: $bin did not start; see $work/log" >&2; tail -3 "$work/log" >&2; exit 1; }
-    sleep 0.2
-  done
+  start_coord3 leader-cpu "$bin" "$work" "$base" "${sflags[@]}"
   l=$(curl -s "${eps[0]}/v1/status" | sed 's/.*"leader":\([0-9]*\).*/\1/')
   lp=${pids[$((l - 1))]}
   "$work/loadgen" --target coord --endpoints "${eps[$((l - 1))]}" --keys 1000 --duration 0 "${lflags[@]}" >/dev/null

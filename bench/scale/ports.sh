@@ -1,4 +1,5 @@
-# ports.sh: sourced by compare.sh, catchup.sh and leader-cpu.sh.
+# ports.sh: sourced by the scale scripts (compare.sh, catchup.sh,
+# leader-cpu.sh, follower-cpu.sh, ...).
 #
 # check_port_base NAME BASE SPAN refuses a port base whose ports (BASE+1 to
 # BASE+SPAN) reach below 1024 or into the kernel's ephemeral range
@@ -14,4 +15,26 @@ check_port_base() {
     echo "$name=$base: want 1023 to $((ephemeral - span - 1)), so that ports $name+1 to $name+$span stay below the ephemeral ports from $ephemeral" >&2
     exit 2
   fi
+}
+
+# start_coord3 SCRIPT BIN WORK BASE [SERVER_FLAG...] starts a 3-node
+# --insecure cluster of BIN on loopback (peers on BASE+1 to BASE+3, HTTP
+# on BASE+11 to BASE+13, data in WORK/c1 to WORK/c3, logs appended to
+# WORK/log) and waits until node 1 knows a leader. It sets the caller's
+# arrays pids and eps (the nodes' process IDs and API endpoints, node i
+# at index i-1), and exits, naming SCRIPT, if a node ends before then.
+start_coord3() {
+  local script=$1 bin=$2 work=$3 base=$4 peers="" i
+  shift 4
+  pids=() eps=()
+  for i in 1 2 3; do peers+="$i=127.0.0.1:$((base + i)),"; done
+  for i in 1 2 3; do
+    "$bin" server --insecure --id $i --peers "${peers%,}" --http 127.0.0.1:$((base + 10 + i)) \
+      --data "$work/c$i" --log-level error "$@" >>"$work/log" 2>&1 &
+    pids+=($!) eps+=(http://127.0.0.1:$((base + 10 + i)))
+  done
+  until curl -sf "${eps[0]}/v1/status" | grep -q '"leader":[1-9]'; do
+    kill -0 "${pids[@]}" 2>/dev/null || { echo "$script: $bin did not start; see $work/log" >&2; tail -3 "$work/log" >&2; exit 1; }
+    sleep 0.2
+  done
 }
