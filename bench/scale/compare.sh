@@ -36,6 +36,12 @@ trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$wo
 base=${COMPARE_PORT_BASE:-27100}
 . "$here/ports.sh"
 check_port_base COMPARE_PORT_BASE "$base" 33
+if [ "${COMPARE_ETCD:-1}" != 0 ] && ! { command -v etcd && command -v etcdctl; } >/dev/null; then
+  # Debian ships etcdctl apart from the server (etcd-client); without it the
+  # health wait below would never end.
+  source "$here/../../scripts/lib.sh"
+  ensure_pkg etcd-server etcd-client
+fi
 
 run_coord() { # "binary [server flags...]"
   local spec=$1 bin flags peers="" pids=() eps=() dirs=()
