@@ -1,6 +1,8 @@
 package client
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -176,6 +178,63 @@ func TestSpreadSkipsAStoppedMember(t *testing.T) {
 	if diff, slack := abs(atLive-atLeader), 1+2*int(deadAttempts.Load()); diff > slack {
 		t.Fatalf("the live follower took %d puts and the leader %d (%d attempts at the stopped node): want shares within %d",
 			atLive, atLeader, deadAttempts.Load(), slack)
+	}
+}
+
+// TestSpreadUnknownOutcomeAtAFollowerAppliesOnce: under Config.Spread a
+// put goes to a follower, which applies it (forwarded to the leader) but
+// whose answer is lost: the client is told unknown_outcome, as a follower
+// whose forward failed after it was sent answers. The client retries it
+// under the same session and sequence number, at the leader first, and the
+// cluster answers the retry with the first attempt's result: the put is
+// applied once, and the client gets its revision. The retry rules are the
+// client's usual ones; this guards that spreading keeps them.
+func TestSpreadUnknownOutcomeAtAFollowerAppliesOnce(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.leader()
+	follower := c.follower()
+	cl := spreadClient(t, nil, follower, c.https[leader]) // the follower's turn first
+	c.intercept(follower, "/v1/kv/once", func(w http.ResponseWriter, r *http.Request) {
+		// Serve the put for real (the interception is used up, so this
+		// request reaches the node's API), then lose its answer.
+		body, _ := io.ReadAll(r.Body)
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+follower+r.URL.RequestURI(), bytes.NewReader(body))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Errorf("the put through the follower: %v", err)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("the put through the follower: %s", resp.Status)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(`{"error":"forward to the leader failed after it was sent","code":"unknown_outcome"}`))
+	})
+	ctx := testContext(t)
+	rev, err := cl.Put(ctx, "once", []byte("v"))
+	if err != nil {
+		t.Fatalf("put: %v, want the retry to succeed", err)
+	}
+	if got := c.servedAt(follower, "/v1/kv/once"); got != 2 {
+		t.Errorf("the follower took %d requests for the put, want 2 (the client's, intercepted, and the test's)", got)
+	}
+	if got := c.servedAt(c.https[leader], "/v1/kv/once"); got != 1 {
+		t.Errorf("the leader took %d attempts of the put, want the retry", got)
+	}
+	kv, err := cl.Get(ctx, "once")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kv.Version != 1 || kv.Revision != rev {
+		t.Fatalf("the key is at version %d, revision %d; want version 1 (applied once) at the revision the retry was answered with, %d",
+			kv.Version, kv.Revision, rev)
 	}
 }
 
