@@ -69,7 +69,7 @@ func (c *Client) Batch(ctx context.Context, ops ...BatchOp) (uint64, error) {
 	}
 	body := buf.Bytes()
 	var out api.WriteResponse
-	err := c.do(ctx, call{method: "POST", path: "/v1/batch", body: body, write: true}, &out)
+	err := c.do(ctx, call{method: "POST", path: "/v1/batch", body: body, write: true, spreads: true}, &out)
 	return out.Revision, err
 }
 

@@ -189,6 +189,34 @@ type Config struct {
 	// slot, so a program that holds that many long polls or streams on one
 	// node should set NoWire, or use a client of its own for them.
 	NoWire bool
+	// Spread sends the requests any member serves itself to the
+	// endpoints in turn (round robin), instead of to the leader: writes
+	// of keys, batches, acquires and releases of leases (a follower
+	// forwards them to the leader as Raft proposals, batched with its
+	// other clients'), reads of keys (a follower serves a linearizable
+	// one by ReadIndex, a stale one from its own state), stale reads of
+	// leases, and watches of keys. An endpoint that failed to answer in
+	// the last second is skipped, and an answer naming the leader
+	// (Coord-Leader) does not move these requests to it. The rest still
+	// go to the leader the client follows: renewals of leases, lease
+	// sessions, linearizable reads and watches of leases (their
+	// remaining time is the leader's clock), tokens and membership
+	// changes, which a follower would only forward over HTTP.
+	//
+	// The trade-off: a write through a follower takes one more hop (its
+	// answer comes when the follower has applied it, about one round
+	// trip between members later), while the work of serving clients
+	// (reading requests, running handlers, writing answers: on a loaded
+	// leader more than half of its CPU) is shared by every member
+	// instead of all done by the leader. It is what etcd's client does
+	// with the endpoints it is given. Retries keep their rules: a write
+	// whose attempt failed is retried under the same session and
+	// sequence number, at the leader first, so it applies at most once
+	// whichever member took it; while no leader is known, members refuse
+	// writes and linearizable reads (unavailable) and the client tries
+	// the others and backs off as usual. False (the default): every
+	// request goes to the leader.
+	Spread bool
 }
 
 // DefaultConfig returns a Config for the given endpoints.
@@ -283,6 +311,9 @@ type Client struct {
 	answeredAt []time.Time
 	warming    bool      // a warm-up is in flight
 	warmedAt   time.Time // when the last one started
+	// turn is the endpoint the next call that spreads (Config.Spread,
+	// call.spreads) starts at, unless it failed to answer lately.
+	turn int
 
 	// counts are what the client did, for tests.
 	counts struct{ attempts, lookups, hints, redirects, warmups, probes, awaited atomic.Int64 }
@@ -440,6 +471,13 @@ type call struct {
 	// read (a read index from the leader, or forwarded to it), a change
 	// of membership.
 	linearizable bool
+	// spreads marks a call that a follower serves itself rather than
+	// forward over HTTP to the leader: a write it forwards as a Raft
+	// proposal (server's forwardsAsProposal: put, delete, batch,
+	// acquire, release), a read of a key or a stale read, a watch of a
+	// key. Under Config.Spread its rounds start at the next endpoint in
+	// turn instead of the leader's.
+	spreads bool
 }
 
 // reachesLeader reports whether a 2xx answer to k shows that the node
@@ -478,9 +516,7 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 	redirected := make([]bool, n)
 	for {
 		clear(tried)
-		c.mu.Lock()
-		start := c.preferred
-		c.mu.Unlock()
+		start, spread := c.roundStart(k)
 		for ep := c.first(start); ep >= 0; {
 			tried[ep] = true
 			if session {
@@ -502,9 +538,11 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 				// answer): this endpoint serves, so try it first next time,
 				// unless the answer named the leader (noteAnswer preferred
 				// it) or a lookup of the leader chose another meanwhile (a
-				// follower's answer, forwarded, must not undo either).
+				// follower's answer, forwarded, must not undo either). A
+				// spread call's round did not start at the preferred
+				// endpoint: it leaves the preference alone.
 				c.mu.Lock()
-				if c.preferred == start && c.leaderAt != start {
+				if !spread && c.preferred == start && c.leaderAt != start {
 					c.preferred = ep
 				}
 				c.mu.Unlock()
@@ -533,6 +571,30 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 		clear(redirected)
 		backoff = min(2*backoff, c.cfg.BackoffMax)
 	}
+}
+
+// roundStart returns the endpoint a round of attempts of k starts with,
+// and whether it is k's turn in the spread (Config.Spread and k.spreads)
+// rather than the preferred endpoint (the leader, if known). Its turn
+// skips the endpoints that failed to answer lately, unless all did, so
+// that the live ones share a stopped one's turns evenly.
+func (c *Client) roundStart(k call) (start int, spread bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.cfg.Spread || !k.spreads {
+		return c.preferred, false
+	}
+	n := len(c.cfg.Endpoints)
+	now := time.Now()
+	start = c.turn % n
+	for i := range n {
+		if ep := (c.turn + i) % n; !now.Before(c.downUntil[ep]) {
+			start = ep
+			break
+		}
+	}
+	c.turn = (start + 1) % n
+	return start, true
 }
 
 // redirect returns the endpoint the next attempt goes to at once after
@@ -1109,7 +1171,7 @@ func (c *Client) writeKey(ctx context.Context, method, key string, value []byte,
 		q.Set(api.ParamPrevRevision, strconv.FormatUint(*prev, 10))
 	}
 	var out api.WriteResponse
-	err := c.do(ctx, call{method: method, path: keyPath(key), query: q, body: value, write: true}, &out)
+	err := c.do(ctx, call{method: method, path: keyPath(key), query: q, body: value, write: true, spreads: true}, &out)
 	return out.Revision, err
 }
 
@@ -1123,7 +1185,7 @@ func (c *Client) Get(ctx context.Context, key string, opts ...ReadOption) (KeyVa
 		o(q)
 	}
 	var r api.KeyResponse
-	if err := c.do(ctx, call{method: "GET", path: keyPath(key), query: q, linearizable: q.Get(api.ParamStale) == ""}, &r); err != nil {
+	if err := c.do(ctx, call{method: "GET", path: keyPath(key), query: q, linearizable: q.Get(api.ParamStale) == "", spreads: true}, &r); err != nil {
 		return KeyValue{Key: key}, err
 	}
 	var kv KeyValue
@@ -1139,7 +1201,7 @@ func (c *Client) WatchKey(ctx context.Context, key string, revision uint64, wait
 	}
 	q := url.Values{api.ParamRevision: {strconv.FormatUint(revision, 10)}, api.ParamTimeoutMs: {strconv.FormatInt(wait.Milliseconds(), 10)}}
 	var r api.KeyResponse
-	err := c.do(ctx, call{method: "GET", path: "/v1/watch/kv/" + pathSegment(key), query: q, timeout: wait + c.cfg.AttemptTimeout}, &r)
+	err := c.do(ctx, call{method: "GET", path: "/v1/watch/kv/" + pathSegment(key), query: q, timeout: wait + c.cfg.AttemptTimeout, spreads: true}, &r)
 	if errors.Is(err, ErrNotFound) {
 		return KeyValue{Key: key}, nil
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"coord/api"
 	"coord/server"
 )
 
@@ -33,6 +34,9 @@ type testCluster struct {
 	// counted: URL path (as arrived keys it) → the requests for it still
 	// awaited by awaitCount, and the channel closed when none is.
 	counted map[string]*awaitedCount
+	// served: HTTP address + URL path → the requests for it the node at
+	// that address took from a client (not forwarded by another node).
+	served map[string]int
 }
 
 // awaitedCount is what awaitCount waits for.
@@ -44,7 +48,7 @@ type awaitedCount struct {
 func startCluster(t *testing.T, size int) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, nodes: map[uint64]*server.Node{}, https: map[uint64]string{}, servers: map[uint64]*http.Server{}, arrived: map[string]chan struct{}{},
-		intercepts: map[string]http.HandlerFunc{}, counted: map[string]*awaitedCount{}}
+		intercepts: map[string]http.HandlerFunc{}, counted: map[string]*awaitedCount{}, served: map[string]int{}}
 	peers := map[uint64]string{}
 	raftListeners := map[uint64]net.Listener{}
 	httpListeners := map[uint64]net.Listener{}
@@ -64,17 +68,20 @@ func startCluster(t *testing.T, size int) *testCluster {
 			t.Fatalf("node %d: %v", id, err)
 		}
 		c.nodes[id] = node
-		api := server.NewAPI(node, server.APIConfig{Logger: quiet})
+		nodeAPI := server.NewAPI(node, server.APIConfig{Logger: quiet})
 		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if st := node.Status(); st.Leader == st.ID {
 				c.reached(r.URL.Path)
 			}
 			c.reached(c.https[id] + r.URL.Path)
+			if r.Header.Get(api.HeaderForwarded) == "" {
+				c.serve(c.https[id] + r.URL.Path)
+			}
 			if h := c.intercepted(c.https[id] + r.URL.Path); h != nil {
 				h(w, r)
 				return
 			}
-			api.ServeHTTP(w, r)
+			nodeAPI.ServeHTTP(w, r)
 		})}
 		c.servers[id] = srv
 		go srv.Serve(httpListeners[id])
@@ -211,6 +218,21 @@ func (c *testCluster) reached(path string) {
 		close(ch)
 		delete(c.arrived, path)
 	}
+}
+
+// serve counts a request a client sent to path (HTTP address + URL path).
+func (c *testCluster) serve(path string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.served[path]++
+}
+
+// servedAt returns how many requests for path clients sent to the node at
+// HTTP address ep.
+func (c *testCluster) servedAt(ep, path string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.served[ep+path]
 }
 
 // client returns a client of the given endpoints (all nodes if none).

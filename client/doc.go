@@ -38,6 +38,14 @@
 // connections are reset, so failover from it does not wait for any of
 // this.
 //
+// Config.Spread sends the requests a follower serves itself (writes of
+// keys, batches, acquires and releases, reads and watches of keys, stale
+// reads) to the endpoints in turn instead of to the leader, skipping one
+// that failed to answer in the last second: the members share the work of
+// serving the client, at the cost of one more hop per write through a
+// follower. Renewals, lease sessions and what else only the leader serves
+// still go to the leader the client follows.
+//
 // Writes are exactly-once: every Client has a random client id, every write
 // a sequence number, and a retry resends the same pair, so the cluster
 // applies a write at most once however often the client had to retry it,

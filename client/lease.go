@@ -57,7 +57,11 @@ func (c *Client) leaseOp(ctx context.Context, name, op string, req api.LeaseRequ
 	// without a Raft write, where a session would never see its sequence
 	// number: it goes without one (a session that later acknowledged that
 	// number would look evicted).
-	err = c.do(ctx, call{method: "POST", path: leasePath(name, op), body: body, write: true, sessionless: op == "renew"}, &r)
+	// A renewal goes to the leader even under Config.Spread: a follower
+	// would forward it over HTTP (the leader answers it), adding a hop
+	// to the lease's time and taking no work off the leader.
+	err = c.do(ctx, call{method: "POST", path: leasePath(name, op), body: body, write: true, sessionless: op == "renew",
+		spreads: op != "renew"}, &r)
 	return leaseFrom(r), err
 }
 
@@ -100,7 +104,11 @@ func (c *Client) Lease(ctx context.Context, name string, opts ...ReadOption) (Le
 		o(q)
 	}
 	var r api.LeaseResponse
-	err := c.do(ctx, call{method: "GET", path: leasePath(name, ""), query: q, linearizable: q.Get(api.ParamStale) == ""}, &r)
+	// A follower forwards a linearizable read of a lease to the leader
+	// (its remaining time is the leader's clock): only a stale one
+	// spreads.
+	stale := q.Get(api.ParamStale) != ""
+	err := c.do(ctx, call{method: "GET", path: leasePath(name, ""), query: q, linearizable: !stale, spreads: stale}, &r)
 	return leaseFrom(r), err
 }
 

@@ -21,9 +21,20 @@
 #
 # A COORD_BINARY may carry server flags after it, in one quoted word
 # ("/tmp/coord --snapshot-log-percent 30"), shown on its "# leader"
-# line. Each coord phase reports the snapshots each
+# line, and loadgen flags of its own after " -- " ("/tmp/coord -- --spread":
+# that target's clients send their requests to every member in turn,
+# client.Config.Spread). Each coord phase reports the snapshots each
 # server started in it ("# steady: snapshots started per server"), from its
 # data directory. COMPARE_ETCD=0 leaves etcd out (coord builds A/B only).
+#
+# etcd's client balances its requests round robin over the endpoints it is
+# given, coord's follows the leader. COMPARE_ETCD_LEADER_ONLY=1 gives etcd's
+# client the leader's endpoint only (found with etcdctl endpoint status;
+# the watchers of --mode watch stay spread over all three), so that both
+# systems run with the same client behaviour: coord by default against
+# etcd leader-only, coord with " -- --spread" against etcd by default.
+# COMPARE_ETCD_LEADER_ONLY=both runs etcd both ways in every round,
+# balanced first.
 set -euo pipefail
 keys=${1:-100000} rounds=${2:-1} duration=${3:-20s}
 shift 3 || true
@@ -43,8 +54,9 @@ if [ "${COMPARE_ETCD:-1}" != 0 ] && ! { command -v etcd && command -v etcdctl; }
   ensure_pkg etcd-server etcd-client
 fi
 
-run_coord() { # "binary [server flags...]"
-  local spec=$1 bin flags peers="" pids=() eps=() dirs=()
+run_coord() { # "binary [server flags...] [-- loadgen flags...]"
+  local spec=$1 bin flags lgflags="" peers="" pids=() eps=() dirs=()
+  if [[ $spec == *" -- "* ]]; then lgflags=${spec#* -- }; spec=${spec%% -- *}; fi
   read -r bin flags <<<"$spec"
   for i in 1 2 3; do peers+="$i=127.0.0.1:$((base + i)),"; done
   for i in 1 2 3; do
@@ -59,16 +71,17 @@ run_coord() { # "binary [server flags...]"
     kill -0 "${pids[@]}" 2>/dev/null || { echo "compare: $bin did not start; see $work/coord.log" >&2; tail -3 "$work/coord.log" >&2; exit 1; }
     sleep 0.2
   done
-  echo "# leader: node $(curl -s "${eps[0]}/v1/status" | sed 's/.*"leader":\([0-9]*\).*/\1/') of ${pids[*]}${flags:+ (server flags: $flags)}"
+  echo "# leader: node $(curl -s "${eps[0]}/v1/status" | sed 's/.*"leader":\([0-9]*\).*/\1/') of ${pids[*]}${flags:+ (server flags: $flags)}${lgflags:+ (loadgen flags: $lgflags)}"
+  # shellcheck disable=SC2086 # LOADGEN_ARGS and $lgflags are split into flags
   "$work/loadgen" --target coord --endpoints "$(IFS=,; echo "${eps[*]}")" --keys "$keys" \
     --duration "$duration" --pids "$(IFS=,; echo "${pids[*]}")" --data-dirs "$(IFS=,; echo "${dirs[*]}")" \
-    ${LOADGEN_ARGS:-} | sed "s|^coord |$(basename "$bin") |"
+    ${LOADGEN_ARGS:-} $lgflags | sed "s|^coord |$(basename "$bin")${lgflags:+ $lgflags} |"
   kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
   rm -rf "$work"/coord-*
 }
 
-run_etcd() {
-  local cluster="" pids=() eps=()
+run_etcd() { # [leader-only]
+  local leader_only=${1:-} cluster="" pids=() eps=() requests=() label=etcd
   for i in 1 2 3; do cluster+="e$i=http://127.0.0.1:$((base + 20 + i)),"; done
   for i in 1 2 3; do
     etcd --name e$i --data-dir "$work/etcd-$i" --log-level error \
@@ -82,8 +95,17 @@ run_etcd() {
     kill -0 "${pids[@]}" 2>/dev/null || { echo "compare: etcd did not start; see $work/etcd.log" >&2; tail -3 "$work/etcd.log" >&2; exit 1; }
     sleep 0.2
   done
-  "$work/loadgen" --target etcd --endpoints "$(IFS=,; echo "${eps[*]}")" --keys "$keys" \
-    --duration "$duration" --pids "$(IFS=,; echo "${pids[*]}")" ${LOADGEN_ARGS:-}
+  requests=("${eps[@]}")
+  if [ -n "$leader_only" ]; then
+    # The simple format's fifth field is IS LEADER.
+    requests=("$(ETCDCTL_API=3 etcdctl --endpoints "$(IFS=,; echo "${eps[*]}")" endpoint status | awk -F', ' '$5 == "true" { print $1 }')")
+    [ -n "${requests[0]}" ] || { echo "compare: no etcd endpoint says it leads" >&2; exit 1; }
+    label=etcd-leader
+    echo "# etcd leader: ${requests[0]}; its client is given that endpoint only"
+  fi
+  # shellcheck disable=SC2086 # LOADGEN_ARGS is split into flags
+  "$work/loadgen" --target etcd --endpoints "$(IFS=,; echo "${eps[*]}")" --request-endpoints "$(IFS=,; echo "${requests[*]}")" \
+    --keys "$keys" --duration "$duration" --pids "$(IFS=,; echo "${pids[*]}")" ${LOADGEN_ARGS:-} | sed "s|^etcd  |$label  |"
   kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
   rm -rf "$work"/etcd-*
 }
@@ -91,5 +113,11 @@ run_etcd() {
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $keys keys, $rounds rounds, steady $duration"
 for r in $(seq "$rounds"); do
   for b in "${binaries[@]}"; do run_coord "$b"; done
-  [ "${COMPARE_ETCD:-1}" = 0 ] || run_etcd
+  [ "${COMPARE_ETCD:-1}" = 0 ] && continue
+  case ${COMPARE_ETCD_LEADER_ONLY:-0} in
+  0) run_etcd ;;
+  1) run_etcd leader-only ;;
+  both) run_etcd; run_etcd leader-only ;;
+  *) echo "compare: COMPARE_ETCD_LEADER_ONLY=${COMPARE_ETCD_LEADER_ONLY}: want 0, 1 or both" >&2; exit 2 ;;
+  esac
 done

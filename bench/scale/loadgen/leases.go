@@ -36,8 +36,8 @@ func runLeases(cfg config) error {
 	var ops leaseOps
 	switch cfg.target {
 	case "coord":
-		ccfg := client.DefaultConfig(cfg.endpoints...)
-		ccfg.Token = cfg.token
+		ccfg := client.DefaultConfig(cfg.requestEndpoints...)
+		ccfg.Token, ccfg.Spread = cfg.token, cfg.spread
 		ccfg.NoWire = true // HTTP/1.1, as before wire was the client's default (--wire is for the other modes)
 		cl, err := client.New(ccfg)
 		if err != nil {
@@ -52,7 +52,7 @@ func runLeases(cfg config) error {
 			return err
 		}
 	case "etcd":
-		cl, err := clientv3.New(clientv3.Config{Endpoints: cfg.endpoints, DialTimeout: 5 * time.Second})
+		cl, err := clientv3.New(clientv3.Config{Endpoints: cfg.requestEndpoints, DialTimeout: 5 * time.Second})
 		if err != nil {
 			return err
 		}
@@ -95,7 +95,7 @@ func runLeases(cfg config) error {
 	if n := failed.Load(); n > 0 {
 		return fmt.Errorf("%d of %d leases not acquired", n, cfg.leases)
 	}
-	fmt.Printf("# %s, %d leases (ttl %v) renewed every %v by %d clients for %v\n", cfg.target, cfg.leases, ttl, cfg.renewEvery, cfg.clients, cfg.duration)
+	fmt.Printf("# %s, %d leases (ttl %v) renewed every %v by %d clients for %v, %s\n", cfg.target, cfg.leases, ttl, cfg.renewEvery, cfg.clients, cfg.duration, requestsText(cfg))
 	cpu0 := make([]float64, len(cfg.pids))
 	for i, pid := range cfg.pids {
 		cpu0[i] = cpuSeconds([]int{pid})

@@ -12,7 +12,10 @@
 // --mode leases renews leases (leases.go); --mode watch measures watchers of
 // one key under a background write load (watch.go). --batch N makes the
 // load phase write N keys per request, as one atomic batch (coord's
-// POST /v1/batch, etcd's Txn): a bulk load.
+// POST /v1/batch, etcd's Txn): a bulk load. --spread makes coord's clients
+// send their requests to every member in turn (client.Config.Spread), as
+// etcd's client balances them; --request-endpoints gives the clients
+// other endpoints than --endpoints (etcd's leader only, say).
 //
 //	loadgen --target coord --endpoints http://127.0.0.1:8001,http://127.0.0.1:8002 --keys 500000
 //	loadgen --target etcd --endpoints 127.0.0.1:2379 --keys 500000 --pids 123,124,125
@@ -76,6 +79,13 @@ type config struct {
 	// time, each group as one atomic batch (coord: POST /v1/batch; etcd:
 	// a Txn of puts).
 	batch int
+	// spread: coord clients send their requests to the endpoints in turn
+	// (client.Config.Spread) instead of to the leader (--spread).
+	spread bool
+	// requestEndpoints are the endpoints the clients' requests are given
+	// (--request-endpoints; default: endpoints). The watchers of --mode
+	// watch stay spread over endpoints, and --pids are still reported.
+	requestEndpoints []string
 }
 
 func main() {
@@ -104,8 +114,15 @@ func main() {
 	flag.IntVar(&cfg.batch, "batch", 1, "keys per write in the load phase: above 1, each client writes that many consecutive keys as one atomic batch (coord's POST /v1/batch, etcd's Txn: at most 128 puts by etcd's default --max-txn-ops); ops and ops/s then count keys, the latencies are per batch")
 	flag.BoolVar(&cfg.http2, "http2", false, "coord clients speak h2c (HTTP/2 in clear, one connection per session and node) instead of HTTP/1.1: the servers must run with --http2")
 	flag.BoolVar(&cfg.wire, "wire", false, "coord clients send their requests over coord's multiplexed connection (one connection per session and node: the client's default transport) instead of HTTP/1.1, in --mode writes, reads and watch (the watchers' streams too); without it they speak HTTP/1.1 only (client.Config.NoWire), whatever the client's default")
+	flag.BoolVar(&cfg.spread, "spread", false, "coord clients send their requests to the endpoints in turn (client.Config.Spread: followers forward the writes to the leader as Raft proposals and serve the reads), as etcd's client balances its requests, instead of to the leader they follow; every mode (in --mode leases the acquires spread, the renewals still go to the leader)")
+	var requestEndpoints string
+	flag.StringVar(&requestEndpoints, "request-endpoints", "", "comma-separated endpoints the clients' requests are given (default: --endpoints); the watchers of --mode watch still spread over --endpoints. With etcd's leader only, etcd's client sends every request to the leader, as coord's does by default (bench/scale/compare.sh, COMPARE_ETCD_LEADER_ONLY)")
 	flag.Parse()
 	cfg.endpoints = strings.Split(endpoints, ",")
+	cfg.requestEndpoints = cfg.endpoints
+	if requestEndpoints != "" {
+		cfg.requestEndpoints = strings.Split(requestEndpoints, ",")
+	}
 	for _, p := range strings.Split(pids, ",") {
 		if pid, err := strconv.Atoi(strings.TrimSpace(p)); err == nil {
 			cfg.pids = append(cfg.pids, pid)
@@ -126,7 +143,25 @@ type putFunc func(ctx context.Context, key string, value []byte) error
 // batchFunc writes keys, every one with value, as one atomic write.
 type batchFunc func(ctx context.Context, keys []string, value []byte) error
 
+// requestsText says where the clients' requests go, for the header of
+// every mode's report.
+func requestsText(cfg config) string {
+	n := len(cfg.requestEndpoints)
+	switch {
+	case cfg.target == "etcd" && n > 1:
+		return fmt.Sprintf("requests balanced over %d endpoints (clientv3)", n)
+	case cfg.target == "etcd":
+		return "requests to " + cfg.requestEndpoints[0] + " only"
+	case cfg.spread:
+		return fmt.Sprintf("requests spread over %d endpoints (client.Config.Spread)", n)
+	}
+	return "requests to the leader (the coord client follows it)"
+}
+
 func run(cfg config) error {
+	if cfg.spread && cfg.target != "coord" {
+		return errors.New("--spread is for --target coord: etcd's client balances its requests over --request-endpoints (default --endpoints) already")
+	}
 	switch cfg.mode {
 	case "leases":
 		return runLeases(cfg)
@@ -151,8 +186,8 @@ func run(cfg config) error {
 		// request kept alive.
 		sessions := make([]*client.Client, max(1, min(cfg.sessions, cfg.clients)))
 		for i := range sessions {
-			ccfg := client.DefaultConfig(cfg.endpoints...)
-			ccfg.Token = cfg.token
+			ccfg := client.DefaultConfig(cfg.requestEndpoints...)
+			ccfg.Token, ccfg.Spread = cfg.token, cfg.spread
 			perSession := (cfg.clients + len(sessions) - 1) / len(sessions)
 			if cfg.wire {
 				// The client's own transport: wire (its default).
@@ -186,7 +221,7 @@ func run(cfg config) error {
 			return err
 		}
 	case "etcd":
-		cl, err := clientv3.New(clientv3.Config{Endpoints: cfg.endpoints, DialTimeout: 5 * time.Second})
+		cl, err := clientv3.New(clientv3.Config{Endpoints: cfg.requestEndpoints, DialTimeout: 5 * time.Second})
 		if err != nil {
 			return err
 		}
@@ -213,7 +248,7 @@ func run(cfg config) error {
 	default:
 		return fmt.Errorf("--target %q: want coord or etcd", cfg.target)
 	}
-	fmt.Printf("# %s, %d keys of %d bytes, %d clients\n", cfg.target, cfg.keys, cfg.valueBytes, cfg.clients)
+	fmt.Printf("# %s, %d keys of %d bytes, %d clients, %s\n", cfg.target, cfg.keys, cfg.valueBytes, cfg.clients, requestsText(cfg))
 	fmt.Printf("%-6s %-6s %9s %10s %9s %9s %9s %9s %9s\n", "target", "phase", "ops", "ops/s", "p50 ms", "p99 ms", "max ms", "rss MB", "cpu s")
 	if !cfg.skipLoad {
 		var next atomic.Int64

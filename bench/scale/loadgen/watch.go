@@ -152,8 +152,8 @@ func runWatch(cfg config) error {
 	if n := watchErrs.Load(); n > 0 {
 		return fmt.Errorf("%d of %d watchers failed to start, the first: %v", n, cfg.watchers, firstWatchErr.Load())
 	}
-	fmt.Printf("# %s, %d watchers of one key over %d endpoints, watched key put every %v, background %d writes/s to %d other keys, for %v\n",
-		cfg.target, cfg.watchers, len(cfg.endpoints), cfg.watchEvery, cfg.rate, cfg.keys, cfg.duration)
+	fmt.Printf("# %s, %d watchers of one key over %d endpoints, watched key put every %v, background %d writes/s to %d other keys, for %v; %s\n",
+		cfg.target, cfg.watchers, len(cfg.endpoints), cfg.watchEvery, cfg.rate, cfg.keys, cfg.duration, requestsText(cfg))
 
 	cpu0 := make([]float64, len(cfg.pids))
 	for i, pid := range cfg.pids {
@@ -315,8 +315,8 @@ func runWatch(cfg config) error {
 // takes at most 1024 unacknowledged writes), the watched key's with one
 // more.
 func coordWatchTarget(cfg config) watchTarget {
-	ccfg := client.DefaultConfig(cfg.endpoints...)
-	ccfg.Token = cfg.token
+	ccfg := client.DefaultConfig(cfg.requestEndpoints...)
+	ccfg.Token, ccfg.Spread = cfg.token, cfg.spread
 	if cfg.attemptTimeout > 0 {
 		ccfg.AttemptTimeout = cfg.attemptTimeout
 	}
@@ -487,7 +487,7 @@ func coordWatchTarget(cfg config) watchTarget {
 // each watcher a Watch on its endpoint's client (etcd multiplexes the
 // watches of one client over one gRPC stream, as an application would).
 func etcdWatchTarget(cfg config) (watchTarget, func(), error) {
-	all, err := clientv3.New(clientv3.Config{Endpoints: cfg.endpoints, DialTimeout: 5 * time.Second})
+	all, err := clientv3.New(clientv3.Config{Endpoints: cfg.requestEndpoints, DialTimeout: 5 * time.Second})
 	if err != nil {
 		return watchTarget{}, nil, err
 	}
