@@ -28,7 +28,10 @@ import (
 // nothing of a later term durable, so that nothing commits while the test
 // runs its steps; the follower F (5), patient, forwards the write and sees
 // the new leader; L is let go, its answer reaches F within the grace, the
-// grace ends, and only then may the new leader commit.
+// grace ends, and only then may the new leader commit. The simulator
+// (sim/) cannot run this: it drives node.Handler, and the grace is the
+// server's (ProposeForwarded), so the nodes here are in-process, over TCP
+// on loopback, with real disks.
 
 // logGate holds disk operations of the nodes it was given a rule for,
 // until the rule changes: a node held in a write or a sync takes no
@@ -166,9 +169,14 @@ func startGraceCluster(t *testing.T, g *logGate) (c *testCluster, l, f *testNode
 		if lead == graceLeader {
 			break
 		}
-		// Nodes 1 to 3 elected one of them; it hands over to L.
+		// Nodes 1 to 3 elected one of them; it hands over to L. A
+		// transfer that did not happen (the leader gives one up after an
+		// election timeout) is asked for again.
 		_ = c.nodes[lead].shell.TransferLeadership(ctx(t), graceLeader)
-		if !waitAny([]<-chan struct{}{changed}, deadline) {
+		select {
+		case <-changed:
+		case <-time.After(5 * time.Second):
+		case <-deadline:
 			t.Fatalf("node %d never took the lead", graceLeader)
 		}
 	}
