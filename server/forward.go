@@ -269,6 +269,25 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 			}
 		case <-changed:
 			changed = n.shell.RoleChanged()
+			// The change is judged against the leader of the status read
+			// before the write was queued, though the loop may take the
+			// write in the very turn that learned of the next leader, and
+			// forward it there (raft.Core.Forward sends to the leader it
+			// knows when it takes it; with none known, it refuses). That
+			// cannot make an answer wrong, only less certain than it could
+			// be: "not sent" (abandon) needs the write untaken, which the
+			// loop's Take and abandon decide between them; "refused",
+			// "lost" and the result are facts the loop states whichever
+			// leader got the write (a refusal, the entry committed at the
+			// index a leader named, the write applied here). What the old
+			// leader decides is only how soon the wait gives up with
+			// unknown_outcome: at once if the old leader's connection
+			// closed since, after the grace if no answer came in it, when
+			// the write went to the new leader whose answer would have
+			// made it certain. Both are rare (the write must be taken in
+			// the turn of the change, and the new leader's answer take
+			// longer than a heartbeat interval, or the old leader's
+			// connection close), and unknown is always a true answer.
 			if st := n.shell.Status(); !moved && (st.Lead != lead || st.Term != term) {
 				switch {
 				case call.abandon():
@@ -299,7 +318,7 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 				default:
 					// A deposed leader answers what it received; give its
 					// answer a heartbeat interval to arrive.
-					grace = time.After(n.cfg.TickInterval * time.Duration(n.cfg.HeartbeatTicks))
+					grace = n.graceTimer()
 				}
 			}
 		case <-grace:
@@ -322,6 +341,16 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 			return n.forwardGaveUp(outcome, "the node stopped")
 		}
 	}
+}
+
+// graceTimer returns the channel that ends the grace a forwarded write
+// gives its deposed leader's answer: a heartbeat interval, the time a
+// leader takes to send anything, unless a test set forwardGrace.
+func (n *Node) graceTimer() <-chan time.Time {
+	if n.forwardGrace != nil {
+		return n.forwardGrace()
+	}
+	return time.After(n.cfg.TickInterval * time.Duration(n.cfg.HeartbeatTicks))
 }
 
 // peerCloseCounts counts, per peer, the connections closed by the peer's

@@ -247,6 +247,10 @@ type Node struct {
 	// electionAwaited, if set, is called when AwaitElection begins to
 	// wait for an election's outcome (tests).
 	electionAwaited func()
+	// forwardGrace, if set, gives the grace a forwarded write allows its
+	// deposed leader's answer (ProposeForwarded) instead of a timer of a
+	// heartbeat interval (tests: the grace ends when the test says).
+	forwardGrace func() <-chan time.Time
 	// peerCloses counts, per peer, the connections the peer's end closed
 	// (the transport's PeerClosed): a forwarded write's answer cannot
 	// come over a connection closed after the write went out on it
