@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -80,5 +81,67 @@ func TestShortAnswerLeavesInOneWrite(t *testing.T) {
 		if n := cc.writes.Load() - before; n != 1 || len(types) != 3 {
 			t.Fatalf("answer %d: frames %v in %d writes, want head, data and end in 1", i, types, n)
 		}
+	}
+}
+
+// Answers that become ready together leave together: handlers released at
+// once (as a Raft batch's commit releases its writes) do not each write
+// their own answer; the first to send yields once, and the others' answers
+// join its write. GOMAXPROCS is 1 so that the handlers run one after the
+// other, as on a busy server: without the yield each finds no write in
+// progress and writes alone, one write per answer.
+func TestAnswersReadyTogetherLeaveTogether(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const answers = 8
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	started := make(chan struct{}, answers)
+	release := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-release
+		io.WriteString(w, `{"revision":3}`)
+	})
+	served := make(chan *writeCountingConn, 1)
+	go func() {
+		c, err := inner.Accept()
+		if err != nil {
+			return
+		}
+		cc := &writeCountingConn{Conn: c, wrote: make(chan struct{}, 1)}
+		served <- cc
+		ServeConn(cc, h, ServerConfig{Logger: quiet})
+	}()
+	c, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cc := <-served
+	for i := range answers {
+		if _, err := c.Write(request(t, uint32(2*i+1), "/v1/kv/a", nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range answers {
+		<-started
+	}
+	before := cc.writes.Load()
+	close(release)
+	r := bufio.NewReader(c)
+	for ended := 0; ended < answers; {
+		f, _, err := readFrame(r, nil, 1<<20, nil)
+		if err != nil {
+			t.Fatalf("after %d answers: %v", ended, err)
+		}
+		if f.Type == FrameEnd {
+			ended++
+		}
+	}
+	if n := cc.writes.Load() - before; n > 2 {
+		t.Fatalf("%d answers ready together left in %d writes, want 1 or 2", answers, n)
 	}
 }

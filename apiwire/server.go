@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -300,8 +301,17 @@ func (s *serverConn) run(stream uint32, req *http.Request, cancel context.Cancel
 // set) when the connection holds pendingBytesMax already, and writes them
 // itself when no one is writing: a single client's answer then leaves on
 // its handler's goroutine, without waking the writer's (a hand-off on
-// every write's path, issue 15). When a write is in progress it leaves
-// them to the writer, which sends them next, in order.
+// every write's path, issue 15). When a write is in progress, or another
+// handler is about to write, it leaves them to that one or to the writer,
+// which sends them next, in order.
+//
+// When other requests are in flight on the connection, the handler that
+// is to write first yields its processor once (runtime.Gosched) before it
+// takes the output: the handlers a Raft batch woke together are then
+// runnable, and they append their answers meanwhile, so that the answers
+// ready together leave in one write(2) rather than one each (issue 21:
+// about one write per answer under the watch load). A request alone on
+// its connection does not yield: its answer leaves at once.
 func (s *serverConn) send(deadline time.Time, frames []byte) error {
 	s.mu.Lock()
 	if err := s.room(deadline); err != nil {
@@ -310,21 +320,27 @@ func (s *serverConn) send(deadline time.Time, frames []byte) error {
 	}
 	s.out = append(s.out, frames...)
 	if s.writing {
-		s.cond.Broadcast()
+		// The one writing sends these next (write hands over to the
+		// writer); room's waiters need no wake-up for output that grew.
 		s.mu.Unlock()
 		return nil
+	}
+	s.writing = true // claimed: answers appended from now on wait for this write
+	if len(s.streams) > 1 {
+		s.mu.Unlock()
+		runtime.Gosched()
+		s.mu.Lock()
 	}
 	batch := s.take()
 	s.mu.Unlock()
 	return s.write(batch)
 }
 
-// take takes the waiting frames for writing; the caller holds s.mu and
-// writes them with write.
+// take takes the waiting frames for writing; the caller holds s.mu, has
+// set s.writing, and writes them with write.
 func (s *serverConn) take() []byte {
 	batch := s.out
 	s.out, s.spare = s.spare[:0], nil
-	s.writing = true
 	s.cond.Broadcast() // room for writers waiting on pendingBytesMax
 	return batch
 }
@@ -406,6 +422,7 @@ func (s *serverConn) writeLoop() {
 			s.shut()
 			return
 		}
+		s.writing = true
 		batch := s.take()
 		s.mu.Unlock()
 		if s.write(batch) != nil {
