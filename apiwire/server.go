@@ -96,7 +96,30 @@ type serverConn struct {
 	werr    error                         // the writer's error, once it failed
 	streams map[uint32]context.CancelFunc // requests in flight
 	last    uint32                        // the highest stream number opened
+	// idleWorkers counts the goroutines waiting on jobs for a request to
+	// serve (at most idleWorkersMax).
+	idleWorkers int
+
+	// jobs hands a request to an idle worker (work): unbuffered, so that
+	// a send succeeds only when one is waiting.
+	jobs chan job
 }
+
+// job is one request for a worker to serve.
+type job struct {
+	stream uint32
+	req    *http.Request
+	cancel context.CancelFunc
+}
+
+// idleWorkersMax bounds the goroutines a connection keeps waiting for its
+// next request once theirs ended. A goroutine started per request begins
+// with a small stack and grows it (copying it) on every request as the API
+// handler's path goes deep: 5% of the leader's CPU under the watch load
+// (issue 21). A worker kept for the next request keeps its grown stack,
+// as net/http's goroutine per connection does. Past the bound a worker
+// ends, so that a burst of requests does not leave its goroutines behind.
+const idleWorkersMax = 16
 
 func newServerConn(conn net.Conn, handler http.Handler, cfg ServerConfig) *serverConn {
 	if cfg.Limits == (Limits{}) {
@@ -110,7 +133,7 @@ func newServerConn(conn net.Conn, handler http.Handler, cfg ServerConfig) *serve
 		base = context.Background()
 	}
 	s := &serverConn{conn: conn, handler: handler, cfg: cfg, streams: map[uint32]context.CancelFunc{},
-		host: conn.LocalAddr().String(), remote: conn.RemoteAddr().String()}
+		host: conn.LocalAddr().String(), remote: conn.RemoteAddr().String(), jobs: make(chan job)}
 	s.base, s.stop = context.WithCancel(base)
 	s.cond = sync.NewCond(&s.mu)
 	if tc, ok := conn.(*tls.Conn); ok {
@@ -260,8 +283,40 @@ func (s *serverConn) open(f Frame) error {
 		req.Body = http.NoBody
 	}
 	req = req.WithContext(ctx)
-	go s.run(f.Stream, req, cancel)
+	j := job{stream: f.Stream, req: req, cancel: cancel}
+	select {
+	case s.jobs <- j: // an idle worker took it
+	default:
+		go s.work(j)
+	}
 	return nil
+}
+
+// work serves j, then, while fewer than idleWorkersMax others wait, waits
+// for the connection's next request and serves it, until the connection
+// ends.
+func (s *serverConn) work(j job) {
+	for {
+		s.run(j.stream, j.req, j.cancel)
+		j = job{} // an idle worker holds no request's memory
+		s.mu.Lock()
+		if s.closed || s.idleWorkers >= idleWorkersMax {
+			s.mu.Unlock()
+			return
+		}
+		s.idleWorkers++
+		s.mu.Unlock()
+		select {
+		case j = <-s.jobs:
+		case <-s.base.Done():
+		}
+		s.mu.Lock()
+		s.idleWorkers--
+		s.mu.Unlock()
+		if j.req == nil {
+			return
+		}
+	}
 }
 
 // run serves one request and ends its stream.
