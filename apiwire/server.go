@@ -56,7 +56,9 @@ const dataFrameBytesMax = 256 << 10
 // malformed (logged), then closes conn and returns the reason (nil when
 // the client closed it between frames). The plain-mode preface, if any,
 // must already have been read. Each request runs handler.ServeHTTP on a
-// goroutine of its own; r.TLS is set when conn is a *tls.Conn.
+// goroutine of its own (a worker, which may serve the connection's later
+// requests once it is done: idleWorkersMax); r.TLS is set when conn is a
+// *tls.Conn.
 func ServeConn(conn net.Conn, handler http.Handler, cfg ServerConfig) error {
 	s := newServerConn(conn, handler, cfg)
 	return s.serve()
@@ -228,8 +230,9 @@ func (s *serverConn) idle() {
 	}
 }
 
-// open starts serving request frame f on a goroutine of its own. The
-// body is copied: f's payload is the reader's buffer.
+// open starts serving request frame f on a worker: an idle one of the
+// connection's, or a new one. The body is copied: f's payload is the
+// reader's buffer.
 func (s *serverConn) open(f Frame) error {
 	if f.Stream%2 == 0 {
 		return fmt.Errorf("%w: request on even stream %d", ErrMalformed, f.Stream)
