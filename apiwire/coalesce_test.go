@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -80,5 +82,142 @@ func TestShortAnswerLeavesInOneWrite(t *testing.T) {
 		if n := cc.writes.Load() - before; n != 1 || len(types) != 3 {
 			t.Fatalf("answer %d: frames %v in %d writes, want head, data and end in 1", i, types, n)
 		}
+	}
+}
+
+// Answers that become ready together leave together: handlers released at
+// once (as a Raft batch's commit releases its writes) do not each write
+// their own answer; the first to send yields once, and the others' answers
+// join its write. GOMAXPROCS is 1 so that the handlers run one after the
+// other, as on a busy server: without the yield each finds no write in
+// progress and writes alone, one write per answer.
+func TestAnswersReadyTogetherLeaveTogether(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const answers = 8
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	started := make(chan struct{}, answers)
+	release := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-release
+		io.WriteString(w, `{"revision":3}`)
+	})
+	served := make(chan *writeCountingConn, 1)
+	go func() {
+		c, err := inner.Accept()
+		if err != nil {
+			return
+		}
+		cc := &writeCountingConn{Conn: c, wrote: make(chan struct{}, 1)}
+		served <- cc
+		ServeConn(cc, h, ServerConfig{Logger: quiet})
+	}()
+	c, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cc := <-served
+	for i := range answers {
+		if _, err := c.Write(request(t, uint32(2*i+1), "/v1/kv/a", nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range answers {
+		<-started
+	}
+	before := cc.writes.Load()
+	close(release)
+	r := bufio.NewReader(c)
+	for ended := 0; ended < answers; {
+		f, _, err := readFrame(r, nil, 1<<20, nil)
+		if err != nil {
+			t.Fatalf("after %d answers: %v", ended, err)
+		}
+		if f.Type == FrameEnd {
+			ended++
+		}
+	}
+	if n := cc.writes.Load() - before; n > 2 {
+		t.Fatalf("%d answers ready together left in %d writes, want 1 or 2", answers, n)
+	}
+}
+
+// goroutineID is the number runtime.Stack gives the calling goroutine.
+func goroutineID() string {
+	b := make([]byte, 64)
+	b = b[:runtime.Stack(b, false)]
+	id, _, _ := strings.Cut(strings.TrimPrefix(string(b), "goroutine "), " ")
+	return id
+}
+
+// A connection's requests one after the other are served by one worker
+// goroutine, which keeps the stack the handler grew (a goroutine started
+// per request grows and copies its stack again each time: 5% of the
+// leader's CPU under the watch load); the workers end with their
+// connection.
+func TestWorkerServesTheNextRequest(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	before := runtime.NumGoroutine()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, goroutineID())
+	})
+	served := make(chan error, 1)
+	go func() {
+		c, err := inner.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		served <- ServeConn(c, h, ServerConfig{Logger: quiet})
+	}()
+	c, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	var ids []string
+	for i := range 3 {
+		if _, err := c.Write(request(t, uint32(2*i+1), "/v1/kv/a", nil)); err != nil {
+			t.Fatal(err)
+		}
+		var body []byte
+		for {
+			f, _, err := readFrame(r, nil, 1<<20, nil)
+			if err != nil {
+				t.Fatalf("answer %d: %v", i, err)
+			}
+			if f.Type == FrameData {
+				body = append(body, f.Payload...)
+			}
+			if f.Type == FrameEnd {
+				break
+			}
+		}
+		ids = append(ids, string(body))
+	}
+	if ids[0] == "" || ids[1] != ids[0] || ids[2] != ids[0] {
+		t.Fatalf("requests one after the other served by goroutines %q, want one", ids)
+	}
+	c.Close()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	// The worker ends once the connection did: wait for the goroutines
+	// to come back to their number before it (a condition, not a time).
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines 10 s after the connection closed, %d before it opened", runtime.NumGoroutine(), before)
+		}
+		runtime.Gosched()
 	}
 }

@@ -7,7 +7,10 @@
 // its handler flushes or ends and then goes out in one write, by the
 // handler's goroutine when the connection is not being written, and
 // otherwise by one writer goroutine, which sends every answer completed
-// meanwhile in one write (a Raft batch commits many writes at once).
+// meanwhile in one write (a Raft batch commits many writes at once). A
+// handler about to write while other requests are in flight on its
+// connection yields once first, so that the answers released with its own
+// join its write; a request alone on its connection does not wait.
 //
 // # Frames
 //

@@ -241,20 +241,29 @@ func (d *decoder) u16(what string) int {
 	return int(binary.BigEndian.Uint16(v))
 }
 
-// headers decodes a header block into h, within limits. Names must be
-// tokens and values printable (no CR, LF or NUL), as over HTTP.
-func (d *decoder) headers(h http.Header, l Limits) {
+// headerSpan is where a decoded header's name and value lie in the
+// payload: [nameAt, nameEnd) and [valueAt, valueEnd).
+type headerSpan struct {
+	nameAt, nameEnd, valueAt, valueEnd int
+}
+
+// headers decodes a header block of payload (which d reads) within limits,
+// appending where each header lies to spans. Names must be tokens and
+// values printable (no CR, LF or NUL), as over HTTP.
+func (d *decoder) headers(payload []byte, spans []headerSpan, l Limits) []headerSpan {
 	n := d.u8("header count")
 	if n > l.HeadersMax {
 		d.fail("%d headers, over the limit of %d", n, l.HeadersMax)
-		return
+		return spans
 	}
 	total := 0
 	for i := 0; i < n && d.err == nil; i++ {
+		nameAt := len(payload) - len(d.b) + 1
 		name := d.bytes(d.u8("header name length"), "header name")
+		valueAt := len(payload) - len(d.b) + 2
 		value := d.bytes(d.u16("header value length"), "header value")
 		if d.err != nil {
-			return
+			return spans
 		}
 		total += len(name) + len(value)
 		switch {
@@ -265,10 +274,32 @@ func (d *decoder) headers(h http.Header, l Limits) {
 		case !validValue(value):
 			d.fail("header %s holds a control character", name)
 		default:
-			key := http.CanonicalHeaderKey(string(name))
-			h[key] = append(h[key], string(value))
+			spans = append(spans, headerSpan{nameAt, nameAt + len(name), valueAt, valueAt + len(value)})
 		}
 	}
+	return spans
+}
+
+// header returns the headers spans locates in head, a copy of the
+// payload's first bytes: names and values are pieces of head, and every
+// value's slice a piece of one array, so that decoding allocates the same
+// few times whatever the headers (once per name and value before, issue
+// 21). A name is canonicalized as net/http does; one sent canonical, as
+// coord's peers send them, is taken as it is.
+func header(head string, spans []headerSpan) http.Header {
+	h := make(http.Header, len(spans))
+	values := make([]string, len(spans))
+	for i, sp := range spans {
+		key := http.CanonicalHeaderKey(head[sp.nameAt:sp.nameEnd])
+		value := head[sp.valueAt:sp.valueEnd]
+		if old, ok := h[key]; ok {
+			h[key] = append(old, value)
+			continue
+		}
+		values[i] = value
+		h[key] = values[i : i+1 : i+1]
+	}
+	return h
 }
 
 func validName(b []byte) bool {
@@ -304,9 +335,10 @@ type RequestFrame struct {
 func DecodeRequest(payload []byte, l Limits) (RequestFrame, error) {
 	d := decoder{b: payload}
 	method := d.bytes(d.u8("method length"), "method")
+	targetAt := len(payload) - len(d.b) + 2
 	target := d.bytes(d.u16("target length"), "target")
-	h := make(http.Header)
-	d.headers(h, l)
+	var spanArray [8]headerSpan // on the stack for up to 8 headers
+	spans := d.headers(payload, spanArray[:0], l)
 	if d.err != nil {
 		return RequestFrame{}, d.err
 	}
@@ -316,7 +348,11 @@ func DecodeRequest(payload []byte, l Limits) (RequestFrame, error) {
 	if len(target) == 0 || target[0] != '/' || !validValue(target) || containsSpace(target) {
 		return RequestFrame{}, fmt.Errorf("%w: target %q: want an absolute path", ErrMalformed, clip(string(target)))
 	}
-	return RequestFrame{Method: string(method), Target: string(target), Header: h, Body: d.b}, nil
+	// One copy of the method, target and headers, which the strings
+	// share.
+	head := string(payload[:len(payload)-len(d.b)])
+	return RequestFrame{Method: head[1 : 1+len(method)], Target: head[targetAt : targetAt+len(target)],
+		Header: header(head, spans), Body: d.b}, nil
 }
 
 func containsSpace(b []byte) bool {
@@ -369,15 +405,18 @@ func appendHead(b []byte, stream uint32, status int, h http.Header, l Limits) ([
 func decodeHead(payload []byte, l Limits) (int, http.Header, error) {
 	d := decoder{b: payload}
 	status := d.u16("status")
-	h := make(http.Header)
-	d.headers(h, l)
+	var spanArray [8]headerSpan
+	spans := d.headers(payload, spanArray[:0], l)
 	if d.err == nil && (status < 100 || status > 999) {
 		d.fail("status %d", status)
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.fail("%d bytes after the headers of a head frame", len(d.b))
 	}
-	return status, h, d.err
+	if d.err != nil {
+		return status, nil, d.err
+	}
+	return status, header(string(payload), spans), nil
 }
 
 // clipBytes bounds what an error quotes of a peer's input: the peer

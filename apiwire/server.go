@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -55,7 +56,9 @@ const dataFrameBytesMax = 256 << 10
 // malformed (logged), then closes conn and returns the reason (nil when
 // the client closed it between frames). The plain-mode preface, if any,
 // must already have been read. Each request runs handler.ServeHTTP on a
-// goroutine of its own; r.TLS is set when conn is a *tls.Conn.
+// goroutine of its own (a worker, which may serve the connection's later
+// requests once it is done: idleWorkersMax); r.TLS is set when conn is a
+// *tls.Conn.
 func ServeConn(conn net.Conn, handler http.Handler, cfg ServerConfig) error {
 	s := newServerConn(conn, handler, cfg)
 	return s.serve()
@@ -95,7 +98,30 @@ type serverConn struct {
 	werr    error                         // the writer's error, once it failed
 	streams map[uint32]context.CancelFunc // requests in flight
 	last    uint32                        // the highest stream number opened
+	// idleWorkers counts the goroutines waiting on jobs for a request to
+	// serve (at most idleWorkersMax).
+	idleWorkers int
+
+	// jobs hands a request to an idle worker (work): unbuffered, so that
+	// a send succeeds only when one is waiting.
+	jobs chan job
 }
+
+// job is one request for a worker to serve.
+type job struct {
+	stream uint32
+	req    *http.Request
+	cancel context.CancelFunc
+}
+
+// idleWorkersMax bounds the goroutines a connection keeps waiting for its
+// next request once theirs ended. A goroutine started per request begins
+// with a small stack and grows it (copying it) on every request as the API
+// handler's path goes deep: 5% of the leader's CPU under the watch load
+// (issue 21). A worker kept for the next request keeps its grown stack,
+// as net/http's goroutine per connection does. Past the bound a worker
+// ends, so that a burst of requests does not leave its goroutines behind.
+const idleWorkersMax = 16
 
 func newServerConn(conn net.Conn, handler http.Handler, cfg ServerConfig) *serverConn {
 	if cfg.Limits == (Limits{}) {
@@ -109,7 +135,7 @@ func newServerConn(conn net.Conn, handler http.Handler, cfg ServerConfig) *serve
 		base = context.Background()
 	}
 	s := &serverConn{conn: conn, handler: handler, cfg: cfg, streams: map[uint32]context.CancelFunc{},
-		host: conn.LocalAddr().String(), remote: conn.RemoteAddr().String()}
+		host: conn.LocalAddr().String(), remote: conn.RemoteAddr().String(), jobs: make(chan job)}
 	s.base, s.stop = context.WithCancel(base)
 	s.cond = sync.NewCond(&s.mu)
 	if tc, ok := conn.(*tls.Conn); ok {
@@ -204,8 +230,9 @@ func (s *serverConn) idle() {
 	}
 }
 
-// open starts serving request frame f on a goroutine of its own. The
-// body is copied: f's payload is the reader's buffer.
+// open starts serving request frame f on a worker: an idle one of the
+// connection's, or a new one. The body is copied: f's payload is the
+// reader's buffer.
 func (s *serverConn) open(f Frame) error {
 	if f.Stream%2 == 0 {
 		return fmt.Errorf("%w: request on even stream %d", ErrMalformed, f.Stream)
@@ -246,22 +273,66 @@ func (s *serverConn) open(f Frame) error {
 	}
 	s.mu.Unlock()
 
-	req := &http.Request{
+	// Built on the stack and copied once by WithContext, the only way to
+	// set a request's context: one allocation of a Request, not two.
+	base := http.Request{
 		Method: rf.Method, URL: u, RequestURI: rf.Target,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: rf.Header, Host: s.host, RemoteAddr: s.remote,
 		TLS: s.tls,
 	}
 	if len(rf.Body) > 0 {
-		body := bytes.Clone(rf.Body)
-		req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		body := &requestBody{}
+		body.Reset(bytes.Clone(rf.Body))
+		base.Body, base.ContentLength = body, int64(len(rf.Body))
 	} else {
-		req.Body = http.NoBody
+		base.Body = http.NoBody
 	}
-	req = req.WithContext(ctx)
-	go s.run(f.Stream, req, cancel)
+	req := base.WithContext(ctx)
+	j := job{stream: f.Stream, req: req, cancel: cancel}
+	select {
+	case s.jobs <- j: // an idle worker took it
+	default:
+		go s.work(j)
+	}
 	return nil
 }
+
+// work serves j, then, while fewer than idleWorkersMax others wait, waits
+// for the connection's next request and serves it, until the connection
+// ends.
+func (s *serverConn) work(j job) {
+	for {
+		s.run(j.stream, j.req, j.cancel)
+		j = job{} // an idle worker holds no request's memory
+		s.mu.Lock()
+		if s.closed || s.idleWorkers >= idleWorkersMax {
+			s.mu.Unlock()
+			return
+		}
+		s.idleWorkers++
+		s.mu.Unlock()
+		select {
+		case j = <-s.jobs:
+		case <-s.base.Done():
+		}
+		s.mu.Lock()
+		s.idleWorkers--
+		s.mu.Unlock()
+		if j.req == nil {
+			return
+		}
+	}
+}
+
+// requestBody is a request's body, read from memory: a bytes.Reader that
+// closes, in one allocation (io.NopCloser over a bytes.Reader is two).
+type requestBody struct {
+	bytes.Reader
+}
+
+// Close does nothing: the body is in memory.
+func (*requestBody) Close() error { return nil }
 
 // run serves one request and ends its stream.
 func (s *serverConn) run(stream uint32, req *http.Request, cancel context.CancelFunc) {
@@ -300,8 +371,17 @@ func (s *serverConn) run(stream uint32, req *http.Request, cancel context.Cancel
 // set) when the connection holds pendingBytesMax already, and writes them
 // itself when no one is writing: a single client's answer then leaves on
 // its handler's goroutine, without waking the writer's (a hand-off on
-// every write's path, issue 15). When a write is in progress it leaves
-// them to the writer, which sends them next, in order.
+// every write's path, issue 15). When a write is in progress, or another
+// handler is about to write, it leaves them to that one or to the writer,
+// which sends them next, in order.
+//
+// When other requests are in flight on the connection, the handler that
+// is to write first yields its processor once (runtime.Gosched) before it
+// takes the output: the handlers a Raft batch woke together are then
+// runnable, and they append their answers meanwhile, so that the answers
+// ready together leave in one write(2) rather than one each (issue 21:
+// about one write per answer under the watch load). A request alone on
+// its connection does not yield: its answer leaves at once.
 func (s *serverConn) send(deadline time.Time, frames []byte) error {
 	s.mu.Lock()
 	if err := s.room(deadline); err != nil {
@@ -310,21 +390,27 @@ func (s *serverConn) send(deadline time.Time, frames []byte) error {
 	}
 	s.out = append(s.out, frames...)
 	if s.writing {
-		s.cond.Broadcast()
+		// The one writing sends these next (write hands over to the
+		// writer); room's waiters need no wake-up for output that grew.
 		s.mu.Unlock()
 		return nil
+	}
+	s.writing = true // claimed: answers appended from now on wait for this write
+	if len(s.streams) > 1 {
+		s.mu.Unlock()
+		runtime.Gosched()
+		s.mu.Lock()
 	}
 	batch := s.take()
 	s.mu.Unlock()
 	return s.write(batch)
 }
 
-// take takes the waiting frames for writing; the caller holds s.mu and
-// writes them with write.
+// take takes the waiting frames for writing; the caller holds s.mu, has
+// set s.writing, and writes them with write.
 func (s *serverConn) take() []byte {
 	batch := s.out
 	s.out, s.spare = s.spare[:0], nil
-	s.writing = true
 	s.cond.Broadcast() // room for writers waiting on pendingBytesMax
 	return batch
 }
@@ -406,6 +492,7 @@ func (s *serverConn) writeLoop() {
 			s.shut()
 			return
 		}
+		s.writing = true
 		batch := s.take()
 		s.mu.Unlock()
 		if s.write(batch) != nil {
