@@ -111,7 +111,21 @@ type HandlerConfig struct {
 	// Past it a proposal is refused with ErrNotElected; the first one is
 	// always held, however large. 0 means no bound but the count.
 	MaxElectionProposalBytes uint64
+	// Yield, if set, is called in step 0 of a Ready that writes no
+	// entries (a commit index moved), once its committed entries are
+	// applied, when that answered from 1 to YieldAnswersMax proposers
+	// waiting on this node, and before the Ready's messages are sent and
+	// its hard state written. Node's gives its processor up for a moment
+	// (Node.yield). The handler itself reads no clock and starts no
+	// goroutine: what Yield does is the caller's.
+	Yield func()
 }
+
+// YieldAnswersMax is the most proposers answered in one Ready for which
+// the handler calls HandlerConfig.Yield: its point is a few clients'
+// latency; with many answered at once the loop's next batch matters more
+// than the moment each answer leaves.
+const YieldAnswersMax = 4
 
 // Handler is not safe for concurrent use; one goroutine owns it (Node's
 // loop, or a simulator's).
@@ -148,7 +162,9 @@ type HandlerConfig struct {
 //     Ready with no entries to write (a commit index moved: one
 //     client's write, committed) this comes before the sending: the
 //     answers are what a client waits for, the messages (the new commit
-//     index, for the followers) are not; with entries, the appends go
+//     index, for the followers) are not, and HandlerConfig.Yield, if
+//     set, is called between the two when a few proposers were answered;
+//     with entries, the appends go
 //     first, as the followers' writes are the longer path. The core
 //     counts the leader's copy of
 //     the entries towards a quorum only at step 4 (Core.Advance), once
@@ -206,6 +222,7 @@ type Handler struct {
 	transport       Transport
 	sm              StateMachine
 	hooks           Hooks
+	yield           func()
 	log             *slog.Logger
 	snapshotEntries uint64
 	snapshotBytes   uint64
@@ -227,6 +244,10 @@ type Handler struct {
 	// durableTerm is the term as of the last hard state persisted: a
 	// leader's request of that term vouches for nothing unpersisted.
 	durableTerm uint64
+
+	// answered counts the proposers answered since the last Ready began
+	// (HandlerConfig.Yield).
+	answered int
 
 	// batchBytes is the entry data taken (proposed, or stepped in a peer's
 	// message) since the last Handle began: about what the next Ready
@@ -306,6 +327,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		transport:       cfg.Transport,
 		sm:              cfg.StateMachine,
 		hooks:           cfg.Hooks,
+		yield:           cfg.Yield,
 		log:             cfg.Logger,
 		snapshotEntries: cfg.SnapshotEntries,
 		snapshotBytes:   cfg.SnapshotBytes,
@@ -608,7 +630,11 @@ func (h *Handler) Handle() error {
 		if len(h.ready.rd.Entries) == 0 {
 			// Nothing to write but a commit index, maybe: answer the
 			// proposers first (step 0).
+			h.answered = 0
 			h.applyAhead()
+			if h.yield != nil && h.stopped == nil && h.answered > 0 && h.answered <= YieldAnswersMax {
+				h.yield()
+			}
 			if h.stopped == nil {
 				h.sendAhead()
 			}
@@ -961,6 +987,7 @@ func (h *Handler) answerFirst(n int, result func(w proposalWaiter) Result) {
 	}
 	first := h.proposals[:n:n]
 	h.proposals = h.proposals[n:]
+	h.answered += n
 	for _, w := range first {
 		w.done(result(w))
 	}

@@ -158,6 +158,48 @@ func TestHandlerKeepsTheReadyOrder(t *testing.T) {
 	}
 }
 
+// In a Ready that writes no entries (a commit index moved), the handler
+// calls Yield once the proposers it answered are answered and before the
+// commit index leaves and is written: Node gives the answered proposers'
+// goroutines its processor there. Not with more than YieldAnswersMax
+// answered, nor in a Ready that answers none.
+func TestHandlerYieldsAfterAnsweringBeforeSendingTheCommit(t *testing.T) {
+	h, r := newRecordedHandlerWith(t, func(*recorder) Hooks { return Hooks{} }, func(hc *HandlerConfig) {
+		hc.Yield = func() { r := hc.Transport.(*recorder); r.events = append(r.events, "yield") }
+	})
+	elect(t, h, r)
+	propose := func(n int) {
+		for i := range n {
+			data := fmt.Sprintf("x=%d", i)
+			if err := h.Propose([]byte(data), func(Result) { r.events = append(r.events, "answered "+data) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustHandle(t, h)
+	}
+
+	r.events = nil
+	propose(1)
+	acknowledge(t, h)
+	want := []string{
+		"send AppendRequest", "send AppendRequest", "save term=0 vote=0 entries=1",
+		"apply 3 x=0", "answered x=0", "yield", "send AppendRequest", "send AppendRequest", "save term=2 vote=1 entries=0",
+	}
+	if !slices.Equal(r.events, want) {
+		t.Fatalf("one proposer, events:\n  %s\nwant:\n  %s", strings.Join(r.events, "\n  "), strings.Join(want, "\n  "))
+	}
+
+	r.events = nil
+	propose(YieldAnswersMax + 1)
+	acknowledge(t, h)
+	if slices.Contains(r.events, "yield") {
+		t.Fatalf("%d proposers answered in one Ready, events:\n  %s\nwant no yield", YieldAnswersMax+1, strings.Join(r.events, "\n  "))
+	}
+	if got := strings.Count(strings.Join(r.events, "\n"), "answered"); got != YieldAnswersMax+1 {
+		t.Fatalf("%d proposers answered, want %d:\n  %s", got, YieldAnswersMax+1, strings.Join(r.events, "\n  "))
+	}
+}
+
 // A write that fails holds the Ready: nothing of it is applied, nothing
 // sent but the leader's appends that went ahead of the write (step 0),
 // messages, proposals and reads are refused with ErrStorage, ticks go to

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -257,6 +258,7 @@ func Start(cfg Config) (*Node, error) {
 
 		MaxElectionProposalBytes: cfg.MaxEntryBytesPerBatch,
 		SnapshotLogPercent:       cfg.SnapshotLogPercent,
+		Yield:                    yield,
 	}
 	if cfg.ConfChanged != nil {
 		hc.Hooks.ConfChanged = func(c raft.CommittedConfChange) { cfg.ConfChanged(c.Change, c.Conf) }
@@ -270,6 +272,23 @@ func Start(cfg Config) (*Node, error) {
 	go n.run()
 	return n, nil
 }
+
+// yield is the handler's Yield: the loop gives its processor to the
+// proposers it just answered, before it sends the Ready's messages (the
+// new commit index, for the followers) and writes its hard state.
+//
+// Answering a proposer readies its goroutine on the loop's own processor
+// (the Go scheduler's runnext), where it waits until the loop blocks, or
+// until another processor, woken for it, steals it (it may only after a
+// few µs, and a woken thread takes longer on a busy machine). Under one
+// client the loop then still sent two messages and wrote the hard state,
+// 15 to 400 µs (a loopback sendmsg runs the receiver's side too, and its
+// thread may be descheduled there), before the goroutine that writes the
+// client's answer ran (runtime trace of the leader, docs/BENCHMARKS.md,
+// issue 15). runtime.Gosched puts the loop at the back of the global run
+// queue and wakes an idle processor for it, so the answer goes out first
+// and the loop goes on beside it when a processor is free.
+func yield() { runtime.Gosched() }
 
 // ID returns the node's ID.
 func (n *Node) ID() uint64 { return n.id }

@@ -14,7 +14,9 @@
 #
 #   bench/scale/write-stages.sh COORD [SECONDS]      # default 4
 #
-# PORT_BASE (default 27200) is the first port tried.
+# PORT_BASE (default 27200) is the first port tried. DATA (default: the
+# work directory) holds the servers' data directories; DATA=/dev/shm takes
+# the disk out, leaving the software's share of each stage.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=../../scripts/lib.sh
@@ -22,11 +24,12 @@ source "$root/scripts/lib.sh"
 coord=${1:?coord binary} seconds=${2:-4}
 command -v perf >/dev/null || { echo "write-stages: needs perf (linux-perf)" >&2; exit 2; }
 work=$(mktemp -d -t write-stages.XXXXXX)
+data=$(mktemp -d -p "${DATA:-$work}" write-stages-data.XXXXXX)
 pids=()
 cleanup() {
   [ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>/dev/null || true
   wait 2>/dev/null || true
-  rm -rf "$work"
+  rm -rf "$work" "$data"
 }
 trap cleanup EXIT
 (cd "$root/bench/scale" && go build -o "$work/loadgen" ./loadgen)
@@ -41,7 +44,7 @@ peers=""
 for i in 1 2 3; do peers+="$i=127.0.0.1:${ports[i - 1]},"; done
 for i in 1 2 3; do
   "$coord" server --insecure --id "$i" --peers "${peers%,}" --http "127.0.0.1:${ports[i + 2]}" \
-    --data "$work/d$i" --log-level error >>"$work/coord.log" 2>&1 &
+    --data "$data/d$i" --log-level error >>"$work/coord.log" 2>&1 &
   pids+=($!)
 done
 leader=""
@@ -63,6 +66,6 @@ for p in "${pids[@]}"; do ls "/proc/$p/task" | sed "s/\$/ $p/"; done >"$work/tid
 timeout -s INT "$seconds" perf trace -T -p "$(IFS=,; echo "${pids[*]},$lg")" \
   -e 'fdatasync,write,read,pwrite64,sendmsg' -o "$work/trace" 2>/dev/null || true
 wait "$lg"
-echo "# $coord, leader node $leader, load $(cut -d' ' -f1-3 /proc/loadavg); the traced run:"
+echo "# $coord, data under ${DATA:-the work directory}, leader node $leader, load $(cut -d' ' -f1-3 /proc/loadavg); the traced run:"
 grep -E '^coord +steady ' "$work/loadgen.out"
 python3 "$root/bench/scale/write-stages.py" "$work/trace" "$work/tids" "${pids[leader - 1]}"
