@@ -11,7 +11,7 @@ import (
 
 	"coord/internal/wire"
 
-	"github.com/google/btree"
+	"coord/internal/btree"
 )
 
 // The snapshot format, all integers uvarint unless said otherwise:

@@ -29,6 +29,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -86,6 +87,9 @@ type config struct {
 	// (--request-endpoints; default: endpoints). The watchers of --mode
 	// watch stay spread over endpoints, and --pids are still reported.
 	requestEndpoints []string
+	// steadyRounds is how many steady phases of duration run one after
+	// the other on the loaded keys.
+	steadyRounds int
 }
 
 func main() {
@@ -102,6 +106,7 @@ func main() {
 	flag.StringVar(&pids, "pids", "", "comma-separated server process IDs whose peak RSS and CPU to report")
 	flag.StringVar(&dataDirs, "data-dirs", "", "comma-separated data directories of coord's servers: each phase also reports how many snapshots each server started in it (snapshots.go)")
 	flag.BoolVar(&cfg.skipLoad, "skip-load", false, "skip the load phase (the keys are there already)")
+	flag.IntVar(&cfg.steadyRounds, "steady-rounds", 1, "steady phases of --duration to run one after the other on the loaded keys, each reported, then their median rate")
 	flag.StringVar(&cfg.token, "token", "", "bearer token (coord clusters run without --insecure)")
 	flag.StringVar(&cfg.mode, "mode", "writes", "writes (load then overwrite keys), reads (load, then linearizable reads of random keys), leases (acquire --leases leases, then renew each every --renew-every) or watch (--watchers watchers of one key put every --watch-every, under --rate background writes/s to --keys other keys)")
 	flag.IntVar(&cfg.leases, "leases", 10000, "leases, in --mode leases")
@@ -257,7 +262,7 @@ func run(cfg config) error {
 			fmt.Printf("# load in batches of %d keys: ops and ops/s count keys; p50, p99 and max are per batch\n", cfg.batch)
 			load = batchOf(cfg, putBatch)
 		}
-		if err := phase(cfg, load, "load", func(*rand.Rand) (int, bool) {
+		if _, err := phase(cfg, load, "load", func(*rand.Rand) (int, bool) {
 			i := next.Add(int64(cfg.batch)) - int64(cfg.batch)
 			return int(i), i < int64(cfg.keys)
 		}); err != nil {
@@ -267,15 +272,45 @@ func run(cfg config) error {
 	if cfg.duration > 0 {
 		end := time.Now().Add(cfg.duration)
 		if cfg.mode == "reads" {
-			return phase(cfg, each(cfg, get), "reads", func(rng *rand.Rand) (int, bool) {
+			_, err := phase(cfg, each(cfg, get), "reads", func(rng *rand.Rand) (int, bool) {
 				return rng.IntN(cfg.keys), time.Now().Before(end)
 			})
+			return err
 		}
-		return phase(cfg, each(cfg, put), "steady", func(rng *rand.Rand) (int, bool) {
-			return rng.IntN(cfg.keys), time.Now().Before(end)
-		})
+		return steady(cfg, put)
 	}
 	return nil
+}
+
+// steady runs cfg.steadyRounds steady phases of random overwrites, one
+// after the other, and with more than one prints their median rate:
+// a single 30 s phase at 500k keys holds one snapshot per server or none,
+// early or late, and its rate swings with that (issue 21, `steady2`).
+func steady(cfg config, put putFunc) error {
+	var rates []float64
+	for range max(cfg.steadyRounds, 1) {
+		end := time.Now().Add(cfg.duration)
+		rate, err := phase(cfg, each(cfg, put), "steady", func(rng *rand.Rand) (int, bool) {
+			return rng.IntN(cfg.keys), time.Now().Before(end)
+		})
+		if err != nil {
+			return err
+		}
+		rates = append(rates, rate)
+	}
+	if len(rates) > 1 {
+		fmt.Printf("# steady: %d rounds of %v, writes/s median %.0f (each: %s)\n", len(rates), cfg.duration, median(rates), strings.Trim(fmt.Sprint(roundAll(rates)), "[]"))
+	}
+	return nil
+}
+
+// roundAll returns xs rounded to whole numbers, for printing.
+func roundAll(xs []float64) []int {
+	out := make([]int, len(xs))
+	for i, x := range xs {
+		out[i] = int(math.Round(x))
+	}
+	return out
 }
 
 // writeFunc writes the key numbered i, or the keys from it, and says how
@@ -302,8 +337,9 @@ func batchOf(cfg config, putBatch batchFunc) writeFunc {
 }
 
 // phase runs the clients, each writing the keys next hands it until it
-// says stop, and prints the phase's line.
-func phase(cfg config, write writeFunc, name string, next func(*rand.Rand) (int, bool)) error {
+// says stop, prints the phase's line, and returns its rate (keys written
+// a second).
+func phase(cfg config, write writeFunc, name string, next func(*rand.Rand) (int, bool)) (float64, error) {
 	value := make([]byte, cfg.valueBytes)
 	for i := range value {
 		value[i] = 'a' + byte(i%26)
@@ -314,6 +350,7 @@ func phase(cfg config, write writeFunc, name string, next func(*rand.Rand) (int,
 	start := time.Now()
 	latencies := make([][]time.Duration, cfg.clients)
 	var failed, written atomic.Int64
+	timeline := watchRate(&written)
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
 	for c := range cfg.clients {
@@ -342,23 +379,30 @@ func phase(cfg config, write writeFunc, name string, next func(*rand.Rand) (int,
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	rates := timeline.stop()
 	rss := peak.stop()
 	snapshotsStarted := snapshots.stop()
 	all := slices.Concat(latencies...)
 	slices.Sort(all)
 	if len(all) == 0 {
-		return fmt.Errorf("%s: no operation succeeded (%v)", name, firstErr.Load())
+		return 0, fmt.Errorf("%s: no operation succeeded (%v)", name, firstErr.Load())
 	}
 	q := func(p float64) float64 { return float64(all[int(p*float64(len(all)-1))].Microseconds()) / 1000 }
+	rate := float64(written.Load()) / elapsed.Seconds()
 	fmt.Printf("%-6s %-6s %9d %10.0f %9.1f %9.1f %9.1f %9.0f %9.1f\n", cfg.target, name, written.Load(),
-		float64(written.Load())/elapsed.Seconds(), q(0.5), q(0.99), q(1), rss, cpuSeconds(cfg.pids)-cpu0)
+		rate, q(0.5), q(0.99), q(1), rss, cpuSeconds(cfg.pids)-cpu0)
 	if n := failed.Load(); n > 0 {
 		fmt.Printf("# %s: %d operations failed, the first: %v\n", name, n, firstErr.Load())
 	}
 	if len(cfg.dataDirs) > 0 {
-		fmt.Printf("# %s: snapshots started per server (--data-dirs order): %v\n", name, snapshotsStarted)
+		counts := make([]int, len(snapshotsStarted))
+		for i, starts := range snapshotsStarted {
+			counts[i] = len(starts)
+		}
+		fmt.Printf("# %s: snapshots started per server (--data-dirs order): %v, seconds into the phase: %s\n", name, counts, startsText(snapshotsStarted))
 	}
-	return nil
+	fmt.Printf("# %s: writes/s in each %v: %s\n", name, timelineInterval, timelineText(rates))
+	return rate, nil
 }
 
 // clientKey carries the number of the loadgen client a request is from,

@@ -2,7 +2,9 @@ package main
 
 import (
 	"io/fs"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,39 +17,42 @@ import (
 // snapshotPollInterval, and counts the indexes that appear, written
 // ("<index>-<term>.snap") or being written (the same name with ".tmp").
 // A snapshot takes far longer than the interval to write at the sizes
-// measured, so none is missed.
+// measured, so none is missed. It also keeps when each was first seen,
+// from the start of the watch: whether a snapshot fell early or late in a
+// phase moves the phase's rate (issue 21, `steady2`).
 type snapshotWatch struct {
 	stopCh chan struct{}
-	done   chan []int
+	done   chan [][]time.Duration
 }
 
 const snapshotPollInterval = 50 * time.Millisecond
 
 func watchSnapshots(dirs []string) *snapshotWatch {
-	w := &snapshotWatch{stopCh: make(chan struct{}), done: make(chan []int, 1)}
+	w := &snapshotWatch{stopCh: make(chan struct{}), done: make(chan [][]time.Duration, 1)}
 	before := make([]map[uint64]bool, len(dirs))
-	seen := make([]map[uint64]bool, len(dirs))
+	seen := make([]map[uint64]time.Duration, len(dirs))
 	for i, dir := range dirs {
-		before[i], seen[i] = snapshotIndexes(dir), map[uint64]bool{}
+		before[i], seen[i] = snapshotIndexes(dir), map[uint64]time.Duration{}
 	}
+	start := time.Now()
 	go func() {
 		tick := time.NewTicker(snapshotPollInterval)
 		defer tick.Stop()
 		for {
 			for i, dir := range dirs {
 				for index := range snapshotIndexes(dir) {
-					if !before[i][index] {
-						seen[i][index] = true
+					if _, ok := seen[i][index]; !ok && !before[i][index] {
+						seen[i][index] = time.Since(start)
 					}
 				}
 			}
 			select {
 			case <-w.stopCh:
-				counts := make([]int, len(dirs))
+				started := make([][]time.Duration, len(dirs))
 				for i := range seen {
-					counts[i] = len(seen[i])
+					started[i] = slices.Sorted(maps.Values(seen[i]))
 				}
-				w.done <- counts
+				w.done <- started
 				return
 			case <-tick.C:
 			}
@@ -56,8 +61,10 @@ func watchSnapshots(dirs []string) *snapshotWatch {
 	return w
 }
 
-// stop ends the watch and returns the snapshots started in each directory.
-func (w *snapshotWatch) stop() []int { close(w.stopCh); return <-w.done }
+// stop ends the watch and returns, for each directory, when each snapshot
+// started in it was first seen, from the start of the watch, earliest
+// first.
+func (w *snapshotWatch) stop() [][]time.Duration { close(w.stopCh); return <-w.done }
 
 // snapshotIndexes returns the indexes of the snapshot files, finished or
 // not, under dir (a server's data directory).
