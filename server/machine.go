@@ -6,7 +6,7 @@ import (
 
 	"coord/internal/assert"
 
-	"coord/internal/btree"
+	"github.com/google/btree"
 )
 
 // KeyValue is a key as the machine holds it.
@@ -86,8 +86,7 @@ type session struct {
 // same commands at the same indexes give the same state and results on
 // every replica.
 //
-// Keys and leases live in copy-on-write B-trees (github.com/google/btree's,
-// copied as coord/internal/btree for its single-descent Upsert),
+// Keys and leases live in copy-on-write B-trees (github.com/google/btree),
 // so that SnapshotView takes a point-in-time view in constant time, which
 // another goroutine writes out while the machine goes on applying
 // (docs/storage.md says why this store and not bbolt or pebble).
@@ -333,30 +332,18 @@ func (m *Machine) revision(key string) uint64 {
 	return it.revision
 }
 
-// put stores c's key and value at revision index, in one descent of the
-// key tree (Upsert): the old item, found on the way down, gives the new
-// one its create revision and version, or refuses it if c's previous
-// revision is not the old item's. Get then ReplaceOrInsert walked the
-// tree twice, and at 500,000 keys those walks' cache misses were most of
-// an applied write's cost that grows with the key count (issue 21).
 func (m *Machine) put(index uint64, c Command) Result {
-	old, exists := m.keys.Upsert(keyItem(c.Key), func(old kvItem, exists bool) (kvItem, bool) {
-		if c.HasPrev && old.revision != c.PrevRevision {
-			return kvItem{}, false
-		}
-		it := kvItem{kv: c.Key + string(c.Value), keyLen: uint32(len(c.Key)), createRevision: index, revision: index, version: 1}
-		if exists {
-			it.createRevision, it.version = old.createRevision, old.version+1
-		}
-		return it, true
-	})
+	old, exists := m.keys.Get(keyItem(c.Key))
 	if c.HasPrev && old.revision != c.PrevRevision {
 		return Result{Status: StatusConflict, Revision: old.revision}
 	}
+	it := kvItem{kv: c.Key + string(c.Value), keyLen: uint32(len(c.Key)), createRevision: index, revision: index, version: 1}
 	if exists {
+		it.createRevision, it.version = old.createRevision, old.version+1
 		m.keyBytes -= int64(len(old.kv))
 	}
-	m.keyBytes += int64(len(c.Key) + len(c.Value))
+	m.keyBytes += int64(len(it.kv))
+	m.keys.ReplaceOrInsert(it)
 	return Result{Revision: index}
 }
 

@@ -11,7 +11,7 @@ import (
 
 	"coord/internal/wire"
 
-	"coord/internal/btree"
+	"github.com/google/btree"
 )
 
 // The snapshot format, all integers uvarint unless said otherwise:
