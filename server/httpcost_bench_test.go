@@ -156,54 +156,64 @@ func BenchmarkAPIPutHTTP(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/clients=%d", v.name, clients), func(b *testing.B) {
 				a := benchAPI(b, true)
 				url, hc := startBenchServer(b, a, v)
-				value := bytes.Repeat([]byte("v"), 256)
-				put := func(i int64) error {
-					req, err := http.NewRequest("PUT", url+"/v1/kv/bench/"+strconv.FormatInt(i%1000, 10), bytes.NewReader(value))
-					if err != nil {
-						return err
-					}
-					req.Header.Set("Authorization", "Bearer "+benchSecret)
-					resp, err := hc.Do(req)
-					if err != nil {
-						return err
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						return fmt.Errorf("status %d", resp.StatusCode)
-					}
-					return nil
-				}
-				if err := put(0); err != nil { // connect before the clock starts
-					b.Fatal(err)
-				}
-				var next atomic.Int64
-				var failed atomic.Value
-				cpu0 := cpuTime()
-				b.ResetTimer()
-				var wg sync.WaitGroup
-				for range clients {
-					wg.Go(func() {
-						for {
-							i := next.Add(1)
-							if i > int64(b.N) {
-								return
-							}
-							if err := put(i); err != nil {
-								failed.Store(err)
-								return
-							}
-						}
-					})
-				}
-				wg.Wait()
-				b.StopTimer()
-				if err, _ := failed.Load().(error); err != nil {
-					b.Fatal(err)
-				}
+				var cpu0 time.Duration
+				benchPuts(b, hc, url, clients, func() { cpu0 = cpuTime() })
 				// cpuTime: restore_bench_test.go.
 				b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 			})
 		}
+	}
+}
+
+// benchPuts makes b.N PUTs of 256-byte values to the keys bench/0 to
+// bench/999 at url through hc, from clients goroutines at once, after one
+// PUT that connects before the clock starts; started runs just before
+// the timer is reset. It stops the timer after the last PUT and fails b
+// if any PUT failed.
+func benchPuts(b *testing.B, hc *http.Client, url string, clients int, started func()) {
+	value := bytes.Repeat([]byte("v"), 256)
+	put := func(i int64) error {
+		req, err := http.NewRequest("PUT", url+"/v1/kv/bench/"+strconv.FormatInt(i%1000, 10), bytes.NewReader(value))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+benchSecret)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	if err := put(0); err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	var failed atomic.Value
+	started()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				if err := put(i); err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
 	}
 }

@@ -1,14 +1,10 @@
 package server
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,51 +51,9 @@ func BenchmarkAPIPutWire(b *testing.B) {
 			b.Cleanup(func() { tr.CloseIdleConnections() })
 			hc := &http.Client{Transport: tr}
 			url := "http://" + hl.Addr().String()
-			value := bytes.Repeat([]byte("v"), 256)
-			put := func(i int64) error {
-				req, err := http.NewRequest("PUT", url+"/v1/kv/bench/"+strconv.FormatInt(i%1000, 10), bytes.NewReader(value))
-				if err != nil {
-					return err
-				}
-				req.Header.Set("Authorization", "Bearer "+benchSecret)
-				resp, err := hc.Do(req)
-				if err != nil {
-					return err
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					return fmt.Errorf("status %d", resp.StatusCode)
-				}
-				return nil
-			}
-			if err := put(0); err != nil { // connect before the clock starts
-				b.Fatal(err)
-			}
-			var next atomic.Int64
-			var failed atomic.Value
-			writes0, cpu0 := writes.Load(), cpuTime()
-			b.ResetTimer()
-			var wg sync.WaitGroup
-			for range clients {
-				wg.Go(func() {
-					for {
-						i := next.Add(1)
-						if i > int64(b.N) {
-							return
-						}
-						if err := put(i); err != nil {
-							failed.Store(err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			b.StopTimer()
-			if err, _ := failed.Load().(error); err != nil {
-				b.Fatal(err)
-			}
+			var writes0 int64
+			var cpu0 time.Duration
+			benchPuts(b, hc, url, clients, func() { writes0, cpu0 = writes.Load(), cpuTime() })
 			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 			b.ReportMetric(float64(writes.Load()-writes0)/float64(b.N), "srv-writes/op")
 		})
