@@ -19,6 +19,28 @@ type writeCountingConn struct {
 	wrote  chan struct{}
 }
 
+// serveCounting serves one connection accepted on inner with h, through
+// a writeCountingConn that signals wrote, and returns the client's end
+// (dialed) and the server's.
+func serveCounting(t *testing.T, inner net.Listener, h http.Handler, wrote chan struct{}) (net.Conn, *writeCountingConn) {
+	t.Helper()
+	served := make(chan *writeCountingConn, 1)
+	go func() {
+		c, err := inner.Accept()
+		if err != nil {
+			return
+		}
+		cc := &writeCountingConn{Conn: c, wrote: wrote}
+		served <- cc
+		ServeConn(cc, h, ServerConfig{Logger: quiet})
+	}()
+	c, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, <-served
+}
+
 func (c *writeCountingConn) Write(p []byte) (int, error) {
 	c.writes.Add(1)
 	select {
@@ -49,22 +71,8 @@ func TestShortAnswerLeavesInOneWrite(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	})
-	served := make(chan *writeCountingConn, 1)
-	go func() {
-		c, err := inner.Accept()
-		if err != nil {
-			return
-		}
-		cc := &writeCountingConn{Conn: c, wrote: wrote}
-		served <- cc
-		ServeConn(cc, h, ServerConfig{Logger: quiet})
-	}()
-	c, err := net.Dial("tcp", inner.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, cc := serveCounting(t, inner, h, wrote)
 	defer c.Close()
-	cc := <-served
 	r := bufio.NewReader(c)
 	for i, stream := range []uint32{1, 3} {
 		before := cc.writes.Load()
@@ -106,22 +114,8 @@ func TestAnswersReadyTogetherLeaveTogether(t *testing.T) {
 		<-release
 		io.WriteString(w, `{"revision":3}`)
 	})
-	served := make(chan *writeCountingConn, 1)
-	go func() {
-		c, err := inner.Accept()
-		if err != nil {
-			return
-		}
-		cc := &writeCountingConn{Conn: c, wrote: make(chan struct{}, 1)}
-		served <- cc
-		ServeConn(cc, h, ServerConfig{Logger: quiet})
-	}()
-	c, err := net.Dial("tcp", inner.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, cc := serveCounting(t, inner, h, make(chan struct{}, 1))
 	defer c.Close()
-	cc := <-served
 	for i := range answers {
 		if _, err := c.Write(request(t, uint32(2*i+1), "/v1/kv/a", nil)); err != nil {
 			t.Fatal(err)
