@@ -65,28 +65,7 @@ func runLargeProposals(t *testing.T, maxBatch uint64, wantElection bool) {
 	// election timeout (200 ms) even after the 160 ms a follower spends
 	// writing the 8 MiB of appends sent ahead (MaxInflightBytes), during
 	// which its clock does not run either.
-	c := &testCluster{t: t, net: NewMemoryNetwork(), members: map[uint64]*member{}}
-	ids := []uint64{1, 2, 3}
-	for _, id := range ids {
-		cfg := DefaultConfig()
-		cfg.Raft.ID, cfg.Raft.Peers = id, ids
-		cfg.Raft.Rand = rand.New(rand.NewPCG(id, 21))
-		cfg.Storage = slowSaves{NewMemoryStorage(), 20 * time.Millisecond}
-		cfg.Transport = c.net.Transport(id)
-		m := &member{storage: cfg.Storage, sm: newKV()}
-		cfg.StateMachine = m.sm
-		cfg.TickInterval = 10 * time.Millisecond // elections after 100-200 ms
-		cfg.SnapshotEntries = 0
-		cfg.MaxEntryBytesPerBatch = maxBatch
-		n, err := Start(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.node = n
-		c.members[id] = m
-		c.net.Attach(n)
-	}
-	t.Cleanup(c.stopAll)
+	c := startBatchCluster(t, 21, func() Storage { return slowSaves{NewMemoryStorage(), 20 * time.Millisecond} }, maxBatch)
 	leader := c.waitLeader(0)
 	term := leader.node.Status().Term
 
@@ -161,4 +140,35 @@ func TestBatchBytesCountsProposalsAndSteppedEntries(t *testing.T) {
 	if got := h.BatchBytes(); got != 0 {
 		t.Fatalf("BatchBytes after Handle = %d, want 0", got)
 	}
+}
+
+// startBatchCluster starts three nodes on a memory network, each with the
+// storage newStorage makes, ticks of 10 ms (elections after 100-200 ms),
+// no snapshots and MaxEntryBytesPerBatch maxBatch; seed seeds their
+// clocks' randomness. They stop when t ends.
+func startBatchCluster(t *testing.T, seed uint64, newStorage func() Storage, maxBatch uint64) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, net: NewMemoryNetwork(), members: map[uint64]*member{}}
+	ids := []uint64{1, 2, 3}
+	for _, id := range ids {
+		cfg := DefaultConfig()
+		cfg.Raft.ID, cfg.Raft.Peers = id, ids
+		cfg.Raft.Rand = rand.New(rand.NewPCG(id, seed))
+		cfg.Storage = newStorage()
+		cfg.Transport = c.net.Transport(id)
+		m := &member{storage: cfg.Storage, sm: newKV()}
+		cfg.StateMachine = m.sm
+		cfg.TickInterval = 10 * time.Millisecond
+		cfg.SnapshotEntries = 0
+		cfg.MaxEntryBytesPerBatch = maxBatch
+		n, err := Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.node = n
+		c.members[id] = m
+		c.net.Attach(n)
+	}
+	t.Cleanup(c.stopAll)
+	return c
 }

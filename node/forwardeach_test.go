@@ -3,10 +3,8 @@ package node
 import (
 	"bytes"
 	"fmt"
-	"math/rand/v2"
 	"testing"
 	"testing/synctest"
-	"time"
 )
 
 // forwarding is a Forwarding for tests: data, and what the loop said.
@@ -39,28 +37,7 @@ func TestForwardEachBoundsItsBatch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				c := &testCluster{t: t, net: NewMemoryNetwork(), members: map[uint64]*member{}}
-				ids := []uint64{1, 2, 3}
-				for _, id := range ids {
-					cfg := DefaultConfig()
-					cfg.Raft.ID, cfg.Raft.Peers = id, ids
-					cfg.Raft.Rand = rand.New(rand.NewPCG(id, 22))
-					cfg.Storage = NewMemoryStorage()
-					cfg.Transport = c.net.Transport(id)
-					m := &member{storage: cfg.Storage, sm: newKV()}
-					cfg.StateMachine = m.sm
-					cfg.TickInterval = 10 * time.Millisecond
-					cfg.SnapshotEntries = 0
-					cfg.MaxEntryBytesPerBatch = tc.maxBatch
-					n, err := Start(cfg)
-					if err != nil {
-						t.Fatal(err)
-					}
-					m.node = n
-					c.members[id] = m
-					c.net.Attach(n)
-				}
-				t.Cleanup(c.stopAll)
+				c := startBatchCluster(t, 22, func() Storage { return NewMemoryStorage() }, tc.maxBatch)
 				leader := c.waitLeader(0)
 				batch := make([]Forwarding, 8)
 				for i := range batch {
