@@ -80,6 +80,11 @@ func checkRecord(data []byte, magic string, size int, version uint32) error {
 	if got, want := binary.LittleEndian.Uint32(data[size-8:]), crc32.Checksum(data[:size-8], castagnoli); got != want {
 		return fmt.Errorf("%w: checksum %#08x, want %#08x", ErrCorrupt, got, want)
 	}
+	// The last 4 bytes, after the CRC, are always written zero: anything
+	// else is damage the CRC does not cover.
+	if pad := binary.LittleEndian.Uint32(data[size-4:]); pad != 0 {
+		return fmt.Errorf("%w: bytes after the checksum are %#08x, want 0", ErrCorrupt, pad)
+	}
 	return nil
 }
 
