@@ -156,12 +156,15 @@ func (s *LeaseSession) opened(data string) error {
 	if err := json.Unmarshal([]byte(data), &s.Opened); err != nil {
 		return fmt.Errorf("%w: first event: %w", ErrMalformedSession, err)
 	}
-	s.KeepAlive = time.Duration(s.Opened.KeepAliveMs) * time.Millisecond
-	s.Grace = time.Duration(s.Opened.GraceMs) * time.Millisecond
-	if s.KeepAlive <= 0 || s.Grace < 4*s.KeepAlive || s.Grace > time.Hour {
-		return fmt.Errorf("%w: keep-alive %v and grace %v: want 0 < 4 × keep-alive <= grace <= 1h", ErrMalformedSession,
-			s.KeepAlive, s.Grace)
+	// Checked in milliseconds, as sent, before any product: 4 × a
+	// keep-alive of 2^62 ns wraps around to a few milliseconds.
+	keepAliveMs, graceMs := s.Opened.KeepAliveMs, s.Opened.GraceMs
+	if keepAliveMs <= 0 || keepAliveMs > graceMs/4 || graceMs > time.Hour.Milliseconds() {
+		return fmt.Errorf("%w: keep-alive %d ms and grace %d ms: want 0 < 4 × keep-alive <= grace <= 1h", ErrMalformedSession,
+			keepAliveMs, graceMs)
 	}
+	s.KeepAlive = time.Duration(keepAliveMs) * time.Millisecond
+	s.Grace = time.Duration(graceMs) * time.Millisecond
 	return nil
 }
 
