@@ -142,15 +142,30 @@ func TestAPIWatchLimit(t *testing.T) {
 // A long poll and a stream outlive the read timeout: the timeout cuts off
 // slow requests, not watches waiting by design (net/http cancels a
 // request's context when its read deadline passes, unless it is lifted).
+//
+// The property holds with a timing margin, made explicit here: the read
+// timeout must be long enough for a loaded machine to send and read a
+// small request, and the long poll must last well past it. With the 200 ms
+// of smallLimits the test failed under load (load average 20+, or four
+// copies of it on one core): the server did not read the stream's request
+// within 200 ms of its accept, and the PUT went out on the long poll's
+// keep-alive connection after the 200 ms idle timeout had closed it
+// (connection reset, EOF). So the read timeouts here are 1 s, the long
+// poll lasts three times that, and the idle timeout, which this test does
+// not check (TestSlowAndIdleConnectionsAreClosed does), is a minute.
 func TestWatchesOutliveTheReadTimeout(t *testing.T) {
+	const readTimeout = time.Second
+	limits := smallLimits()
+	limits.ReadHeaderTimeout, limits.ReadTimeout, limits.IdleTimeout = readTimeout, readTimeout, time.Minute
 	f := newFake(1, 1)
-	url := limitedServer(t, NewAPI(f, APIConfig{}), smallLimits(), nil)
+	url := limitedServer(t, NewAPI(f, APIConfig{}), limits, nil)
 	_, events := openStream(t, url+"/v1/watch/kv/s?stream=true")
 
 	start := time.Now()
-	r := call(t, "GET", url+"/v1/watch/kv/w?timeout_ms=1000", "")
-	if r.code != 404 || r.body["code"] != "not_found" || time.Since(start) < time.Second {
-		t.Fatalf("a long poll of 1 s with a read timeout of 200 ms: %d %v after %v", r.code, r.body, time.Since(start))
+	poll := 3 * readTimeout
+	r := call(t, "GET", fmt.Sprintf("%s/v1/watch/kv/w?timeout_ms=%d", url, poll.Milliseconds()), "")
+	if r.code != 404 || r.body["code"] != "not_found" || time.Since(start) < poll {
+		t.Fatalf("a long poll of %v with a read timeout of %v: %d %v after %v", poll, readTimeout, r.code, r.body, time.Since(start))
 	}
 	// The long poll took longer than the read timeout: the stream is still
 	// there to see a write.
