@@ -243,7 +243,9 @@ func (t Token) allows(role TokenRole, scope, name string) bool {
 // machine.
 func (m *Machine) restoreTokens(d *wire.Decoder) {
 	m.tokensEver = d.Bool("tokens ever")
-	for range d.Count("token count", len(d.Rest())) {
+	// Against what is left of the snapshot, not Rest: a stream decoder
+	// holds only what it has read ahead.
+	for range d.Count("token count", int(min(d.Left(), maxCount))) {
 		t := Token{ID: d.Uvarint("token id")}
 		hash := d.Bytes("token hash", TokenHashBytes)
 		t.Role = TokenRole(d.Byte("token role"))
