@@ -24,33 +24,47 @@ func TestRestartOnADamagedSnapshotFailsAndLosesNothing(t *testing.T) {
 		propose(t, c, Command{Op: OpPut, Key: fmt.Sprintf("k%03d", i), Value: []byte(fmt.Sprint(i))})
 	}
 	n := c.nodes[1]
+	// Wait until the Disk's snapshot is the last one this run takes: none
+	// due, none being written in the background. A node stopped while a
+	// background snapshot is written leaves that file durable under its
+	// final name but not yet the log's checkpoint; the restart removes it
+	// and restores the older file the log names. Damaging the newest file
+	// then tested nothing, and NewNode succeeded: the test failed now and
+	// then under load, when the last snapshot was still being written at
+	// the crash. No status change need follow the snapshot's install, so
+	// the condition is looked at again every 10 ms too.
+	var want string
 	deadline := time.After(30 * time.Second)
+	retry := time.NewTicker(10 * time.Millisecond)
+	defer retry.Stop()
 	for {
 		changed := n.StatusChanged()
-		if snap, err := n.disk.Snapshot(); err == nil && snap.Metadata.Index > 0 {
+		snap, err := n.disk.Snapshot()
+		if err == nil && snap.Metadata.Index > 0 && snap.Metadata.Index+n.cfg.SnapshotEntries > n.Status().Applied {
+			want = snapshot.FileName(snap.Metadata.Index, snap.Metadata.Term)
 			break
 		}
-		if !waitAny([]<-chan struct{}{changed}, deadline) {
-			t.Fatal("no snapshot within 30s")
+		select {
+		case <-changed:
+		case <-retry.C:
+		case <-deadline:
+			t.Fatalf("no settled snapshot within 30s (the Disk's: %+v, %v; applied %d)", snap.Metadata, err, n.Status().Applied)
 		}
 	}
 	dir := n.dir
 	c.crash(1)
 	files, err := filepath.Glob(filepath.Join(dir, "snap", "*.snap"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("snapshot files %v, %v: want one at least", files, err)
+	if err != nil || len(files) != 1 || filepath.Base(files[0]) != want {
+		t.Fatalf("snapshot files %v, %v: want %s alone, the one the log refers to", files, err, want)
 	}
-	// A second snapshot may have been made durable just before the crash,
-	// its predecessor not yet removed: the newest (names sort by index) is
-	// the one a restart restores.
-	newest := files[len(files)-1]
-	intact, err := os.ReadFile(newest)
+	file := files[0]
+	intact, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	damaged := bytes.Clone(intact)
 	damaged[len(damaged)-20] ^= 0x10 // in the data, before the trailer
-	if err := os.WriteFile(newest, damaged, 0o644); err != nil {
+	if err := os.WriteFile(file, damaged, 0o644); err != nil {
 		t.Fatal(err)
 	}
 
@@ -61,16 +75,19 @@ func TestRestartOnADamagedSnapshotFailsAndLosesNothing(t *testing.T) {
 		t.Skipf("cannot rebind %s: %v", c.peers[1], err)
 	}
 	cfg.PeerListener = l
-	_, err = NewNode(cfg)
+	started, err := NewNode(cfg)
+	if err == nil {
+		started.Close() // the failure below, without a node left running on dir
+	}
 	l.Close()
-	if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), filepath.Base(newest)) {
+	if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), filepath.Base(file)) {
 		t.Fatalf("NewNode on a damaged snapshot: %v, want ErrCorrupt naming the file", err)
 	}
-	if after, _ := os.ReadFile(newest); !bytes.Equal(after, damaged) {
+	if after, _ := os.ReadFile(file); !bytes.Equal(after, damaged) {
 		t.Fatal("the failed start changed the snapshot file")
 	}
 
-	if err := os.WriteFile(newest, intact, 0o644); err != nil {
+	if err := os.WriteFile(file, intact, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	back := c.restart(1, dir)
