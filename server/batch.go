@@ -39,6 +39,11 @@ type BatchOp struct {
 // bytes.
 const batchOpOverheadBytes = 1 + 10 + 10 + 1 + 10
 
+// batchOpMinBytes is the least an op of a batch takes in its encoding: the
+// op byte, two lengths of one byte (empty key and value), the condition
+// flag and a one-byte revision.
+const batchOpMinBytes = 5
+
 // marshalBatchOps encodes ops as OpBatch's Value: a count, then per
 // operation its op byte, key, value, condition flag and revision.
 func marshalBatchOps(ops []BatchOp) []byte {
@@ -63,7 +68,11 @@ func marshalBatchOps(ops []BatchOp) []byte {
 // are checkBatch's, which every replica runs alike on the decoded ops.
 func unmarshalBatchOps(data []byte) ([]BatchOp, error) {
 	d := wire.NewDecoder(data, ErrMalformed)
-	ops := make([]BatchOp, d.Count("batch op count", len(data)))
+	// Each op takes batchOpMinBytes at least: a count the input cannot
+	// hold is refused before the ops are allocated (64 bytes each, where
+	// a bound of one byte each let a corrupt entry ask for 64 times its
+	// size).
+	ops := make([]BatchOp, d.Count("batch op count", len(data)/batchOpMinBytes))
 	for i := range ops {
 		ops[i] = BatchOp{
 			Op:           Op(d.Byte("batch op")),

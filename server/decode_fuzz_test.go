@@ -2,8 +2,10 @@ package server
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"reflect"
+	"runtime"
 	"testing"
 )
 
@@ -115,4 +117,24 @@ func FuzzParseBatch(f *testing.F) {
 			t.Fatalf("ops %+v through the log's encoding: %+v (%v)", ops, again, err)
 		}
 	})
+}
+
+// A batch whose count its bytes cannot hold is refused before its ops are
+// allocated: a count of one op per byte of the entry made the decoder
+// allocate 64 bytes per byte of input (64 MiB for this 1 MiB entry) before
+// finding the ops missing.
+func TestUnmarshalBatchOpsBoundsItsAllocation(t *testing.T) {
+	const inputBytes = 1 << 20
+	data := binary.AppendUvarint(nil, inputBytes-3) // as many ops as bytes after the count
+	data = append(data, make([]byte, inputBytes-len(data))...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := unmarshalBatchOps(data)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrMalformed) {
+		t.Fatalf("unmarshalBatchOps of %d ops in %d bytes: %v, want ErrMalformed", inputBytes-3, len(data), err)
+	}
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 4*inputBytes {
+		t.Fatalf("decoding %d bytes allocated %d", len(data), allocated)
+	}
 }
