@@ -158,7 +158,14 @@ func (c *testCluster) restart(id uint64, dir string, opts ...func(*Config)) *tes
 // returns it.
 func (c *testCluster) waitLeader() uint64 {
 	c.t.Helper()
-	deadline := time.After(30 * time.Second)
+	return c.waitLeaderWithin(30 * time.Second)
+}
+
+// waitLeaderWithin is waitLeader with its own bound, for clusters whose
+// election timeouts are long.
+func (c *testCluster) waitLeaderWithin(wait time.Duration) uint64 {
+	c.t.Helper()
+	deadline := time.After(wait)
 	for {
 		var changed []<-chan struct{}
 		for _, n := range c.nodes {
@@ -178,7 +185,7 @@ func (c *testCluster) waitLeader() uint64 {
 			return leader
 		}
 		if !waitAny(changed, deadline) {
-			c.t.Fatal("no agreed leader within 30s")
+			c.t.Fatalf("no agreed leader within %v", wait)
 		}
 	}
 }
