@@ -1,7 +1,9 @@
 package server
 
 import (
+	"encoding/binary"
 	"fmt"
+	"strings"
 	"time"
 
 	"coord/internal/assert"
@@ -40,28 +42,92 @@ type Lease struct {
 // Held reports whether someone holds the lease.
 func (l Lease) Held() bool { return l.Holder != "" }
 
-// kvItem is a key as the machine's B-tree holds it: the key and the value
-// in one string, so that a key costs one allocation besides its slot in a
-// tree node, and nothing in it is ever written in place (a snapshot's view
-// shares it).
+// kvItem is a key as the machine's B-tree holds it: one string that holds
+// the key's length, the key, the value and the key's revisions, so that a
+// key costs one allocation besides its slot in a tree node, the slot is
+// only a string header (16 bytes), and nothing in it is ever written in
+// place (a snapshot's view shares it). The layout:
+//
+//	key length (4 bytes, little endian), key, value,
+//	create revision, revision, version (8 bytes each, little endian)
+//
+// The slot is what a tree node holds for each key, in an array of room for
+// twice the degree, about half of it used after keys were inserted in
+// order (a node splits at its middle), and what a snapshot's copy-on-write
+// copies for every node a write reaches: 48 bytes of fields made the
+// nodes of 500,000 keys 48 MB, now 16 MB (docs/BENCHMARKS.md, "Memory at
+// 500k keys"). The revisions are read only by a put and a read of the key,
+// never by the comparisons of a descent.
 type kvItem struct {
-	kv                string // the key, then the value
-	keyLen            uint32
-	createRevision    uint64
-	revision, version uint64
+	rec string
 }
 
-func (it kvItem) key() string { return it.kv[:it.keyLen] }
+// kvHeaderBytes and kvTrailerBytes are the sizes of a record's key length
+// and of its revisions.
+const (
+	kvHeaderBytes  = 4
+	kvTrailerBytes = 24
+)
+
+// newKVItem returns the record of key with value and its revisions.
+func newKVItem(key, value string, createRevision, revision, version uint64) kvItem {
+	var b strings.Builder
+	b.Grow(kvHeaderBytes + len(key) + len(value) + kvTrailerBytes)
+	var word [8]byte
+	binary.LittleEndian.PutUint32(word[:4], uint32(len(key)))
+	b.Write(word[:4])
+	b.WriteString(key)
+	b.WriteString(value)
+	for _, v := range [3]uint64{createRevision, revision, version} {
+		binary.LittleEndian.PutUint64(word[:], v)
+		b.Write(word[:])
+	}
+	return kvItem{rec: b.String()}
+}
+
+// keyItem returns an item to look key up by: its key only, no revisions.
+func keyItem(key string) kvItem {
+	var word [kvHeaderBytes]byte
+	binary.LittleEndian.PutUint32(word[:], uint32(len(key)))
+	return kvItem{rec: string(word[:]) + key}
+}
+
+func (it kvItem) keyLen() int {
+	r := it.rec
+	return int(uint32(r[0]) | uint32(r[1])<<8 | uint32(r[2])<<16 | uint32(r[3])<<24)
+}
+
+func (it kvItem) key() string { return it.rec[kvHeaderBytes : kvHeaderBytes+it.keyLen()] }
+
+func (it kvItem) value() string {
+	return it.rec[kvHeaderBytes+it.keyLen() : len(it.rec)-kvTrailerBytes]
+}
+
+// word returns the trailer's i-th revision (0: create revision, 1:
+// revision, 2: version); 0 for the zero item (a miss) or a key-only one.
+func (it kvItem) word(i int) uint64 {
+	if len(it.rec) < kvHeaderBytes+kvTrailerBytes || len(it.rec) < kvHeaderBytes+it.keyLen()+kvTrailerBytes {
+		return 0
+	}
+	w := it.rec[len(it.rec)-kvTrailerBytes+8*i:][:8]
+	return uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+		uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+}
+
+func (it kvItem) createRevision() uint64 { return it.word(0) }
+func (it kvItem) revision() uint64       { return it.word(1) }
+func (it kvItem) version() uint64        { return it.word(2) }
+
+// size is what the record adds to a snapshot's key and value bytes.
+func (it kvItem) size() int64 { return int64(len(it.rec) - kvHeaderBytes - kvTrailerBytes) }
 
 func (it kvItem) keyValue() KeyValue {
-	kv := KeyValue{Key: it.key(), CreateRevision: it.createRevision, Revision: it.revision, Version: it.version}
-	if len(it.kv) > int(it.keyLen) {
-		kv.Value = []byte(it.kv[it.keyLen:])
+	kv := KeyValue{Key: it.key(), CreateRevision: it.createRevision(), Revision: it.revision(), Version: it.version()}
+	if v := it.value(); v != "" {
+		kv.Value = []byte(v)
 	}
 	return kv
 }
-
-func keyItem(key string) kvItem { return kvItem{kv: key, keyLen: uint32(len(key))} }
 
 func kvLess(a, b kvItem) bool { return a.key() < b.key() }
 
@@ -329,20 +395,21 @@ func (m *Machine) check(c Command) string {
 
 func (m *Machine) revision(key string) uint64 {
 	it, _ := m.keys.Get(keyItem(key))
-	return it.revision
+	return it.revision()
 }
 
 func (m *Machine) put(index uint64, c Command) Result {
 	old, exists := m.keys.Get(keyItem(c.Key))
-	if c.HasPrev && old.revision != c.PrevRevision {
-		return Result{Status: StatusConflict, Revision: old.revision}
+	if c.HasPrev && old.revision() != c.PrevRevision {
+		return Result{Status: StatusConflict, Revision: old.revision()}
 	}
-	it := kvItem{kv: c.Key + string(c.Value), keyLen: uint32(len(c.Key)), createRevision: index, revision: index, version: 1}
+	createRevision, version := index, uint64(1)
 	if exists {
-		it.createRevision, it.version = old.createRevision, old.version+1
-		m.keyBytes -= int64(len(old.kv))
+		createRevision, version = old.createRevision(), old.version()+1
+		m.keyBytes -= old.size()
 	}
-	m.keyBytes += int64(len(it.kv))
+	it := newKVItem(c.Key, string(c.Value), createRevision, index, version)
+	m.keyBytes += it.size()
 	m.keys.ReplaceOrInsert(it)
 	return Result{Revision: index}
 }
@@ -356,7 +423,7 @@ func (m *Machine) delete(index uint64, c Command) Result {
 		return Result{Status: StatusNotFound}
 	}
 	if old, ok := m.keys.Delete(keyItem(c.Key)); ok {
-		m.keyBytes -= int64(len(old.kv))
+		m.keyBytes -= old.size()
 	}
 	return Result{Revision: index}
 }

@@ -144,10 +144,10 @@ func (v *SnapshotView) WriteTo(w io.Writer) (int64, error) {
 	s.Uvarint(uint64(v.keys.Len()))
 	v.keys.Ascend(func(it kvItem) bool {
 		s.String(it.key())
-		s.String(it.kv[it.keyLen:])
-		s.Uvarint(it.createRevision)
-		s.Uvarint(it.revision)
-		s.Uvarint(it.version)
+		s.String(it.value())
+		s.Uvarint(it.createRevision())
+		s.Uvarint(it.revision())
+		s.Uvarint(it.version())
 		s.flush(false)
 		return s.err == nil
 	})
@@ -258,15 +258,15 @@ func (m *Machine) RestoreFrom(r io.Reader, size int64) error {
 	for range d.Count("key count", int(min(d.Left(), maxCount))) {
 		key := d.String("key", maxEncodedField)
 		value := d.String("value", maxEncodedField)
-		it := kvItem{kv: key + value, keyLen: uint32(len(key))}
-		it.createRevision = d.Uvarint("create revision")
-		it.revision = d.Uvarint("revision")
-		it.version = d.Uvarint("version")
+		createRevision := d.Uvarint("create revision")
+		revision := d.Uvarint("revision")
+		version := d.Uvarint("version")
+		it := newKVItem(key, value, createRevision, revision, version)
 		if d.Err() == nil && n.keys.Has(it) {
 			d.Fail("key " + key + " twice")
 		}
 		n.keys.ReplaceOrInsert(it)
-		n.keyBytes += int64(len(it.kv))
+		n.keyBytes += it.size()
 	}
 	for range d.Count("lease count", int(min(d.Left(), maxCount))) {
 		l := Lease{Name: d.String("lease name", maxEncodedField)}

@@ -10,30 +10,35 @@ import (
 
 // The garbage collector's target that 'coord server' runs with unless the
 // environment sets GOGC: Go's default (100: the heap may grow by all of its
-// live size between collections) while the live heap is small, 50 once it
-// is large, and between the two a constant headroom of
-// serverGCHeadroomBytes.
+// live size between collections) while the live heap is small,
+// serverGCPercentMin once it is large, and between the two a constant
+// headroom of serverGCHeadroomBytes.
 //
 // A node's heap is mostly its state machine (keys, values, leases), which
 // lives as long as the process, while a write leaves a few kilobytes of
-// garbage. At 500,000 keys (about 200 MB live) a target of 50 cuts the
-// peak resident memory by about a fifth for little CPU: each collection
-// marks the live heap it would have marked anyway (docs/BENCHMARKS.md,
-// "The garbage collector's target"; Prometheus made the same change in
-// 2.53). At 10,000 keys (about 20 MB live) the same 50 only doubles the
-// collections, a few MB of memory saved for a tenth of the leader's CPU
-// under the watch load ("The leader's CPU under the watch load"). A fixed
-// percentage cannot serve both ends; a target that follows the live heap,
-// as the GC tuners of TiDB and Uber do, can.
+// garbage. Its resident memory follows the collector's goal (live heap
+// plus headroom, and about a tenth more that the runtime keeps before it
+// returns freed pages), so at 500,000 keys (about 200 MB live) the
+// headroom is a third of what the node holds, and a smaller one costs
+// little CPU: each collection marks the live heap it would have marked
+// anyway (docs/BENCHMARKS.md, "The garbage collector's target" and
+// "Memory at 500k keys"; Prometheus made the same kind of change in
+// 2.53). At 10,000 keys (about 20 MB live) the same percentage would
+// multiply the collections for a few MB of memory, a tenth of the
+// leader's CPU under the watch load ("The leader's CPU under the watch
+// load"). A fixed percentage cannot serve both ends; a target that follows
+// the live heap, as the GC tuners of TiDB and Uber do, can: 64 MiB of
+// room from 64 MiB live until that is a quarter of the live heap (256
+// MiB).
 const (
 	serverGCPercentMax    = 100
-	serverGCPercentMin    = 50
+	serverGCPercentMin    = 25
 	serverGCHeadroomBytes = 64 << 20
 )
 
 // serverGCPercentFor returns the target for a live heap of liveBytes:
 // serverGCPercentMax up to serverGCHeadroomBytes of live heap,
-// serverGCPercentMin from twice that, and between the two the percentage
+// serverGCPercentMin from four times that, and between the two the percentage
 // that leaves serverGCHeadroomBytes of room (rounded down to a whole
 // percent).
 func serverGCPercentFor(liveBytes uint64) int {

@@ -49,9 +49,9 @@ all of these; docs/security.md explains them. --insecure runs without TLS
 and tokens: anyone who reaches a port may act as any node or client.
 
 Unless the environment sets GOGC, the Go garbage collector's target follows
-the live heap: Go's default (GOGC=100) up to 64 MiB live, 50 from 128 MiB,
+the live heap: Go's default (GOGC=100) up to 64 MiB live, 25 from 256 MiB,
 64 MiB of room between. A node's heap is mostly its long-lived state: a large
-one is collected every half of it for little CPU and a fifth less resident
+one is collected every quarter of it for little CPU and less resident
 memory, a small one no more often than Go's default.`,
 		Example: `  coord server --id 1 --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 \
       --http 127.0.0.1:8001 --data /tmp/coord/1 \
