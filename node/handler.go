@@ -750,16 +750,6 @@ func (h *Handler) sendAhead() {
 // request carry nothing but the term and a read round, and promise nothing
 // about the log. Holding them behind an fsync only delays reads.
 //
-// So does a leader's answer to a follower's proposal request: it says
-// where the leader appended the proposals (an index and its term), or that
-// it refused them, which is a fact about its log, not its disk. If the
-// leader loses them in a crash before its write, another entry of a later
-// term commits at that index (one leader per term, and a restarted node
-// never leads again in its term), and the follower answers the write as
-// not applied, which is true. Held behind the leader's fsync, the answer
-// left in a send of its own after the appends, and woke the follower once
-// more per request.
-//
 // A candidate's vote request of the term and vote for itself that hs
 // writes may leave before hs is durable: it promises nothing about this
 // node's disk. The voters write their votes while the candidate writes
@@ -778,7 +768,7 @@ func (h *Handler) canSendAhead(m raft.Message, hs raft.HardState) bool {
 	termChanges := !hs.IsEmpty() && hs.Term != h.durableTerm
 	switch m.Type {
 	case raft.MsgAppendRequest, raft.MsgHeartbeatRequest, raft.MsgSnapshotRequest, raft.MsgTimeoutNow,
-		raft.MsgReadIndexRequest, raft.MsgReadIndexResponse, raft.MsgHeartbeatResponse, raft.MsgProposalResponse:
+		raft.MsgReadIndexRequest, raft.MsgReadIndexResponse, raft.MsgHeartbeatResponse:
 		return !termChanges && m.Term == h.durableTerm
 	case raft.MsgProposalRequest:
 		// A follower's forwarded proposals promise nothing about its

@@ -412,31 +412,6 @@ func TestHandlerSendsReadIndexAnswersAheadOfItsWrite(t *testing.T) {
 	}
 }
 
-// A leader's answer to a follower's proposal request says where it
-// appended the proposals, a fact about its log, not its disk: it leaves
-// ahead of the write of those very entries (here a write that fails and
-// holds the Ready), in the same send as the appends that carry them.
-func TestHandlerSendsProposalAnswersAheadOfItsWrite(t *testing.T) {
-	h, r := newRecordedHandler(t, func(*recorder) Hooks { return Hooks{} })
-	elect(t, h, r)
-	st := h.Core().Status()
-	r.sent, r.failing = nil, errors.New("disk on fire")
-	if err := h.Step(raft.Message{Type: raft.MsgProposalRequest, From: 2, To: 1, Term: st.Term, ReadRound: 9,
-		Entries: []raft.Entry{{Type: raft.EntryNormal, Data: []byte("x=1")}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Handle(); !errors.Is(err, ErrStorage) {
-		t.Fatalf("Handle with a failing storage: %v, want ErrStorage", err)
-	}
-	i := slices.IndexFunc(r.sent, func(m raft.Message) bool { return m.Type == raft.MsgProposalResponse })
-	if i < 0 {
-		t.Fatalf("sent %v while the write failed: want the answer to the proposal request sent ahead", r.sent)
-	}
-	if m := r.sent[i]; m.To != 2 || m.ReadRound != 9 || m.Reject || m.LogIndex != st.LastIndex+1 || m.LogTerm != st.Term {
-		t.Fatalf("proposal answer %+v, want request 9 placed at %d in term %d, to node 2", m, st.LastIndex+1, st.Term)
-	}
-}
-
 // A follower answers a heartbeat ahead of its write of the entries that came
 // in the same Ready, but acknowledges the entries only once they are
 // written.
