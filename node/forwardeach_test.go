@@ -76,3 +76,49 @@ func TestForwardEachBoundsItsBatch(t *testing.T) {
 		})
 	}
 }
+
+// Proposals queued with QueueForward on a follower are taken by its loop,
+// forwarded to the leader and applied, each heard by its waiter; once the
+// loop has ended nothing is queued, and nothing of the proposal is called.
+func TestQueueForwardTakesAndEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := startBatchCluster(t, 23, func() Storage { return NewMemoryStorage() }, 4<<20)
+		leader := c.waitLeader(0)
+		var follower *member
+		for id, m := range c.members {
+			if id != leader.node.ID() {
+				follower = m
+				break
+			}
+		}
+		synctest.Wait() // the follower has heard of the leader
+		queued := make([]*forwarding, 4)
+		for i := range queued {
+			queued[i] = &forwarding{data: fmt.Appendf(nil, "q%d=v", i), done: make(chan Result, 1)}
+			if !follower.node.QueueForward(queued[i]) {
+				t.Fatalf("proposal %d not queued on a running node", i)
+			}
+		}
+		for i, f := range queued {
+			if r := <-f.done; r.Err != nil || f.refused != nil {
+				t.Errorf("proposal %d: %v (refused: %v)", i, r.Err, f.refused)
+			}
+		}
+		if err := follower.node.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		late := &forwarding{data: []byte("late=v"), done: make(chan Result, 1)}
+		if follower.node.QueueForward(late) {
+			t.Fatal("a proposal was queued after the loop ended")
+		}
+		synctest.Wait()
+		select {
+		case r := <-late.done:
+			t.Fatalf("a proposal refused at the queue heard %+v", r)
+		default:
+		}
+		if late.refused != nil {
+			t.Fatalf("a proposal refused at the queue was refused by the loop: %v", late.refused)
+		}
+	})
+}
