@@ -282,9 +282,7 @@ func (s *serverConn) open(f Frame) error {
 		TLS: s.tls,
 	}
 	if len(rf.Body) > 0 {
-		body := &requestBody{}
-		body.Reset(bytes.Clone(rf.Body))
-		base.Body, base.ContentLength = body, int64(len(rf.Body))
+		base.Body, base.ContentLength = newRequestBody(bytes.Clone(rf.Body)), int64(len(rf.Body))
 	} else {
 		base.Body = http.NoBody
 	}
@@ -327,12 +325,39 @@ func (s *serverConn) work(j job) {
 
 // requestBody is a request's body, read from memory: a bytes.Reader that
 // closes, in one allocation (io.NopCloser over a bytes.Reader is two).
+// It is a MemoryBody.
 type requestBody struct {
 	bytes.Reader
+	b []byte // what the reader reads
+}
+
+func newRequestBody(b []byte) *requestBody {
+	body := &requestBody{b: b}
+	body.Reset(b)
+	return body
 }
 
 // Close does nothing: the body is in memory.
 func (*requestBody) Close() error { return nil }
+
+// TakeBytes returns the body's bytes not read yet and leaves none to read.
+func (b *requestBody) TakeBytes() []byte {
+	rest := b.b[len(b.b)-b.Len():]
+	b.Reset(nil)
+	b.b = nil
+	return rest
+}
+
+// MemoryBody is implemented by the body (http.Request.Body) of every
+// request with one that the server serves: a copy of the request frame's
+// body, whole in memory, which a handler may take rather than copy it
+// again as it reads. A request without a body has http.NoBody.
+type MemoryBody interface {
+	io.ReadCloser
+	// TakeBytes returns the bytes not read yet, which the caller then
+	// owns, and leaves none to read.
+	TakeBytes() []byte
+}
 
 // run serves one request and ends its stream.
 func (s *serverConn) run(stream uint32, req *http.Request, cancel context.CancelFunc) {
