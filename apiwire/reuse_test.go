@@ -74,6 +74,54 @@ func roundTrip(t *testing.T, c net.Conn, r *bufio.Reader, frame []byte) wireAnsw
 	}
 }
 
+// A worker serves its connection's requests one after the other with one
+// ResponseWriter (work): each request starts with no headers and no
+// status of the one before. Requests alternate between one that sets
+// headers and a status and one that sets none; a request sent once the
+// answer before it came is served by that answer's worker unless the
+// worker was not yet waiting for it, so of ten, most are served by a
+// worker that served one before.
+func TestWorkerResetsItsWriterForTheNextRequest(t *testing.T) {
+	var ids []string
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ids = append(ids, goroutineID())
+		if len(w.Header()) != 0 {
+			t.Errorf("request %s: headers %v before the handler set any", r.URL.Path, w.Header())
+		}
+		if r.URL.Path == "/first" {
+			w.Header().Set("Coord-First", "1")
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTeapot)
+			io.WriteString(w, "first")
+			return
+		}
+		io.WriteString(w, "second")
+	})
+	c, r := serveOne(t, h)
+	for i := range 10 {
+		if i%2 == 0 {
+			a := roundTrip(t, c, r, request(t, uint32(2*i+1), "/first", nil))
+			if a.status != http.StatusTeapot || a.header.Get("Coord-First") != "1" || a.body != "first" {
+				t.Fatalf("answer %d: %+v", i, a)
+			}
+			continue
+		}
+		a := roundTrip(t, c, r, request(t, uint32(2*i+1), "/second", nil))
+		if a.status != http.StatusOK || a.header.Get("Coord-First") != "" || a.header.Get("Retry-After") != "" || a.body != "second" {
+			t.Fatalf("answer %d %+v: want 200, none of the first's headers, body second", i, a)
+		}
+	}
+	reused := 0
+	for i := 1; i < len(ids); i++ {
+		if ids[i] == ids[i-1] {
+			reused++
+		}
+	}
+	if reused == 0 {
+		t.Fatalf("served by goroutines %q: no worker served two requests", ids)
+	}
+}
+
 // A request's body is a MemoryBody: a handler may take the bytes it has not
 // read without a copy, and then reads nothing more; the bytes are the
 // frame's, copied (they outlive the reader's buffer).

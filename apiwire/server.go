@@ -121,7 +121,15 @@ type job struct {
 // (issue 21). A worker kept for the next request keeps its grown stack,
 // as net/http's goroutine per connection does. Past the bound a worker
 // ends, so that a burst of requests does not leave its goroutines behind.
-const idleWorkersMax = 16
+//
+// The bound is 128, not 16 as first: a Raft batch answers its writes
+// together, and under the watch load with hundreds of requests in flight
+// on a connection every worker past the 16th ended with its batch, and as
+// many new goroutines grew their stacks again for the next one (3% of the
+// leader's CPU in runtime.copystack, issue 21, leadercpu). An idle worker
+// holds its stack, a few KiB, until the connection ends: 128 of them are
+// well under a MiB beside the answers 128 requests in flight hold.
+const idleWorkersMax = 128
 
 func newServerConn(conn net.Conn, handler http.Handler, cfg ServerConfig) *serverConn {
 	if cfg.Limits == (Limits{}) {
@@ -299,10 +307,18 @@ func (s *serverConn) open(f Frame) error {
 // work serves j, then, while fewer than idleWorkersMax others wait, waits
 // for the connection's next request and serves it, until the connection
 // ends.
+//
+// A worker's requests share one responseWriter, its header map and its
+// frames' buffer, reset for each (newResponse): one allocation per worker
+// rather than three or more per request. A handler must not use its
+// ResponseWriter once it has returned (net/http's rule too).
 func (s *serverConn) work(j job) {
+	w := &responseWriter{s: s, header: make(http.Header)}
 	for {
-		s.run(j.stream, j.req, j.cancel)
+		w.reset(j.stream)
+		s.run(w, j.req, j.cancel)
 		j = job{} // an idle worker holds no request's memory
+		w.reset(0)
 		s.mu.Lock()
 		if s.closed || s.idleWorkers >= idleWorkersMax {
 			s.mu.Unlock()
@@ -359,9 +375,10 @@ type MemoryBody interface {
 	TakeBytes() []byte
 }
 
-// run serves one request and ends its stream.
-func (s *serverConn) run(stream uint32, req *http.Request, cancel context.CancelFunc) {
-	w := &responseWriter{s: s, stream: stream, header: make(http.Header)}
+// run serves one request with w, reset for its stream, and ends the
+// stream.
+func (s *serverConn) run(w *responseWriter, req *http.Request, cancel context.CancelFunc) {
+	stream := w.stream
 	defer func() {
 		if p := recover(); p != nil {
 			// As net/http does: a panicking handler loses its answer, not
@@ -547,6 +564,23 @@ type responseWriter struct {
 // flushBytesMin is the frames a responseWriter holds before it sends them
 // without a flush.
 const flushBytesMin = 64 << 10
+
+// framesBytesKept bounds the frames' buffer a worker's responseWriter keeps
+// for its next request: a large answer's is not kept for the
+// connection's life.
+const framesBytesKept = 16 << 10
+
+// reset readies w for a request on stream (0: none, between requests): no
+// headers, no status, no deadline, no error, no frames held, keeping the
+// header map and the frames' buffer.
+func (w *responseWriter) reset(stream uint32) {
+	clear(w.header)
+	frames := w.frames[:0]
+	if cap(frames) > framesBytesKept {
+		frames = nil
+	}
+	*w = responseWriter{s: w.s, stream: stream, header: w.header, frames: frames}
+}
 
 // Header returns the answer's headers, sent with the head.
 func (w *responseWriter) Header() http.Header { return w.header }
