@@ -122,14 +122,12 @@ type job struct {
 // as net/http's goroutine per connection does. Past the bound a worker
 // ends, so that a burst of requests does not leave its goroutines behind.
 //
-// The bound is 128, not 16 as first: a Raft batch answers its writes
-// together, and under the watch load with hundreds of requests in flight
-// on a connection every worker past the 16th ended with its batch, and as
-// many new goroutines grew their stacks again for the next one (3% of the
-// leader's CPU in runtime.copystack, issue 21, leadercpu). An idle worker
-// holds its stack, a few KiB, until the connection ends: 128 of them are
-// well under a MiB beside the answers 128 requests in flight hold.
-const idleWorkersMax = 128
+// A bound of 128 was tried (issue 21, leadercpu): under the watch load,
+// with hundreds of requests in flight on a connection, the stack growth
+// stayed (runtime.copystack 2-6% of the leader's CPU, from newstack and
+// from the GC's shrinkstack of idle workers, which then grow again), so
+// the bound stays at 16.
+const idleWorkersMax = 16
 
 func newServerConn(conn net.Conn, handler http.Handler, cfg ServerConfig) *serverConn {
 	if cfg.Limits == (Limits{}) {
