@@ -121,6 +121,12 @@ type job struct {
 // (issue 21). A worker kept for the next request keeps its grown stack,
 // as net/http's goroutine per connection does. Past the bound a worker
 // ends, so that a burst of requests does not leave its goroutines behind.
+//
+// A bound of 128 was tried (issue 21, leadercpu): under the watch load,
+// with hundreds of requests in flight on a connection, the stack growth
+// stayed (runtime.copystack 2-6% of the leader's CPU, from newstack and
+// from the GC's shrinkstack of idle workers, which then grow again), so
+// the bound stays at 16.
 const idleWorkersMax = 16
 
 func newServerConn(conn net.Conn, handler http.Handler, cfg ServerConfig) *serverConn {
@@ -282,9 +288,7 @@ func (s *serverConn) open(f Frame) error {
 		TLS: s.tls,
 	}
 	if len(rf.Body) > 0 {
-		body := &requestBody{}
-		body.Reset(bytes.Clone(rf.Body))
-		base.Body, base.ContentLength = body, int64(len(rf.Body))
+		base.Body, base.ContentLength = newRequestBody(bytes.Clone(rf.Body)), int64(len(rf.Body))
 	} else {
 		base.Body = http.NoBody
 	}
@@ -301,10 +305,18 @@ func (s *serverConn) open(f Frame) error {
 // work serves j, then, while fewer than idleWorkersMax others wait, waits
 // for the connection's next request and serves it, until the connection
 // ends.
+//
+// A worker's requests share one responseWriter, its header map and its
+// frames' buffer, reset for each (newResponse): one allocation per worker
+// rather than three or more per request. A handler must not use its
+// ResponseWriter once it has returned (net/http's rule too).
 func (s *serverConn) work(j job) {
+	w := &responseWriter{s: s, header: make(http.Header)}
 	for {
-		s.run(j.stream, j.req, j.cancel)
+		w.reset(j.stream)
+		s.run(w, j.req, j.cancel)
 		j = job{} // an idle worker holds no request's memory
+		w.reset(0)
 		s.mu.Lock()
 		if s.closed || s.idleWorkers >= idleWorkersMax {
 			s.mu.Unlock()
@@ -327,16 +339,44 @@ func (s *serverConn) work(j job) {
 
 // requestBody is a request's body, read from memory: a bytes.Reader that
 // closes, in one allocation (io.NopCloser over a bytes.Reader is two).
+// It is a MemoryBody.
 type requestBody struct {
 	bytes.Reader
+	b []byte // what the reader reads
+}
+
+func newRequestBody(b []byte) *requestBody {
+	body := &requestBody{b: b}
+	body.Reset(b)
+	return body
 }
 
 // Close does nothing: the body is in memory.
 func (*requestBody) Close() error { return nil }
 
-// run serves one request and ends its stream.
-func (s *serverConn) run(stream uint32, req *http.Request, cancel context.CancelFunc) {
-	w := &responseWriter{s: s, stream: stream, header: make(http.Header)}
+// TakeBytes returns the body's bytes not read yet and leaves none to read.
+func (b *requestBody) TakeBytes() []byte {
+	rest := b.b[len(b.b)-b.Len():]
+	b.Reset(nil)
+	b.b = nil
+	return rest
+}
+
+// MemoryBody is implemented by the body (http.Request.Body) of every
+// request with one that the server serves: a copy of the request frame's
+// body, whole in memory, which a handler may take rather than copy it
+// again as it reads. A request without a body has http.NoBody.
+type MemoryBody interface {
+	io.ReadCloser
+	// TakeBytes returns the bytes not read yet, which the caller then
+	// owns, and leaves none to read.
+	TakeBytes() []byte
+}
+
+// run serves one request with w, reset for its stream, and ends the
+// stream.
+func (s *serverConn) run(w *responseWriter, req *http.Request, cancel context.CancelFunc) {
+	stream := w.stream
 	defer func() {
 		if p := recover(); p != nil {
 			// As net/http does: a panicking handler loses its answer, not
@@ -522,6 +562,23 @@ type responseWriter struct {
 // flushBytesMin is the frames a responseWriter holds before it sends them
 // without a flush.
 const flushBytesMin = 64 << 10
+
+// framesBytesKept bounds the frames' buffer a worker's responseWriter keeps
+// for its next request: a large answer's is not kept for the
+// connection's life.
+const framesBytesKept = 16 << 10
+
+// reset readies w for a request on stream (0: none, between requests): no
+// headers, no status, no deadline, no error, no frames held, keeping the
+// header map and the frames' buffer.
+func (w *responseWriter) reset(stream uint32) {
+	clear(w.header)
+	frames := w.frames[:0]
+	if cap(frames) > framesBytesKept {
+		frames = nil
+	}
+	*w = responseWriter{s: w.s, stream: stream, header: w.header, frames: frames}
+}
 
 // Header returns the answer's headers, sent with the head.
 func (w *responseWriter) Header() http.Header { return w.header }

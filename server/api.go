@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"coord/api"
+	"coord/apiwire"
 	"coord/storage/vfs"
 )
 
@@ -88,6 +90,12 @@ type API struct {
 	peers *peerPoller
 	// sessions are the lease session streams this node serves as leader.
 	sessions sessionRegistry
+	// keyRoutes are the key routes' handlers, which ServeHTTP calls
+	// without the mux.
+	keyRoutes keyRoutes
+	// nodeHeaders are the values of Coord-Node and Coord-Leader that
+	// answers share (setNodeHeaders), for the leader last seen.
+	nodeHeaders atomic.Pointer[nodeHeaderValues]
 }
 
 // NewAPI returns the API of replica.
@@ -116,9 +124,9 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 	a := &API{replica: replica, cfg: cfg, mux: http.NewServeMux(), watches: newWatchLimit(cfg.WatchesMax, cfg.Metrics), peers: &peerPoller{},
 		frames: &eventFrames{}}
 	a.handle("GET /v1/status", "status", a.status)
-	a.handle("GET /v1/kv/{key...}", "kv_get", a.getKey)
-	a.handle("PUT /v1/kv/{key...}", "kv_put", a.putKey)
-	a.handle("DELETE /v1/kv/{key...}", "kv_delete", a.deleteKey)
+	a.keyRoutes.get = a.handle("GET /v1/kv/{key...}", "kv_get", a.getKey)
+	a.keyRoutes.put = a.handle("PUT /v1/kv/{key...}", "kv_put", a.putKey)
+	a.keyRoutes.delete = a.handle("DELETE /v1/kv/{key...}", "kv_delete", a.deleteKey)
 	a.handleWithToken("POST /v1/batch", "kv_batch", a.batch)
 	a.handle("GET /v1/watch/kv/{key...}", "kv_watch", a.watchKey)
 	a.handle("POST /v1/leases/{name}/acquire", "lease_acquire", a.acquire)
@@ -141,7 +149,70 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 }
 
 // ServeHTTP serves one request.
-func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := a.keyRoutes.route(r); h != nil {
+		h(w, r)
+		return
+	}
+	a.mux.ServeHTTP(w, r)
+}
+
+// keyRoutes are the handlers of GET, PUT and DELETE /v1/kv/{key...}, as
+// registered on the mux (handle), which ServeHTTP calls directly for a
+// request the mux would route to them: the mux's matching (cleaning the
+// path, walking its tree, an allocation of the wildcards' values) was 3%
+// of the leader's CPU under the watch load (issue 21, leadercpu), for the
+// requests nearly every client sends. The handlers are the mux's own, so
+// the answer is the same by either way in (TestKeyRoutesMatchTheMux).
+type keyRoutes struct {
+	get, put, delete *routed
+}
+
+// routed is a handler as the mux has it: its pattern and its function.
+type routed struct {
+	pattern string
+	h       http.HandlerFunc
+}
+
+// keyPathPrefix is the path before a key's name.
+const keyPathPrefix = "/v1/kv/"
+
+// route returns the handler of r if r is a GET, PUT or DELETE of a key
+// whose path the mux would take as it is, with r's Pattern and the "key"
+// path value set as the mux sets them (the rest of the escaped path after
+// /v1/kv/, unescaped if it can be: coord's client escapes a key's slashes,
+// so most keys come escaped); nil for any other request (HEAD, a path that
+// cleaning would change, a trailing slash, no key, /v1/kv/ itself
+// escaped), which the mux serves.
+func (k *keyRoutes) route(r *http.Request) http.HandlerFunc {
+	var rt *routed
+	switch r.Method {
+	case http.MethodGet:
+		rt = k.get
+	case http.MethodPut:
+		rt = k.put
+	case http.MethodDelete:
+		rt = k.delete
+	}
+	if rt == nil {
+		return nil
+	}
+	p := r.URL.EscapedPath()
+	key, ok := strings.CutPrefix(p, keyPathPrefix)
+	if !ok || key == "" || strings.HasSuffix(key, "/") || path.Clean(p) != p {
+		return nil
+	}
+	if strings.IndexByte(key, '%') >= 0 {
+		// As the mux's pathUnescape: an invalid escape leaves the key as
+		// it came (net/http and apiwire refuse such a target before).
+		if unescaped, err := url.PathUnescape(key); err == nil {
+			key = unescaped
+		}
+	}
+	r.Pattern = rt.pattern
+	r.SetPathValue("key", key)
+	return rt.h
+}
 
 // request is one API call in flight: its body is read up front so that it
 // can be forwarded.
@@ -155,17 +226,25 @@ type request struct {
 	// tell its outcome: a failure to forward it after that is of unknown
 	// outcome too, never "unavailable".
 	proposed bool
-	// params is the query, parsed at its first use (param).
+	// params is the query, parsed at its first use (param) when it is
+	// too long to scan (queryScanParamsMax).
 	params       url.Values
 	paramsParsed bool
 }
 
-// param returns the query parameter name. The query is parsed once per
-// request (a write asks for three parameters, a watch for four), and not
-// at all when there is none, the common case.
+// param returns the query parameter name, as r.URL.Query().Get(name)
+// does. A short query, every client's (a write names client_id, seq and
+// ack, and perhaps prev_revision), is scanned for the name on each call
+// (queryValue), which allocates nothing: a url.Values map of slices was
+// 4-6 allocations per write on the leader's path (issue 21). A long one is
+// parsed once into its map.
 func (r *request) param(name string) string {
-	if r.URL.RawQuery == "" {
+	raw := r.URL.RawQuery
+	if raw == "" {
 		return ""
+	}
+	if strings.Count(raw, "&") < queryScanParamsMax {
+		return queryValue(raw, name)
 	}
 	if !r.paramsParsed {
 		r.params, r.paramsParsed = r.URL.Query(), true
@@ -173,8 +252,42 @@ func (r *request) param(name string) string {
 	return r.params.Get(name)
 }
 
-func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request) error) {
-	a.handleWithToken(pattern, route, func(w http.ResponseWriter, r *request, _ Token) error { return h(w, r) })
+// queryScanParamsMax is the parameters above which param parses the query
+// into a map rather than scan it on each call: far below net/url's own
+// bound on a query's parameters (GODEBUG urlmaxqueryparams, 10,000 by
+// default), past which it parses none, which queryValue does not mimic.
+const queryScanParamsMax = 32
+
+// queryValue returns the first value of the parameter name in the raw
+// query, or "", exactly as url.ParseQuery(raw) followed by Get(name)
+// would (TestQueryValueMatchesParseQuery, FuzzQueryValue): pairs are
+// separated by '&', a pair holding ';' or an invalid escape is skipped,
+// keys and values are unescaped ('+' is a space). It allocates only to
+// unescape a value that needs it.
+func queryValue(raw, name string) string {
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if pair == "" || strings.Contains(pair, ";") {
+			continue
+		}
+		key, value, _ := strings.Cut(pair, "=")
+		key, err := url.QueryUnescape(key)
+		if err != nil || key != name {
+			continue
+		}
+		if value, err = url.QueryUnescape(value); err != nil {
+			continue
+		}
+		return value
+	}
+	return ""
+}
+
+// handle registers h on the mux for pattern, as route (routeAccess), and
+// returns it as registered.
+func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request) error) *routed {
+	return a.handleWithToken(pattern, route, func(w http.ResponseWriter, r *request, _ Token) error { return h(w, r) })
 }
 
 // handleWithToken is handle for a handler that checks more of a request
@@ -182,15 +295,16 @@ func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request
 // the keys in its body). It is given the token the guard resolved (the
 // zero Token without tokens), by value: kept in the request, it would
 // make every request's allocation larger, for one route.
-func (a *API) handleWithToken(pattern, route string, h func(http.ResponseWriter, *request, Token) error) {
+func (a *API) handleWithToken(pattern, route string, h func(http.ResponseWriter, *request, Token) error) *routed {
 	checkRoute(route)
 	observe := a.cfg.Metrics.routeObserver(route)
-	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+	rt := &routed{pattern: pattern}
+	rt.h = func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		call := &handlerCall{statusRecorder: statusRecorder{ResponseWriter: w, code: http.StatusOK}}
 		call.request = request{Request: r, route: route}
 		rec := &call.statusRecorder
-		setNodeHeaders(rec.Header(), a.replica)
+		a.setNodeHeaders(rec.Header())
 		tok, answered := a.guard(rec, r, route)
 		if !answered {
 			body, err := readBody(rec, r, bodyBytesMax(route, a.cfg.Limits))
@@ -205,7 +319,9 @@ func (a *API) handleWithToken(pattern, route string, h func(http.ResponseWriter,
 			}
 		}
 		observe(rec.code, time.Since(start))
-	})
+	}
+	a.mux.HandleFunc(pattern, rt.h)
+	return rt
 }
 
 // handlerCall is what one request's handling allocates, in one
@@ -216,19 +332,37 @@ type handlerCall struct {
 }
 
 // setNodeHeaders sets Coord-Node and, if a leader is known, Coord-Leader
-// on h. Their keys are canonical already, and their values share one
-// allocation: this runs for every request.
-func setNodeHeaders(h http.Header, replica Replica) {
-	self, leader := replica.Leader()
-	values := make([]string, 2)
-	values[0] = strconv.FormatUint(self, 10)
-	h[api.HeaderNode] = values[0:1:1]
+// on h. Their keys are canonical already, and their values are shared by
+// every answer until the leader changes (nodeHeaders): this runs for
+// every request, and allocated for each before (issue 21). Sharing is
+// safe because no one writes into a header's value slice: net/http and
+// apiwire only read it, and Set, Add and Del replace the slice (each
+// value slice has no room to append into).
+func (a *API) setNodeHeaders(h http.Header) {
+	self, leader := a.replica.Leader()
+	v := a.nodeHeaders.Load()
+	if v == nil || v.self != self || v.leader != leader {
+		v = newNodeHeaderValues(self, leader)
+		a.nodeHeaders.Store(v)
+	}
+	h[api.HeaderNode] = v.node
 	if leader != 0 {
-		values[1] = strconv.FormatUint(leader, 10)
-		h[api.HeaderLeader] = values[1:2:2]
+		h[api.HeaderLeader] = v.leaderValue
 	} else {
 		delete(h, api.HeaderLeader) // set again after an election (propose)
 	}
+}
+
+// nodeHeaderValues are the values of Coord-Node and Coord-Leader for one
+// node and leader, each a slice of one value with no room to append.
+type nodeHeaderValues struct {
+	self, leader      uint64
+	node, leaderValue []string
+}
+
+func newNodeHeaderValues(self, leader uint64) *nodeHeaderValues {
+	values := []string{strconv.FormatUint(self, 10), strconv.FormatUint(leader, 10)}
+	return &nodeHeaderValues{self: self, leader: leader, node: values[0:1:1], leaderValue: values[1:2:2]}
 }
 
 // readBody reads the request's body, at most limit bytes. A small body
@@ -236,8 +370,19 @@ func setNodeHeaders(h http.Header, replica Replica) {
 // stops it there): io.ReadAll would start at 512 bytes and grow, copying.
 // A larger declared length is not taken on trust: memory grows with the
 // bytes that arrive, not with what a client announces and never sends.
+//
+// A body that came whole in a wire frame (apiwire.MemoryBody) is taken as
+// it is when it fits the limit: it is a copy already, and copying it again
+// was one allocation per write on the leader (issue 21). One over the
+// limit is read as any other, and refused alike.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	const trusted = 64 << 10 // declared lengths allocated up front
+	if mb, ok := r.Body.(apiwire.MemoryBody); ok && r.ContentLength > 0 && r.ContentLength <= limit {
+		if b := mb.TakeBytes(); int64(len(b)) == r.ContentLength {
+			return b, nil
+		}
+		return nil, errors.New("apiwire: a request body's length differs from its ContentLength") // a bug: open sets both
+	}
 	body := http.MaxBytesReader(w, r.Body, limit)
 	switch n := r.ContentLength; {
 	case n == 0:
@@ -503,7 +648,7 @@ func (a *API) propose(w http.ResponseWriter, r *request, cmd Command, ok func(Re
 				// The election ended meanwhile: name the leader it made,
 				// not the one named when the write came (a client follows
 				// Coord-Leader even on a success).
-				setNodeHeaders(w.Header(), a.replica)
+				a.setNodeHeaders(w.Header())
 				return a.proposed(w, r, cmd, res, err, ok)
 			}
 		} else if e, can := a.replica.(electionAwaiter); can {

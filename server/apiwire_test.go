@@ -1,8 +1,10 @@
 package server
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"coord/api"
 	"coord/apiwire"
 	"coord/internal/pki"
 )
@@ -193,4 +196,54 @@ func TestWireOversizedBodyGetsTheAPIsAnswer(t *testing.T) {
 	if hs < 400 || hs > 499 || ws != hs || wb != hb {
 		t.Fatalf("oversized value: over wire %d %s, over HTTP %d %s; want the same 4xx", ws, wb, hs, hb)
 	}
+}
+
+// A body that came whole in a wire frame is taken without a copy when it
+// fits the route's limit (readBody): at the value limit, at the body limit
+// and one byte past it, over wire and over HTTP, the answers are the same,
+// and the value read back is the one sent.
+func TestWireBodyTakenWhole(t *testing.T) {
+	base, _ := wireServer(t, false, false, DefaultHTTPLimits())
+	hc, wc := httpClient(nil, false), wireClient(t, nil)
+	do := func(hc *http.Client, method, path string, body []byte) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, bytes.NewReader(body))
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	valueMax, bodyMax := DefaultLimits().ValueBytes, int(bodyBytesMax("kv", DefaultLimits()))
+	for _, n := range []int{1, valueMax, bodyMax, bodyMax + 1} {
+		value := make([]byte, n)
+		for i := range value {
+			value[i] = byte('a' + i%26)
+		}
+		hs, hb := do(hc, "PUT", fmt.Sprintf("/v1/kv/h%d", n), value)
+		ws, wb := do(wc, "PUT", fmt.Sprintf("/v1/kv/w%d", n), value)
+		if hs != ws || (hs != http.StatusOK && hb != wb) {
+			t.Fatalf("%d bytes: over wire %d %s, over HTTP %d %s; want the same answer", n, ws, clipBody(wb), hs, clipBody(hb))
+		}
+		if (n <= valueMax) != (ws == http.StatusOK) {
+			t.Fatalf("%d bytes: %d %s", n, ws, clipBody(wb))
+		}
+		if ws != http.StatusOK {
+			continue
+		}
+		status, got := do(wc, "GET", fmt.Sprintf("/v1/kv/w%d", n), nil)
+		var kv api.KeyResponse
+		if err := json.Unmarshal([]byte(got), &kv); status != http.StatusOK || err != nil || kv.Value != string(value) {
+			t.Fatalf("%d bytes: read back %d, %v, a value of %d bytes; want the %d sent", n, status, err, len(kv.Value), n)
+		}
+	}
+}
+
+func clipBody(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
 }

@@ -38,7 +38,7 @@ one() {
   "$work/loadgen" --target coord --endpoints "${eps[$((l - 1))]}" --keys 1000 --duration 0 "${lflags[@]}" >/dev/null
   c0=$(awk '{print $14 + $15}' "/proc/$lp/stat")
   res=$("$work/loadgen" --target coord --mode "$mode" --endpoints "${eps[$((l - 1))]}" --keys 1000 --skip-load \
-    --clients "$c" --duration "$duration" "${lflags[@]}" | tail -1)
+    --clients "$c" --duration "$duration" "${lflags[@]}" | grep -v "^#" | tail -1)
   c1=$(awk '{print $14 + $15}' "/proc/$lp/stat")
   awk -v t="$1" -v p=$proto -v m="$mode" -v c="$c" -v ticks=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v load="$(cut -d' ' -f1 /proc/loadavg)" \
     '{printf "%s %s %s clients=%s ops=%s ops/s=%s p50_ms=%s leader_us/op=%.1f load=%s\n", t, p, m, c, $3, $4, $5, ticks * 1e6 / hz / $3, load}' <<<"$res"

@@ -1,0 +1,158 @@
+package apiwire
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+)
+
+// wireAnswer is an answer as read off the connection.
+type wireAnswer struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// serveOne serves one connection accepted on a new listener with h and
+// returns the client's end and a reader over it.
+func serveOne(t *testing.T, h http.Handler) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inner.Close() })
+	served := make(chan error, 1)
+	go func() {
+		c, err := inner.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		served <- ServeConn(c, h, ServerConfig{Logger: quiet})
+	}()
+	c, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	})
+	return c, bufio.NewReader(c)
+}
+
+// roundTrip sends frame and reads its stream's answer to the end.
+func roundTrip(t *testing.T, c net.Conn, r *bufio.Reader, frame []byte) wireAnswer {
+	t.Helper()
+	if _, err := c.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	var a wireAnswer
+	for {
+		f, _, err := readFrame(r, nil, 1<<20, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch f.Type {
+		case FrameHead:
+			if a.status, a.header, err = decodeHead(f.Payload, DefaultLimits()); err != nil {
+				t.Fatal(err)
+			}
+		case FrameData:
+			a.body += string(f.Payload)
+		case FrameEnd:
+			return a
+		default:
+			t.Fatalf("frame type %d", f.Type)
+		}
+	}
+}
+
+// A worker serves its connection's requests one after the other with one
+// ResponseWriter (work): each request starts with no headers and no
+// status of the one before. Requests alternate between one that sets
+// headers and a status and one that sets none; a request sent once the
+// answer before it came is served by that answer's worker unless the
+// worker was not yet waiting for it, so of ten, most are served by a
+// worker that served one before.
+func TestWorkerResetsItsWriterForTheNextRequest(t *testing.T) {
+	var ids []string
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ids = append(ids, goroutineID())
+		if len(w.Header()) != 0 {
+			t.Errorf("request %s: headers %v before the handler set any", r.URL.Path, w.Header())
+		}
+		if r.URL.Path == "/first" {
+			w.Header().Set("Coord-First", "1")
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTeapot)
+			io.WriteString(w, "first")
+			return
+		}
+		io.WriteString(w, "second")
+	})
+	c, r := serveOne(t, h)
+	for i := range 10 {
+		if i%2 == 0 {
+			a := roundTrip(t, c, r, request(t, uint32(2*i+1), "/first", nil))
+			if a.status != http.StatusTeapot || a.header.Get("Coord-First") != "1" || a.body != "first" {
+				t.Fatalf("answer %d: %+v", i, a)
+			}
+			continue
+		}
+		a := roundTrip(t, c, r, request(t, uint32(2*i+1), "/second", nil))
+		if a.status != http.StatusOK || a.header.Get("Coord-First") != "" || a.header.Get("Retry-After") != "" || a.body != "second" {
+			t.Fatalf("answer %d %+v: want 200, none of the first's headers, body second", i, a)
+		}
+	}
+	reused := 0
+	for i := 1; i < len(ids); i++ {
+		if ids[i] == ids[i-1] {
+			reused++
+		}
+	}
+	if reused == 0 {
+		t.Fatalf("served by goroutines %q: no worker served two requests", ids)
+	}
+}
+
+// A request's body is a MemoryBody: a handler may take the bytes it has not
+// read without a copy, and then reads nothing more; the bytes are the
+// frame's, copied (they outlive the reader's buffer).
+func TestRequestBodyTakeBytes(t *testing.T) {
+	type taken struct {
+		read, rest []byte
+		after      int
+	}
+	got := make(chan taken, 2)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mb, ok := r.Body.(MemoryBody)
+		if !ok {
+			t.Errorf("body %T is not a MemoryBody", r.Body)
+			return
+		}
+		n, _ := strconv.Atoi(r.URL.Query().Get("read"))
+		read := make([]byte, n)
+		if _, err := io.ReadFull(mb, read); err != nil {
+			t.Error(err)
+		}
+		rest := mb.TakeBytes()
+		after, _ := mb.Read(make([]byte, 8))
+		got <- taken{read, rest, after}
+	})
+	c, r := serveOne(t, h)
+	body := []byte("0123456789")
+	for i, n := range []int{0, 4} {
+		roundTrip(t, c, r, request(t, uint32(2*i+1), "/?read="+strconv.Itoa(n), body))
+		tk := <-got
+		if string(tk.read) != string(body[:n]) || string(tk.rest) != string(body[n:]) || tk.after != 0 {
+			t.Fatalf("read %d first: read %q, took %q, then read %d bytes; want %q, %q, 0", n, tk.read, tk.rest, tk.after, body[:n], body[n:])
+		}
+	}
+}
