@@ -179,11 +179,9 @@ const keyPathPrefix = "/v1/kv/"
 
 // route returns the handler of r if r is a GET, PUT or DELETE of a key
 // whose path the mux would take as it is, with r's Pattern and the "key"
-// path value set as the mux sets them (the rest of the escaped path after
-// /v1/kv/, unescaped if it can be: coord's client escapes a key's slashes,
-// so most keys come escaped); nil for any other request (HEAD, a path that
-// cleaning would change, a trailing slash, no key, /v1/kv/ itself
-// escaped), which the mux serves.
+// path value set as the mux sets them; nil for any other request (HEAD, a
+// path with an escape, one that cleaning would change, a trailing slash,
+// no key), which the mux serves.
 func (k *keyRoutes) route(r *http.Request) http.HandlerFunc {
 	var rt *routed
 	switch r.Method {
@@ -199,15 +197,8 @@ func (k *keyRoutes) route(r *http.Request) http.HandlerFunc {
 	}
 	p := r.URL.EscapedPath()
 	key, ok := strings.CutPrefix(p, keyPathPrefix)
-	if !ok || key == "" || strings.HasSuffix(key, "/") || path.Clean(p) != p {
+	if !ok || key == "" || strings.IndexByte(key, '%') >= 0 || strings.HasSuffix(key, "/") || path.Clean(p) != p {
 		return nil
-	}
-	if strings.IndexByte(key, '%') >= 0 {
-		// As the mux's pathUnescape: an invalid escape leaves the key as
-		// it came (net/http and apiwire refuse such a target before).
-		if unescaped, err := url.PathUnescape(key); err == nil {
-			key = unescaped
-		}
 	}
 	r.Pattern = rt.pattern
 	r.SetPathValue("key", key)
