@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
-	"path"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -90,9 +89,6 @@ type API struct {
 	peers *peerPoller
 	// sessions are the lease session streams this node serves as leader.
 	sessions sessionRegistry
-	// keyRoutes are the key routes' handlers, which ServeHTTP calls
-	// without the mux.
-	keyRoutes keyRoutes
 	// nodeHeaders are the values of Coord-Node and Coord-Leader that
 	// answers share (setNodeHeaders), for the leader last seen.
 	nodeHeaders atomic.Pointer[nodeHeaderValues]
@@ -124,9 +120,9 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 	a := &API{replica: replica, cfg: cfg, mux: http.NewServeMux(), watches: newWatchLimit(cfg.WatchesMax, cfg.Metrics), peers: &peerPoller{},
 		frames: &eventFrames{}}
 	a.handle("GET /v1/status", "status", a.status)
-	a.keyRoutes.get = a.handle("GET /v1/kv/{key...}", "kv_get", a.getKey)
-	a.keyRoutes.put = a.handle("PUT /v1/kv/{key...}", "kv_put", a.putKey)
-	a.keyRoutes.delete = a.handle("DELETE /v1/kv/{key...}", "kv_delete", a.deleteKey)
+	a.handle("GET /v1/kv/{key...}", "kv_get", a.getKey)
+	a.handle("PUT /v1/kv/{key...}", "kv_put", a.putKey)
+	a.handle("DELETE /v1/kv/{key...}", "kv_delete", a.deleteKey)
 	a.handleWithToken("POST /v1/batch", "kv_batch", a.batch)
 	a.handle("GET /v1/watch/kv/{key...}", "kv_watch", a.watchKey)
 	a.handle("POST /v1/leases/{name}/acquire", "lease_acquire", a.acquire)
@@ -149,61 +145,7 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 }
 
 // ServeHTTP serves one request.
-func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h := a.keyRoutes.route(r); h != nil {
-		h(w, r)
-		return
-	}
-	a.mux.ServeHTTP(w, r)
-}
-
-// keyRoutes are the handlers of GET, PUT and DELETE /v1/kv/{key...}, as
-// registered on the mux (handle), which ServeHTTP calls directly for a
-// request the mux would route to them: the mux's matching (cleaning the
-// path, walking its tree, an allocation of the wildcards' values) was 3%
-// of the leader's CPU under the watch load (issue 21, leadercpu), for the
-// requests nearly every client sends. The handlers are the mux's own, so
-// the answer is the same by either way in (TestKeyRoutesMatchTheMux).
-type keyRoutes struct {
-	get, put, delete *routed
-}
-
-// routed is a handler as the mux has it: its pattern and its function.
-type routed struct {
-	pattern string
-	h       http.HandlerFunc
-}
-
-// keyPathPrefix is the path before a key's name.
-const keyPathPrefix = "/v1/kv/"
-
-// route returns the handler of r if r is a GET, PUT or DELETE of a key
-// whose path the mux would take as it is, with r's Pattern and the "key"
-// path value set as the mux sets them; nil for any other request (HEAD, a
-// path with an escape, one that cleaning would change, a trailing slash,
-// no key), which the mux serves.
-func (k *keyRoutes) route(r *http.Request) http.HandlerFunc {
-	var rt *routed
-	switch r.Method {
-	case http.MethodGet:
-		rt = k.get
-	case http.MethodPut:
-		rt = k.put
-	case http.MethodDelete:
-		rt = k.delete
-	}
-	if rt == nil {
-		return nil
-	}
-	p := r.URL.EscapedPath()
-	key, ok := strings.CutPrefix(p, keyPathPrefix)
-	if !ok || key == "" || strings.IndexByte(key, '%') >= 0 || strings.HasSuffix(key, "/") || path.Clean(p) != p {
-		return nil
-	}
-	r.Pattern = rt.pattern
-	r.SetPathValue("key", key)
-	return rt.h
-}
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
 
 // request is one API call in flight: its body is read up front so that it
 // can be forwarded.
@@ -275,10 +217,8 @@ func queryValue(raw, name string) string {
 	return ""
 }
 
-// handle registers h on the mux for pattern, as route (routeAccess), and
-// returns it as registered.
-func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request) error) *routed {
-	return a.handleWithToken(pattern, route, func(w http.ResponseWriter, r *request, _ Token) error { return h(w, r) })
+func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request) error) {
+	a.handleWithToken(pattern, route, func(w http.ResponseWriter, r *request, _ Token) error { return h(w, r) })
 }
 
 // handleWithToken is handle for a handler that checks more of a request
@@ -286,11 +226,10 @@ func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request
 // the keys in its body). It is given the token the guard resolved (the
 // zero Token without tokens), by value: kept in the request, it would
 // make every request's allocation larger, for one route.
-func (a *API) handleWithToken(pattern, route string, h func(http.ResponseWriter, *request, Token) error) *routed {
+func (a *API) handleWithToken(pattern, route string, h func(http.ResponseWriter, *request, Token) error) {
 	checkRoute(route)
 	observe := a.cfg.Metrics.routeObserver(route)
-	rt := &routed{pattern: pattern}
-	rt.h = func(w http.ResponseWriter, r *http.Request) {
+	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		call := &handlerCall{statusRecorder: statusRecorder{ResponseWriter: w, code: http.StatusOK}}
 		call.request = request{Request: r, route: route}
@@ -310,9 +249,7 @@ func (a *API) handleWithToken(pattern, route string, h func(http.ResponseWriter,
 			}
 		}
 		observe(rec.code, time.Since(start))
-	}
-	a.mux.HandleFunc(pattern, rt.h)
-	return rt
+	})
 }
 
 // handlerCall is what one request's handling allocates, in one
