@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -149,8 +150,8 @@ func goroutineID() string {
 	return id
 }
 
-// A connection's requests one after the other are served by one worker
-// goroutine, which keeps the stack the handler grew (a goroutine started
+// A connection's requests one after the other are served by the workers
+// it keeps, goroutines that keep the stack the handler grew (a goroutine started
 // per request grows and copies its stack again each time: 5% of the
 // leader's CPU under the watch load); the workers end with their
 // connection.
@@ -179,7 +180,7 @@ func TestWorkerServesTheNextRequest(t *testing.T) {
 	}
 	r := bufio.NewReader(c)
 	var ids []string
-	for i := range 3 {
+	for i := range 4 {
 		if _, err := c.Write(request(t, uint32(2*i+1), "/v1/kv/a", nil)); err != nil {
 			t.Fatal(err)
 		}
@@ -198,8 +199,11 @@ func TestWorkerServesTheNextRequest(t *testing.T) {
 		}
 		ids = append(ids, string(body))
 	}
-	if ids[0] == "" || ids[1] != ids[0] || ids[2] != ids[0] {
-		t.Fatalf("requests one after the other served by goroutines %q, want one", ids)
+	// A request that comes as the last one's worker is about to wait goes
+	// to a new worker, and idle workers take requests in turn: of four,
+	// at least two share a worker unless each had a goroutine of its own.
+	if slices.Contains(ids, "") || len(slices.Compact(slices.Sorted(slices.Values(ids)))) == len(ids) {
+		t.Fatalf("requests one after the other served by goroutines %q, want a worker serving more than one", ids)
 	}
 	c.Close()
 	if err := <-served; err != nil {
