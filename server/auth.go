@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -104,8 +103,6 @@ func (a *API) lookupToken(hash [TokenHashBytes]byte) (t Token, ok bool) {
 // has not applied yet: a follower forwards such a request to the leader,
 // which looks again after a read barrier (so a token works on every node
 // as soon as its creation was answered), and answers 401 only then.
-//
-// A direct request's body (request.direct) is in r.body already.
 func (a *API) guard(w http.ResponseWriter, r *request, route string) (tok Token, answered bool) {
 	need := routeAccess[route]
 	if !a.cfg.Auth || need.role == 0 {
@@ -121,12 +118,7 @@ func (a *API) guard(w http.ResponseWriter, r *request, route string) (tok Token,
 	if !ok {
 		switch {
 		case r.header(api.HeaderForwarded) == "" && !a.leading():
-			body, err := r.body, error(nil)
-			if r.direct == nil {
-				body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, bodyBytesMax(route, a.cfg.Limits)))
-			} else if int64(len(body)) > bodyBytesMax(route, a.cfg.Limits) {
-				err = &http.MaxBytesError{Limit: bodyBytesMax(route, a.cfg.Limits)}
-			}
+			body, err := a.requestBody(w, r, bodyBytesMax(route, a.cfg.Limits))
 			if err == nil {
 				r.body = body
 				err = a.forward(w, r)
