@@ -72,10 +72,10 @@ const directKeyPrefix = "/v1/kv/"
 // directKey returns the key and raw query of target when the mux would
 // route it to /v1/kv/{key...} with that key and url.URL.RequestURI would
 // give it back unchanged (request.requestURI): a path of directKeyPrefix
-// then one segment, not empty, of unreserved characters and %XX escapes
-// (coord's client escapes every other byte of a key, '/' included), whose
-// unescaped form has no empty, "." or ".." segment (the mux redirects
-// such a path to its cleaned form). ok is false for any other target.
+// then unreserved characters, '/' and %XX escapes (coord's client escapes
+// every other byte of a key, '/' included), whose unescaped form has no
+// empty, "." or ".." segment (the mux redirects such a path to its cleaned
+// form). ok is false for any other target.
 func directKey(target string) (key, query string, ok bool) {
 	path, query, _ := strings.Cut(target, "?")
 	escaped, found := strings.CutPrefix(path, directKeyPrefix)
@@ -85,7 +85,7 @@ func directKey(target string) (key, query string, ok bool) {
 	escapes := false
 	for i := 0; i < len(escaped); i++ {
 		switch c := escaped[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '.', c == '_', c == '~':
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '.', c == '_', c == '~', c == '/':
 		case c == '%' && i+2 < len(escaped) && isHex(escaped[i+1]) && isHex(escaped[i+2]):
 			escapes = true
 			i += 2

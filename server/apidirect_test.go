@@ -275,7 +275,12 @@ func directCases(auth bool, secrets map[string]string) []directCase {
 		{name: "dot key", node: "leader", method: "GET", target: "/v1/kv/%2E", header: read},
 		{name: "dot dot key", node: "leader", method: "PUT", target: "/v1/kv/%2E%2E", body: "x", header: write},
 		{name: "trailing slash", node: "leader", method: "PUT", target: "/v1/kv/a%2F", body: "x", header: write},
-		{name: "raw slash", node: "leader", method: "PUT", target: "/v1/kv/app/raw", body: "x", header: write},
+		{name: "raw slash", node: "leader", method: "PUT", target: "/v1/kv/app/raw", body: "x", header: write, direct: true},
+		{name: "raw slash, get", node: "leader", method: "GET", target: "/v1/kv/app/raw", header: read, direct: true},
+		{name: "raw double slash", node: "leader", method: "GET", target: "/v1/kv/app//raw", header: read},
+		{name: "raw dot segment", node: "leader", method: "GET", target: "/v1/kv/app/./raw", header: read},
+		{name: "raw trailing slash", node: "leader", method: "GET", target: "/v1/kv/app/", header: read},
+		{name: "escaped dot segment", node: "leader", method: "GET", target: "/v1/kv/app/%2E%2E/raw", header: read},
 		{name: "plus", node: "leader", method: "PUT", target: "/v1/kv/a+b", body: "x", header: write},
 		{name: "bad escape", node: "leader", method: "GET", target: "/v1/kv/a%zz", header: read},
 		{name: "cut escape", node: "leader", method: "GET", target: "/v1/kv/a%2", header: read},
@@ -340,7 +345,7 @@ func merge(a, b map[string][]string) map[string][]string {
 // query.
 func FuzzDirectKey(f *testing.F) {
 	for _, target := range []string{"/v1/kv/a", "/v1/kv/app%2Fx?client_id=1&seq=2", "/v1/kv/%2E", "/v1/kv/a%2F%2Fb",
-		"/v1/kv/%E2%82%AC?", "/v1/kv/a%2F", "/v1/kv/%2E%2E%2Fa", "/v1/kv/a%2F.%2Fb", "/v1/kv/%zz", "/v1/kv/a?b#c"} {
+		"/v1/kv/%E2%82%AC?", "/v1/kv/a%2F", "/v1/kv/%2E%2E%2Fa", "/v1/kv/a/b", "/v1/kv/a//b", "/v1/kv/a/./b", "/v1/kv/a%2F.%2Fb", "/v1/kv/%zz", "/v1/kv/a?b#c"} {
 		f.Add(target)
 	}
 	var gotKey, gotPattern string
