@@ -12,12 +12,6 @@
 // connection yields once first, so that the answers released with its own
 // join its write; a request alone on its connection does not wait.
 //
-// A server may also have a DirectHandler (ServerConfig.Direct), which
-// serves the requests it accepts straight from their frames, without the
-// http.Request, URL and header map built for the handler; it must answer
-// them as the handler would, and it may give one back, untouched, to the
-// handler.
-//
 // # Frames
 //
 // Both directions are a sequence of frames:

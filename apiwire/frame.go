@@ -333,47 +333,26 @@ type RequestFrame struct {
 // DecodeRequest decodes a request frame's payload within l. Errors wrap
 // ErrMalformed.
 func DecodeRequest(payload []byte, l Limits) (RequestFrame, error) {
-	var spanArray [8]headerSpan // on the stack for up to 8 headers
-	d, spans, err := decodeRequest(payload, spanArray[:0], l)
-	if err != nil {
-		return RequestFrame{}, err
-	}
-	return RequestFrame{Method: d.method, Target: d.target, Header: header(d.head, spans), Body: d.body}, nil
-}
-
-// decodedRequest is a request frame's payload decoded, its headers left
-// where they lie in head (decodeRequest returns their spans).
-type decodedRequest struct {
-	method, target string
-	// head is one copy of the payload's method, target and headers, which
-	// method, target and the spans index.
-	head string
-	body []byte // aliases the payload
-}
-
-// decodeRequest decodes payload within l, appending its headers' spans to
-// spans, which it returns apart from the rest so that a caller's array of
-// spans can stay on its stack. Errors wrap ErrMalformed.
-func decodeRequest(payload []byte, spans []headerSpan, l Limits) (decodedRequest, []headerSpan, error) {
 	d := decoder{b: payload}
 	method := d.bytes(d.u8("method length"), "method")
 	targetAt := len(payload) - len(d.b) + 2
 	target := d.bytes(d.u16("target length"), "target")
-	spans = d.headers(payload, spans, l)
+	var spanArray [8]headerSpan // on the stack for up to 8 headers
+	spans := d.headers(payload, spanArray[:0], l)
 	if d.err != nil {
-		return decodedRequest{}, nil, d.err
+		return RequestFrame{}, d.err
 	}
 	if !validName(method) {
-		return decodedRequest{}, nil, fmt.Errorf("%w: method %q is not a token", ErrMalformed, clip(string(method)))
+		return RequestFrame{}, fmt.Errorf("%w: method %q is not a token", ErrMalformed, clip(string(method)))
 	}
 	if len(target) == 0 || target[0] != '/' || !validValue(target) || containsSpace(target) {
-		return decodedRequest{}, nil, fmt.Errorf("%w: target %q: want an absolute path", ErrMalformed, clip(string(target)))
+		return RequestFrame{}, fmt.Errorf("%w: target %q: want an absolute path", ErrMalformed, clip(string(target)))
 	}
 	// One copy of the method, target and headers, which the strings
 	// share.
 	head := string(payload[:len(payload)-len(d.b)])
-	return decodedRequest{method: head[1 : 1+len(method)], target: head[targetAt : targetAt+len(target)],
-		head: head, body: d.b}, spans, nil
+	return RequestFrame{Method: head[1 : 1+len(method)], Target: head[targetAt : targetAt+len(target)],
+		Header: header(head, spans), Body: d.b}, nil
 }
 
 func containsSpace(b []byte) bool {

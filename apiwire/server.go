@@ -39,10 +39,6 @@ type ServerConfig struct {
 	// Logger gets the reason a connection was closed for bad input (nil:
 	// slog.Default()).
 	Logger *slog.Logger
-	// Direct, if set, serves the requests it accepts straight from their
-	// frames, without an http.Request (DirectHandler); the handler serves
-	// the rest, and those Direct gives back.
-	Direct DirectHandler
 }
 
 // pendingBytesMax bounds the answer bytes a connection holds for its
@@ -111,12 +107,10 @@ type serverConn struct {
 	jobs chan job
 }
 
-// job is one request for a worker to serve: req for the handler, or
-// direct for ServerConfig.Direct.
+// job is one request for a worker to serve.
 type job struct {
 	stream uint32
 	req    *http.Request
-	direct *DirectRequest
 	cancel context.CancelFunc
 }
 
@@ -249,19 +243,13 @@ func (s *serverConn) open(f Frame) error {
 	if f.Stream%2 == 0 {
 		return fmt.Errorf("%w: request on even stream %d", ErrMalformed, f.Stream)
 	}
-	var spanArray [directHeadersMax]headerSpan // on the stack for up to 8 headers
-	rf, spans, err := decodeRequest(f.Payload, spanArray[:0], s.cfg.Limits)
+	rf, err := DecodeRequest(f.Payload, s.cfg.Limits)
 	if err != nil {
 		return fmt.Errorf("stream %d: %w", f.Stream, err)
 	}
-	// A request served directly is given no URL: Accepts takes only
-	// targets that parse.
-	direct := s.cfg.Direct != nil && len(spans) <= directHeadersMax && s.cfg.Direct.Accepts(rf.method, rf.target)
-	var u *url.URL
-	if !direct {
-		if u, err = url.ParseRequestURI(rf.target); err != nil {
-			return fmt.Errorf("%w: stream %d: target %q: %v", ErrMalformed, f.Stream, clip(rf.target), err)
-		}
+	u, err := url.ParseRequestURI(rf.Target)
+	if err != nil {
+		return fmt.Errorf("%w: stream %d: target %q: %v", ErrMalformed, f.Stream, clip(rf.Target), err)
 	}
 	s.mu.Lock()
 	if f.Stream <= s.last {
@@ -291,41 +279,27 @@ func (s *serverConn) open(f Frame) error {
 	}
 	s.mu.Unlock()
 
-	j := job{stream: f.Stream, cancel: cancel}
-	body := append([]byte{}, rf.body...) // the payload is the reader's buffer
-	if direct {
-		dr := &DirectRequest{Method: rf.method, Target: rf.target, Body: body, RemoteAddr: s.remote, Host: s.host, TLS: s.tls,
-			ctx: ctx, head: rf.head, spansCount: len(spans)}
-		copy(dr.spans[:], spans)
-		j.direct = dr
-	} else {
-		j.req = newHTTPRequest(ctx, rf.method, u, rf.target, header(rf.head, spans), s.host, s.remote, s.tls, body)
+	// Built on the stack and copied once by WithContext, the only way to
+	// set a request's context: one allocation of a Request, not two.
+	base := http.Request{
+		Method: rf.Method, URL: u, RequestURI: rf.Target,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: rf.Header, Host: s.host, RemoteAddr: s.remote,
+		TLS: s.tls,
 	}
+	if len(rf.Body) > 0 {
+		base.Body, base.ContentLength = newRequestBody(bytes.Clone(rf.Body)), int64(len(rf.Body))
+	} else {
+		base.Body = http.NoBody
+	}
+	req := base.WithContext(ctx)
+	j := job{stream: f.Stream, req: req, cancel: cancel}
 	select {
 	case s.jobs <- j: // an idle worker took it
 	default:
 		go s.work(j)
 	}
 	return nil
-}
-
-// newHTTPRequest returns the request of a frame: method to u (target as
-// sent), with header and body (owned by the request), on ctx.
-func newHTTPRequest(ctx context.Context, method string, u *url.URL, target string, header http.Header, host, remote string, tls *tls.ConnectionState, body []byte) *http.Request {
-	// Built on the stack and copied once by WithContext, the only way to
-	// set a request's context: one allocation of a Request, not two.
-	base := http.Request{
-		Method: method, URL: u, RequestURI: target,
-		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: header, Host: host, RemoteAddr: remote,
-		TLS: tls,
-	}
-	if len(body) > 0 {
-		base.Body, base.ContentLength = newRequestBody(body), int64(len(body))
-	} else {
-		base.Body = http.NoBody
-	}
-	return base.WithContext(ctx)
 }
 
 // work serves j, then, while fewer than idleWorkersMax others wait, waits
@@ -340,7 +314,7 @@ func (s *serverConn) work(j job) {
 	w := &responseWriter{s: s, header: make(http.Header)}
 	for {
 		w.reset(j.stream)
-		s.run(w, j)
+		s.run(w, j.req, j.cancel)
 		j = job{} // an idle worker holds no request's memory
 		w.reset(0)
 		s.mu.Lock()
@@ -357,7 +331,7 @@ func (s *serverConn) work(j job) {
 		s.mu.Lock()
 		s.idleWorkers--
 		s.mu.Unlock()
-		if j.req == nil && j.direct == nil {
+		if j.req == nil {
 			return
 		}
 	}
@@ -400,9 +374,8 @@ type MemoryBody interface {
 }
 
 // run serves one request with w, reset for its stream, and ends the
-// stream: a direct one with ServerConfig.Direct, unless it gives it back,
-// and any other with the handler.
-func (s *serverConn) run(w *responseWriter, j job) {
+// stream.
+func (s *serverConn) run(w *responseWriter, req *http.Request, cancel context.CancelFunc) {
 	stream := w.stream
 	defer func() {
 		if p := recover(); p != nil {
@@ -410,19 +383,13 @@ func (s *serverConn) run(w *responseWriter, j job) {
 			// the server. The stream is refused rather than ended, so that
 			// the client does not take a cut answer for a whole one.
 			if p != http.ErrAbortHandler {
-				path := ""
-				if j.req != nil {
-					path = j.req.URL.Path
-				} else if j.direct != nil {
-					path = j.direct.Target
-				}
-				s.cfg.Logger.Error("apiwire: handler panic", "path", path, "panic", p)
+				s.cfg.Logger.Error("apiwire: handler panic", "path", req.URL.Path, "panic", p)
 			}
 			w.abort()
 		} else {
 			w.finish()
 		}
-		j.cancel()
+		cancel()
 		s.mu.Lock()
 		delete(s.streams, stream)
 		idle := len(s.streams) == 0 && !s.closed
@@ -437,21 +404,7 @@ func (s *serverConn) run(w *responseWriter, j job) {
 			s.closeWhenFlushed()
 		}
 	}()
-	if j.direct != nil {
-		if s.cfg.Direct.ServeDirect(w, j.direct) {
-			return
-		}
-		if w.status != 0 || len(w.frames) > 0 || len(w.header) > 0 {
-			panic("apiwire: a DirectHandler gave back a request it had answered")
-		}
-		u, err := url.ParseRequestURI(j.direct.Target)
-		if err != nil {
-			panic(fmt.Sprintf("apiwire: a DirectHandler accepted target %q, which does not parse: %v", clip(j.direct.Target), err))
-		}
-		d := j.direct
-		j.req = newHTTPRequest(d.ctx, d.Method, u, d.Target, header(d.head, d.spans[:d.spansCount]), d.Host, d.RemoteAddr, d.TLS, d.Body)
-	}
-	s.handler.ServeHTTP(w, j.req)
+	s.handler.ServeHTTP(w, req)
 }
 
 // send appends frames to the output, waiting for room (up to deadline, if

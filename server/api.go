@@ -92,9 +92,6 @@ type API struct {
 	// nodeHeaders are the values of Coord-Node and Coord-Leader that
 	// answers share (setNodeHeaders), for the leader last seen.
 	nodeHeaders atomic.Pointer[nodeHeaderValues]
-	// keyGet and keyPut are the routes of GET and PUT /v1/kv/{key...},
-	// which wire requests may also reach directly (directKeys).
-	keyGet, keyPut *route
 }
 
 // NewAPI returns the API of replica.
@@ -123,8 +120,8 @@ func NewAPI(replica Replica, cfg APIConfig) *API {
 	a := &API{replica: replica, cfg: cfg, mux: http.NewServeMux(), watches: newWatchLimit(cfg.WatchesMax, cfg.Metrics), peers: &peerPoller{},
 		frames: &eventFrames{}}
 	a.handle("GET /v1/status", "status", a.status)
-	a.keyGet = a.handle("GET /v1/kv/{key...}", "kv_get", a.getKey)
-	a.keyPut = a.handle("PUT /v1/kv/{key...}", "kv_put", a.putKey)
+	a.handle("GET /v1/kv/{key...}", "kv_get", a.getKey)
+	a.handle("PUT /v1/kv/{key...}", "kv_put", a.putKey)
 	a.handle("DELETE /v1/kv/{key...}", "kv_delete", a.deleteKey)
 	a.handleWithToken("POST /v1/batch", "kv_batch", a.batch)
 	a.handle("GET /v1/watch/kv/{key...}", "kv_watch", a.watchKey)
@@ -152,20 +149,9 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTT
 
 // request is one API call in flight: its body is read up front so that it
 // can be forwarded.
-//
-// It came either as an http.Request (Request set), or straight from a wire
-// frame (direct set, Request nil: directKeys), for a key route only; the
-// methods below (Context, PathValue, header, method, rawQuery,
-// requestURI) answer alike for both, and the handlers of the key routes,
-// and what they call, use only those.
 type request struct {
 	*http.Request
-	direct *apiwire.DirectRequest
-	// key is the path's key, of a direct request (PathValue).
-	key string
-	// query is the raw query of a direct request.
-	query string
-	body  []byte
+	body []byte
 	// route names the request's entry in routeAccess: a linearizable
 	// read checks the token again after its read barrier.
 	route string
@@ -179,61 +165,6 @@ type request struct {
 	paramsParsed bool
 }
 
-// Context returns the request's context.
-func (r *request) Context() context.Context {
-	if r.direct != nil {
-		return r.direct.Context()
-	}
-	return r.Request.Context()
-}
-
-// PathValue returns the path's wildcard name: a direct request has "key"
-// only.
-func (r *request) PathValue(name string) string {
-	if r.direct != nil {
-		if name == "key" {
-			return r.key
-		}
-		return ""
-	}
-	return r.Request.PathValue(name)
-}
-
-// header returns the first value of the header name (canonical), as
-// http.Header.Get.
-func (r *request) header(name string) string {
-	if r.direct != nil {
-		return r.direct.Header(name)
-	}
-	return r.Request.Header.Get(name)
-}
-
-// method returns the request's method.
-func (r *request) method() string {
-	if r.direct != nil {
-		return r.direct.Method
-	}
-	return r.Request.Method
-}
-
-// rawQuery returns the request's query, as sent, without the '?'.
-func (r *request) rawQuery() string {
-	if r.direct != nil {
-		return r.query
-	}
-	return r.Request.URL.RawQuery
-}
-
-// requestURI returns the path and query to forward the request to: a
-// direct request's target as sent (directKeys takes only targets that
-// url.URL.RequestURI gives back unchanged).
-func (r *request) requestURI() string {
-	if r.direct != nil {
-		return r.direct.Target
-	}
-	return r.Request.URL.RequestURI()
-}
-
 // param returns the query parameter name, as r.URL.Query().Get(name)
 // does. A short query, every client's (a write names client_id, seq and
 // ack, and perhaps prev_revision), is scanned for the name on each call
@@ -241,7 +172,7 @@ func (r *request) requestURI() string {
 // 4-6 allocations per write on the leader's path (issue 21). A long one is
 // parsed once into its map.
 func (r *request) param(name string) string {
-	raw := r.rawQuery()
+	raw := r.URL.RawQuery
 	if raw == "" {
 		return ""
 	}
@@ -249,8 +180,7 @@ func (r *request) param(name string) string {
 		return queryValue(raw, name)
 	}
 	if !r.paramsParsed {
-		r.params, _ = url.ParseQuery(raw)
-		r.paramsParsed = true
+		r.params, r.paramsParsed = r.URL.Query(), true
 	}
 	return r.params.Get(name)
 }
@@ -287,8 +217,8 @@ func queryValue(raw, name string) string {
 	return ""
 }
 
-func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request) error) *route {
-	return a.handleWithToken(pattern, route, func(w http.ResponseWriter, r *request, _ Token) error { return h(w, r) })
+func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request) error) {
+	a.handleWithToken(pattern, route, func(w http.ResponseWriter, r *request, _ Token) error { return h(w, r) })
 }
 
 // handleWithToken is handle for a handler that checks more of a request
@@ -296,63 +226,30 @@ func (a *API) handle(pattern, route string, h func(http.ResponseWriter, *request
 // the keys in its body). It is given the token the guard resolved (the
 // zero Token without tokens), by value: kept in the request, it would
 // make every request's allocation larger, for one route.
-func (a *API) handleWithToken(pattern, route string, h func(http.ResponseWriter, *request, Token) error) *route {
-	rt := a.newRoute(route, h)
+func (a *API) handleWithToken(pattern, route string, h func(http.ResponseWriter, *request, Token) error) {
+	checkRoute(route)
+	observe := a.cfg.Metrics.routeObserver(route)
 	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
 		call := &handlerCall{statusRecorder: statusRecorder{ResponseWriter: w, code: http.StatusOK}}
-		call.request = request{Request: r}
-		a.serve(rt, call)
+		call.request = request{Request: r, route: route}
+		rec := &call.statusRecorder
+		a.setNodeHeaders(rec.Header())
+		tok, answered := a.guard(rec, r, route)
+		if !answered {
+			body, err := readBody(rec, r, bodyBytesMax(route, a.cfg.Limits))
+			if err == nil {
+				call.request.body = body
+				err = h(rec, &call.request, tok)
+			} else {
+				err = fmt.Errorf("%w: body: %v", ErrInvalid, err)
+			}
+			if err != nil {
+				a.writeError(rec, err)
+			}
+		}
+		observe(rec.code, time.Since(start))
 	})
-	return rt
-}
-
-// route is one route's handler, with what serving it needs.
-type route struct {
-	name    string
-	handler func(http.ResponseWriter, *request, Token) error
-	observe func(code int, took time.Duration)
-}
-
-func (a *API) newRoute(name string, h func(http.ResponseWriter, *request, Token) error) *route {
-	checkRoute(name)
-	return &route{name: name, handler: h, observe: a.cfg.Metrics.routeObserver(name)}
-}
-
-// serve serves call, whose request came over HTTP or straight from a
-// wire frame (directKeys), by rt: the node's headers, the token's check,
-// the body, the handler, the error's answer and the route's metrics, the
-// same for both ways in.
-func (a *API) serve(rt *route, call *handlerCall) {
-	start := time.Now()
-	call.request.route = rt.name
-	rec := &call.statusRecorder
-	a.setNodeHeaders(rec.Header())
-	tok, answered := a.guard(rec, &call.request, rt.name)
-	if !answered {
-		body, err := a.requestBody(rec, &call.request, bodyBytesMax(rt.name, a.cfg.Limits))
-		if err == nil {
-			call.request.body = body
-			err = rt.handler(rec, &call.request, tok)
-		} else {
-			err = fmt.Errorf("%w: body: %v", ErrInvalid, err)
-		}
-		if err != nil {
-			a.writeError(rec, err)
-		}
-	}
-	rt.observe(rec.code, time.Since(start))
-}
-
-// requestBody returns r's body, at most limit bytes: readBody's, or a
-// direct request's, refused alike when over the limit.
-func (a *API) requestBody(w http.ResponseWriter, r *request, limit int64) ([]byte, error) {
-	if r.direct == nil {
-		return readBody(w, r.Request, limit)
-	}
-	if int64(len(r.body)) > limit {
-		return nil, &http.MaxBytesError{Limit: limit}
-	}
-	return r.body, nil
 }
 
 // handlerCall is what one request's handling allocates, in one
@@ -529,7 +426,7 @@ func (a *API) leading() bool {
 // is unknown_outcome.
 func (a *API) forward(w http.ResponseWriter, r *request) error {
 	st := a.replica.Status()
-	if by := r.header(api.HeaderForwarded); by != "" {
+	if by := r.Header.Get(api.HeaderForwarded); by != "" {
 		return a.forwardFailed(r, fmt.Sprintf("node %d is not the leader (request forwarded by node %s)", st.ID, by), st.Leader, false)
 	}
 	var target string
@@ -551,7 +448,7 @@ func (a *API) forward(w http.ResponseWriter, r *request) error {
 	if scheme == "" {
 		scheme = "http"
 	}
-	req, err := http.NewRequestWithContext(ctx, r.method(), scheme+"://"+target+r.requestURI(), bytes.NewReader(r.body))
+	req, err := http.NewRequestWithContext(ctx, r.Method, scheme+"://"+target+r.URL.RequestURI(), bytes.NewReader(r.body))
 	if err != nil {
 		return fmt.Errorf("server: forward: %w", err)
 	}
@@ -559,7 +456,7 @@ func (a *API) forward(w http.ResponseWriter, r *request) error {
 	// The leader checks the token again: a forwarding node vouches for
 	// nothing.
 	for _, h := range []string{"Content-Type", api.HeaderAuthorization} {
-		if v := r.header(h); v != "" {
+		if v := r.Header.Get(h); v != "" {
 			req.Header.Set(h, v)
 		}
 	}
@@ -593,7 +490,7 @@ func (a *API) forward(w http.ResponseWriter, r *request) error {
 // unknown outcome; anything else was not applied.
 func (a *API) forwardFailed(r *request, msg string, leader uint64, sent bool) error {
 	code := api.CodeUnavailable
-	if r.method() != http.MethodGet && (r.proposed || sent) {
+	if r.Method != http.MethodGet && (r.proposed || sent) {
 		if r.proposed {
 			msg = "proposed here, then leadership was lost, and " + msg
 		} else {
@@ -740,7 +637,7 @@ func (a *API) carryToken(r *request, cmd *Command) error {
 	if !a.cfg.Auth {
 		return nil
 	}
-	secret, err := bearer(r.header(api.HeaderAuthorization))
+	secret, err := bearer(r.Request)
 	if err != nil {
 		return err
 	}
@@ -755,7 +652,7 @@ func (a *API) carryToken(r *request, cmd *Command) error {
 // connection to the leader, over HTTP.
 func (a *API) proposeFromFollower(w http.ResponseWriter, r *request, cmd Command, ok func(Result) error) error {
 	f, can := a.replica.(ProposalForwarder)
-	if !can || !forwardsAsProposal(cmd.Op) || r.header(api.HeaderForwarded) != "" {
+	if !can || !forwardsAsProposal(cmd.Op) || r.Header.Get(api.HeaderForwarded) != "" {
 		return a.forward(w, r)
 	}
 	if err := a.carryToken(r, &cmd); err != nil {

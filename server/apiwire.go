@@ -15,20 +15,15 @@ import (
 // wire) and the wire server, which Serve drains when it stops. Plain
 // connections speak wire when they open with apiwire.Preface, TLS ones when
 // ALPN chose apiwire.ALPN (offerWire). Requests go through srv's handler,
-// the same mux, tokens and forwarding as over HTTP (GET and PUT of a key
-// reach their routes directly, without the mux: directKeys), with srv's base
+// the same mux, tokens and forwarding as over HTTP, with srv's base
 // context, and close after the idle timeout. The HTTP connection limit
 // (limit, srv's own) counts every connection from its accept, before it
 // is sorted (no TLS handshake, no read for one over the limit), until it
 // closes, whichever protocol it speaks.
 func listenWire(hl net.Listener, srv *http.Server, limit *connLimit, limits HTTPLimits, apiLimits Limits, logger *slog.Logger) (net.Listener, *apiwire.Server) {
 	wl := wireLimits(apiLimits)
-	cfg := apiwire.ServerConfig{Limits: wl, IdleTimeout: limits.IdleTimeout, Logger: logger,
-		BaseContext: srv.BaseContext(hl), FrameTimeout: limits.ReadHeaderTimeout, WriteTimeout: StreamWriteTimeoutDefault}
-	if d := directFor(srv.Handler); d != nil {
-		cfg.Direct = d
-	}
-	ws := apiwire.NewServer(srv.Handler, cfg)
+	ws := apiwire.NewServer(srv.Handler, apiwire.ServerConfig{Limits: wl, IdleTimeout: limits.IdleTimeout, Logger: logger,
+		BaseContext: srv.BaseContext(hl), FrameTimeout: limits.ReadHeaderTimeout, WriteTimeout: StreamWriteTimeoutDefault})
 	limit.atAccept.Store(true) // before the http.Server is given a connection
 	l := apiwire.NewListener(hl, apiwire.ListenerConfig{SortTimeout: limits.ReadHeaderTimeout,
 		Admit: limit.admit, Release: func(net.Conn) { limit.release() }}, func(c net.Conn) {
@@ -37,20 +32,6 @@ func listenWire(hl net.Listener, srv *http.Server, limit *connLimit, limits HTTP
 		ws.ServeConn(c)
 	})
 	return l, ws
-}
-
-// directFor returns the direct way in (directKeys) to the API that h
-// serves, itself or behind a handedOver; nil for any other handler.
-func directFor(h http.Handler) *directKeys {
-	switch h := h.(type) {
-	case *API:
-		return &directKeys{api: h}
-	case *handedOver:
-		if a, ok := h.next.(*API); ok {
-			return &directKeys{api: a, drain: h}
-		}
-	}
-	return nil
 }
 
 // wireLimits returns the wire limits of an API with apiLimits: a frame

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -71,8 +72,9 @@ func checkRoute(route string) {
 	assert.That(ok, "server: route %q has no entry in routeAccess", route)
 }
 
-// bearer returns the token of h, the Authorization header's value.
-func bearer(h string) (string, error) {
+// bearer returns the token of the Authorization header.
+func bearer(r *http.Request) (string, error) {
+	h := r.Header.Get(api.HeaderAuthorization)
 	if h == "" {
 		return "", unauthenticated("no token: send Authorization: Bearer TOKEN")
 	}
@@ -103,12 +105,12 @@ func (a *API) lookupToken(hash [TokenHashBytes]byte) (t Token, ok bool) {
 // has not applied yet: a follower forwards such a request to the leader,
 // which looks again after a read barrier (so a token works on every node
 // as soon as its creation was answered), and answers 401 only then.
-func (a *API) guard(w http.ResponseWriter, r *request, route string) (tok Token, answered bool) {
+func (a *API) guard(w http.ResponseWriter, r *http.Request, route string) (tok Token, answered bool) {
 	need := routeAccess[route]
 	if !a.cfg.Auth || need.role == 0 {
 		return Token{}, false
 	}
-	secret, err := bearer(r.header(api.HeaderAuthorization))
+	secret, err := bearer(r)
 	if err != nil {
 		a.refuse(w, err)
 		return Token{}, true
@@ -117,11 +119,10 @@ func (a *API) guard(w http.ResponseWriter, r *request, route string) (tok Token,
 	tok, ok := a.lookupToken(hash)
 	if !ok {
 		switch {
-		case r.header(api.HeaderForwarded) == "" && !a.leading():
-			body, err := a.requestBody(w, r, bodyBytesMax(route, a.cfg.Limits))
+		case r.Header.Get(api.HeaderForwarded) == "" && !a.leading():
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, bodyBytesMax(route, a.cfg.Limits)))
 			if err == nil {
-				r.body = body
-				err = a.forward(w, r)
+				err = a.forward(w, &request{Request: r, body: body})
 			}
 			if err != nil {
 				a.writeError(w, err)
@@ -144,7 +145,7 @@ func (a *API) guard(w http.ResponseWriter, r *request, route string) (tok Token,
 
 // tokenRefusal returns why a token (known: found in this node's state) may
 // not do what need asks on r, or nil if it may.
-func tokenRefusal(r *request, need access, tok Token, known bool) *apiError {
+func tokenRefusal(r *http.Request, need access, tok Token, known bool) *apiError {
 	if !known {
 		return unauthenticated("unknown or revoked token")
 	}
@@ -170,7 +171,7 @@ func (a *API) recheckToken(r *request) *apiError {
 	if !a.cfg.Auth || need.role == 0 {
 		return nil
 	}
-	secret, err := bearer(r.header(api.HeaderAuthorization))
+	secret, err := bearer(r.Request)
 	if err != nil {
 		var ae *apiError
 		if errors.As(err, &ae) {
@@ -179,7 +180,7 @@ func (a *API) recheckToken(r *request) *apiError {
 		return unauthenticated(err.Error())
 	}
 	tok, ok := a.lookupToken(HashToken(secret))
-	return tokenRefusal(r, need, tok, ok)
+	return tokenRefusal(r.Request, need, tok, ok)
 }
 
 // writeRefusal answers a refused token: 401 with the Bearer challenge, or
@@ -213,7 +214,7 @@ func denial(tok Token, need access, name string) string {
 func (a *API) guarded(route string, h http.Handler) http.Handler {
 	checkRoute(route)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, answered := a.guard(w, &request{Request: r}, route); answered {
+		if _, answered := a.guard(w, r, route); answered {
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -331,20 +331,9 @@ func (h *handedOver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // before the hand-over began. The handler must not keep the writer after
 // it returns (net/http's rule), so the wrapper goes back to the pool then.
 func (h *handedOver) serveAnswered(w http.ResponseWriter, r *http.Request) {
-	a := h.answer(w, r.Context())
-	h.next.ServeHTTP(a, r)
-	a.done()
-}
-
-// answer returns a handOverAnswer over w, of a request with ctx, from the
-// pool; done puts it back once the handler has returned.
-func (h *handedOver) answer(w http.ResponseWriter, ctx context.Context) *handOverAnswer {
 	a := handOverAnswers.Get().(*handOverAnswer)
-	*a = handOverAnswer{ResponseWriter: w, h: h, ctx: ctx}
-	return a
-}
-
-func (a *handOverAnswer) done() {
+	*a = handOverAnswer{ResponseWriter: w, h: h, ctx: r.Context()}
+	h.next.ServeHTTP(a, r)
 	*a = handOverAnswer{} // the pool keeps no request's writer or context
 	handOverAnswers.Put(a)
 }

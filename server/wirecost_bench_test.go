@@ -33,13 +33,7 @@ func (c writeCounting) Write(p []byte) (int, error) {
 // the server's write calls on the connection per answer.
 //
 //	go test ./server -run '^$' -bench 'APIPutWire' -benchmem
-func BenchmarkAPIPutWire(b *testing.B) { benchAPIPutWire(b, false) }
-
-// BenchmarkAPIPutWireDirect is BenchmarkAPIPutWire with the puts served
-// directly (directKeys), as Serve serves them (issue 21).
-func BenchmarkAPIPutWireDirect(b *testing.B) { benchAPIPutWire(b, true) }
-
-func benchAPIPutWire(b *testing.B, direct bool) {
+func BenchmarkAPIPutWire(b *testing.B) {
 	for _, clients := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			a := benchAPI(b, true)
@@ -48,11 +42,7 @@ func benchAPIPutWire(b *testing.B, direct bool) {
 				b.Fatal(err)
 			}
 			var writes atomic.Int64
-			cfg := apiwire.ServerConfig{Logger: slog.New(slog.DiscardHandler)}
-			if direct {
-				cfg.Direct = directFor(a)
-			}
-			ws := apiwire.NewServer(a, cfg)
+			ws := apiwire.NewServer(a, apiwire.ServerConfig{Logger: slog.New(slog.DiscardHandler)})
 			l := apiwire.NewListener(hl, apiwire.ListenerConfig{SortTimeout: 10 * time.Second}, func(c net.Conn) {
 				ws.ServeConn(writeCounting{Conn: c, writes: &writes})
 			})
