@@ -73,6 +73,11 @@ func (m message) String() string {
 
 // parseMessage parses one protocol line (without its newline).
 func parseMessage(line string) (message, error) {
+	if strings.IndexByte(line, '\n') >= 0 {
+		// A line read never holds one; String writes failed's text
+		// without them.
+		return message{}, fmt.Errorf("%w: a line break inside %q", errProtocol, line)
+	}
 	kind, rest, _ := strings.Cut(line, " ")
 	m := message{kind: kind}
 	switch kind {
