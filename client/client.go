@@ -101,15 +101,16 @@ var codeErrors = map[api.Code]error{
 // reached a leader's log: the API said unknown_outcome (or timeout), or the
 // connection failed after it was made (the request may have been read).
 // Everything else the API answers (unavailable, disk_full, ...), a
-// connection that could not be made, and a request the multiplexed
-// connection refused before serving it (apiwire.ErrRefused) mean not
-// applied.
+// connection that could not be made, a request the multiplexed
+// connection refused before serving it (apiwire.ErrRefused), and one that
+// never left the client because it waited in vain for a free stream on
+// that connection (apiwire.ErrNotSent) mean not applied.
 func mayHaveApplied(err error) bool {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code == api.CodeUnknownOutcome || e.Code == api.CodeTimeout
 	}
-	if errors.Is(err, apiwire.ErrRefused) {
+	if errors.Is(err, apiwire.ErrRefused) || errors.Is(err, apiwire.ErrNotSent) {
 		return false
 	}
 	var op *net.OpError
@@ -187,7 +188,9 @@ type Config struct {
 	// most 1,024 requests at once (apiwire.Limits.StreamsMax): past that,
 	// where HTTP/1.1 would open another connection, a request waits for a
 	// slot, so a program that holds that many long polls or streams on one
-	// node should set NoWire, or use a client of its own for them.
+	// node should set NoWire, or use a client of its own for them. A
+	// request whose attempt ends while it waits was not sent: it is tried
+	// again, and a write that fails so is not of unknown outcome.
 	NoWire bool
 	// Spread sends the requests any member serves itself to the
 	// endpoints in turn (round robin), instead of to the leader: writes

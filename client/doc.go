@@ -51,7 +51,10 @@
 // applies a write at most once however often the client had to retry it,
 // and answers a retry with the first attempt's result. A write whose
 // context ends before any node answered has an unknown outcome: it may or
-// may not have been applied (errors.Is(err, ErrUnknown)).
+// may not have been applied (errors.Is(err, ErrUnknown)), unless none of
+// its attempts can have reached a node (a connection that could not be
+// made, a request refused before it was served, or one still waiting for
+// a free stream of its multiplexed connection: apiwire.ErrNotSent).
 //
 // Reads are linearizable unless made with Stale().
 package client
