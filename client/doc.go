@@ -4,7 +4,8 @@
 // It sends its requests over coord's multiplexed connection (coord-wire/1,
 // package apiwire: one connection per node for every request in flight),
 // and over HTTP/1.1 to a node that does not serve it, found out on the
-// first connection and tried again a minute later (Config.NoWire).
+// first connection and tried again a minute later (Config.NoWire,
+// Config.WireFallbackFor).
 // It needs no idea of which one leads: any node forwards a request to the
 // leader. Every answer names the node that gave it (Coord-Node) and the
 // leader as that node knows it (Coord-Leader); the client remembers which
