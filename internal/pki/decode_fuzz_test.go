@@ -96,8 +96,8 @@ func FuzzParseCA(f *testing.F) {
 	}
 	caKey, leafKey := derOf(f, keyPEM), derOf(f, leaf.KeyPEM)
 	f.Add(ca.CertPEM, []byte(nil), caKey)
-	f.Add(ca.CertPEM, []byte(nil), leafKey)         // another key
-	f.Add(leaf.CertPEM, []byte(nil), leafKey)       // not a CA
+	f.Add(ca.CertPEM, []byte(nil), leafKey)   // another key
+	f.Add(leaf.CertPEM, []byte(nil), leafKey) // not a CA
 	f.Add(ca.CertPEM, []byte(nil), caKey[:len(caKey)/2])
 	f.Add([]byte(nil), derOf(f, ca.CertPEM), caKey) // the DER, for the fuzzer to mutate
 	f.Add(ca.CertPEM, []byte(nil), []byte(nil))     // no key block
@@ -155,4 +155,3 @@ func FuzzParseIdentity(f *testing.F) {
 		}
 	})
 }
-
