@@ -20,26 +20,18 @@ type writeCountingConn struct {
 	wrote  chan struct{}
 }
 
-// serveCounting serves one connection accepted on inner with h, through
-// a writeCountingConn that signals wrote, and returns the client's end
-// (dialed) and the server's.
-func serveCounting(t *testing.T, inner net.Listener, h http.Handler, wrote chan struct{}) (net.Conn, *writeCountingConn) {
+// serveCounting serves one connection with h (serveConn), through a
+// writeCountingConn that signals wrote, and returns the client's end and
+// the server's.
+func serveCounting(t *testing.T, h http.Handler, wrote chan struct{}) (net.Conn, *writeCountingConn) {
 	t.Helper()
-	served := make(chan *writeCountingConn, 1)
-	go func() {
-		c, err := inner.Accept()
-		if err != nil {
-			return
-		}
+	counting := make(chan *writeCountingConn, 1)
+	c, _ := serveConn(t, h, func(c net.Conn) net.Conn {
 		cc := &writeCountingConn{Conn: c, wrote: wrote}
-		served <- cc
-		ServeConn(cc, h, ServerConfig{Logger: quiet})
-	}()
-	c, err := net.Dial("tcp", inner.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, <-served
+		counting <- cc
+		return cc
+	})
+	return c, <-counting
 }
 
 func (c *writeCountingConn) Write(p []byte) (int, error) {
@@ -57,11 +49,6 @@ func (c *writeCountingConn) Write(p []byte) (int, error) {
 // gives the writer a moment after its data, in which a writer woken by the
 // head would have sent it alone.
 func TestShortAnswerLeavesInOneWrite(t *testing.T) {
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inner.Close()
 	wrote := make(chan struct{}, 1)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Coord-Node", "7")
@@ -72,7 +59,7 @@ func TestShortAnswerLeavesInOneWrite(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	})
-	c, cc := serveCounting(t, inner, h, wrote)
+	c, cc := serveCounting(t, h, wrote)
 	defer c.Close()
 	r := bufio.NewReader(c)
 	for i, stream := range []uint32{1, 3} {
@@ -103,11 +90,6 @@ func TestShortAnswerLeavesInOneWrite(t *testing.T) {
 func TestAnswersReadyTogetherLeaveTogether(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	const answers = 8
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inner.Close()
 	started := make(chan struct{}, answers)
 	release := make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -115,7 +97,7 @@ func TestAnswersReadyTogetherLeaveTogether(t *testing.T) {
 		<-release
 		io.WriteString(w, `{"revision":3}`)
 	})
-	c, cc := serveCounting(t, inner, h, make(chan struct{}, 1))
+	c, cc := serveCounting(t, h, make(chan struct{}, 1))
 	defer c.Close()
 	for i := range answers {
 		if _, err := c.Write(request(t, uint32(2*i+1), "/v1/kv/a", nil)); err != nil {
@@ -156,28 +138,11 @@ func goroutineID() string {
 // leader's CPU under the watch load); the workers end with their
 // connection.
 func TestWorkerServesTheNextRequest(t *testing.T) {
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inner.Close()
 	before := runtime.NumGoroutine()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, goroutineID())
 	})
-	served := make(chan error, 1)
-	go func() {
-		c, err := inner.Accept()
-		if err != nil {
-			served <- err
-			return
-		}
-		served <- ServeConn(c, h, ServerConfig{Logger: quiet})
-	}()
-	c, err := net.Dial("tcp", inner.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, served := serveConn(t, h, nil)
 	r := bufio.NewReader(c)
 	var ids []string
 	for i := range 4 {

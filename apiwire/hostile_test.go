@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -189,5 +191,62 @@ func TestWaitForRequestsAfterDrain(t *testing.T) {
 	}
 	if err := <-answered; err != nil {
 		t.Fatalf("the request in flight at Drain: %v, want its answer", err)
+	}
+}
+
+// TestStreamWaitThatEndsIsNotSent: a request whose context ends while it
+// waits for one of its connection's streams (StreamsMax in flight) fails
+// with ErrNotSent and its context's error, and the server never sees it:
+// the caller knows it had no effect. Once a stream is free, the next
+// request goes.
+func TestStreamWaitThatEndsIsNotSent(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	var waited atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/hold":
+			entered <- struct{}{}
+			<-release
+		case "/waited":
+			waited.Add(1)
+		}
+	})
+	addr, _ := serve(t, h, ServerConfig{})
+	limits := DefaultLimits()
+	limits.StreamsMax = 1
+	tr := NewTransport(TransportConfig{Limits: limits})
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: tr}
+	held := make(chan error, 1)
+	go func() {
+		resp, err := hc.Get("http://" + addr + "/hold")
+		if err == nil {
+			resp.Body.Close()
+		}
+		held <- err
+	}()
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://"+addr+"/waited", strings.NewReader("v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = hc.Do(req)
+	if !errors.Is(err, ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a request that waited in vain for a stream: %v, want ErrNotSent and DeadlineExceeded", err)
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatalf("the request in flight: %v", err)
+	}
+	resp, err := hc.Get("http://" + addr + "/waited")
+	if err != nil {
+		t.Fatalf("a request once the stream is free: %v", err)
+	}
+	resp.Body.Close()
+	if n := waited.Load(); n != 1 {
+		t.Fatalf("the server saw %d requests to /waited, want 1 (the one sent once the stream was free)", n)
 	}
 }

@@ -17,8 +17,26 @@ type wireAnswer struct {
 }
 
 // serveOne serves one connection accepted on a new listener with h and
-// returns the client's end and a reader over it.
+// returns the client's end and a reader over it. When the test ends, it
+// closes the connection and checks what ServeConn returned.
 func serveOne(t *testing.T, h http.Handler) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, served := serveConn(t, h, nil)
+	t.Cleanup(func() {
+		c.Close()
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	})
+	return c, bufio.NewReader(c)
+}
+
+// serveConn serves one connection accepted on a new listener with h,
+// the server's end passed through wrap first if wrap is not nil, and
+// returns the client's end (dialed) and a channel that receives what
+// ServeConn returned (or the accept's error). The caller closes the
+// client's end; the listener closes when the test ends.
+func serveConn(t *testing.T, h http.Handler, wrap func(net.Conn) net.Conn) (net.Conn, <-chan error) {
 	t.Helper()
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -32,19 +50,16 @@ func serveOne(t *testing.T, h http.Handler) (net.Conn, *bufio.Reader) {
 			served <- err
 			return
 		}
+		if wrap != nil {
+			c = wrap(c)
+		}
 		served <- ServeConn(c, h, ServerConfig{Logger: quiet})
 	}()
 	c, err := net.Dial("tcp", inner.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		c.Close()
-		if err := <-served; err != nil {
-			t.Error(err)
-		}
-	})
-	return c, bufio.NewReader(c)
+	return c, served
 }
 
 // roundTrip sends frame and reads its stream's answer to the end.

@@ -57,6 +57,13 @@ type TransportConfig struct {
 // effect.
 var ErrNotWire = errors.New("apiwire: the server does not speak " + ALPN)
 
+// ErrNotSent is wrapped by the error of a request that never left the
+// transport: its context ended, or its connection failed, while it waited
+// for one of the connection's streams (TransportConfig.Limits.StreamsMax
+// requests were in flight). It had no effect, and may be sent again. The
+// error wraps the cause too (context.DeadlineExceeded, say).
+var ErrNotSent = errors.New("apiwire: request not sent")
+
 // httpStatusLine is how an HTTP/1 server's answer opens: the first bytes
 // a plain server that does not speak wire sends back to the preface. A
 // frame never opens so: as a length, these bytes are over 1 GiB.
@@ -69,7 +76,9 @@ const httpStatusLine = "HTTP/"
 // on it with an error that wraps the cause (not a dial error: the server
 // may have read them); a failed dial, or a request whose context ended
 // while its connection was being dialed, returns a *net.OpError of Op
-// "dial": nothing of it was sent.
+// "dial": nothing of it was sent. Nor was a request whose context ended,
+// or whose connection failed, while it waited for a free stream: its
+// error wraps ErrNotSent.
 //
 // Transport is safe for concurrent use.
 type Transport struct {
@@ -170,10 +179,10 @@ func (t *Transport) roundTrip(req *http.Request, body []byte) (*http.Response, e
 	case cc.slots <- struct{}{}:
 	case <-ctx.Done():
 		t.leave(cc)
-		return nil, ctx.Err()
+		return nil, fmt.Errorf("%w: no stream came free (%d requests in flight on the connection): %w", ErrNotSent, cap(cc.slots), ctx.Err())
 	case <-cc.dead:
 		t.leave(cc)
-		return nil, cc.failure()
+		return nil, fmt.Errorf("%w: %w", ErrNotSent, cc.failure())
 	}
 	st, err := cc.open(req, body)
 	t.leave(cc)
@@ -478,7 +487,7 @@ func (cc *clientConn) open(req *http.Request, body []byte) (*clientStream, error
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if cc.err != nil {
-		return nil, cc.err
+		return nil, fmt.Errorf("%w: %w", ErrNotSent, cc.err)
 	}
 	id := cc.next
 	out, err := appendRequest(cc.out, id, req.Method, target, req.Header, body, cc.limits)

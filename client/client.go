@@ -101,15 +101,16 @@ var codeErrors = map[api.Code]error{
 // reached a leader's log: the API said unknown_outcome (or timeout), or the
 // connection failed after it was made (the request may have been read).
 // Everything else the API answers (unavailable, disk_full, ...), a
-// connection that could not be made, and a request the multiplexed
-// connection refused before serving it (apiwire.ErrRefused) mean not
-// applied.
+// connection that could not be made, a request the multiplexed
+// connection refused before serving it (apiwire.ErrRefused), and one that
+// never left the client because it waited in vain for a free stream on
+// that connection (apiwire.ErrNotSent) mean not applied.
 func mayHaveApplied(err error) bool {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code == api.CodeUnknownOutcome || e.Code == api.CodeTimeout
 	}
-	if errors.Is(err, apiwire.ErrRefused) {
+	if errors.Is(err, apiwire.ErrRefused) || errors.Is(err, apiwire.ErrNotSent) {
 		return false
 	}
 	var op *net.OpError
@@ -181,14 +182,24 @@ type Config struct {
 	// sent nothing else and serves nothing, and the requests meant for
 	// that connection go over a new HTTP/1.1 connection. The client
 	// remembers such a node for a minute, then tries the multiplexed
-	// connection again (a node restarted with wire gets it back).
+	// connection again (a node restarted with wire gets it back):
+	// WireFallbackFor says how long.
 	// Everything above the transport (leader following, retries,
 	// sessions, watches) works alike, but a wire connection carries at
 	// most 1,024 requests at once (apiwire.Limits.StreamsMax): past that,
 	// where HTTP/1.1 would open another connection, a request waits for a
 	// slot, so a program that holds that many long polls or streams on one
-	// node should set NoWire, or use a client of its own for them.
+	// node should set NoWire, or use a client of its own for them. A
+	// request whose attempt ends while it waits was not sent: it is tried
+	// again, and a write that fails so is not of unknown outcome.
 	NoWire bool
+	// WireFallbackFor is how long the client's own HTTP client (unless
+	// NoWire or HTTP2) sends a node found not to speak the multiplexed
+	// connection its requests over HTTP/1.1 before a new connection tries
+	// it again. Each try costs a new connection (in plain mode one the
+	// node answers with 400 Bad Request); a shorter time finds a node
+	// restarted with wire sooner. 0: a minute, the default.
+	WireFallbackFor time.Duration
 	// Spread sends the requests any member serves itself to the
 	// endpoints in turn (round robin), instead of to the leader: writes
 	// of keys, batches, acquires and releases of leases (a follower
@@ -222,11 +233,12 @@ type Config struct {
 // DefaultConfig returns a Config for the given endpoints.
 func DefaultConfig(endpoints ...string) Config {
 	return Config{
-		Endpoints:      endpoints,
-		AttemptTimeout: 2 * time.Second,
-		BackoffMin:     2 * time.Millisecond,
-		BackoffMax:     200 * time.Millisecond,
-		WarmInterval:   10 * time.Second,
+		Endpoints:       endpoints,
+		AttemptTimeout:  2 * time.Second,
+		BackoffMin:      2 * time.Millisecond,
+		BackoffMax:      200 * time.Millisecond,
+		WarmInterval:    10 * time.Second,
+		WireFallbackFor: time.Minute,
 	}
 }
 
@@ -241,6 +253,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: BackoffMin %v and BackoffMax %v: want 0 < min <= max", ErrInvalid, c.BackoffMin, c.BackoffMax)
 	case c.WarmInterval < 0:
 		return fmt.Errorf("%w: WarmInterval %v is negative", ErrInvalid, c.WarmInterval)
+	case c.WireFallbackFor < 0:
+		return fmt.Errorf("%w: WireFallbackFor %v is negative", ErrInvalid, c.WireFallbackFor)
 	}
 	for i, e := range c.Endpoints {
 		if _, err := c.baseURL(e); err != nil {
@@ -360,7 +374,8 @@ func New(cfg Config) (*Client, error) {
 	switch {
 	case hc == nil && !cfg.NoWire && !cfg.HTTP2:
 		fallback := NewTransport(cfg)
-		wire := apiwire.NewTransport(apiwire.TransportConfig{TLS: cfg.TLS, DialTimeout: cfg.AttemptTimeout, Fallback: fallback})
+		wire := apiwire.NewTransport(apiwire.TransportConfig{TLS: cfg.TLS, DialTimeout: cfg.AttemptTimeout,
+			Fallback: fallback, FallbackFor: cfg.WireFallbackFor})
 		// A TLS connection made to try wire that agreed on HTTP/1.1
 		// carries the fallback's first request: no second handshake.
 		fallback.DialTLSContext = wire.DialFallbackTLS

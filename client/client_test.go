@@ -175,6 +175,7 @@ func TestConfigValidate(t *testing.T) {
 		DefaultConfig("u@x:1"),
 		{Endpoints: []string{"a:1"}, AttemptTimeout: 0, BackoffMin: 1, BackoffMax: 1},
 		{Endpoints: []string{"a:1"}, AttemptTimeout: 1, BackoffMin: 2, BackoffMax: 1},
+		{Endpoints: []string{"a:1"}, AttemptTimeout: 1, BackoffMin: 1, BackoffMax: 1, WireFallbackFor: -time.Second},
 	} {
 		if _, err := New(cfg); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%+v: err %v, want ErrInvalid", cfg, err)

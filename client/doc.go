@@ -4,7 +4,8 @@
 // It sends its requests over coord's multiplexed connection (coord-wire/1,
 // package apiwire: one connection per node for every request in flight),
 // and over HTTP/1.1 to a node that does not serve it, found out on the
-// first connection and tried again a minute later (Config.NoWire).
+// first connection and tried again a minute later (Config.NoWire,
+// Config.WireFallbackFor).
 // It needs no idea of which one leads: any node forwards a request to the
 // leader. Every answer names the node that gave it (Coord-Node) and the
 // leader as that node knows it (Coord-Leader); the client remembers which
@@ -51,7 +52,10 @@
 // applies a write at most once however often the client had to retry it,
 // and answers a retry with the first attempt's result. A write whose
 // context ends before any node answered has an unknown outcome: it may or
-// may not have been applied (errors.Is(err, ErrUnknown)).
+// may not have been applied (errors.Is(err, ErrUnknown)), unless none of
+// its attempts can have reached a node (a connection that could not be
+// made, a request refused before it was served, or one still waiting for
+// a free stream of its multiplexed connection: apiwire.ErrNotSent).
 //
 // Reads are linearizable unless made with Stale().
 package client

@@ -2,9 +2,12 @@ package node
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"testing"
 	"testing/synctest"
+
+	"coord/raft"
 )
 
 // forwarding is a Forwarding for tests: data, and what the loop said.
@@ -75,4 +78,39 @@ func TestForwardEachBoundsItsBatch(t *testing.T) {
 			})
 		})
 	}
+}
+
+// ForwardEach's refusals: a node that knows no leader (alone of three)
+// refuses each proposal here with raft.ErrNotLeader (Refused, and its
+// waiter hears nothing) and counts it taken; a stopped node takes none
+// and calls nothing, and says ErrStopped.
+func TestForwardEachRefusals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &testCluster{t: t, net: NewMemoryNetwork(), members: map[uint64]*member{}}
+		alone := c.start(1, NewMemoryStorage(), []uint64{1, 2, 3})
+		t.Cleanup(c.stopAll)
+		batch := []Forwarding{&forwarding{data: []byte("a=1"), done: make(chan Result, 1)}, &forwarding{data: []byte("b=2"), done: make(chan Result, 1)}}
+		taken, err := alone.node.ForwardEach(batch)
+		if err != nil || taken != len(batch) {
+			t.Fatalf("ForwardEach without a leader: took %d, %v; want %d, nil", taken, err, len(batch))
+		}
+		for i, f := range batch {
+			f := f.(*forwarding)
+			if !errors.Is(f.refused, raft.ErrNotLeader) {
+				t.Fatalf("proposal %d: refused with %v, want raft.ErrNotLeader", i, f.refused)
+			}
+			select {
+			case r := <-f.done:
+				t.Fatalf("proposal %d, refused, heard %+v", i, r)
+			default:
+			}
+		}
+
+		c.stop(1)
+		after := &forwarding{data: []byte("c=3"), done: make(chan Result, 1)}
+		taken, err = alone.node.ForwardEach([]Forwarding{after})
+		if !errors.Is(err, ErrStopped) || taken != 0 || after.refused != nil {
+			t.Fatalf("ForwardEach on a stopped node: took %d, %v, refused %v; want 0, ErrStopped, nothing called", taken, err, after.refused)
+		}
+	})
 }

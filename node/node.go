@@ -392,21 +392,6 @@ func (n *Node) Propose(ctx context.Context, data []byte) (any, error) {
 	return n.wait(ctx, func(done Waiter) error { return n.h.Propose(data, done) })
 }
 
-// Forward proposes data from any role (Handler.Forward) and returns once
-// the core took it: a leader appended it, a follower queued it for its
-// leader. It does not wait for the entry: w hears, on the loop goroutine,
-// where it went and how it ended (ForwardWaiter). It fails with
-// raft.ErrNotLeader if no leader is known, ErrStorage while the storage
-// fails, or ctx's error or ErrStopped if it never reached the loop; in all
-// those cases the proposal went nowhere and w hears nothing.
-func (n *Node) Forward(ctx context.Context, data []byte, w ForwardWaiter) error {
-	var err error
-	if doErr := n.do(ctx, func() { err = n.h.Forward(data, w) }); doErr != nil {
-		return doErr
-	}
-	return err
-}
-
 // Forwarding is one proposal for ForwardEach. Its methods are called on
 // the loop goroutine and must not block.
 type Forwarding interface {
@@ -420,16 +405,19 @@ type Forwarding interface {
 	Refused(err error)
 }
 
-// ForwardEach proposes the proposals of batch as Forward does, in order,
-// in one turn of the loop, and returns how many of them the loop took: a
-// caller that queues proposals from many goroutines hands them over with
-// one wake-up of the loop, and none of theirs (Forward's caller waits for
-// the loop, and is woken, once per proposal). The loop takes them while
-// its batch holds less than MaxEntryBytesPerBatch of entry data, and the
-// first one always, as it takes Forward's; the rest are the caller's to
-// hand over again. It fails with ErrStopped, or the error that ended the
-// loop, if the loop never took the batch; then none of it was taken, and
-// nothing is called.
+// ForwardEach proposes the proposals of batch from any role
+// (Handler.Forward: a leader appends each, a follower queues it for its
+// leader), in order, in one turn of the loop, and returns how many of
+// them the loop took: a caller that queues proposals from many goroutines
+// hands them over with one wake-up of the loop, and none of theirs (a
+// call per proposal would wait for the loop, and be woken, once per
+// proposal). It does not wait for the entries: each waiter hears, on the
+// loop goroutine, where its proposal went and how it ended
+// (ForwardWaiter). The loop takes them while its batch holds less than
+// MaxEntryBytesPerBatch of entry data, and the first one always; the rest
+// are the caller's to hand over again. It fails with ErrStopped, or the
+// error that ended the loop, if the loop never took the batch; then none
+// of it was taken, and nothing is called.
 func (n *Node) ForwardEach(batch []Forwarding) (taken int, err error) {
 	err = n.do(context.Background(), func() {
 		limit := n.cfg.MaxEntryBytesPerBatch

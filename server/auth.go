@@ -228,15 +228,9 @@ func (a *API) createToken(w http.ResponseWriter, r *request) error {
 	if !a.cfg.Auth {
 		return errNoAuth
 	}
-	var tr api.TokenRequest
-	dec := json.NewDecoder(bytes.NewReader(r.body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&tr); err != nil {
-		return fmt.Errorf("%w: token request body: %v", ErrInvalid, err)
-	}
-	role, err := ParseTokenRole(string(tr.Role))
+	tr, role, err := tokenRequest(r.body)
 	if err != nil {
-		return fmt.Errorf("%w: role is required: read, write or admin", ErrInvalid)
+		return err
 	}
 	secret, err := NewTokenSecret()
 	if err != nil {
@@ -254,6 +248,27 @@ func (a *API) createToken(w http.ResponseWriter, r *request) error {
 		tok.ID = res.Revision
 		return writeJSON(w, http.StatusOK, api.TokenResponse{Token: tok.apiToken(), Secret: secret})
 	})
+}
+
+// tokenRequest decodes the body of POST /v1/tokens and its role. Like
+// every body, it must be text JSON carries as it is (checkJSONText): a
+// prefix that encoding/json turned into U+FFFD would scope the token to
+// other keys than asked.
+func tokenRequest(body []byte) (api.TokenRequest, TokenRole, error) {
+	var tr api.TokenRequest
+	if err := checkJSONText(body); err != nil {
+		return tr, 0, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&tr); err != nil {
+		return tr, 0, fmt.Errorf("%w: token request body: %v", ErrInvalid, err)
+	}
+	role, err := ParseTokenRole(string(tr.Role))
+	if err != nil {
+		return tr, 0, fmt.Errorf("%w: role is required: read, write or admin", ErrInvalid)
+	}
+	return tr, role, nil
 }
 
 func (a *API) listTokens(w http.ResponseWriter, r *request) error {

@@ -56,36 +56,48 @@ func restartOn(t *testing.T, cfg Config) error {
 
 // A data directory records whose it is; a node refuses one that lost its
 // log or its identity, or that is another node's or cluster's, with an
-// error saying what is wrong and how to recover, and changes nothing in it.
+// error saying what is wrong and how to recover, and changes nothing in it
+// but the torn last segment the WAL repairs before the refusal.
 func TestDataDirectoryIdentity(t *testing.T) {
 	tests := []struct {
 		name   string
 		change func(t *testing.T, cfg *Config)
 		text   string // "" means the node starts
+		// repaired is the one file a refused start may change: the WAL's
+		// repair of a torn last segment runs before the refusal.
+		repaired string
 	}{
-		{"restart as is", func(*testing.T, *Config) {}, ""},
+		{"restart as is", func(*testing.T, *Config) {}, "", ""},
 		{"another node id", func(_ *testing.T, cfg *Config) {
 			cfg.ID = 2
 			cfg.Peers = map[uint64]string{2: "127.0.0.1:1"}
-		}, "belongs to another node (node 1 of cluster"},
-		{"another cluster", func(_ *testing.T, cfg *Config) { cfg.ClusterID = 0xabc }, "belongs to another cluster"},
+		}, "belongs to another node (node 1 of cluster", ""},
+		{"another cluster", func(_ *testing.T, cfg *Config) { cfg.ClusterID = 0xabc }, "belongs to another cluster", ""},
 		{"identity deleted", func(t *testing.T, cfg *Config) {
 			if err := os.Remove(filepath.Join(cfg.DataDir, "IDENTITY")); err != nil {
 				t.Fatal(err)
 			}
-		}, "no IDENTITY file"},
+		}, "no IDENTITY file", ""},
 		{"log deleted", func(t *testing.T, cfg *Config) {
 			if err := os.RemoveAll(filepath.Join(cfg.DataDir, "wal")); err != nil {
 				t.Fatal(err)
 			}
-		}, "the write-ahead log " + "%DIR%/wal is missing"},
+		}, "the write-ahead log " + "%DIR%/wal is missing", ""},
+		{"log emptied", func(t *testing.T, cfg *Config) {
+			// A segment cut to nothing reads as one whose header a crash
+			// tore: the WAL writes it again (a header, no record), and
+			// then the node refuses, since VOTE says it voted.
+			if err := os.Truncate(filepath.Join(cfg.DataDir, "wal", "0000000000000001.wal"), 0); err != nil {
+				t.Fatal(err)
+			}
+		}, "the write-ahead log is empty, but VOTE says the node voted", "/wal/0000000000000001.wal"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "node")
 			cfg := newDirNode(t, dir)
 			tt.change(t, &cfg)
-			before := listTree(t, dir)
+			before := listTree(t, dir, tt.repaired)
 			err := restartOn(t, cfg)
 			if tt.text == "" {
 				if err != nil {
@@ -98,20 +110,25 @@ func TestDataDirectoryIdentity(t *testing.T) {
 				!strings.Contains(err.Error(), "coord cluster remove") {
 				t.Fatalf("restart: %v\nwant ErrDataDir saying %q and how to recover", err, want)
 			}
-			if after := listTree(t, dir); strings.Join(after, "\n") != strings.Join(before, "\n") {
+			if after := listTree(t, dir, tt.repaired); strings.Join(after, "\n") != strings.Join(before, "\n") {
 				t.Fatalf("the refused start changed the directory:\nbefore %q\nafter  %q", before, after)
 			}
 		})
 	}
 }
 
-// listTree lists the files under dir with their sizes.
-func listTree(t *testing.T, dir string) []string {
+// listTree lists the files under dir with their sizes, but for except
+// (a path under dir, "" for none), which is listed by name alone.
+func listTree(t *testing.T, dir, except string) []string {
 	t.Helper()
 	var out []string
 	err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
 		if err != nil {
 			return err
+		}
+		if except != "" && strings.TrimPrefix(path, dir) == except {
+			out = append(out, except)
+			return nil
 		}
 		out = append(out, strings.TrimPrefix(path, dir)+" "+info.Mode().String()+" "+time.Duration(info.Size()).String())
 		return nil

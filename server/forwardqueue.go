@@ -11,9 +11,9 @@ import (
 // batches (node.Node.ForwardEach): the writes' goroutines queue them and
 // go on to wait for their outcome, and one goroutine (feedForwards) hands
 // over whatever is queued whenever the loop takes it. Handing each write
-// over itself (node.Node.Forward) woke the loop and the write's goroutine
-// once per write: at 256 clients, a third of a follower's goroutine
-// wake-ups. Safe for concurrent use.
+// over itself (node.Node.Forward, since removed) woke the loop and the
+// write's goroutine once per write: at 256 clients, a third of a
+// follower's goroutine wake-ups. Safe for concurrent use.
 type forwardQueue struct {
 	mu      sync.Mutex
 	pending []node.Forwarding // in the order they came

@@ -42,8 +42,10 @@ var ErrStorage = errors.New("server: storage failing")
 
 // ErrDataDir means the data directory must not be used by this node: its
 // log or files are missing or damaged, it belongs to another node or
-// cluster, or it holds Raft state but no identity. Nothing in it was
-// changed. The message says what is wrong and how to recover.
+// cluster, or it holds Raft state but no identity. Nothing acknowledged in
+// it was changed: at most the write-ahead log's repair of what a crash tore
+// ran first (docs/storage.md). The message says what is wrong and how to
+// recover.
 var ErrDataDir = errors.New("server: data directory refused")
 
 // Config configures a Node. Start from DefaultConfig.
@@ -677,7 +679,7 @@ func (n *Node) seed() uint64 {
 // refuse returns the error for a data directory this node must not run
 // on, with the way out.
 func (n *Node) refuse(format string, args ...any) error {
-	return fmt.Errorf("%w: node %d will not start on %s: %w. Nothing in it was changed or removed. "+
+	return fmt.Errorf("%w: node %d will not start on %s: %w. Nothing acknowledged in it was changed or removed. "+
 		"To recover, replace the node: remove it from the cluster (coord cluster remove %d, or DELETE /v1/members/%d on any node), "+
 		"then add it back as a new node with a new ID and an empty data directory (coord cluster add); see docs/storage.md",
 		ErrDataDir, n.cfg.ID, n.cfg.DataDir, fmt.Errorf(format, args...), n.cfg.ID, n.cfg.ID)

@@ -73,6 +73,11 @@ func (m message) String() string {
 
 // parseMessage parses one protocol line (without its newline).
 func parseMessage(line string) (message, error) {
+	if strings.IndexByte(line, '\n') >= 0 {
+		// A line read never holds one; String writes failed's text
+		// without them.
+		return message{}, fmt.Errorf("%w: a line break inside %q", errProtocol, line)
+	}
 	kind, rest, _ := strings.Cut(line, " ")
 	m := message{kind: kind}
 	switch kind {
@@ -83,28 +88,28 @@ func parseMessage(line string) (message, error) {
 		return m, nil
 	case msgFailed:
 		code, text, _ := strings.Cut(rest, " ")
-		n, err := strconv.ParseInt(code, 10, 64)
+		n, err := parseNumber(code)
 		if err != nil || (n != 126 && n != 127) {
 			return message{}, fmt.Errorf("%w: bad exit code in %q", errProtocol, line)
 		}
 		m.number, m.text = n, text
 		return m, nil
 	case msgStopped, msgSignaled:
-		n, err := strconv.ParseInt(rest, 10, 64)
+		n, err := parseNumber(rest)
 		if err != nil || n < 1 || n > 64 {
 			return message{}, fmt.Errorf("%w: bad signal number in %q", errProtocol, line)
 		}
 		m.number = n
 		return m, nil
 	case msgExited:
-		n, err := strconv.ParseInt(rest, 10, 64)
+		n, err := parseNumber(rest)
 		if err != nil || n < 0 || n > 255 {
 			return message{}, fmt.Errorf("%w: bad exit status in %q", errProtocol, line)
 		}
 		m.number = n
 		return m, nil
 	case msgDeadline:
-		n, err := strconv.ParseInt(rest, 10, 64)
+		n, err := parseNumber(rest)
 		if err != nil || n < 0 {
 			return message{}, fmt.Errorf("%w: bad deadline in %q", errProtocol, line)
 		}
@@ -112,6 +117,16 @@ func parseMessage(line string) (message, error) {
 		return m, nil
 	}
 	return message{}, fmt.Errorf("%w: unknown message %q", errProtocol, line)
+}
+
+// parseNumber parses a decimal number as String writes it: no sign but
+// '-', no leading zeros, so that each number has one spelling.
+func parseNumber(s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err == nil && strconv.FormatInt(n, 10) != s {
+		return 0, fmt.Errorf("%q is not a number in canonical form", s)
+	}
+	return n, err
 }
 
 // readMessages calls fn with every message read from r until end of file

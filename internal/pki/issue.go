@@ -201,13 +201,19 @@ func LoadCA(certFile, keyFile string) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pki: CA: %w", err)
 	}
-	certs, err := parseCertificates(certPEM)
-	if err != nil {
-		return nil, fmt.Errorf("pki: CA %s: %w", certFile, err)
-	}
 	keyPEM, err := os.ReadFile(keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("pki: CA key: %w", err)
+	}
+	return parseCA(certPEM, keyPEM, certFile, keyFile)
+}
+
+// parseCA makes a CA of the contents of its certificate and key files,
+// named certFile and keyFile in errors.
+func parseCA(certPEM, keyPEM []byte, certFile, keyFile string) (*CA, error) {
+	certs, err := parseCertificates(certPEM)
+	if err != nil {
+		return nil, fmt.Errorf("pki: CA %s: %w", certFile, err)
 	}
 	block, _ := pem.Decode(keyPEM)
 	if block == nil {

@@ -179,7 +179,9 @@ func (b *Backend) record(name string, r reply, sent time.Time) (lease.Record, er
 	}
 	tokenText, holder, ok := strings.Cut(r.value, ":")
 	token, err := strconv.ParseUint(tokenText, 10, 64)
-	if !ok || err != nil || token == 0 || holder == "" {
+	// One spelling per token, the one value writes: "012:x" is not
+	// coord's, so it is not read as token 12.
+	if !ok || err != nil || token == 0 || holder == "" || strconv.FormatUint(token, 10) != tokenText {
 		return lease.Record{}, fmt.Errorf("%s: lease %q: %w: key %s holds %q, want TOKEN:HOLDER", prefix, name, lease.ErrCorrupt, b.leaseKey(name), r.value)
 	}
 	rec := lease.Record{Name: name, Holder: holder, Token: token}

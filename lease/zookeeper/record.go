@@ -31,8 +31,9 @@ func encodeRebound(token uint64, holder string) []byte {
 }
 
 // decode makes the Record of a lease node from its data and stat. A node
-// that coord did not write (persistent, empty, a token that cannot be)
-// is lease.ErrCorrupt: it never expires, or its holder cannot be told.
+// that coord did not write (persistent, empty, a token that cannot be or
+// is not in canonical decimal, a holder that checkHolder refuses) is
+// lease.ErrCorrupt: it never expires, or its holder cannot be told.
 func decode(name string, data []byte, stat *zk.Stat) (lease.Record, error) {
 	corrupt := func(format string, args ...any) (lease.Record, error) {
 		return lease.Record{}, fmt.Errorf("%w: lease %q: node (czxid %#x) %s", lease.ErrCorrupt, name, stat.Czxid, fmt.Sprintf(format, args...))
@@ -51,14 +52,18 @@ func decode(name string, data []byte, stat *zk.Stat) (lease.Record, error) {
 			return corrupt("has data %q: a token mark without its end", clip(data))
 		}
 		t, err := strconv.ParseUint(string(rest[:i]), 10, 64)
-		// The token is an earlier node's czxid, so below this node's.
-		if err != nil || t == 0 || t >= uint64(stat.Czxid) {
+		// The token is an earlier node's czxid, so below this node's,
+		// written as encodeRebound writes it.
+		if err != nil || t == 0 || t >= uint64(stat.Czxid) || strconv.FormatUint(t, 10) != string(rest[:i]) {
 			return corrupt("carries token %q, not a czxid before its own", clip(rest[:i]))
 		}
 		holder, token = string(rest[i+1:]), t
 	}
 	if holder == "" {
 		return corrupt("names no holder")
+	}
+	if err := checkHolder(holder); err != nil {
+		return corrupt("names a holder coord never writes (%v)", err)
 	}
 	return lease.Record{Name: name, Holder: holder, Token: token}, nil
 }

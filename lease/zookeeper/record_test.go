@@ -39,6 +39,10 @@ func TestDecode(t *testing.T) {
 		{"token not earlier", encodeRebound(42, "alice"), live(42)},
 		{"token later", encodeRebound(43, "alice"), live(42)},
 		{"token overflows", []byte("\x0099999999999999999999\x00alice"), live(42)},
+		{"token with a leading zero", []byte("\x00012\x00alice"), live(42)},
+		{"holder with NUL", []byte("ali\x00ce"), live(42)},
+		{"moved, holder opens with the mark", []byte("\x0012\x00\x00x"), live(42)},
+		{"holder too long", []byte(strings.Repeat("h", maxHolderBytes+1)), live(42)},
 	} {
 		_, err := decode("n", c.data, c.stat)
 		if !errors.Is(err, lease.ErrCorrupt) {
