@@ -543,7 +543,7 @@ type diskState struct {
 // checks (or, for a new one, records) whose it is.
 func (n *Node) openStorage() (diskState, error) {
 	var ds diskState
-	disk, err := raftstore.Open(n.cfg.FS, n.cfg.DataDir, raftstore.Options{Logger: n.log, SegmentBytes: n.cfg.WALSegmentBytes})
+	disk, err := raftstore.Open(n.cfg.FS, n.cfg.DataDir, raftstore.Options{Logger: n.log, SegmentBytes: n.cfg.WALSegmentBytes, CheckDirEvery: time.Second})
 	if errors.Is(err, raftstore.ErrLost) || errors.Is(err, raftstore.ErrCorrupt) {
 		return ds, n.refuse("it is damaged: %w", err)
 	}

@@ -75,7 +75,7 @@ func (d *Disk) WriteSnapshot(meta raft.SnapshotMetadata, data io.WriterTo) error
 func (d *Disk) startSnapshot(meta raft.SnapshotMetadata, name string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.usable(); err != nil {
+	if err := d.writable(); err != nil {
 		return err
 	}
 	if meta.Index <= d.snapMeta.Index {
@@ -102,7 +102,7 @@ func (d *Disk) startSnapshot(meta raft.SnapshotMetadata, name string) error {
 func (d *Disk) CompactTo(meta raft.SnapshotMetadata) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.usable(); err != nil {
+	if err := d.writable(); err != nil {
 		return err
 	}
 	name := snapshot.FileName(meta.Index, meta.Term)

@@ -6,11 +6,13 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"coord/internal/assert"
 	"coord/raft"
@@ -55,12 +57,27 @@ type Options struct {
 	// Disk no longer uses, and Open removes any that are left. nil means
 	// a goroutine of its own, which Close waits for.
 	Background func(work func())
+	// CheckDirEvery is how often, at most, a Save first checks that the
+	// directory is still the one Open locked: that its LOCK file is still
+	// there, the very file Open locked. A directory removed (or removed and made again) under a
+	// running node leaves its open log segment writable, unlinked: without
+	// the check the node would go on acknowledging entries that no restart
+	// can find. Once the check fails, every Save and Repair fails with
+	// ErrLost until Close: the node stops acknowledging and voting, as on a
+	// failed disk, and must be restarted on a directory that holds its
+	// state. A Save that writes a term or vote always checks. 0 means
+	// never: the check lists the directory, and a simulation's file system
+	// must see the same calls in every run of a seed.
+	CheckDirEvery time.Duration
 }
 
 // Validate reports an option out of range, naming the field.
 func (o Options) Validate() error {
 	if err := (wal.Options{SegmentBytes: o.SegmentBytes}).Validate(); err != nil {
 		return fmt.Errorf("raftstore: Options.SegmentBytes: %w", err)
+	}
+	if o.CheckDirEvery < 0 {
+		return fmt.Errorf("raftstore: Options.CheckDirEvery is %v, want 0 (never) or more", o.CheckDirEvery)
 	}
 	return nil
 }
@@ -109,6 +126,13 @@ type Disk struct {
 	background func(work func())
 	removals   sync.WaitGroup
 
+	// checkDirEvery is Options.CheckDirEvery; dirChecked is when Save last
+	// found the LOCK file; gone is the error every Save and Repair returns
+	// once it did not.
+	checkDirEvery time.Duration
+	dirChecked    time.Time
+	gone          error
+
 	closed bool
 }
 
@@ -134,7 +158,8 @@ func Open(fsys vfs.FS, dir string, opts Options) (*Disk, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	d := &Disk{fs: fsys, dir: dir, snapDir: filepath.Join(dir, "snap"), logger: logger, background: opts.Background}
+	d := &Disk{fs: fsys, dir: dir, snapDir: filepath.Join(dir, "snap"), logger: logger, background: opts.Background,
+		checkDirEvery: opts.CheckDirEvery}
 	// Two processes appending to one log would interleave their records:
 	// the directory is locked for as long as the Disk is open.
 	if err := vfs.MkdirAllDurable(fsys, dir); err != nil {
@@ -299,7 +324,7 @@ func (d *Disk) Identity() (Identity, bool) {
 func (d *Disk) SetIdentity(id Identity) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.usable(); err != nil {
+	if err := d.writable(); err != nil {
 		return err
 	}
 	if id.NodeID == 0 {
@@ -327,7 +352,7 @@ func (d *Disk) SetIdentity(id Identity) error {
 func (d *Disk) Repair() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.usable(); err != nil {
+	if err := d.writable(); err != nil {
 		return err
 	}
 	if err := d.wal.Repair(); err != nil {
@@ -432,6 +457,67 @@ func (d *Disk) usable() error {
 	if d.closed {
 		return ErrClosed
 	}
+	return nil
+}
+
+// writable is usable for the methods that write: they also fail once the
+// directory was found gone (checkDir). Reads go on: they show what was
+// acknowledged, as after a failed write.
+func (d *Disk) writable() error {
+	if err := d.usable(); err != nil {
+		return err
+	}
+	return d.gone
+}
+
+// lockInPlace reports whether the directory's LOCK file is the one Open
+// locked: the same file, where the lock is an open file of the operating
+// system's (so that a directory removed and made again, with a LOCK file
+// of another process in it, is not taken for this one), or else a file of
+// that name.
+func (d *Disk) lockInPlace() (bool, error) {
+	name := filepath.Join(d.dir, "LOCK")
+	if f, ok := d.lock.(*os.File); ok {
+		held, err := f.Stat()
+		if err != nil {
+			return false, err
+		}
+		now, err := os.Stat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return os.SameFile(held, now), nil
+	}
+	return vfs.Exists(d.fs, name)
+}
+
+// checkDir checks, at most every Options.CheckDirEvery (or now, if force),
+// that the directory still holds the LOCK file Open took, and makes the
+// Disk refuse writes for good if it does not.
+func (d *Disk) checkDir(force bool) error {
+	if d.checkDirEvery == 0 {
+		return nil
+	}
+	now := time.Now()
+	if !force && now.Sub(d.dirChecked) < d.checkDirEvery {
+		return nil
+	}
+	ok, err := d.lockInPlace()
+	if err != nil {
+		// Cannot tell (a directory made unreadable, say): the write
+		// itself will say whether the disk works.
+		d.logger.Warn("raftstore: checking the data directory", "dir", d.dir, "err", err)
+		return nil
+	}
+	if !ok {
+		d.gone = fmt.Errorf("%w: the data directory %s was removed or replaced while the node ran (its LOCK file is gone): what it held since is unlinked, so this node writes nothing more; restart it on a directory that holds its state", ErrLost, d.dir)
+		d.logger.Error("raftstore: data directory gone", "dir", d.dir, "err", d.gone)
+		return d.gone
+	}
+	d.dirChecked = now
 	return nil
 }
 
@@ -560,7 +646,10 @@ func (d *Disk) Snapshot() (raft.Snapshot, error) {
 func (d *Disk) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.usable(); err != nil {
+	if err := d.writable(); err != nil {
+		return err
+	}
+	if err := d.checkDir(!hs.IsEmpty() && (hs.Term != d.hs.Term || hs.Vote != d.hs.Vote)); err != nil {
 		return err
 	}
 	for i := 1; i < len(ents); i++ {
@@ -702,7 +791,7 @@ func firstOf(ents []raft.Entry) uint64 {
 func (d *Disk) ApplySnapshot(snap raft.Snapshot) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.usable(); err != nil {
+	if err := d.writable(); err != nil {
 		return err
 	}
 	if snap.Metadata.Index <= d.snapMeta.Index {
@@ -732,7 +821,7 @@ func (d *Disk) ApplySnapshot(snap raft.Snapshot) error {
 func (d *Disk) Compact(index uint64, data []byte, cs raft.ConfState) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.usable(); err != nil {
+	if err := d.writable(); err != nil {
 		return err
 	}
 	switch {

@@ -59,7 +59,7 @@ func (d *Disk) ReceiveSnapshot(meta raft.SnapshotMetadata, size int64) (*Spool, 
 		return nil, fmt.Errorf("raftstore: receive snapshot at %d: size %d", meta.Index, size)
 	}
 	d.mu.Lock()
-	if err := d.usable(); err != nil {
+	if err := d.writable(); err != nil {
 		d.mu.Unlock()
 		return nil, err
 	}
@@ -129,7 +129,7 @@ func (s *Spool) Commit() (raft.SnapshotSource, error) {
 	d := s.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.usable(); err != nil {
+	if err := d.writable(); err != nil {
 		d.removeReceived(s.r)
 		return nil, err
 	}
