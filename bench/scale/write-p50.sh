@@ -14,9 +14,11 @@
 #   overwrite_ms the same 200 writes over a file already written and
 #               synced (conv=notrunc): a data-only fdatasync, what the
 #               WAL's preallocated segments mostly pay.
-# Each line: round, build, writes/s, p50 ms, mean ms (1 s / writes/s at
-# one client), dd_ms, overwrite_ms, p50 in dd fsyncs, load average. The
-# end prints medians per build.
+# Each line: round, build, writes/s, p50 ms (loadgen's, to the µs: the
+# write is a fraction of a ms, and 0.1 ms steps were a sixth of it), mean
+# ms (1 s / writes/s at one client), dd_ms, overwrite_ms, p50 in dd
+# fsyncs, the CPU and switches per write (below), load average. The end
+# prints medians per build, of these same columns.
 #
 #   bench/scale/write-p50.sh ROUNDS DURATION COORD...
 #   bench/scale/write-p50.sh 5 4s /tmp/s8/coord /tmp/coord-new
@@ -128,7 +130,7 @@ for r in $(seq "$rounds"); do
     [ -n "$line" ] || { echo "write-p50: build $b: no result" >&2; continue; }
     awk -v r="$r" -v b="$b" -v dd="$dd" -v ow="$ow" -v load="$(cut -d' ' -f1 /proc/loadavg)" \
       -v cpu=$((cpu1 - cpu0)) -v sw=$((sw1 - sw0)) -v t="$(cat "$work/time")" \
-      '{split(t, c, " "); printf "%-5s %-3s %8.0f %7.2f %7.3f %7.3f %9.3f %7.2fx %8.0f %8.1f %8.0f %8.1f %s\n",
+      '{split(t, c, " "); printf "%-5s %-3s %8.0f %7.3f %7.3f %7.3f %9.3f %7.2fx %8.0f %8.1f %8.0f %8.1f %s\n",
         r, b, $4, $5, 1000 / $4, dd, ow, $5 / dd, cpu / 1000 / $3, sw / $3, (c[1] + c[2]) * 1e6 / $3, c[3] / $3, load}' <<<"$line" |
       tee -a "$results"
   done
