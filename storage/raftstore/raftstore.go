@@ -90,10 +90,14 @@ type Disk struct {
 	// may lack hs (a commit index saved without sync): the next Save
 	// writes it again.
 	hsRewrite bool
-	snapMeta  raft.SnapshotMetadata // Index 0: no snapshot
-	snapSum   uint32                // checksum of the snapshot file
-	snapSize  int64                 // length of the snapshot file's data
-	ents      []raft.Entry          // after snapMeta.Index, contiguous
+	// hsUnwritten says hs differs from the log's last record by a commit
+	// index alone, saved without sync and not written (Save): the next
+	// write to the log carries it, and Close writes it.
+	hsUnwritten bool
+	snapMeta    raft.SnapshotMetadata // Index 0: no snapshot
+	snapSum     uint32                // checksum of the snapshot file
+	snapSize    int64                 // length of the snapshot file's data
+	ents        []raft.Entry          // after snapMeta.Index, contiguous
 	// pending holds the snapshot files WriteSnapshot is writing or has
 	// written, by name, until CompactTo (background.go).
 	pending map[string]pendingSnapshot
@@ -617,16 +621,26 @@ func (d *Disk) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 			return fmt.Errorf("raftstore: save: vote: %w", err)
 		}
 	}
+	// Only a commit index may wait for the next sync: a vote or an entry
+	// the node has promised must not be lost.
+	commitOnly := len(ents) == 0 && hs.Term == d.hs.Term && hs.Vote == d.hs.Vote
+	if commitOnly && !sync {
+		// Not even written: the next write to the log carries it (the
+		// record below), which a synced Save then makes durable, as the
+		// contract says, and a crash before that loses it, as it may.
+		// Every write's commit-only Ready, on the leader and on each
+		// follower, so costs no system call (issue 15, `p50c`).
+		d.hs = hs
+		d.hsUnwritten = true
+		return nil
+	}
 	var record raft.HardState
 	switch {
 	case writeHS:
 		record = hs
-	case d.hsRewrite:
+	case d.hsRewrite || d.hsUnwritten:
 		record = d.hs
 	}
-	// Only a commit index may wait for the next sync: a vote or an entry
-	// the node has promised must not be lost.
-	commitOnly := len(ents) == 0 && hs.Term == d.hs.Term && hs.Vote == d.hs.Vote
 	// A new term or vote without entries is durable already, with its
 	// commit index, in the VOTE file, which Open prefers to an older log
 	// record (checkLog): its log record need not be synced (unless a
@@ -646,7 +660,7 @@ func (d *Disk) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 	}
 	// Durable (or, for a commit index alone, as durable as asked): now
 	// reads may show it.
-	d.hsRewrite = false
+	d.hsRewrite, d.hsUnwritten = false, false
 	if writeHS {
 		d.hs = hs
 	}
@@ -801,8 +815,8 @@ func (d *Disk) checkpoint(meta raft.SnapshotMetadata, sum uint32, size int64, hs
 		return err
 	}
 	d.hs, d.snapMeta, d.snapSum, d.snapSize = hs, cloneMeta(meta), sum, size
-	d.hsRewrite = false         // the checkpoint holds hs
-	d.ents = slices.Clone(keep) // frees the compacted prefix
+	d.hsRewrite, d.hsUnwritten = false, false // the checkpoint holds hs
+	d.ents = slices.Clone(keep)               // frees the compacted prefix
 	d.logSynced()
 	d.dropStaleReceived()
 	// The checkpoint holds; a file left behind is removed by the next Open.
@@ -825,7 +839,13 @@ func (d *Disk) Close() error {
 	}
 	d.closed = true
 	d.removals.Wait()
-	err := errors.Join(d.wal.Close(), d.closeVoteFile())
+	var err error
+	if d.hsUnwritten {
+		// A clean close keeps the last commit index saved; WAL.Close
+		// syncs it.
+		err = d.wal.Append(d.hs, nil)
+	}
+	err = errors.Join(err, d.wal.Close(), d.closeVoteFile())
 	if lerr := d.lock.Close(); err == nil {
 		err = lerr
 	}

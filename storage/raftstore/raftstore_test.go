@@ -472,3 +472,40 @@ func TestUnsyncedCommitIsNotSynced(t *testing.T) {
 		t.Fatalf("after a crash, commit %d: the synced commit index 2 was lost", hs.Commit)
 	}
 }
+
+// TestUnsyncedCommitIsNotWritten: a Save without sync that changes only
+// the commit index (every write's second Ready, on every node) is not
+// even written to the log, which costs a system call: the next write
+// carries it, so a synced Save after it makes it durable, and a clean
+// Close keeps it. A crash before either loses it, as the Save contract
+// allows (storagetest's testUnsyncedCommitMayBeLost).
+func TestUnsyncedCommitIsNotWritten(t *testing.T) {
+	m := vfs.NewMemFS()
+	d := open(t, m, "/node")
+	must(t, d.Save(raft.HardState{Term: 2, Vote: 1, Commit: 1}, ents(1, 3, 2), true))
+	segment := "/node/wal/" + list(t, m, "/node/wal")[0]
+	before, err := vfs.ReadFile(m, segment)
+	must(t, err)
+	must(t, d.Save(raft.HardState{Term: 2, Vote: 1, Commit: 3}, nil, false))
+	after, err := vfs.ReadFile(m, segment)
+	must(t, err)
+	if !bytes.Equal(before, after) {
+		t.Fatal("a commit index saved without sync was written to the log")
+	}
+	if hs, _, _ := d.InitialState(); hs.Commit != 3 {
+		t.Fatalf("before any crash, commit %d, want 3", hs.Commit)
+	}
+	must(t, d.Save(raft.HardState{}, ents(4, 1, 2), true))
+	m.Crash()
+	d = open(t, m, "/node")
+	if hs, _, _ := d.InitialState(); hs.Commit != 3 {
+		t.Fatalf("after a synced Save and a crash, commit %d, want 3", hs.Commit)
+	}
+	must(t, d.Save(raft.HardState{Term: 2, Vote: 1, Commit: 4}, nil, false))
+	must(t, d.Close())
+	m.Crash()
+	d = open(t, m, "/node")
+	if hs, _, _ := d.InitialState(); hs.Commit != 4 {
+		t.Fatalf("after a Close and a crash, commit %d, want 4", hs.Commit)
+	}
+}
