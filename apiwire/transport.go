@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -321,7 +320,6 @@ func (t *Transport) dial(cc *clientConn, key, scheme, host string) {
 		return
 	}
 	cc.conn = conn
-	cc.raw = rawOf(conn)
 	cc.forget = forget
 	if scheme == "http" {
 		cc.out = append(cc.out, Preface...)
@@ -454,21 +452,11 @@ type clientConn struct {
 	// arrives: until then the server may turn out not to speak wire.
 	unconfirmed atomic.Bool
 
-	// raw is the TCP connection's, for a request written by its caller
-	// (writeDirectLocked); nil over TLS, and off Linux.
-	raw syscall.RawConn
-	// directWrites counts the writes writeDirectLocked made whole: tests
-	// check which path their requests took.
-	directWrites atomic.Int64
-
-	mu    sync.Mutex
-	cond  *sync.Cond
-	out   []byte
-	wrote []func(httptrace.WroteRequestInfo) // the WroteRequest hooks of the requests in out
-	// writing is set while the writer goroutine writes a batch it took
-	// from out, outside mu: no one else may write then.
-	writing bool
-	err     error // why the connection failed; nil while it works
+	mu      sync.Mutex
+	cond    *sync.Cond
+	out     []byte
+	wrote   []func(httptrace.WroteRequestInfo) // the WroteRequest hooks of the requests in out
+	err     error                              // why the connection failed; nil while it works
 	streams map[uint32]*clientStream
 	next    uint32
 }
@@ -486,28 +474,16 @@ const streamsMaxPerConn = 1<<31 - 1
 
 // open sends req on a new stream.
 func (cc *clientConn) open(req *http.Request, body []byte) (*clientStream, error) {
-	st, wrote, err := cc.queue(req, body)
-	for _, hook := range wrote {
-		hook(httptrace.WroteRequestInfo{})
-	}
-	return st, err
-}
-
-// queue puts req on a new stream in out, and writes out itself if it can
-// (writeDirectLocked); otherwise the writer goroutine does. It returns the
-// WroteRequest hooks of what it wrote, for the caller to call once mu is
-// released.
-func (cc *clientConn) queue(req *http.Request, body []byte) (*clientStream, []func(httptrace.WroteRequestInfo), error) {
 	target := req.URL.RequestURI()
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if cc.err != nil {
-		return nil, nil, cc.err
+		return nil, cc.err
 	}
 	id := cc.next
 	out, err := appendRequest(cc.out, id, req.Method, target, req.Header, body, cc.limits)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cc.next += 2
 	if cc.next >= streamsMaxPerConn {
@@ -521,41 +497,8 @@ func (cc *clientConn) queue(req *http.Request, body []byte) (*clientStream, []fu
 	}
 	st := &clientStream{id: id, head: make(chan head, 1), done: make(chan struct{}), notify: make(chan struct{}, 1)}
 	cc.streams[id] = st
-	return st, cc.writeDirectLocked(), nil
-}
-
-// writeDirectLocked writes out on the caller's goroutine, without
-// waiting, when no write is in progress, and hands what the socket did not
-// take at once (all of it on an error, which the writer then meets) to the
-// writer goroutine. It returns the WroteRequest hooks of the requests it
-// wrote whole, taken out of cc.wrote. cc.mu is held.
-//
-// A request so costs one system call, not a wake-up of the writer
-// goroutine first: on a single client's path that hand-off readied the
-// writer on the caller's processor and woke an idle one to look for work,
-// once per request (issue 15, `p50c`). It never waits on the server: a
-// server that stops reading fills the socket's buffer, and from then on
-// the writer's blocking writes take the requests, as before. Not on a
-// connection not yet confirmed to speak wire: the writer's handling of a
-// failed write there (readLoop reads why) stays the one path.
-func (cc *clientConn) writeDirectLocked() []func(httptrace.WroteRequestInfo) {
-	if cc.writing || cc.raw == nil || cc.unconfirmed.Load() || len(cc.out) == 0 {
-		cc.cond.Broadcast()
-		return nil
-	}
-	n, err := tryWrite(cc.raw, cc.out)
-	if err != nil || n < len(cc.out) {
-		if err == nil {
-			cc.out = cc.out[:copy(cc.out, cc.out[n:])]
-		}
-		cc.cond.Broadcast()
-		return nil
-	}
-	cc.out = cc.out[:0]
-	cc.directWrites.Add(1)
-	wrote := cc.wrote
-	cc.wrote = nil
-	return wrote
+	cc.cond.Broadcast()
+	return st, nil
 }
 
 // cancel tells the server to stop serving st, and forgets it.
@@ -608,7 +551,6 @@ func (cc *clientConn) writeLoop() {
 	var spare []byte
 	for {
 		cc.mu.Lock()
-		cc.writing = false
 		for len(cc.out) == 0 && cc.err == nil {
 			cc.cond.Wait()
 		}
@@ -618,7 +560,6 @@ func (cc *clientConn) writeLoop() {
 		}
 		batch, wrote := cc.out, cc.wrote
 		cc.out, cc.wrote = spare[:0], nil
-		cc.writing = true
 		cc.mu.Unlock()
 		if _, err := cc.conn.Write(batch); err != nil {
 			if cc.unconfirmed.Load() {
