@@ -557,10 +557,12 @@ func (d *Disk) Snapshot() (raft.Snapshot, error) {
 //
 // With sync, Save returns once both are durable: a nil return
 // acknowledges them. Without it, a Save that changes only the commit index
-// is written to the log but not synced (raft.Ready.MustSync is false for
-// it: the commit index may be lost in a crash and is learnt again from
-// the leader), and becomes durable with the next synced write. Entries and
-// a new term or vote are synced whatever sync says.
+// is not even written to the log (raft.Ready.MustSync is false for it: the
+// commit index may be lost in a crash and is learnt again from the
+// leader): the next write to the log carries it, Close writes it, and it
+// becomes durable with the next synced write. Reads (InitialState) show
+// it at once. Entries and a new term or vote are synced whatever sync
+// says.
 func (d *Disk) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
