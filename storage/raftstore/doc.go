@@ -28,16 +28,14 @@
 // ever show acknowledged writes.
 //
 // One exception, asked for by the caller: a Save without sync that changes
-// only the commit index (a Ready whose MustSync is false) is neither
-// written nor synced: the next write to the log carries the hard state
-// (and Close writes it), so a crash may lose it, and recovery then finds
-// the hard state of an earlier Save; the next synced write makes it
-// durable. The commit index is not promised to anyone (a leader tells it
-// again), while a term, a vote or an entry is: those are synced whatever
-// the caller asks. This saves the second fsync of each write on the
-// leader, whose commit-only Ready follows the one that appended (etcd's
-// WAL does the same, raft.MustSync), and the system call that wrote the
-// record, on every node (etcd's writes it).
+// only the commit index (a Ready whose MustSync is false) is written but
+// not synced, so a crash may lose it, and recovery then finds the hard
+// state of an earlier Save; the next synced write makes it durable. The
+// commit index is not promised to anyone (a leader tells it again), while
+// a term, a vote or an entry is: those are synced whatever the caller
+// asks. This saves the second fsync of each write on the leader, whose
+// commit-only Ready follows the one that appended (etcd's WAL does the
+// same, raft.MustSync).
 //
 // A write that fails leaves the Disk refusing further writes if the
 // write-ahead log may be in an unknown state (a failed fsync cannot be

@@ -90,14 +90,10 @@ type Disk struct {
 	// may lack hs (a commit index saved without sync): the next Save
 	// writes it again.
 	hsRewrite bool
-	// hsUnwritten says hs differs from the log's last record by a commit
-	// index alone, saved without sync and not written (Save): the next
-	// write to the log carries it, and Close writes it.
-	hsUnwritten bool
-	snapMeta    raft.SnapshotMetadata // Index 0: no snapshot
-	snapSum     uint32                // checksum of the snapshot file
-	snapSize    int64                 // length of the snapshot file's data
-	ents        []raft.Entry          // after snapMeta.Index, contiguous
+	snapMeta  raft.SnapshotMetadata // Index 0: no snapshot
+	snapSum   uint32                // checksum of the snapshot file
+	snapSize  int64                 // length of the snapshot file's data
+	ents      []raft.Entry          // after snapMeta.Index, contiguous
 	// pending holds the snapshot files WriteSnapshot is writing or has
 	// written, by name, until CompactTo (background.go).
 	pending map[string]pendingSnapshot
@@ -557,12 +553,10 @@ func (d *Disk) Snapshot() (raft.Snapshot, error) {
 //
 // With sync, Save returns once both are durable: a nil return
 // acknowledges them. Without it, a Save that changes only the commit index
-// is not even written to the log (raft.Ready.MustSync is false for it: the
-// commit index may be lost in a crash and is learnt again from the
-// leader): the next write to the log carries it, Close writes it, and it
-// becomes durable with the next synced write. Reads (InitialState) show
-// it at once. Entries and a new term or vote are synced whatever sync
-// says.
+// is written to the log but not synced (raft.Ready.MustSync is false for
+// it: the commit index may be lost in a crash and is learnt again from
+// the leader), and becomes durable with the next synced write. Entries and
+// a new term or vote are synced whatever sync says.
 func (d *Disk) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -623,26 +617,16 @@ func (d *Disk) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 			return fmt.Errorf("raftstore: save: vote: %w", err)
 		}
 	}
-	// Only a commit index may wait for the next sync: a vote or an entry
-	// the node has promised must not be lost.
-	commitOnly := len(ents) == 0 && hs.Term == d.hs.Term && hs.Vote == d.hs.Vote
-	if commitOnly && !sync {
-		// Not even written: the next write to the log carries it (the
-		// record below), which a synced Save then makes durable, as the
-		// contract says, and a crash before that loses it, as it may.
-		// Every write's commit-only Ready, on the leader and on each
-		// follower, so costs no system call (issue 15, `p50c`).
-		d.hs = hs
-		d.hsUnwritten = true
-		return nil
-	}
 	var record raft.HardState
 	switch {
 	case writeHS:
 		record = hs
-	case d.hsRewrite || d.hsUnwritten:
+	case d.hsRewrite:
 		record = d.hs
 	}
+	// Only a commit index may wait for the next sync: a vote or an entry
+	// the node has promised must not be lost.
+	commitOnly := len(ents) == 0 && hs.Term == d.hs.Term && hs.Vote == d.hs.Vote
 	// A new term or vote without entries is durable already, with its
 	// commit index, in the VOTE file, which Open prefers to an older log
 	// record (checkLog): its log record need not be synced (unless a
@@ -662,7 +646,7 @@ func (d *Disk) Save(hs raft.HardState, ents []raft.Entry, sync bool) error {
 	}
 	// Durable (or, for a commit index alone, as durable as asked): now
 	// reads may show it.
-	d.hsRewrite, d.hsUnwritten = false, false
+	d.hsRewrite = false
 	if writeHS {
 		d.hs = hs
 	}
@@ -817,8 +801,8 @@ func (d *Disk) checkpoint(meta raft.SnapshotMetadata, sum uint32, size int64, hs
 		return err
 	}
 	d.hs, d.snapMeta, d.snapSum, d.snapSize = hs, cloneMeta(meta), sum, size
-	d.hsRewrite, d.hsUnwritten = false, false // the checkpoint holds hs
-	d.ents = slices.Clone(keep)               // frees the compacted prefix
+	d.hsRewrite = false         // the checkpoint holds hs
+	d.ents = slices.Clone(keep) // frees the compacted prefix
 	d.logSynced()
 	d.dropStaleReceived()
 	// The checkpoint holds; a file left behind is removed by the next Open.
@@ -841,13 +825,7 @@ func (d *Disk) Close() error {
 	}
 	d.closed = true
 	d.removals.Wait()
-	var err error
-	if d.hsUnwritten {
-		// A clean close keeps the last commit index saved; WAL.Close
-		// syncs it.
-		err = d.wal.Append(d.hs, nil)
-	}
-	err = errors.Join(err, d.wal.Close(), d.closeVoteFile())
+	err := errors.Join(d.wal.Close(), d.closeVoteFile())
 	if lerr := d.lock.Close(); err == nil {
 		err = lerr
 	}
