@@ -187,7 +187,7 @@ for n in $clients; do
       c=$(pick "$n" "$via" "$mode" coord 6) e=$(pick "$n" "$via" "$mode" etcd 6)
       cp50=$(pick "$n" "$via" "$mode" coord 7) ep50=$(pick "$n" "$via" "$mode" etcd 7)
       awk -v n="$n" -v via="$via" -v m="$mode" -v c="$c" -v e="$e" -v cp="$cp50" -v ep="$ep50" \
-        'BEGIN {printf "%-8s %-9s %-7s %10.0f %10.0f %6.2fx %7.1fms %7.1fms\n", n, via, m, c, e, (e > 0 ? c / e : 0), cp, ep}'
+        'BEGIN {printf "%-8s %-9s %-7s %10.0f %10.0f %6.2fx %7.2fms %7.2fms\n", n, via, m, c, e, (e > 0 ? c / e : 0), cp, ep}'
     done
   done
 done

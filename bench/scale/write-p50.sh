@@ -14,12 +14,18 @@
 #   overwrite_ms the same 200 writes over a file already written and
 #               synced (conv=notrunc): a data-only fdatasync, what the
 #               WAL's preallocated segments mostly pay.
-# Each line: round, build, writes/s, p50 ms, mean ms (1 s / writes/s at
-# one client), dd_ms, overwrite_ms, p50 in dd fsyncs, load average. The
-# end prints medians per build.
+# Each line: round, build, writes/s, p50 ms (loadgen's, to the µs: the
+# write is a fraction of a ms, and 0.1 ms steps were a sixth of it), mean
+# ms (1 s / writes/s at one client), dd_ms, overwrite_ms, p50 in dd
+# fsyncs, the CPU and switches per write (below), load average. The end
+# prints medians per build, of these same columns.
 #
 #   bench/scale/write-p50.sh ROUNDS DURATION COORD...
 #   bench/scale/write-p50.sh 5 4s /tmp/s8/coord /tmp/coord-new
+#
+# A build given as COORD,LOADGEN runs its rounds with that prebuilt
+# loadgen instead of this tree's: a change to the client's side (coord's
+# client, apiwire's transport) is then measured side by side too.
 #
 # PORT_BASE (default 27100) is the first port tried; each build takes six.
 set -euo pipefail
@@ -49,7 +55,12 @@ trap cleanup EXIT
 next=${PORT_BASE:-27100}
 eps=()   # per build: its three API endpoints, comma-separated
 bpids=() # per build: its three server processes, space-separated
+lgs=()   # per build: its loadgen
 for b in "${!builds[@]}"; do
+  lgs[b]=$work/loadgen
+  if [[ ${builds[b]} == *,* ]]; then
+    lgs[b]=${builds[b]#*,} builds[b]=${builds[b]%%,*}
+  fi
   ports=()
   while [ ${#ports[@]} -lt 6 ]; do
     next=$(free_port "$next")
@@ -82,7 +93,7 @@ leader_of() {
 }
 for b in "${!builds[@]}"; do
   for _ in $(seq 300); do leader_of "${eps[b]}" >/dev/null 2>&1 && break; sleep 0.2; done
-  "$work/loadgen" --keys "$keys" --value-bytes "$vbytes" --endpoints "${eps[b]}" --duration 0 >/dev/null
+  "${lgs[b]}" --keys "$keys" --value-bytes "$vbytes" --endpoints "${eps[b]}" --duration 0 >/dev/null
 done
 
 # fsync_ms FLAGS...: one synchronous 4 KiB write's time, over 200.
@@ -120,7 +131,7 @@ for r in $(seq "$rounds"); do
     leader=$(leader_of "${eps[b]}")
     # shellcheck disable=SC2086
     read -r cpu0 sw0 <<<"$(cost ${bpids[b]})"
-    line=$(/usr/bin/time -o "$work/time" -f '%U %S %w' "$work/loadgen" --keys "$keys" --value-bytes "$vbytes" \
+    line=$(/usr/bin/time -o "$work/time" -f '%U %S %w' "${lgs[b]}" --keys "$keys" --value-bytes "$vbytes" \
       --endpoints "$leader" --skip-load --clients 1 --duration "$duration" --mode writes --wire |
       grep -E '^coord +steady ' || true)
     # shellcheck disable=SC2086
@@ -128,7 +139,7 @@ for r in $(seq "$rounds"); do
     [ -n "$line" ] || { echo "write-p50: build $b: no result" >&2; continue; }
     awk -v r="$r" -v b="$b" -v dd="$dd" -v ow="$ow" -v load="$(cut -d' ' -f1 /proc/loadavg)" \
       -v cpu=$((cpu1 - cpu0)) -v sw=$((sw1 - sw0)) -v t="$(cat "$work/time")" \
-      '{split(t, c, " "); printf "%-5s %-3s %8.0f %7.2f %7.3f %7.3f %9.3f %7.2fx %8.0f %8.1f %8.0f %8.1f %s\n",
+      '{split(t, c, " "); printf "%-5s %-3s %8.0f %7.3f %7.3f %7.3f %9.3f %7.2fx %8.0f %8.1f %8.0f %8.1f %s\n",
         r, b, $4, $5, 1000 / $4, dd, ow, $5 / dd, cpu / 1000 / $3, sw / $3, (c[1] + c[2]) * 1e6 / $3, c[3] / $3, load}' <<<"$line" |
       tee -a "$results"
   done
@@ -138,6 +149,6 @@ median() { sort -n | awk '{a[NR] = $1} END {if (NR == 0) print 0; else if (NR % 
 echo "# medians over $rounds rounds of $duration, $keys keys of $vbytes bytes, $(nproc) cores"
 for b in "${!builds[@]}"; do
   col() { awk -v b="$b" -v c="$1" '$2 == b {print $c}' "$results" | median; }
-  echo "build $b (${builds[b]}): writes/s $(col 3), p50 $(col 4) ms, mean $(col 5) ms, dd $(col 6) ms, overwrite $(col 7) ms, p50/dd $(col 8);" \
+  echo "build $b (${builds[b]}, ${lgs[b]##*/}): writes/s $(col 3), p50 $(col 4) ms, mean $(col 5) ms, dd $(col 6) ms, overwrite $(col 7) ms, p50/dd $(col 8);" \
     "per write: servers $(col 9) µs CPU, $(col 10) switches; client $(col 11) µs CPU, $(col 12) switches"
 done

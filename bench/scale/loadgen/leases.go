@@ -141,7 +141,7 @@ func runLeases(cfg config) error {
 	for i, pid := range cfg.pids {
 		cpus = append(cpus, fmt.Sprintf("%.1f%%", 100*(cpuSeconds([]int{pid})-cpu0[i])/time.Since(start).Seconds()))
 	}
-	fmt.Printf("%-6s renewals %d (%.0f/s), failed %d, p50 %.1f ms, p99 %.1f ms, max %.1f ms; cpu of each server: %s\n",
+	fmt.Printf("%-6s renewals %d (%.0f/s), failed %d, p50 %.3f ms, p99 %.3f ms, max %.3f ms; cpu of each server: %s\n",
 		cfg.target, len(all), float64(len(all))/time.Since(start).Seconds(), failed.Load(), q(0.5), q(0.99), q(1), strings.Join(cpus, " "))
 	return nil
 }

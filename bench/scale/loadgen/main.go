@@ -4,7 +4,9 @@
 // keys of --value-bytes bytes from --clients concurrent clients (the load
 // phase), then overwrites random keys among them for --duration (the
 // steady phase), and prints one line per phase: writes per second, the
-// median, 99th percentile and worst write latency, and, for --pids, the
+// median, 99th percentile and worst write latency (in ms, to the µs, in
+// every mode: a single client's write is a fraction of a ms, issue 15's
+// `p50c`), and, for --pids, the
 // peak resident memory of those processes (the servers) and the CPU they
 // used in the phase. --mode reads makes the steady phase linearizable
 // reads of random keys instead (coord's default read; etcd's default,
@@ -389,7 +391,7 @@ func phase(cfg config, write writeFunc, name string, next func(*rand.Rand) (int,
 	}
 	q := func(p float64) float64 { return float64(all[int(p*float64(len(all)-1))].Microseconds()) / 1000 }
 	rate := float64(written.Load()) / elapsed.Seconds()
-	fmt.Printf("%-6s %-6s %9d %10.0f %9.1f %9.1f %9.1f %9.0f %9.1f\n", cfg.target, name, written.Load(),
+	fmt.Printf("%-6s %-6s %9d %10.0f %9.3f %9.3f %9.3f %9.0f %9.1f\n", cfg.target, name, written.Load(),
 		rate, q(0.5), q(0.99), q(1), rss, cpuSeconds(cfg.pids)-cpu0)
 	if n := failed.Load(); n > 0 {
 		fmt.Printf("# %s: %d operations failed, the first: %v\n", name, n, firstErr.Load())

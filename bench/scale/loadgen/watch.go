@@ -277,7 +277,7 @@ func runWatch(cfg config) error {
 		}
 		cpuText = append(cpuText, fmt.Sprintf("%.1f%%%s", c, mark))
 	}
-	fmt.Printf("%-6s watch: %d watched writes (%d failed), put p50 %.1f ms; seen %d times (%d missed, %d before the ack): from ack p50 %.1f ms, p99 %.1f ms, max %.1f ms; from send p50 %.1f ms, p99 %.1f ms\n",
+	fmt.Printf("%-6s watch: %d watched writes (%d failed), put p50 %.3f ms; seen %d times (%d missed, %d before the ack): from ack p50 %.3f ms, p99 %.3f ms, max %.3f ms; from send p50 %.3f ms, p99 %.3f ms\n",
 		cfg.target, len(acked), watchedFailed, q(putLat, 0.5), len(lat), missed, early, q(lat, 0.5), q(lat, 0.99), q(lat, 1), q(fromSend, 0.5), q(fromSend, 0.99))
 	fmt.Printf("%-6s background: %d writes (%.0f/s of %d/s), %d failed, %d not sent (%d in flight); cpu of each server (* leader): %s; of loadgen: %.1f%%\n",
 		cfg.target, bgDone.Load(), float64(bgDone.Load())/elapsed.Seconds(), cfg.rate, bgFailed.Load(), bgSkipped.Load(), cfg.maxInflight, strings.Join(cpuText, " "), selfCPU)
