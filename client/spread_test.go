@@ -194,15 +194,6 @@ func TestSpreadUnknownOutcomeAtAFollowerAppliesOnce(t *testing.T) {
 	leader := c.leader()
 	follower := c.follower()
 	cl := spreadClient(t, nil, follower, c.https[leader]) // the follower's turn first
-	unknownOutcomeAppliesOnce(t, c, leader, follower, cl)
-}
-
-// unknownOutcomeAppliesOnce puts key once with cl, whose next put goes to
-// follower first, and checks that the follower applies it but loses its
-// answer (unknown_outcome), that the client retries it at the leader, and
-// that the put applied once.
-func unknownOutcomeAppliesOnce(t *testing.T, c *testCluster, leader uint64, follower string, cl *Client) {
-	t.Helper()
 	c.intercept(follower, "/v1/kv/once", func(w http.ResponseWriter, r *http.Request) {
 		// Serve the put for real (the interception is used up, so this
 		// request reaches the node's API), then lose its answer.

@@ -175,28 +175,3 @@ func TestSpreadAboveBusyClientWithAStoppedMember(t *testing.T) {
 		t.Fatalf("the live follower took none of %d puts from %d callers at once: the busy client did not spread", callers*puts, callers)
 	}
 }
-
-// TestSpreadAboveUnknownOutcomeAtAFollowerAppliesOnce: under
-// Config.SpreadAbove 1, with a put held in flight, the next put spreads
-// to a follower, which applies it but loses its answer; the client
-// retries it under the same session and sequence number at the leader,
-// and the put applies once (as under Config.Spread).
-func TestSpreadAboveUnknownOutcomeAtAFollowerAppliesOnce(t *testing.T) {
-	c := startCluster(t, 3)
-	leader := c.leader()
-	follower := c.follower()
-	held, release := make(chan struct{}), make(chan struct{})
-	cl := heldClient(t, 1, "/v1/kv/held", held, release, follower, c.https[leader]) // the follower's turn first
-	ctx := testContext(t)
-	done := make(chan error, 1)
-	go func() {
-		_, err := cl.Put(ctx, "held", []byte("v"))
-		done <- err
-	}()
-	within(t, held, "the held put")
-	unknownOutcomeAppliesOnce(t, c, leader, follower, cl)
-	close(release)
-	if err := within(t, done, "the held put's answer"); err != nil {
-		t.Fatalf("held put: %v", err)
-	}
-}
