@@ -215,15 +215,8 @@ type Config struct {
 	// whichever member took it; while no leader is known, members refuse
 	// writes and linearizable reads (unavailable) and the client tries
 	// the others and backs off as usual. False (the default): every
-	// request goes to the leader, unless SpreadAbove says otherwise.
+	// request goes to the leader.
 	Spread bool
-	// SpreadAbove, when Spread is false and SpreadAbove is positive,
-	// spreads a request as Spread would only while the client has more
-	// than SpreadAbove requests of those kinds in flight, this one
-	// included and watches (long polls) not counted: a lone caller keeps
-	// going to the leader (no extra hop), a busy client shares its work
-	// between the members. 0 (the default): no such rule.
-	SpreadAbove int
 }
 
 // DefaultConfig returns a Config for the given endpoints.
@@ -248,8 +241,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: BackoffMin %v and BackoffMax %v: want 0 < min <= max", ErrInvalid, c.BackoffMin, c.BackoffMax)
 	case c.WarmInterval < 0:
 		return fmt.Errorf("%w: WarmInterval %v is negative", ErrInvalid, c.WarmInterval)
-	case c.SpreadAbove < 0:
-		return fmt.Errorf("%w: SpreadAbove %d is negative", ErrInvalid, c.SpreadAbove)
 	}
 	for i, e := range c.Endpoints {
 		if _, err := c.baseURL(e); err != nil {
@@ -323,9 +314,6 @@ type Client struct {
 	// turn is the endpoint the next call that spreads (Config.Spread,
 	// call.spreads) starts at, unless it failed to answer lately.
 	turn int
-	// spreadable counts the calls in flight that may spread
-	// (call.spreads) and are no long poll, for Config.SpreadAbove.
-	spreadable atomic.Int64
 
 	// counts are what the client did, for tests.
 	counts struct{ attempts, lookups, hints, redirects, warmups, probes, awaited atomic.Int64 }
@@ -490,10 +478,6 @@ type call struct {
 	// key. Under Config.Spread its rounds start at the next endpoint in
 	// turn instead of the leader's.
 	spreads bool
-	// longPoll marks a call that waits for a change (a watch): it holds
-	// a request open without work for the node, so Config.SpreadAbove
-	// does not count it.
-	longPoll bool
 }
 
 // reachesLeader reports whether a 2xx answer to k shows that the node
@@ -518,10 +502,6 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 		defer c.end(id, seq)
 		k.query.Set(api.ParamClientID, strconv.FormatUint(id, 10))
 		k.query.Set(api.ParamSeq, strconv.FormatUint(seq, 10))
-	}
-	if k.spreads && !k.longPoll {
-		c.spreadable.Add(1)
-		defer c.spreadable.Add(-1)
 	}
 	c.keepWarm()
 	backoff := c.cfg.BackoffMin
@@ -601,7 +581,7 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 func (c *Client) roundStart(k call) (start int, spread bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !k.spreads || !c.spreads() {
+	if !c.cfg.Spread || !k.spreads {
 		return c.preferred, false
 	}
 	n := len(c.cfg.Endpoints)
@@ -615,16 +595,6 @@ func (c *Client) roundStart(k call) (start int, spread bool) {
 	}
 	c.turn = (start + 1) % n
 	return start, true
-}
-
-// spreads reports whether a call that may spread does: always under
-// Config.Spread, else while more than Config.SpreadAbove such calls are
-// in flight.
-func (c *Client) spreads() bool {
-	if c.cfg.Spread {
-		return true
-	}
-	return c.cfg.SpreadAbove > 0 && c.spreadable.Load() > int64(c.cfg.SpreadAbove)
 }
 
 // redirect returns the endpoint the next attempt goes to at once after
@@ -1231,7 +1201,7 @@ func (c *Client) WatchKey(ctx context.Context, key string, revision uint64, wait
 	}
 	q := url.Values{api.ParamRevision: {strconv.FormatUint(revision, 10)}, api.ParamTimeoutMs: {strconv.FormatInt(wait.Milliseconds(), 10)}}
 	var r api.KeyResponse
-	err := c.do(ctx, call{method: "GET", path: "/v1/watch/kv/" + pathSegment(key), query: q, timeout: wait + c.cfg.AttemptTimeout, spreads: true, longPoll: true}, &r)
+	err := c.do(ctx, call{method: "GET", path: "/v1/watch/kv/" + pathSegment(key), query: q, timeout: wait + c.cfg.AttemptTimeout, spreads: true}, &r)
 	if errors.Is(err, ErrNotFound) {
 		return KeyValue{Key: key}, nil
 	}

@@ -37,7 +37,7 @@ func runLeases(cfg config) error {
 	switch cfg.target {
 	case "coord":
 		ccfg := client.DefaultConfig(cfg.requestEndpoints...)
-		ccfg.Token, ccfg.Spread, ccfg.SpreadAbove = cfg.token, cfg.spread, cfg.spreadAbove
+		ccfg.Token, ccfg.Spread = cfg.token, cfg.spread
 		ccfg.NoWire = true // HTTP/1.1, as before wire was the client's default (--wire is for the other modes)
 		cl, err := client.New(ccfg)
 		if err != nil {

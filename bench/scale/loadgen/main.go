@@ -83,9 +83,6 @@ type config struct {
 	// spread: coord clients send their requests to the endpoints in turn
 	// (client.Config.Spread) instead of to the leader (--spread).
 	spread bool
-	// spreadAbove: coord clients spread only while more than this many
-	// of their requests are in flight (client.Config.SpreadAbove).
-	spreadAbove int
 	// requestEndpoints are the endpoints the clients' requests are given
 	// (--request-endpoints; default: endpoints). The watchers of --mode
 	// watch stay spread over endpoints, and --pids are still reported.
@@ -123,7 +120,6 @@ func main() {
 	flag.BoolVar(&cfg.http2, "http2", false, "coord clients speak h2c (HTTP/2 in clear, one connection per session and node) instead of HTTP/1.1: the servers must run with --http2")
 	flag.BoolVar(&cfg.wire, "wire", false, "coord clients send their requests over coord's multiplexed connection (one connection per session and node: the client's default transport) instead of HTTP/1.1, in --mode writes, reads and watch (the watchers' streams too); without it they speak HTTP/1.1 only (client.Config.NoWire), whatever the client's default")
 	flag.BoolVar(&cfg.spread, "spread", false, "coord clients send their requests to the endpoints in turn (client.Config.Spread: followers forward the writes to the leader as Raft proposals and serve the reads), as etcd's client balances its requests, instead of to the leader they follow; every mode (in --mode leases the acquires spread, the renewals still go to the leader)")
-	flag.IntVar(&cfg.spreadAbove, "spread-above", 0, "coord clients spread their requests as --spread does only while more than this many are in flight on a client (client.Config.SpreadAbove; 0: never, unless --spread)")
 	var requestEndpoints string
 	flag.StringVar(&requestEndpoints, "request-endpoints", "", "comma-separated endpoints the clients' requests are given (default: --endpoints); the watchers of --mode watch still spread over --endpoints. With etcd's leader only, etcd's client sends every request to the leader, as coord's does by default (bench/scale/compare.sh, COMPARE_ETCD_LEADER_ONLY)")
 	flag.Parse()
@@ -163,15 +159,13 @@ func requestsText(cfg config) string {
 		return "requests to " + cfg.requestEndpoints[0] + " only"
 	case cfg.spread:
 		return fmt.Sprintf("requests spread over %d endpoints (client.Config.Spread)", n)
-	case cfg.spreadAbove > 0:
-		return fmt.Sprintf("requests to the leader, spread over %d endpoints while more than %d are in flight on a client (client.Config.SpreadAbove)", n, cfg.spreadAbove)
 	}
 	return "requests to the leader (the coord client follows it)"
 }
 
 func run(cfg config) error {
-	if (cfg.spread || cfg.spreadAbove != 0) && cfg.target != "coord" {
-		return errors.New("--spread and --spread-above are for --target coord: etcd's client balances its requests over --request-endpoints (default --endpoints) already")
+	if cfg.spread && cfg.target != "coord" {
+		return errors.New("--spread is for --target coord: etcd's client balances its requests over --request-endpoints (default --endpoints) already")
 	}
 	switch cfg.mode {
 	case "leases":
@@ -198,7 +192,7 @@ func run(cfg config) error {
 		sessions := make([]*client.Client, max(1, min(cfg.sessions, cfg.clients)))
 		for i := range sessions {
 			ccfg := client.DefaultConfig(cfg.requestEndpoints...)
-			ccfg.Token, ccfg.Spread, ccfg.SpreadAbove = cfg.token, cfg.spread, cfg.spreadAbove
+			ccfg.Token, ccfg.Spread = cfg.token, cfg.spread
 			perSession := (cfg.clients + len(sessions) - 1) / len(sessions)
 			if cfg.wire {
 				// The client's own transport: wire (its default).

@@ -316,7 +316,7 @@ func runWatch(cfg config) error {
 // more.
 func coordWatchTarget(cfg config) watchTarget {
 	ccfg := client.DefaultConfig(cfg.requestEndpoints...)
-	ccfg.Token, ccfg.Spread, ccfg.SpreadAbove = cfg.token, cfg.spread, cfg.spreadAbove
+	ccfg.Token, ccfg.Spread = cfg.token, cfg.spread
 	if cfg.attemptTimeout > 0 {
 		ccfg.AttemptTimeout = cfg.attemptTimeout
 	}
