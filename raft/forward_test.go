@@ -456,3 +456,66 @@ func TestDuplicateProposalRequestGetsTheSameAnswer(t *testing.T) {
 		t.Fatalf("the log holds %d copies of the proposal, want 1", copies)
 	}
 }
+
+// A follower's proposal requests made while a Ready is outstanding (its
+// entries being written) can be taken out and sent at once: they are in
+// no Ready then, and the leader's answer to a request taken so places its
+// proposals as usual.
+func TestTakenProposalRequestsLeaveTheNextReady(t *testing.T) {
+	c, s := followerOf(t, nil)
+	// The leader's append: the follower's Ready writes its entry and
+	// holds the acknowledgement until Advance.
+	last, err := s.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastTerm, err := s.Term(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Step(raft.Message{Type: raft.MsgAppendRequest, From: 2, To: 1, Term: 2, LogIndex: last, LogTerm: lastTerm,
+		Entries: []raft.Entry{{Index: last + 1, Term: 2, Type: raft.EntryNormal, Data: []byte("e")}}}); err != nil {
+		t.Fatal(err)
+	}
+	rd := c.Ready()
+	if len(rd.Entries) != 1 {
+		t.Fatalf("Ready = %+v, want the leader's entry to write", rd)
+	}
+	if taken := c.TakeProposalRequests(); taken != nil {
+		t.Fatalf("TakeProposalRequests with nothing forwarded = %v, want nil", taken)
+	}
+	a, err := c.Forward([]byte("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Forward([]byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	taken := c.TakeProposalRequests()
+	if len(taken) != 1 || taken[0].Type != raft.MsgProposalRequest || taken[0].To != 2 || taken[0].Term != 2 ||
+		len(taken[0].Entries) != 2 || taken[0].ReadRound == 0 {
+		t.Fatalf("taken %v, want one numbered proposal request to 2 in term 2 with both proposals", taken)
+	}
+	if again := c.TakeProposalRequests(); again != nil {
+		t.Fatalf("taken twice: %v", again)
+	}
+	_ = s.Append(rd.Entries)
+	c.Advance(rd)
+	_, msgs := results(t, c, s)
+	for _, m := range msgs {
+		if m.Type == raft.MsgProposalRequest {
+			t.Fatalf("the next Ready sent %v again", m)
+		}
+	}
+	if len(rd.Messages) != 1 || rd.Messages[0].Type != raft.MsgAppendResponse || rd.Messages[0].Reject {
+		t.Fatalf("the written Ready sends %v, want the acknowledgement of the append alone", rd.Messages)
+	}
+	if err := c.Step(raft.Message{Type: raft.MsgProposalResponse, From: 2, To: 1, Term: 2,
+		ReadRound: taken[0].ReadRound, LogIndex: last + 2, LogTerm: 2}); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := results(t, c, s)
+	if len(res) != 2 || res[0] != (raft.ForwardResult{Ticket: a, Index: last + 2, Term: 2}) || res[1].Index != last+3 {
+		t.Fatalf("the answer to the taken request gave %+v, want tickets %d and %d at %d and %d in term 2", res, a, a+1, last+2, last+3)
+	}
+}
