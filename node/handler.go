@@ -119,15 +119,6 @@ type HandlerConfig struct {
 	// (Node.yield). The handler itself reads no clock and starts no
 	// goroutine: what Yield does is the caller's.
 	Yield func()
-	// WriteBeside, if set, runs the write of a follower's Ready (step 1)
-	// that changes neither the role nor the term and installs no
-	// snapshot: it must call write once, and return its error. While
-	// write runs (on another goroutine: the handler starts none), it may
-	// call Forward, then SendForwards, from the goroutine that called
-	// Handle: a follower's forwarded proposals promise nothing about its
-	// disk, so they need not wait for the write to go to the leader. Node
-	// sets it (Node.writeBesideForwards). Nil: the handler writes itself.
-	WriteBeside func(write func() error) error
 }
 
 // YieldAnswersMax is the most proposers answered in one Ready for which
@@ -232,7 +223,6 @@ type Handler struct {
 	sm              StateMachine
 	hooks           Hooks
 	yield           func()
-	writeBeside     func(write func() error) error
 	log             *slog.Logger
 	snapshotEntries uint64
 	snapshotBytes   uint64
@@ -338,7 +328,6 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		sm:              cfg.StateMachine,
 		hooks:           cfg.Hooks,
 		yield:           cfg.Yield,
-		writeBeside:     cfg.WriteBeside,
 		log:             cfg.Logger,
 		snapshotEntries: cfg.SnapshotEntries,
 		snapshotBytes:   cfg.SnapshotBytes,
@@ -535,10 +524,6 @@ func (h *Handler) Forward(data []byte, w ForwardWaiter) error {
 	h.forwards[ticket] = w
 	return nil
 }
-
-// ForwardsUnanswered returns how many proposals Forward sent to the
-// leader that it has not yet answered (placed or refused).
-func (h *Handler) ForwardsUnanswered() int { return len(h.forwards) }
 
 // forwarded takes the core's word on forwarded proposals: a refused or
 // unanswered one ends now; one the leader appended waits for its index,
@@ -824,14 +809,7 @@ func (h *Handler) persist() error {
 		h.ready.snapshotDone = true
 	}
 	if !rd.HardState.IsEmpty() || len(rd.Entries) > 0 {
-		write := func() error { return h.storage.Save(rd.HardState, rd.Entries, rd.MustSync) }
-		var err error
-		if h.writeBeside != nil && h.canWriteBeside(rd) {
-			err = h.writeBeside(write)
-		} else {
-			err = write()
-		}
-		if err != nil {
+		if err := h.storage.Save(rd.HardState, rd.Entries, rd.MustSync); err != nil {
 			return fmt.Errorf("node %d: save: %w", h.id, err)
 		}
 		if !rd.HardState.IsEmpty() {
@@ -839,27 +817,6 @@ func (h *Handler) persist() error {
 		}
 	}
 	return nil
-}
-
-// canWriteBeside reports whether rd's write may run beside forwards
-// (HandlerConfig.WriteBeside): a follower's Ready, with entries to write,
-// that changes neither its role nor its term and installs no snapshot.
-// Forward in such a Ready's write stamps the term and leader of the Ready,
-// which are durable or being made so, as sendAhead's rule for proposal
-// requests wants (canSendAhead).
-func (h *Handler) canWriteBeside(rd *raft.Ready) bool {
-	termChanges := !rd.HardState.IsEmpty() && rd.HardState.Term != h.durableTerm
-	return len(rd.Entries) > 0 && rd.SoftState == nil && !h.leading && !termChanges && rd.Snapshot.IsEmpty()
-}
-
-// SendForwards sends the proposal requests that the calls of Forward since
-// the last Ready made (raft.Core.TakeProposalRequests), without waiting for
-// the next Ready: WriteBeside calls it while a follower's Ready is
-// written. A leader has none.
-func (h *Handler) SendForwards() {
-	if msgs := h.core.TakeProposalRequests(); len(msgs) > 0 {
-		h.transport.Send(msgs)
-	}
 }
 
 // finish does the rest of the Ready's work once it is durable: steps 2 to

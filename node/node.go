@@ -114,12 +114,6 @@ type Config struct {
 	// (raft.ErrInvalidMessage: a second leader in a term, from a duplicate
 	// node ID, say), after it is logged. It must not block.
 	InvalidMessage func(m raft.Message, err error)
-	// HoldForwardsDuringWrites keeps the proposals queued for forwarding
-	// (QueueForward) queued while a follower writes a Ready, as before
-	// they were taken beside the write: for tests that hold a follower's
-	// loop in a write to keep writes queued. False (the default): taken
-	// and sent to the leader while the follower writes.
-	HoldForwardsDuringWrites bool
 }
 
 // DefaultSnapshotBytes is the entry data applied between two snapshots
@@ -209,17 +203,11 @@ type Node struct {
 	finished   chan func()
 	background sync.WaitGroup
 
-	// forwards holds the proposals QueueForward queued for the loop.
-	forwards *forwardQueue
-
 	// Owned by the loop goroutine.
 	readSeq   uint64
 	logLost   bool      // LogLost has been logged
 	heldSince time.Time // when the handler began to hold a Ready
 	heldTries int       // writes of the held Ready tried
-	// forwardedSinceWrite: the loop took a proposal to forward since it
-	// last wrote a Ready (writeBesideForwards).
-	forwardedSinceWrite bool
 
 	// lead is status.Lead, for callers that want only that, without the
 	// lock or the copy of the whole status (Lead).
@@ -252,7 +240,6 @@ func Start(cfg Config) (*Node, error) {
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 		changed:  make(chan struct{}),
-		forwards: newForwardQueue(),
 
 		roleChanged: make(chan struct{}),
 	}
@@ -273,7 +260,6 @@ func Start(cfg Config) (*Node, error) {
 		SnapshotLogPercent:       cfg.SnapshotLogPercent,
 		Yield:                    yield,
 	}
-	hc.WriteBeside = n.writeBesideForwards
 	if cfg.ConfChanged != nil {
 		hc.Hooks.ConfChanged = func(c raft.CommittedConfChange) { cfg.ConfChanged(c.Change, c.Conf) }
 	}
@@ -445,28 +431,24 @@ type Forwarding interface {
 // loop, if the loop never took the batch; then none of it was taken, and
 // nothing is called.
 func (n *Node) ForwardEach(batch []Forwarding) (taken int, err error) {
-	err = n.do(context.Background(), func() { taken = n.forwardEach(batch, true) })
+	err = n.do(context.Background(), func() {
+		limit := n.cfg.MaxEntryBytesPerBatch
+		for i, f := range batch {
+			if limit > 0 && i > 0 && n.h.BatchBytes() >= limit {
+				taken = i
+				return
+			}
+			data, w, ok := f.Take()
+			if !ok {
+				continue
+			}
+			if err := n.h.Forward(data, w); err != nil {
+				f.Refused(err)
+			}
+		}
+		taken = len(batch)
+	})
 	return taken, err
-}
-
-// forwardEach is ForwardEach's work, on the loop goroutine; unbounded, it
-// takes the whole batch.
-func (n *Node) forwardEach(batch []Forwarding, bounded bool) (taken int) {
-	limit := n.cfg.MaxEntryBytesPerBatch
-	n.forwardedSinceWrite = n.forwardedSinceWrite || len(batch) > 0
-	for i, f := range batch {
-		if bounded && limit > 0 && i > 0 && n.h.BatchBytes() >= limit {
-			return i
-		}
-		data, w, ok := f.Take()
-		if !ok {
-			continue
-		}
-		if err := n.h.Forward(data, w); err != nil {
-			f.Refused(err)
-		}
-	}
-	return len(batch)
 }
 
 // Barrier returns once the loop has run every request it took before the
@@ -644,8 +626,6 @@ func (n *Node) run() {
 			f()
 		case f := <-n.finished:
 			f()
-		case <-n.forwards.wake:
-			n.takeForwards(true)
 		case <-n.stop:
 			n.end(ErrStopped)
 			return
@@ -687,8 +667,6 @@ func (n *Node) drain() {
 			f()
 		case f := <-n.reports:
 			f()
-		case <-n.forwards.wake:
-			n.takeForwards(true)
 		default:
 			return
 		}
@@ -761,7 +739,6 @@ func (n *Node) tick() error {
 // done.
 func (n *Node) end(err error) {
 	n.err = err
-	n.endForwards()
 	n.h.Stop(err)
 	n.background.Wait()
 	close(n.done)

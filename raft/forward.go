@@ -130,34 +130,6 @@ func (r *Core) Forward(data []byte) (ticket uint64, err error) {
 	return r.forwards.ticket, nil
 }
 
-// TakeProposalRequests removes from the next Ready, and returns, the
-// proposal requests this follower made since the last Ready (Forward), so
-// that its caller may send them while the outstanding Ready is still being
-// written: a proposal request promises nothing about this node's disk (the
-// leader decides where its proposals go), and Forward stamped each with
-// the term and leader the core has, which no call but Step or Tick (not
-// made while the Ready is outstanding) changes. The caller must send them
-// (or drop them, as a network would: the requests then go unanswered and
-// are given up after 2*ElectionTicks ticks); the core counts them as in
-// flight either way. It returns nil on a leader, which forwards nothing.
-func (r *Core) TakeProposalRequests() []Message {
-	var taken []Message
-	kept := r.msgs[:0]
-	for _, m := range r.msgs {
-		if m.Type == MsgProposalRequest {
-			taken = append(taken, m)
-		} else {
-			kept = append(kept, m)
-		}
-	}
-	if len(taken) == 0 {
-		return nil
-	}
-	clear(r.msgs[len(kept):])
-	r.msgs = kept
-	return taken
-}
-
 // appendForwarded appends the proposals a follower forwarded as if they
 // were proposed here, under Propose's checks (not a voter, a transfer in
 // progress, the uncommitted-bytes limit) for the batch as a whole, and

@@ -68,7 +68,7 @@ type forwardWaiters struct {
 	// previous life for one of its new requests.
 	next atomic.Uint64
 	// queued counts the writes queued for the node's loop
-	// (node.Node.QueueForward).
+	// (forwardQueue.push).
 	queued atomic.Uint64
 	// handed counts the writes the node's loop took (forwardCall.Take),
 	// which it sends to the leader in the Ready that follows.
@@ -232,11 +232,10 @@ func (n *Node) ProposeForwarded(ctx context.Context, cmd Command) (Result, error
 	}()
 	call.data, call.waiter = cmd.Marshal(), node.ForwardWaiter{Placed: call.place, Done: call.done}
 	// Queued for the loop, which takes it with the others queued
-	// meanwhile (node.Node.QueueForward). Until it does, the write can be
-	// given up as gone nowhere (abandon). A refusal on this node (no
-	// leader known, a failing storage) comes as the handler's verdict.
-	// Once the loop has ended nothing is queued: the wait sees the end.
-	n.queueForward(call)
+	// meanwhile (forwardQueue). Until it does, the write can be given up
+	// as gone nowhere (abandon). A refusal on this node (no leader known,
+	// a failing storage) comes as the handler's verdict.
+	n.forwardQueue.push(call)
 	var (
 		where      = "the leader changed before it said where the write went"
 		unanswered bool

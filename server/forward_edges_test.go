@@ -84,15 +84,7 @@ func (z *freezer) releaseAll() { z.once.Do(func() { close(z.release) }) }
 // the nodes stop when the test ends (a frozen node could not stop).
 func newFrozenCluster(t *testing.T, size int, z *freezer, configFor func(id uint64, cfg *Config)) *testCluster {
 	c := &testCluster{t: t, peers: map[uint64]string{}, https: map[uint64]net.Listener{}, nodes: map[uint64]*testNode{},
-		fsFor: z.fs, configFor: func(id uint64, cfg *Config) {
-			// A follower frozen in a write holds the writes queued for
-			// forwarding, as the tests want, only if it does not take
-			// them beside the write.
-			cfg.holdForwardsDuringWrites = true
-			if configFor != nil {
-				configFor(id, cfg)
-			}
-		}}
+		fsFor: z.fs, configFor: configFor}
 	c.startNodes(size)
 	t.Cleanup(z.releaseAll) // registered after startNodes' cleanup, so run before it
 	return c

@@ -94,7 +94,7 @@ func TestForwardedWriteFailedBySnapshotWhileQueuedGoesNowhere(t *testing.T) {
 	}
 
 	z.releaseAll()
-	// The loop takes the queue in order: once a write queued after
+	// The feeder hands the queue over in order: once a write queued after
 	// it applies everywhere, the failed write was skipped or sent before.
 	if _, err := f.ProposeForwarded(ctx(t), Command{Op: OpPut, Key: "after", Value: []byte("1")}); err != nil {
 		t.Fatalf("a forwarded write after it: %v", err)
@@ -127,21 +127,24 @@ func TestForwardedWriteAfterTheLoopEndedIsNotQueued(t *testing.T) {
 	if err := f.shell.Stop(); err != nil {
 		t.Fatalf("stopping the follower's loop: %v", err)
 	}
-	<-f.shell.Done()
+	<-f.feedDone
 	queued := f.sm.forwards.queued.Load()
 	_, err := f.ProposeForwarded(ctx(t), Command{Op: OpPut, Key: "late", Value: []byte("1")})
 	if !errors.Is(err, ErrStopped) {
 		t.Fatalf("a forwarded write after the loop ended: %v; want ErrStopped", err)
 	}
-	if f.sm.forwards.queued.Load() != queued {
-		t.Fatalf("after the loop ended, the queued counter moved from %d to %d; want no write queued", queued, f.sm.forwards.queued.Load())
+	f.forwardQueue.mu.Lock()
+	pending := len(f.forwardQueue.pending)
+	f.forwardQueue.mu.Unlock()
+	if pending != 0 || f.sm.forwards.queued.Load() != queued {
+		t.Fatalf("after the loop ended, %d writes queued (counter %d → %d); want none", pending, queued, f.sm.forwards.queued.Load())
 	}
 }
 
 // When the loop takes only part of a batch (past MaxEntryBytesPerBatch of
-// entry data), it queues the rest again (node.Node.QueueForward); the part
-// taken must not stay in the queue's arrays, or each write's data (here 1
-// MB) lives as long as they do, which is for ever. Eleven
+// entry data), the feeder hands the rest back to the queue in the same
+// array; the part taken must not stay in it, or each write's data (here 1
+// MB) lives as long as the array, which the feeder reuses for ever. Eleven
 // writes of 1 MB are queued while the follower's loop is held (freezer):
 // at most five fit one batch of 4 MiB, so one batch is split. Once every
 // write is answered, whatever the answer, nothing holds any of them.
@@ -177,7 +180,7 @@ func TestForwardFeederHoldsNoWriteItHandedOver(t *testing.T) {
 		call := &forwardCall{data: cmd.Marshal(), outcome: make(chan forwardOutcome, forwardOutcomes), forwards: f.sm.forwards}
 		call.waiter = node.ForwardWaiter{Placed: call.place, Done: call.done}
 		held[i], outcomes[i] = weak.Make(call), call.outcome
-		f.queueForward(call)
+		f.forwardQueue.push(call)
 	}
 	waitCount(t, "writes queued for the follower's loop", f.sm.forwards, &f.sm.forwards.queued, writes)
 	z.releaseAll()
@@ -200,61 +203,6 @@ func TestForwardFeederHoldsNoWriteItHandedOver(t *testing.T) {
 		}
 	}
 	if len(kept) > 0 {
-		t.Fatalf("writes %v are still held once answered (the queue's arrays keep what the loop took)", kept)
+		t.Fatalf("writes %v are still held once answered (the feeder's batch array keeps what the loop took)", kept)
 	}
-}
-
-// A follower held in a write of its disk still sends the writes forwarded
-// to it meanwhile: the leader and the other follower commit and apply them
-// before the write ends, and the follower answers them once it has
-// applied them after it. Before the loop took the queue beside its writes
-// (node.Node.QueueForward), such a write waited in the queue for the end
-// of the follower's fsync before it left.
-func TestForwardedWriteLeavesWhileTheFollowerWrites(t *testing.T) {
-	z := newFreezer()
-	const followerID = 3
-	c := newFrozenCluster(t, 3, z, func(id uint64, cfg *Config) {
-		cfg.holdForwardsDuringWrites = false
-		if id == followerID {
-			patient(cfg)
-		}
-	})
-	leader := c.waitLeader()
-	f := c.nodes[followerID]
-	waitPeerConnected(t, f, leader)
-	writeEverywhere(t, c, "warm")
-
-	// The follower's loop stops in the write of the next entry, one it
-	// forwarded itself: it is forwarding, so it writes beside (a
-	// follower that forwards nothing writes on its loop, as before).
-	z.freeze(f.id)
-	go func() {
-		_, _ = f.ProposeForwarded(context.Background(), Command{Op: OpPut, Key: "stall", Value: []byte("x")})
-	}()
-	z.waitBlocked(t, f.id)
-
-	answer := make(chan error, 1)
-	go func() {
-		_, err := f.ProposeForwarded(context.Background(), Command{Op: OpPut, Key: "beside", Value: []byte("1")})
-		answer <- err
-	}()
-	for id, n := range c.nodes {
-		if id != followerID {
-			waitApplied(t, n, 30*time.Second, "beside", func(v View) bool { _, ok := v.Get("beside"); return ok })
-		}
-	}
-	select {
-	case err := <-answer:
-		t.Fatalf("the follower answered (%v) while its loop was held in a write", err)
-	default:
-	}
-	z.releaseAll()
-	if err := <-answer; err != nil {
-		t.Fatalf("the write forwarded during the follower's write, once it ended: %v", err)
-	}
-	f.View(func(v View) {
-		if _, ok := v.Get("beside"); !ok {
-			t.Error("the follower answered the write but lacks it")
-		}
-	})
 }

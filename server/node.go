@@ -146,11 +146,6 @@ type Config struct {
 	// NoWire stops Serve from serving the API over coord's multiplexed
 	// connection (package apiwire) beside HTTP (--wire=false).
 	NoWire bool
-
-	// holdForwardsDuringWrites is node.Config.HoldForwardsDuringWrites:
-	// for tests that hold a follower's loop in a write (a frozen disk) to
-	// keep forwarded writes queued.
-	holdForwardsDuringWrites bool
 }
 
 // frameHeadroomBytes is kept in a transport frame, beside a command's key
@@ -261,6 +256,10 @@ type Node struct {
 	// come over a connection closed after the write went out on it
 	// (ProposeForwarded).
 	peerCloses peerCloseCounts
+	// forwardQueue holds the writes ProposeForwarded queued for the loop,
+	// which feedForwards hands over until feedDone is closed.
+	forwardQueue *forwardQueue
+	feedDone     chan struct{}
 
 	stop          chan struct{}
 	watchDone     chan struct{}
@@ -459,7 +458,7 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	cfg.Peers = maps.Clone(cfg.Peers) // the caller may change its map
 	n := &Node{cfg: cfg, log: logger(cfg.Logger).With("node", cfg.ID), stop: make(chan struct{}), watchDone: make(chan struct{}),
-		announced: map[uint64]string{}}
+		announced: map[uint64]string{}, forwardQueue: newForwardQueue(), feedDone: make(chan struct{})}
 	n.sm = &stateMachine{machine: NewMachine(cfg.Limits), lessor: newLessor(time.Second), changed: make(chan struct{}),
 		metrics: cfg.Metrics, log: n.log, self: cfg.ID, forwards: newForwardWaiters()}
 	n.sm.watches.bound = watchIndexBound(cfg.HTTP.WatchesMax)
@@ -474,6 +473,7 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	go n.watch()
+	go n.feedForwards()
 	return n, nil
 }
 
@@ -657,7 +657,6 @@ func (n *Node) shellConfig(bootstrap bool) node.Config {
 	nc.SnapshotBytes = n.cfg.SnapshotBytes
 	nc.SnapshotLogPercent = n.cfg.SnapshotLogPercent
 	nc.ConfChanged = n.confChanged
-	nc.HoldForwardsDuringWrites = n.cfg.holdForwardsDuringWrites
 	nc.Logger = n.log
 	if n.cfg.Metrics != nil {
 		nc.InvalidMessage = n.cfg.Metrics.InvalidMessage
@@ -812,6 +811,7 @@ func (n *Node) Close() error {
 		close(n.stop)
 		err := n.shell.Stop()
 		<-n.watchDone
+		<-n.feedDone
 		if terr := n.tr.Close(); err == nil {
 			err = terr
 		}
