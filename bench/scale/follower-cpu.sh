@@ -63,7 +63,7 @@ one() {
     prof=$!
   fi
   res=$("$work/loadgen" --target coord --mode writes --endpoints "${eps[$((f - 1))]}" --keys 1000 --skip-load \
-    --clients "$c" --duration "$duration" --wire | tail -1)
+    --clients "$c" --duration "$duration" --wire | grep -E '^coord +steady ')
   for i in $f $l $o; do c1+=("$(cpu "${pids[$((i - 1))]}")") s1+=("$(saves "${eps[$((i - 1))]}")"); done
   [ -n "$prof" ] && wait "$prof"
   awk -v t="$bin" -v c="$c" -v tf=$((c1[0] - c0[0])) -v tl=$((c1[1] - c0[1])) -v to=$((c1[2] - c0[2])) \
