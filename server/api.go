@@ -1012,15 +1012,30 @@ func (a *API) watchKey(w http.ResponseWriter, r *request) error {
 	return a.watch(w, r, Watched{Name: key}, current, func() (int, any) { return a.keyBody(key) })
 }
 
+// decodeStrict decodes body, which must be one JSON value for v and
+// nothing after it, into v, refusing fields v does not have: a request the
+// API would otherwise half understand is ErrInvalid, naming what.
+func decodeStrict(body []byte, what string, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, what, err)
+	}
+	// More would miss a stray '}' or ']', which it takes for the end of
+	// a value; the next token must be the end of the body.
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: %s: data after the JSON object", ErrInvalid, what)
+	}
+	return nil
+}
+
 func leaseRequest(r *request) (api.LeaseRequest, error) {
 	var lr api.LeaseRequest
 	if err := checkJSONText(r.body); err != nil {
 		return lr, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(r.body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&lr); err != nil {
-		return lr, fmt.Errorf("%w: lease request body: %v", ErrInvalid, err)
+	if err := decodeStrict(r.body, "lease request body", &lr); err != nil {
+		return lr, err
 	}
 	if lr.Holder == "" {
 		return lr, fmt.Errorf("%w: holder is required", ErrInvalid)
@@ -1099,8 +1114,8 @@ func (a *API) addMember(w http.ResponseWriter, r *request) error {
 	if err := checkJSONText(r.body); err != nil {
 		return err
 	}
-	if err := json.Unmarshal(r.body, &mr); err != nil {
-		return fmt.Errorf("%w: member request body: %v", ErrInvalid, err)
+	if err := decodeStrict(r.body, "member request body", &mr); err != nil {
+		return err
 	}
 	if mr.ID == 0 || mr.Peer == "" {
 		return fmt.Errorf("%w: id and peer are required", ErrInvalid)

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -259,10 +257,8 @@ func tokenRequest(body []byte) (api.TokenRequest, TokenRole, error) {
 	if err := checkJSONText(body); err != nil {
 		return tr, 0, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&tr); err != nil {
-		return tr, 0, fmt.Errorf("%w: token request body: %v", ErrInvalid, err)
+	if err := decodeStrict(body, "token request body", &tr); err != nil {
+		return tr, 0, err
 	}
 	role, err := ParseTokenRole(string(tr.Role))
 	if err != nil {

@@ -1,11 +1,8 @@
 package server
 
 import (
-	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 
 	"coord/api"
@@ -54,15 +51,8 @@ func parseBatch(body []byte) ([]BatchOp, error) {
 		return nil, err
 	}
 	var req api.BatchRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return nil, fmt.Errorf("%w: batch body: %v", ErrInvalid, err)
-	}
-	// More would miss a stray '}' or ']', which it takes for the end of
-	// a value; the next token must be the end of the body.
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("%w: batch body: data after the JSON object", ErrInvalid)
+	if err := decodeStrict(body, "batch body", &req); err != nil {
+		return nil, err
 	}
 	ops := make([]BatchOp, len(req.Ops))
 	for i, o := range req.Ops {
