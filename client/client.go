@@ -563,7 +563,12 @@ func (c *Client) do(ctx context.Context, k call, out any) error {
 				c.mu.Unlock()
 				return err
 			}
-			last = err
+			// An attempt cut short by ctx's end says less than the one
+			// before it (a dial the deadline stopped, after a handshake
+			// that failed on its own), as in OpenSession.
+			if last == nil || ctx.Err() == nil {
+				last = err
+			}
 			if ctx.Err() != nil {
 				return c.giveUp(k, unknown, ctx.Err(), last)
 			}

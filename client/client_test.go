@@ -397,3 +397,53 @@ func TestLearnedLeaderSticks(t *testing.T) {
 		t.Fatalf("the third write went to the follower (writes at the leader: %d): the answer in flight undid the lookup", leaderPuts.Load())
 	}
 }
+
+// TestGiveUpReportsTheLastAttemptThatEndedOnItsOwn: a call's context ends
+// during an attempt (here a TLS handshake a server never answers), after
+// another failed on its own (a certificate the client does not trust).
+// The error names the certificate, not only the deadline that cut the
+// last attempt short.
+func TestGiveUpReportsTheLastAttemptThatEndedOnItsOwn(t *testing.T) {
+	untrusted := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer untrusted.Close()
+	// Accepts connections and says nothing: every handshake waits for the
+	// caller's deadline.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			conn, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, conn)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	cfg := DefaultConfig(untrusted.URL, "https://"+silent.Addr().String())
+	cfg.TLS = &tls.Config{RootCAs: x509.NewCertPool()}
+	cfg.AttemptTimeout = time.Minute // the call's own deadline cuts the silent one short
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err = c.Get(ctx, "k")
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("Get: %v, want ErrUnavailable naming the certificate", err)
+	}
+}
