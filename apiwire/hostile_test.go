@@ -138,14 +138,7 @@ func TestRefusedRequestIsErrRefused(t *testing.T) {
 	limits.StreamsMax = 1
 	addr, _ := serve(t, h, ServerConfig{Limits: limits})
 	hc := client(t)
-	held := make(chan error, 1)
-	go func() {
-		resp, err := hc.Get("http://" + addr + "/hold")
-		if err == nil {
-			resp.Body.Close()
-		}
-		held <- err
-	}()
+	held := holdRequest(hc, addr)
 	<-entered
 	_, err := hc.Get("http://" + addr + "/second")
 	close(release)
@@ -218,14 +211,7 @@ func TestStreamWaitThatEndsIsNotSent(t *testing.T) {
 	tr := NewTransport(TransportConfig{Limits: limits})
 	t.Cleanup(tr.CloseIdleConnections)
 	hc := &http.Client{Transport: tr}
-	held := make(chan error, 1)
-	go func() {
-		resp, err := hc.Get("http://" + addr + "/hold")
-		if err == nil {
-			resp.Body.Close()
-		}
-		held <- err
-	}()
+	held := holdRequest(hc, addr)
 	<-entered
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -249,4 +235,18 @@ func TestStreamWaitThatEndsIsNotSent(t *testing.T) {
 	if n := waited.Load(); n != 1 {
 		t.Fatalf("the server saw %d requests to /waited, want 1 (the one sent once the stream was free)", n)
 	}
+}
+
+// holdRequest sends GET /hold to addr on hc in the background: the
+// channel gets its error once the request ends.
+func holdRequest(hc *http.Client, addr string) <-chan error {
+	held := make(chan error, 1)
+	go func() {
+		resp, err := hc.Get("http://" + addr + "/hold")
+		if err == nil {
+			resp.Body.Close()
+		}
+		held <- err
+	}()
+	return held
 }
