@@ -66,8 +66,8 @@ type Options struct {
 	// ErrLost until Close: the node stops acknowledging and voting, as on a
 	// failed disk, and must be restarted on a directory that holds its
 	// state. A Save that writes a term or vote always checks. 0 means
-	// never: the check lists the directory, and a simulation's file system
-	// must see the same calls in every run of a seed.
+	// never: the check reads the file system, and a simulation's must see
+	// the same calls in every run of a seed.
 	CheckDirEvery time.Duration
 }
 
@@ -513,7 +513,7 @@ func (d *Disk) checkDir(force bool) error {
 		return nil
 	}
 	if !ok {
-		d.gone = fmt.Errorf("%w: the data directory %s was removed or replaced while the node ran (its LOCK file is gone): what it held since is unlinked, so this node writes nothing more; restart it on a directory that holds its state", ErrLost, d.dir)
+		d.gone = fmt.Errorf("%w: the data directory %s was removed or replaced while the node ran (its LOCK file is not the one this node locked): what it held since is unlinked, so this node writes nothing more; restart it on a directory that holds its state", ErrLost, d.dir)
 		d.logger.Error("raftstore: data directory gone", "dir", d.dir, "err", d.gone)
 		return d.gone
 	}
