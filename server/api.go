@@ -1013,9 +1013,13 @@ func (a *API) watchKey(w http.ResponseWriter, r *request) error {
 }
 
 // decodeStrict decodes body, which must be one JSON value for v and
-// nothing after it, into v, refusing fields v does not have: a request the
-// API would otherwise half understand is ErrInvalid, naming what.
+// nothing after it, into v, refusing text JSON would not carry as it is
+// (checkJSONText) and fields v does not have: a request the API would
+// otherwise half understand is ErrInvalid, naming what.
 func decodeStrict(body []byte, what string, v any) error {
+	if err := checkJSONText(body); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -1031,9 +1035,6 @@ func decodeStrict(body []byte, what string, v any) error {
 
 func leaseRequest(r *request) (api.LeaseRequest, error) {
 	var lr api.LeaseRequest
-	if err := checkJSONText(r.body); err != nil {
-		return lr, err
-	}
 	if err := decodeStrict(r.body, "lease request body", &lr); err != nil {
 		return lr, err
 	}
@@ -1111,9 +1112,6 @@ func (a *API) addMember(w http.ResponseWriter, r *request) error {
 		return a.forward(w, r)
 	}
 	var mr api.MemberRequest
-	if err := checkJSONText(r.body); err != nil {
-		return err
-	}
 	if err := decodeStrict(r.body, "member request body", &mr); err != nil {
 		return err
 	}

@@ -249,14 +249,11 @@ func (a *API) createToken(w http.ResponseWriter, r *request) error {
 }
 
 // tokenRequest decodes the body of POST /v1/tokens and its role. Like
-// every body, it must be text JSON carries as it is (checkJSONText): a
-// prefix that encoding/json turned into U+FFFD would scope the token to
-// other keys than asked.
+// every body, it must be text JSON carries as it is (decodeStrict's
+// checkJSONText): a prefix that encoding/json turned into U+FFFD would
+// scope the token to other keys than asked.
 func tokenRequest(body []byte) (api.TokenRequest, TokenRole, error) {
 	var tr api.TokenRequest
-	if err := checkJSONText(body); err != nil {
-		return tr, 0, err
-	}
 	if err := decodeStrict(body, "token request body", &tr); err != nil {
 		return tr, 0, err
 	}

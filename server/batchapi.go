@@ -47,9 +47,6 @@ func (a *API) batch(w http.ResponseWriter, r *request, tok Token) error {
 // given twice or with a delete, and bad base64 are each refused, naming
 // the operation.
 func parseBatch(body []byte) ([]BatchOp, error) {
-	if err := checkJSONText(body); err != nil {
-		return nil, err
-	}
 	var req api.BatchRequest
 	if err := decodeStrict(body, "batch body", &req); err != nil {
 		return nil, err

@@ -9,9 +9,10 @@ import (
 )
 
 // TestRequestBodiesAreOneJSONObjectOfKnownFields: every JSON body the API
-// takes (leases, tokens, members, batches) refuses unknown fields and
-// anything after its object with ErrInvalid, as the batch body did alone
-// before; a well-formed body with trailing white space is taken.
+// takes (leases, tokens, members, batches) refuses unknown fields,
+// anything after its object, and text JSON would not carry as it is
+// (checkJSONText, before any decoding) with ErrInvalid; a well-formed body
+// with trailing white space is taken.
 func TestRequestBodiesAreOneJSONObjectOfKnownFields(t *testing.T) {
 	decoders := map[string]func(body string) error{
 		"lease": func(body string) error { _, err := leaseRequest(&request{body: []byte(body)}); return err },
@@ -37,6 +38,8 @@ func TestRequestBodiesAreOneJSONObjectOfKnownFields(t *testing.T) {
 			{"data after the object", body + `{}`, "data after the JSON object"},
 			{"a stray brace", body + `}`, "data after the JSON object"},
 			{"an unknown field", `{"nope":1,` + body[1:], "unknown field"},
+			{"a byte that is not UTF-8", body[:len(body)-1] + ` ` + "\xff" + `}`, "not valid UTF-8"},
+			{"a lone surrogate", `{"nope":"\ud800",` + body[1:], "lone UTF-16 surrogate"},
 		} {
 			err := decode(bad.body)
 			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), bad.want) {
