@@ -34,7 +34,8 @@ var (
 	// IDENTITY (or a VOTE, or snapshots) is missing or empty, or the VOTE
 	// of a node that has voted is. A node must not run on such a
 	// directory: it would have forgotten its votes and acknowledged
-	// entries.
+	// entries. Every write of an open Disk wraps it too once the directory
+	// was found removed or replaced under it (Options.CheckDirEvery).
 	ErrLost = errors.New("raftstore: data lost")
 	// ErrIdentity means SetIdentity was given another identity than the
 	// one the directory has.
@@ -59,10 +60,10 @@ type Options struct {
 	Background func(work func())
 	// CheckDirEvery is how often, at most, a Save first checks that the
 	// directory is still the one Open locked: that its LOCK file is still
-	// there, the very file Open locked. A directory removed (or removed and made again) under a
-	// running node leaves its open log segment writable, unlinked: without
-	// the check the node would go on acknowledging entries that no restart
-	// can find. Once the check fails, every Save and Repair fails with
+	// there, the very file Open locked. A directory removed (or removed
+	// and made again) under a running node leaves its open files
+	// writable, unlinked: without the check the node would go on
+	// acknowledging entries that no restart can find. Once the check fails, every Save and Repair fails with
 	// ErrLost until Close: the node stops acknowledging and voting, as on a
 	// failed disk, and must be restarted on a directory that holds its
 	// state. A Save that writes a term or vote always checks. 0 means
